@@ -1,0 +1,121 @@
+//! `mixprec formats`: the properties of number formats, as a table or JSON.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::format::{FloatFormat, PRESETS};
+
+/// List number formats and their properties.
+///
+/// Formats: fp32, tf32, fp16, bf16, fp8-e4m3 (alias e4m3fn: OCP FP8 E4M3, bias 7, no infinities,
+/// NaN only at exponent and mantissa all ones, max 448), fp8-e5m2 (IEEE-like, max 57344), and any
+/// eXmY (X exponent bits 2..=8, Y mantissa bits 1..=23), always IEEE-like: note that e4m3
+/// (IEEE-like, max 240) is not fp8-e4m3 (OCP, max 448).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Formats to show (default: the presets).
+    #[arg(value_name = "NAME")]
+    names: Vec<String>,
+    /// Print a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let formats: Vec<FloatFormat> = if args.names.is_empty() {
+        PRESETS.iter().map(|(_, f)| *f).collect()
+    } else {
+        args.names.iter().map(|n| n.parse()).collect::<Result<_, _>>()?
+    };
+    if args.json {
+        let rows: Vec<_> = formats
+            .iter()
+            .map(|f| {
+                json!({
+                    "name": f.name(),
+                    "exponent_bits": f.exp_bits,
+                    "mantissa_bits": f.man_bits,
+                    "bias": f.bias(),
+                    "max": f.max(),
+                    "min_normal": f.min_normal(),
+                    "min_subnormal": f.min_subnormal(),
+                    "epsilon": f.epsilon(),
+                    "has_infinity": f.has_infinity(),
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let header = [
+        "format", "bits", "exp", "man", "bias", "max", "min normal", "min subnormal", "epsilon",
+        "inf", "decimal digits",
+    ];
+    let rows: Vec<[String; 11]> = formats
+        .iter()
+        .map(|f| {
+            [
+                f.name(),
+                f.total_bits().to_string(),
+                f.exp_bits.to_string(),
+                f.man_bits.to_string(),
+                f.bias().to_string(),
+                sci(f.max()),
+                sci(f.min_normal()),
+                sci(f.min_subnormal()),
+                sci(f.epsilon()),
+                if f.has_infinity() { "yes" } else { "no" }.to_string(),
+                format!("{:.1}", (f.man_bits + 1) as f64 * 2f64.log10()),
+            ]
+        })
+        .collect();
+    write_table(out, &header, &rows)?;
+    writeln!(
+        out,
+        "\nmax: largest finite value; min normal: 2^emin, below it precision falls (subnormals) \
+         until min subnormal, below half of which values become 0; epsilon: gap after 1.0."
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A value in 4 significant digits of scientific notation, or exactly if it is short.
+pub(crate) fn sci(x: f64) -> String {
+    let exact = format!("{x}");
+    if exact.len() <= 9 {
+        exact
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+/// A left-aligned first column and right-aligned others, separated by two spaces.
+pub(crate) fn write_table<const N: usize>(
+    out: &mut dyn Write,
+    header: &[&str; N],
+    rows: &[[String; N]],
+) -> std::io::Result<()> {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i == 0 {
+                s += &format!("{cell:<w$}");
+            } else {
+                s += &format!("  {cell:>w$}");
+            }
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(header.to_vec()))?;
+    for row in rows {
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,282 @@
+//! Floating-point formats: what a format is, and how a value rounds into it.
+//!
+//! A format is a value ([`FloatFormat`]), not a type: presets are constants ([`FP16`], [`BF16`],
+//! [`FP8_E4M3`], ...) and any IEEE-like `eXmY` parses from its name. Rounding lives in
+//! [`Rounder`], which rounds `f64` values exactly (one rounding, integer arithmetic) and `f32`
+//! slices in place at memory speed, counting what happened ([`RoundCounts`]).
+//!
+//! ```
+//! use mixprec::format::{FloatFormat, Rounder, RoundOptions, FP16};
+//!
+//! let fp16: FloatFormat = "fp16".parse().unwrap();
+//! assert_eq!(fp16, FP16);
+//! assert_eq!(fp16.max(), 65504.0);
+//! let r = Rounder::new(fp16, RoundOptions::default());
+//! assert_eq!(r.round(0.1), 0.0999755859375);
+//! let mut grads = [1e-8_f32, 3e-5, 70000.0];
+//! let counts = r.round_f32_slice(&mut grads);
+//! assert_eq!((counts.underflow, counts.subnormal, counts.overflow), (1, 1, 1));
+//! ```
+
+mod encode;
+mod random;
+mod round;
+mod slice;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+pub use random::stochastic_bits;
+pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};
+pub use slice::RoundCounts;
+
+/// A binary floating-point format with a sign bit, `exp_bits` exponent bits and `man_bits`
+/// stored mantissa bits.
+///
+/// ```text
+/// bias        = 2^(exp_bits-1) - 1
+/// emin        = 1 - bias                      (exponent of the smallest normal)
+/// emax        = bias      (IEEE-like: the all-ones exponent holds inf and NaN)
+///             = bias + 1  (finite-only, OCP "fn": only all-ones exponent and mantissa is NaN)
+/// max         = (2 - 2^-man_bits) * 2^emax    (IEEE-like)
+///             = (2 - 2^(1-man_bits)) * 2^emax (finite-only)
+/// min_normal  = 2^emin
+/// min_subnormal = 2^(emin - man_bits)
+/// epsilon     = 2^-man_bits                   (the gap between 1 and the next value)
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct FloatFormat {
+    /// Exponent field width, 2..=8.
+    pub exp_bits: u32,
+    /// Stored mantissa (fraction) width, 1..=23.
+    pub man_bits: u32,
+    /// OCP "fn" encoding: no infinities, NaN only at all-ones exponent and mantissa, so the
+    /// all-ones exponent also holds finite values.
+    pub finite_only: bool,
+}
+
+/// IEEE 754 binary32.
+pub const FP32: FloatFormat = FloatFormat::ieee(8, 23);
+/// NVIDIA TensorFloat-32: fp32's range with fp16's precision.
+pub const TF32: FloatFormat = FloatFormat::ieee(8, 10);
+/// IEEE 754 binary16.
+pub const FP16: FloatFormat = FloatFormat::ieee(5, 10);
+/// bfloat16: fp32's range with 8 bits of precision.
+pub const BF16: FloatFormat = FloatFormat::ieee(8, 7);
+/// OCP FP8 E4M3 (`e4m3fn`): bias 7, no infinities, one NaN per sign, max 448.
+pub const FP8_E4M3: FloatFormat = FloatFormat {
+    exp_bits: 4,
+    man_bits: 3,
+    finite_only: true,
+};
+/// OCP FP8 E5M2: IEEE-like, max 57344.
+pub const FP8_E5M2: FloatFormat = FloatFormat::ieee(5, 2);
+
+/// The presets, in the order `mixprec formats` lists them, with their names.
+pub const PRESETS: [(&str, FloatFormat); 6] = [
+    ("fp32", FP32),
+    ("tf32", TF32),
+    ("fp16", FP16),
+    ("bf16", BF16),
+    ("fp8-e4m3", FP8_E4M3),
+    ("fp8-e5m2", FP8_E5M2),
+];
+
+impl FloatFormat {
+    /// An IEEE-like format: bias `2^(exp_bits-1) - 1`, the top exponent reserved for infinities
+    /// and NaN, subnormals.
+    ///
+    /// # Panics
+    /// If `exp_bits` is outside 2..=8 or `man_bits` outside 1..=23 (use [`FromStr`] for names a
+    /// user typed).
+    #[must_use]
+    pub const fn ieee(exp_bits: u32, man_bits: u32) -> Self {
+        assert!(exp_bits >= 2 && exp_bits <= 8 && man_bits >= 1 && man_bits <= 23);
+        FloatFormat {
+            exp_bits,
+            man_bits,
+            finite_only: false,
+        }
+    }
+
+    /// The canonical name: the preset's name where there is one, else `eXmY`.
+    #[must_use]
+    pub fn name(&self) -> String {
+        match PRESETS.iter().find(|(_, f)| f == self) {
+            Some((name, _)) => (*name).to_string(),
+            None => format!("e{}m{}", self.exp_bits, self.man_bits),
+        }
+    }
+
+    /// Total width in bits (sign, exponent, mantissa).
+    #[must_use]
+    pub const fn total_bits(&self) -> u32 {
+        1 + self.exp_bits + self.man_bits
+    }
+
+    /// Exponent bias.
+    #[must_use]
+    pub const fn bias(&self) -> i32 {
+        (1 << (self.exp_bits - 1)) - 1
+    }
+
+    /// Exponent of the smallest normal value.
+    #[must_use]
+    pub const fn emin(&self) -> i32 {
+        1 - self.bias()
+    }
+
+    /// Exponent of the largest finite value.
+    #[must_use]
+    pub const fn emax(&self) -> i32 {
+        if self.finite_only {
+            self.bias() + 1
+        } else {
+            self.bias()
+        }
+    }
+
+    /// Largest finite value.
+    #[must_use]
+    pub fn max(&self) -> f64 {
+        let top_mantissa = if self.finite_only {
+            // All-ones mantissa at the top exponent is NaN.
+            (1u64 << (self.man_bits + 1)) - 2
+        } else {
+            (1u64 << (self.man_bits + 1)) - 1
+        };
+        top_mantissa as f64 * pow2(self.emax() - self.man_bits as i32)
+    }
+
+    /// Smallest positive normal value, `2^emin`.
+    #[must_use]
+    pub fn min_normal(&self) -> f64 {
+        pow2(self.emin())
+    }
+
+    /// Smallest positive subnormal value, `2^(emin - man_bits)`.
+    #[must_use]
+    pub fn min_subnormal(&self) -> f64 {
+        pow2(self.emin() - self.man_bits as i32)
+    }
+
+    /// Machine epsilon `2^-man_bits`: the gap between 1 and the next larger value.
+    #[must_use]
+    pub fn epsilon(&self) -> f64 {
+        pow2(-(self.man_bits as i32))
+    }
+
+    /// Whether the format encodes infinities.
+    #[must_use]
+    pub const fn has_infinity(&self) -> bool {
+        !self.finite_only
+    }
+}
+
+/// `2^k` exactly, for `k` in -1074..=1023.
+///
+/// # Panics
+/// Outside that range (every caller passes exponents of formats no wider than f32, or of f64
+/// values).
+#[must_use]
+pub(crate) fn pow2(k: i32) -> f64 {
+    assert!((-1074..=1023).contains(&k), "2^{k} is not a finite nonzero f64");
+    if k >= -1022 {
+        f64::from_bits(((k + 1023) as u64) << 52)
+    } else {
+        f64::from_bits(1u64 << (k + 1074))
+    }
+}
+
+impl FromStr for FloatFormat {
+    type Err = Error;
+
+    /// Parses a preset name (any case; `e4m3fn` is an alias of `fp8-e4m3`, and `fp8-` may be
+    /// dropped from `fp8-e5m2`) or `eXmY`, which is always IEEE-like.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let lower = s.trim().to_ascii_lowercase();
+        let unknown = || Error::UnknownFormat {
+            name: s.to_string(),
+        };
+        match lower.as_str() {
+            "fp32" | "f32" | "float32" => return Ok(FP32),
+            "tf32" => return Ok(TF32),
+            "fp16" | "f16" | "float16" | "half" => return Ok(FP16),
+            "bf16" | "bfloat16" => return Ok(BF16),
+            "fp8-e4m3" | "e4m3fn" | "fp8-e4m3fn" | "fp8_e4m3" | "float8_e4m3fn" => {
+                return Ok(FP8_E4M3);
+            }
+            "fp8-e5m2" | "fp8_e5m2" | "float8_e5m2" => return Ok(FP8_E5M2),
+            _ => {}
+        }
+        let rest = lower.strip_prefix('e').ok_or_else(unknown)?;
+        let (e, m) = rest.split_once('m').ok_or_else(unknown)?;
+        let digits = |t: &str| -> Option<u32> {
+            (!t.is_empty() && t.len() <= 2 && t.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| t.parse().ok())
+                .flatten()
+        };
+        match (digits(e), digits(m)) {
+            (Some(e @ 2..=8), Some(m @ 1..=23)) => Ok(FloatFormat::ieee(e, m)),
+            _ => Err(unknown()),
+        }
+    }
+}
+
+impl TryFrom<String> for FloatFormat {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+impl From<FloatFormat> for String {
+    fn from(f: FloatFormat) -> String {
+        f.name()
+    }
+}
+
+impl fmt::Display for FloatFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preset_properties() {
+        assert_eq!(FP16.max(), 65504.0);
+        assert_eq!(FP16.min_normal(), 2f64.powi(-14));
+        assert_eq!(FP16.min_subnormal(), 2f64.powi(-24));
+        assert_eq!(BF16.max(), f32::MAX as f64 * (1.0 - 2f64.powi(-8)) / (1.0 - 2f64.powi(-24)));
+        assert_eq!(FP8_E4M3.max(), 448.0);
+        assert_eq!(FP8_E4M3.bias(), 7);
+        assert_eq!("e4m3".parse::<FloatFormat>().unwrap().max(), 240.0);
+        assert_eq!(FP8_E5M2.max(), 57344.0);
+        assert_eq!(FP32.max(), f32::MAX as f64);
+        assert_eq!(FP32.min_subnormal(), f64::from(f32::from_bits(1)));
+        assert_eq!(TF32.epsilon(), 2f64.powi(-10));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for (name, f) in PRESETS {
+            assert_eq!(f.name(), name);
+            assert_eq!(name.parse::<FloatFormat>().unwrap(), f);
+        }
+        assert_eq!("E4M3FN".parse::<FloatFormat>().unwrap(), FP8_E4M3);
+        assert_eq!("e5m10".parse::<FloatFormat>().unwrap(), FP16);
+        assert_eq!("e3m4".parse::<FloatFormat>().unwrap().name(), "e3m4");
+        for bad in ["", "e1m3", "e9m2", "e4m0", "e4m24", "fp12", "e4m", "em3", "e+4m3", "e04m003"] {
+            assert!(bad.parse::<FloatFormat>().is_err(), "{bad}");
+        }
+    }
+}

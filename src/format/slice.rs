@@ -1,0 +1,317 @@
+//! Rounding whole slices in place, with counts of what rounding did.
+//!
+//! `f32` slices with nearest-even or stochastic rounding (subnormals on) go through a
+//! branch-free kernel that works on the bit patterns and vectorises; it is compiled twice, for
+//! the baseline target and for AVX2, and picked at run time. Every other case goes value by value
+//! through the exact scalar path ([`Rounder::round_at`]), which is also the kernel's twin in the
+//! tests: both must agree bit for bit.
+
+use std::ops::{Add, AddAssign};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::random::{block_key, mix};
+use super::round::{Event, Overflow, Rounder, Rounding};
+
+/// How many values of a slice each rounding event touched.
+///
+/// Zeros and values that rounded to normal numbers are not counted (they are the rest).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RoundCounts {
+    /// Nonzero finite inputs that became zero.
+    pub underflow: u64,
+    /// Nonzero results below the smallest normal (kept with reduced precision).
+    pub subnormal: u64,
+    /// Finite inputs whose rounded magnitude exceeded the largest finite value.
+    pub overflow: u64,
+    /// NaN inputs.
+    pub nan: u64,
+    /// Infinite inputs.
+    pub infinite: u64,
+}
+
+impl RoundCounts {
+    /// Counts one event.
+    pub fn record(&mut self, event: Event) {
+        match event {
+            Event::Normal => {}
+            Event::Underflow => self.underflow += 1,
+            Event::Subnormal => self.subnormal += 1,
+            Event::Overflow => self.overflow += 1,
+            Event::Nan => self.nan += 1,
+            Event::Infinite => self.infinite += 1,
+        }
+    }
+}
+
+impl Add for RoundCounts {
+    type Output = RoundCounts;
+    fn add(self, o: RoundCounts) -> RoundCounts {
+        RoundCounts {
+            underflow: self.underflow + o.underflow,
+            subnormal: self.subnormal + o.subnormal,
+            overflow: self.overflow + o.overflow,
+            nan: self.nan + o.nan,
+            infinite: self.infinite + o.infinite,
+        }
+    }
+}
+
+impl AddAssign for RoundCounts {
+    fn add_assign(&mut self, o: RoundCounts) {
+        *self = *self + o;
+    }
+}
+
+/// Values per kernel call: small enough for u32 lane counters, large enough to amortise.
+const CHUNK: usize = 1 << 14;
+/// Values per rayon task.
+const PAR_CHUNK: usize = 1 << 18;
+
+impl Rounder {
+    /// Rounds `xs` in place as the first values of a stream (positions `0..xs.len()`).
+    ///
+    /// Each value is rounded from its f32 value exactly, as [`Rounder::round_at`] would.
+    pub fn round_f32_slice(&self, xs: &mut [f32]) -> RoundCounts {
+        self.round_f32_slice_at(xs, 0)
+    }
+
+    /// Rounds `xs` in place as positions `start..start + xs.len()` of a stream (which selects
+    /// the random bits in stochastic mode).
+    pub fn round_f32_slice_at(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+        let mut counts = RoundCounts::default();
+        let mut index = start;
+        for chunk in xs.chunks_mut(CHUNK) {
+            counts += self.round_f32_chunk(chunk, index);
+            index += chunk.len() as u64;
+        }
+        counts
+    }
+
+    /// [`Rounder::round_f32_slice`] on all threads; the result is the same whatever their number.
+    pub fn par_round_f32_slice(&self, xs: &mut [f32]) -> RoundCounts {
+        xs.par_chunks_mut(PAR_CHUNK)
+            .enumerate()
+            .map(|(i, chunk)| self.round_f32_slice_at(chunk, (i * PAR_CHUNK) as u64))
+            .reduce(RoundCounts::default, Add::add)
+    }
+
+    /// Rounds `xs` in place, each value exactly and once, as positions `0..xs.len()`.
+    pub fn round_f64_slice(&self, xs: &mut [f64]) -> RoundCounts {
+        self.round_f64_slice_at(xs, 0)
+    }
+
+    /// Rounds `xs` in place as positions `start..start + xs.len()` of a stream.
+    pub fn round_f64_slice_at(&self, xs: &mut [f64], start: u64) -> RoundCounts {
+        let mut counts = RoundCounts::default();
+        for (x, index) in xs.iter_mut().zip(start..) {
+            let (r, event) = self.round_at(*x, index);
+            *x = r;
+            counts.record(event);
+        }
+        counts
+    }
+
+    /// [`Rounder::round_f64_slice`] on all threads; the result is the same whatever their number.
+    pub fn par_round_f64_slice(&self, xs: &mut [f64]) -> RoundCounts {
+        xs.par_chunks_mut(PAR_CHUNK)
+            .enumerate()
+            .map(|(i, chunk)| self.round_f64_slice_at(chunk, (i * PAR_CHUNK) as u64))
+            .reduce(RoundCounts::default, Add::add)
+    }
+
+    /// One chunk of at most [`CHUNK`] values.
+    fn round_f32_chunk(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+        let Some(kernel) = Kernel::new(self) else {
+            return self.round_f32_scalar(xs, start);
+        };
+        // The random key changes every 2^32 positions: split a chunk that crosses a boundary.
+        let to_boundary = ((1u64 << 32) - (start & 0xffff_ffff)) as usize;
+        if kernel.stochastic && xs.len() > to_boundary {
+            let (head, tail) = xs.split_at_mut(to_boundary);
+            return self.round_f32_chunk(head, start) + self.round_f32_chunk(tail, start + to_boundary as u64);
+        }
+        let key = block_key(self.options().seed, start >> 32);
+        let lo = start as u32;
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { kernel.run_avx2(xs, lo, key) };
+        }
+        kernel.run(xs, lo, key)
+    }
+
+    /// The scalar twin: every value through the exact f64 path.
+    pub(crate) fn round_f32_scalar(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+        let mut counts = RoundCounts::default();
+        for (x, index) in xs.iter_mut().zip(start..) {
+            let (r, event) = self.round_at(f64::from(*x), index);
+            *x = f64_to_f32_exact(r);
+            counts.record(event);
+        }
+        counts
+    }
+}
+
+/// `r` as f32, for values the format makes exactly representable in f32; a NaN keeps its sign and
+/// top 23 payload bits (an `as` cast leaves NaN payloads unspecified).
+fn f64_to_f32_exact(r: f64) -> f32 {
+    if r.is_nan() {
+        let b = r.to_bits();
+        f32::from_bits(((b >> 32) as u32 & 0x8000_0000) | 0x7f80_0000 | ((b >> 29) as u32 & 0x007f_ffff))
+    } else {
+        r as f32
+    }
+}
+
+const INF: u32 = 0x7f80_0000;
+
+/// The constants of the branch-free f32 kernel (see the module docs).
+#[derive(Clone, Copy, Debug)]
+struct Kernel {
+    stochastic: bool,
+    /// Mantissa bits dropped: 23 - man_bits.
+    s: u32,
+    low_mask: u32,
+    /// Half a quantum minus one, for ties-to-even by integer addition.
+    half_m1: u32,
+    /// 1 when s > 0, so that `(a >> s) & lsb_enable` is the last kept bit.
+    lsb_enable: u32,
+    min_normal_bits: u32,
+    max_bits: u32,
+    /// Biased f32 exponent of the smallest normal of the format.
+    emin_b: u32,
+    /// `2^(emin - man_bits + 23)`: adding and subtracting it rounds a value below the smallest
+    /// normal to a multiple of the smallest subnormal, ties to even.
+    magic: f32,
+    /// The smallest subnormal.
+    quantum: f32,
+    overflow_bits: u32,
+    infinity_bits: u32,
+    /// NaN results keep these bits of the input and set `nan_set`.
+    nan_keep: u32,
+    nan_set: u32,
+}
+
+impl Kernel {
+    fn new(r: &Rounder) -> Option<Kernel> {
+        let o = r.options();
+        let stochastic = match o.rounding {
+            Rounding::NearestEven => false,
+            Rounding::Stochastic => true,
+            _ => return None,
+        };
+        if !o.subnormals {
+            return None;
+        }
+        let f = r.format();
+        let s = 23 - f.man_bits;
+        let low_mask = (1u32 << s) - 1;
+        let max_bits = (f.max() as f32).to_bits();
+        let nan_payload = ((1u32 << f.man_bits) - 1) << s;
+        let (nan_keep, nan_set) = if f.finite_only {
+            (0x8000_0000, INF | nan_payload)
+        } else {
+            (0x8000_0000 | nan_payload, INF | 0x0040_0000)
+        };
+        let format_nan = INF | 0x0040_0000 | if f.finite_only { nan_payload } else { 0 };
+        let (overflow_bits, infinity_bits) = match (o.overflow, f.has_infinity()) {
+            (Overflow::Saturate, _) => (max_bits, max_bits),
+            (Overflow::Ieee, true) => (INF, INF),
+            (Overflow::Ieee, false) => (format_nan, format_nan),
+        };
+        Some(Kernel {
+            stochastic,
+            s,
+            low_mask,
+            half_m1: if s > 0 { (1 << (s - 1)) - 1 } else { 0 },
+            lsb_enable: u32::from(s > 0),
+            min_normal_bits: ((f.emin() + 127) as u32) << 23,
+            max_bits,
+            emin_b: (f.emin() + 127) as u32,
+            magic: super::pow2(f.emin() - f.man_bits as i32 + 23) as f32,
+            quantum: f.min_subnormal() as f32,
+            overflow_bits,
+            infinity_bits,
+            nan_keep,
+            nan_set,
+        })
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+        self.run(xs, lo, key)
+    }
+
+    #[inline(always)]
+    fn run(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+        if self.stochastic {
+            self.run_mode::<true>(xs, lo, key)
+        } else {
+            self.run_mode::<false>(xs, lo, key)
+        }
+    }
+
+    #[inline(always)]
+    fn run_mode<const STOCHASTIC: bool>(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+        let k = *self;
+        let (mut under, mut sub, mut over, mut nan, mut inf) = (0u32, 0u32, 0u32, 0u32, 0u32);
+        for (i, x) in xs.iter_mut().enumerate() {
+            let bits = x.to_bits();
+            let sign = bits & 0x8000_0000;
+            let a = bits ^ sign;
+            let (rn, rs) = if STOCHASTIC {
+                let h = mix(lo.wrapping_add(i as u32), key);
+                // Normal range: up iff the dropped bits exceed the top s bits of h.
+                let rn = (a + ((!h >> (31 - k.s)) >> 1)) & !k.low_mask;
+                // Below the smallest normal: integer significand, variable shift.
+                let exp = a >> 23;
+                let exp_eff = exp.max(1);
+                let sig = (a & 0x007f_ffff) | if exp > 0 { 0x0080_0000 } else { 0 };
+                let sh = k.s + k.emin_b.saturating_sub(exp_eff);
+                let sh_c = sh.min(31);
+                let kept = sig >> sh_c;
+                let rest = sig - (kept << sh_c);
+                // floor(rest / 2^sh * 2^32)
+                let frac = if sh <= 32 {
+                    (rest << (31 - sh_c)) << 1
+                } else {
+                    sig >> (sh - 32).min(31)
+                };
+                let up = u32::from(frac > h);
+                (rn, ((kept + up) as f32 * k.quantum).to_bits())
+            } else {
+                let rn = (a + k.half_m1 + ((a >> k.s) & k.lsb_enable)) & !k.low_mask;
+                let rs = ((f32::from_bits(a) + k.magic) - k.magic).to_bits();
+                (rn, rs)
+            };
+            let r = if a < k.min_normal_bits { rs } else { rn };
+            let finite = a < INF;
+            let overflowed = finite & (r > k.max_bits);
+            let out = if a > INF {
+                (bits & k.nan_keep) | k.nan_set
+            } else if a == INF {
+                k.infinity_bits | sign
+            } else if overflowed {
+                k.overflow_bits | sign
+            } else {
+                r | sign
+            };
+            *x = f32::from_bits(out);
+            under += u32::from((a != 0) & (r == 0));
+            sub += u32::from((r != 0) & (r < k.min_normal_bits));
+            over += u32::from(overflowed);
+            nan += u32::from(a > INF);
+            inf += u32::from(a == INF);
+        }
+        RoundCounts {
+            underflow: under.into(),
+            subnormal: sub.into(),
+            overflow: over.into(),
+            nan: nan.into(),
+            infinite: inf.into(),
+        }
+    }
+}
