@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod train;
 
 pub use error::{Error, Result};

@@ -1,0 +1,37 @@
+//! The instrumented training core: layers with explicit forward and backward passes, models,
+//! data, optimizers, precision recipes and loss scalers, with every storage point observable.
+//!
+//! # How precision is simulated
+//! Values are held in f32 and rounded to the recipe's format at every point where hardware would
+//! store them ([`precision::Precision::store`]): layer outputs, gradients, weights, optimizer state
+//! and master weights. A GEMM on rounded inputs with f32 accumulation is "low-precision multiply,
+//! FP32 accumulate" (the product of two fp16 values is exact in f32); accumulation in the storage
+//! format is a separate, slow path ([`precision::matmul_rounded`]). The same layer code in f64 with
+//! no rounding is the reference for the finite-difference gradient checks.
+//!
+//! # One training step
+//! ```text
+//! x  -> round(activation) -> layers (each output rounded) -> loss (FP32 by default)
+//! dz = S * dL/dz -> round(activation grad) -> backward (weight grads rounded)
+//! overflow = any non-finite weight gradient
+//! skip if overflow and loss scaling is on; else g = grad / S (FP32), optimizer state rounded,
+//! update rounded, master += update (rounded), weights = round(master)
+//! ```
+
+pub mod capture;
+pub mod data;
+pub mod layer;
+pub mod loss;
+pub mod model;
+pub mod optim;
+pub mod precision;
+pub mod real;
+pub mod recipe;
+pub mod rng;
+pub mod scaler;
+pub mod step;
+
+pub use precision::{Class, Precision, Site};
+pub use real::Real;
+pub use recipe::Recipe;
+pub use rng::Rng;

@@ -1,0 +1,97 @@
+//! Layers with explicit forward and backward passes, generic over the scalar ([`Real`]) so that
+//! the same code trains in f32 and is checked against finite differences in f64.
+//!
+//! Every tensor is a matrix with one row per example: images are flattened channel-major
+//! (`c * h * w + y * w + x`), so a layer that needs a shape keeps it itself.
+
+mod activation;
+#[cfg(test)]
+pub(crate) mod check;
+mod linear;
+
+use ndarray::Array2;
+
+pub use activation::{Activation, ActivationLayer};
+pub use linear::Linear;
+
+use super::precision::{Class, Precision};
+use super::real::Real;
+use super::rng::Rng;
+
+/// A trainable tensor: the master copy the optimizer updates, the copy in the weight format the
+/// passes read, and the gradient.
+#[derive(Clone, Debug)]
+pub struct Param<T> {
+    /// `"weight"` or `"bias"`.
+    pub name: &'static str,
+    /// Index of the owning layer in the [`Precision`] registry.
+    pub site: usize,
+    /// The weights the optimizer updates (in the master-weight format).
+    pub master: Array2<T>,
+    /// The weights the forward and backward passes read (in the weight format).
+    pub weight: Array2<T>,
+    /// The gradient of the (scaled) loss (in the weight-gradient format).
+    pub grad: Array2<T>,
+}
+
+impl<T: Real> Param<T> {
+    /// A parameter with initial value `value`.
+    #[must_use]
+    pub fn new(name: &'static str, site: usize, value: Array2<T>) -> Self {
+        let grad = Array2::zeros(value.dim());
+        Param {
+            name,
+            site,
+            master: value.clone(),
+            weight: value,
+            grad,
+        }
+    }
+
+    /// Rounds the master copy to its format and refreshes the weight copy from it (at
+    /// initialisation, and after every update).
+    pub fn sync(&mut self, p: &mut Precision) {
+        p.enter(self.site);
+        p.store_array(Class::Master, &mut self.master);
+        self.weight.assign(&self.master);
+        p.store_array(Class::Weight, &mut self.weight);
+    }
+}
+
+/// A layer with an explicit backward pass.
+pub trait Layer<T: Real>: Send {
+    /// Short kind name (`"linear"`, `"relu"`...), used in storage-point names.
+    fn kind(&self) -> &'static str;
+
+    /// The output for a batch `x` (rows are examples), stored as activations; keeps what
+    /// backward needs.
+    fn forward(&mut self, x: Array2<T>, p: &mut Precision) -> Array2<T>;
+
+    /// Given the gradient of the loss with respect to the last forward's output, sets the
+    /// parameters' gradients and returns the gradient with respect to its input, stored as
+    /// activation gradients.
+    fn backward(&mut self, dy: Array2<T>, p: &mut Precision) -> Array2<T>;
+
+    /// The trainable parameters.
+    fn params(&self) -> Vec<&Param<T>> {
+        Vec::new()
+    }
+
+    /// The trainable parameters, mutably.
+    fn params_mut(&mut self) -> Vec<&mut Param<T>> {
+        Vec::new()
+    }
+}
+
+/// Uniform initial weights in `[-b, b]` with `b = scale / sqrt(fan_in)` (PyTorch's default for
+/// linear and convolution layers when `scale = 1`).
+#[must_use]
+pub fn init_uniform<T: Real>(
+    shape: (usize, usize),
+    fan_in: usize,
+    scale: f64,
+    rng: &mut Rng,
+) -> Array2<T> {
+    let bound = scale / (fan_in.max(1) as f64).sqrt();
+    Array2::from_shape_simple_fn(shape, || T::of((2.0 * rng.uniform() - 1.0) * bound))
+}

@@ -1,0 +1,108 @@
+//! The fully connected layer.
+
+use ndarray::Array2;
+
+use super::{Layer, Param, init_uniform};
+use crate::train::precision::{Class, Precision};
+use crate::train::real::Real;
+use crate::train::rng::Rng;
+
+/// `y = x Wᵀ + b` with `W` of shape (outputs, inputs) and `b` of shape (1, outputs).
+///
+/// ```text
+/// dL/dx = dL/dy W          dL/dW = (dL/dy)ᵀ x          dL/db = Σ_rows dL/dy
+/// ```
+#[derive(Clone, Debug)]
+pub struct Linear<T> {
+    /// Weights, (outputs, inputs).
+    pub weight: Param<T>,
+    /// Bias, (1, outputs).
+    pub bias: Param<T>,
+    input: Option<Array2<T>>,
+}
+
+impl<T: Real> Linear<T> {
+    /// A layer from `inputs` to `outputs` features owned by storage site `site`, with uniform
+    /// initial weights of bound `init_scale / sqrt(inputs)` and zero bias.
+    #[must_use]
+    pub fn new(inputs: usize, outputs: usize, init_scale: f64, site: usize, rng: &mut Rng) -> Self {
+        let w = init_uniform((outputs, inputs), inputs, init_scale, rng);
+        Linear {
+            weight: Param::new("weight", site, w),
+            bias: Param::new("bias", site, Array2::zeros((1, outputs))),
+            input: None,
+        }
+    }
+}
+
+impl<T: Real> Layer<T> for Linear<T> {
+    fn kind(&self) -> &'static str {
+        "linear"
+    }
+
+    fn forward(&mut self, x: Array2<T>, p: &mut Precision) -> Array2<T> {
+        let mut y = p.matmul(x.view(), self.weight.weight.t(), Class::Activation);
+        y += &self.bias.weight;
+        p.store_array(Class::Activation, &mut y);
+        self.input = Some(x);
+        y
+    }
+
+    fn backward(&mut self, dy: Array2<T>, p: &mut Precision) -> Array2<T> {
+        let Some(x) = self.input.as_ref() else {
+            return Array2::zeros((dy.nrows(), self.weight.weight.ncols()));
+        };
+        self.weight.grad = p.matmul(dy.t(), x.view(), Class::WeightGrad);
+        p.store_array(Class::WeightGrad, &mut self.weight.grad);
+        self.bias.grad = p.sum_rows(dy.view(), Class::WeightGrad);
+        p.store_array(Class::WeightGrad, &mut self.bias.grad);
+        let mut dx = p.matmul(dy.view(), self.weight.weight.view(), Class::ActivationGrad);
+        p.store_array(Class::ActivationGrad, &mut dx);
+        dx
+    }
+
+    fn params(&self) -> Vec<&Param<T>> {
+        vec![&self.weight, &self.bias]
+    }
+
+    fn params_mut(&mut self) -> Vec<&mut Param<T>> {
+        vec![&mut self.weight, &mut self.bias]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::layer::check::{check_layer, random};
+
+    #[test]
+    fn gradient_check() {
+        let mut rng = Rng::new(1);
+        for (batch, inputs, outputs) in [(1, 1, 1), (3, 5, 4), (9, 2, 7)] {
+            let mut layer = Linear::<f64>::new(inputs, outputs, 1.0, 0, &mut rng);
+            layer.bias.weight = random((1, outputs), &mut rng);
+            layer.bias.master = layer.bias.weight.clone();
+            let x = random((batch, inputs), &mut rng);
+            check_layer(&mut layer, &x, 2);
+        }
+    }
+
+    #[test]
+    fn forward_matches_a_plain_loop() {
+        let mut rng = Rng::new(4);
+        let mut layer = Linear::<f64>::new(3, 2, 1.0, 0, &mut rng);
+        let x = random((4, 3), &mut rng);
+        let mut p = Precision::exact();
+        p.register("l");
+        let y = layer.forward(x.clone(), &mut p);
+        for i in 0..4 {
+            for o in 0..2 {
+                let want: f64 = (0..3)
+                    .map(|k| x[[i, k]] * layer.weight.weight[[o, k]])
+                    .sum::<f64>()
+                    + layer.bias.weight[[0, o]];
+                assert!((y[[i, o]] - want).abs() < 1e-14);
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Models: a sequence of layers with one storage site each, built from a serializable config.
+
+mod mlp;
+
+use ndarray::Array2;
+
+pub use mlp::MlpConfig;
+
+use super::layer::{Layer, Param};
+use super::precision::Precision;
+use super::real::Real;
+
+/// Layers applied in order; layer `i` stores its tensors at site `"{i}.{kind}"`.
+pub struct Sequential<T: Real> {
+    layers: Vec<Box<dyn Layer<T>>>,
+    sites: Vec<usize>,
+}
+
+impl<T: Real> Sequential<T> {
+    /// An empty model.
+    #[must_use]
+    pub fn new() -> Self {
+        Sequential {
+            layers: Vec::new(),
+            sites: Vec::new(),
+        }
+    }
+
+    /// The site the next pushed layer will own: registers `"{i}.{kind}"` in `p`.
+    pub fn next_site(&self, kind: &str, p: &mut Precision) -> usize {
+        p.register(&format!("{}.{kind}", self.layers.len()))
+    }
+
+    /// Appends `layer`, which owns storage site `site` (from [`Sequential::next_site`]).
+    pub fn push(&mut self, layer: Box<dyn Layer<T>>, site: usize) {
+        self.layers.push(layer);
+        self.sites.push(site);
+    }
+
+    /// The layers.
+    #[must_use]
+    pub fn layers(&self) -> &[Box<dyn Layer<T>>] {
+        &self.layers
+    }
+
+    /// The output for batch `x` (already stored as the input activation).
+    pub fn forward(&mut self, mut x: Array2<T>, p: &mut Precision) -> Array2<T> {
+        for (layer, &site) in self.layers.iter_mut().zip(&self.sites) {
+            p.enter(site);
+            x = layer.forward(x, p);
+        }
+        x
+    }
+
+    /// Backpropagates `dy`, the gradient with respect to the last output; sets every parameter's
+    /// gradient and returns the gradient with respect to the input.
+    pub fn backward(&mut self, mut dy: Array2<T>, p: &mut Precision) -> Array2<T> {
+        for (layer, &site) in self.layers.iter_mut().zip(&self.sites).rev() {
+            p.enter(site);
+            dy = layer.backward(dy, p);
+        }
+        dy
+    }
+
+    /// Every parameter, in layer order.
+    #[must_use]
+    pub fn params(&self) -> Vec<&Param<T>> {
+        self.layers.iter().flat_map(|l| l.params()).collect()
+    }
+
+    /// Every parameter, mutably, in layer order.
+    pub fn params_mut(&mut self) -> Vec<&mut Param<T>> {
+        self.layers
+            .iter_mut()
+            .flat_map(|l| l.params_mut())
+            .collect()
+    }
+
+    /// Number of trainable scalars.
+    #[must_use]
+    pub fn parameter_count(&self) -> usize {
+        self.params().iter().map(|q| q.master.len()).sum()
+    }
+}
+
+impl<T: Real> Default for Sequential<T> {
+    fn default() -> Self {
+        Sequential::new()
+    }
+}

@@ -1,0 +1,119 @@
+//! The multilayer perceptron.
+
+use serde::{Deserialize, Serialize};
+
+use super::Sequential;
+use crate::error::Error;
+use crate::train::layer::{Activation, ActivationLayer, Linear};
+use crate::train::precision::Precision;
+use crate::train::real::Real;
+use crate::train::rng::Rng;
+
+/// An MLP: `depth` hidden layers of `width` units with `activation`, then a linear output layer.
+/// A deep, narrow MLP with a small `init_scale` is the classic way to get gradients small
+/// enough to underflow.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MlpConfig {
+    /// Hidden layers.
+    pub depth: usize,
+    /// Units per hidden layer.
+    pub width: usize,
+    /// Nonlinearity after each hidden layer.
+    pub activation: Activation,
+    /// Multiplies the initial weight bound `1/sqrt(fan_in)`.
+    pub init_scale: f64,
+}
+
+impl Default for MlpConfig {
+    /// 2 hidden layers of 256 ReLU units (PHENOMENA's digits network).
+    fn default() -> Self {
+        MlpConfig {
+            depth: 2,
+            width: 256,
+            activation: Activation::Relu,
+            init_scale: 1.0,
+        }
+    }
+}
+
+impl MlpConfig {
+    /// Checks the sizes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] for a zero width or a non-positive init scale.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.width == 0 {
+            return Err(Error::InvalidValue {
+                what: "width",
+                value: "0".into(),
+                expected: "at least 1",
+            });
+        }
+        if !(self.init_scale.is_finite() && self.init_scale > 0.0) {
+            return Err(Error::InvalidValue {
+                what: "init_scale",
+                value: self.init_scale.to_string(),
+                expected: "a positive finite number",
+            });
+        }
+        Ok(())
+    }
+
+    /// The model from `inputs` features to `outputs`, with sites registered in `p` and weights
+    /// drawn from `rng`.
+    #[must_use]
+    pub fn build<T: Real>(
+        &self,
+        inputs: usize,
+        outputs: usize,
+        p: &mut Precision,
+        rng: &mut Rng,
+    ) -> Sequential<T> {
+        let mut model = Sequential::new();
+        let mut fan_in = inputs;
+        for _ in 0..self.depth {
+            let site = model.next_site("linear", p);
+            model.push(
+                Box::new(Linear::new(fan_in, self.width, self.init_scale, site, rng)),
+                site,
+            );
+            let site = model.next_site(self.activation.name(), p);
+            model.push(Box::new(ActivationLayer::new(self.activation)), site);
+            fan_in = self.width;
+        }
+        let site = model.next_site("linear", p);
+        model.push(
+            Box::new(Linear::new(fan_in, outputs, self.init_scale, site, rng)),
+            site,
+        );
+        model
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_and_sites() {
+        let mut p = Precision::exact();
+        let model: Sequential<f32> = MlpConfig::default().build(64, 10, &mut p, &mut Rng::new(0));
+        assert_eq!(
+            model.parameter_count(),
+            64 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10
+        );
+        assert_eq!(
+            p.layers(),
+            ["0.linear", "1.relu", "2.linear", "3.relu", "4.linear"]
+        );
+        assert!(
+            MlpConfig {
+                width: 0,
+                ..MlpConfig::default()
+            }
+            .validate()
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,212 @@
+//! Optimizers. Each reads the unscaled gradient (the stored gradient divided by the loss scale
+//! in FP32), keeps its state in the recipe's optimizer-state format and hands an update to
+//! [`apply_update`], which adds it to the master weights in their format and refreshes the weight
+//! copy.
+
+mod adam;
+mod sgd;
+
+use ndarray::{Array2, Zip};
+use serde::{Deserialize, Serialize};
+
+pub use adam::Adam;
+pub use sgd::Sgd;
+
+use super::layer::Param;
+use super::precision::{Class, Precision};
+use super::real::Real;
+use crate::error::Error;
+
+/// An optimizer and its hyperparameters.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", deny_unknown_fields)]
+pub enum OptimizerConfig {
+    /// Stochastic gradient descent with (heavy-ball) momentum.
+    Sgd {
+        /// Learning rate.
+        lr: f64,
+        /// Momentum coefficient (0: plain SGD).
+        #[serde(default)]
+        momentum: f64,
+    },
+    /// Adam (Kingma and Ba), with PyTorch's bias correction and epsilon outside the square root.
+    Adam {
+        /// Learning rate.
+        lr: f64,
+        /// First-moment decay.
+        #[serde(default = "default_beta1")]
+        beta1: f64,
+        /// Second-moment decay.
+        #[serde(default = "default_beta2")]
+        beta2: f64,
+        /// Added to the denominator (1e-8: below fp16's smallest subnormal, so it becomes 0 there).
+        #[serde(default = "default_eps")]
+        eps: f64,
+    },
+}
+
+fn default_beta1() -> f64 {
+    0.9
+}
+fn default_beta2() -> f64 {
+    0.999
+}
+fn default_eps() -> f64 {
+    1e-8
+}
+
+impl OptimizerConfig {
+    /// The learning rate.
+    #[must_use]
+    pub fn lr(&self) -> f64 {
+        match *self {
+            OptimizerConfig::Sgd { lr, .. } | OptimizerConfig::Adam { lr, .. } => lr,
+        }
+    }
+
+    /// The same optimizer with learning rate `lr`.
+    #[must_use]
+    pub fn with_lr(self, lr: f64) -> Self {
+        match self {
+            OptimizerConfig::Sgd { momentum, .. } => OptimizerConfig::Sgd { lr, momentum },
+            OptimizerConfig::Adam {
+                beta1, beta2, eps, ..
+            } => OptimizerConfig::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+            },
+        }
+    }
+
+    /// Checks the hyperparameters.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] naming the first one out of range.
+    pub fn validate(&self) -> crate::Result<()> {
+        let check = |ok: bool, what: &'static str, value: f64, expected: &'static str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(Error::InvalidValue {
+                    what,
+                    value: value.to_string(),
+                    expected,
+                })
+            }
+        };
+        let lr = self.lr();
+        check(
+            lr.is_finite() && lr > 0.0,
+            "learning rate",
+            lr,
+            "a positive finite number",
+        )?;
+        match *self {
+            OptimizerConfig::Sgd { momentum, .. } => check(
+                (0.0..1.0).contains(&momentum),
+                "momentum",
+                momentum,
+                "a number in [0, 1)",
+            ),
+            OptimizerConfig::Adam {
+                beta1, beta2, eps, ..
+            } => {
+                check(
+                    (0.0..1.0).contains(&beta1),
+                    "beta1",
+                    beta1,
+                    "a number in [0, 1)",
+                )?;
+                check(
+                    (0.0..1.0).contains(&beta2),
+                    "beta2",
+                    beta2,
+                    "a number in [0, 1)",
+                )?;
+                check(
+                    eps.is_finite() && eps >= 0.0,
+                    "eps",
+                    eps,
+                    "a finite number >= 0",
+                )
+            }
+        }
+    }
+
+    /// A fresh optimizer.
+    #[must_use]
+    pub fn build<T: Real>(&self) -> Box<dyn Optimizer<T>> {
+        match *self {
+            OptimizerConfig::Sgd { lr, momentum } => Box::new(Sgd::new(lr, momentum)),
+            OptimizerConfig::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+            } => Box::new(Adam::new(lr, beta1, beta2, eps)),
+        }
+    }
+}
+
+/// What one optimizer step did to the master weights.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpdateStats {
+    /// Nonzero updates.
+    pub nonzero: u64,
+    /// Nonzero updates that left their master weight unchanged (swamping).
+    pub lost: u64,
+}
+
+impl std::ops::AddAssign for UpdateStats {
+    fn add_assign(&mut self, o: UpdateStats) {
+        self.nonzero += o.nonzero;
+        self.lost += o.lost;
+    }
+}
+
+/// An optimizer over a fixed list of parameters (state is kept by position in that list).
+pub trait Optimizer<T: Real>: Send {
+    /// Updates every parameter from its gradient divided by the loss scale (`inv_scale = 1/S`).
+    fn step(
+        &mut self,
+        params: &mut [&mut Param<T>],
+        inv_scale: T,
+        p: &mut Precision,
+    ) -> UpdateStats;
+}
+
+/// The gradient divided by the loss scale, in FP32 (not rounded: the unscaled gradient is never
+/// stored in low precision).
+#[must_use]
+pub fn unscaled<T: Real>(param: &Param<T>, inv_scale: T) -> Array2<T> {
+    param.grad.mapv(|g| g * inv_scale)
+}
+
+/// Stores `update` (class [`Class::Update`]), adds it to the master weights, stores them (class
+/// [`Class::Master`]) and refreshes the weight copy (class [`Class::Weight`]).
+pub fn apply_update<T: Real>(
+    param: &mut Param<T>,
+    mut update: Array2<T>,
+    p: &mut Precision,
+) -> UpdateStats {
+    p.enter(param.site);
+    p.store_array(Class::Update, &mut update);
+    let before = param.master.clone();
+    param.master += &update;
+    param.sync(p);
+    let mut stats = UpdateStats::default();
+    Zip::from(&update)
+        .and(&before)
+        .and(&param.master)
+        .for_each(|&u, &b, &a| {
+            if u != T::zero() {
+                stats.nonzero += 1;
+                if a == b {
+                    stats.lost += 1;
+                }
+            }
+        });
+    stats
+}

@@ -1,0 +1,105 @@
+//! Stochastic gradient descent with momentum.
+
+use ndarray::Array2;
+
+use super::{Optimizer, UpdateStats, apply_update, unscaled};
+use crate::train::layer::Param;
+use crate::train::precision::{Class, Precision};
+use crate::train::real::Real;
+
+/// SGD with heavy-ball momentum (PyTorch's form):
+/// ```text
+/// v = μ v + g      (v stored in the optimizer-state format; v = g at the first step)
+/// update = -lr v   (plain SGD when μ = 0: update = -lr g)
+/// ```
+#[derive(Clone, Debug)]
+pub struct Sgd<T> {
+    lr: f64,
+    momentum: f64,
+    velocity: Vec<Array2<T>>,
+}
+
+impl<T: Real> Sgd<T> {
+    /// An optimizer with learning rate `lr` and momentum `momentum`.
+    #[must_use]
+    pub fn new(lr: f64, momentum: f64) -> Self {
+        Sgd {
+            lr,
+            momentum,
+            velocity: Vec::new(),
+        }
+    }
+}
+
+impl<T: Real> Optimizer<T> for Sgd<T> {
+    fn step(
+        &mut self,
+        params: &mut [&mut Param<T>],
+        inv_scale: T,
+        p: &mut Precision,
+    ) -> UpdateStats {
+        let first = self.velocity.is_empty() && self.momentum != 0.0;
+        let mut stats = UpdateStats::default();
+        let (lr, mu) = (T::of(self.lr), T::of(self.momentum));
+        for (i, param) in params.iter_mut().enumerate() {
+            let g = unscaled(param, inv_scale);
+            let update = if self.momentum == 0.0 {
+                g.mapv(|v| -lr * v)
+            } else {
+                p.enter(param.site);
+                let mut v = if first {
+                    g
+                } else {
+                    &self.velocity[i] * mu + &g
+                };
+                p.store_array(Class::OptimizerState, &mut v);
+                let update = v.mapv(|x| -lr * x);
+                if first {
+                    self.velocity.push(v);
+                } else {
+                    self.velocity[i] = v;
+                }
+                update
+            };
+            stats += apply_update(param, update, p);
+        }
+        stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::recipe::Recipe;
+
+    #[test]
+    fn momentum_matches_the_recurrence() {
+        let mut p = Precision::exact();
+        let site = p.register("w");
+        let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 1.0f64));
+        let mut sgd = Sgd::new(0.1, 0.9);
+        let mut want = 1.0;
+        let mut v = 0.0;
+        for (k, g) in [0.5, -0.25, 1.0].into_iter().enumerate() {
+            w.grad.fill(g * 4.0);
+            sgd.step(&mut [&mut w], 0.25, &mut p);
+            v = if k == 0 { g } else { 0.9 * v + g };
+            want -= 0.1 * v;
+            assert!((w.master[[0, 0]] - want).abs() < 1e-15);
+        }
+    }
+
+    #[test]
+    fn updates_below_half_an_ulp_are_lost_in_fp16_but_not_with_fp32_master() {
+        for (recipe, lost) in [("fp16-pure", 1), ("fp16-master", 0)] {
+            let mut p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
+            let site = p.register("w");
+            let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 1.0f32));
+            w.sync(&mut p);
+            w.grad.fill(1.0);
+            // 1e-4 < 2^-11 (half an fp16 ulp at 1).
+            let stats = Sgd::new(1e-4, 0.0).step(&mut [&mut w], 1.0, &mut p);
+            assert_eq!(stats, UpdateStats { nonzero: 1, lost }, "{recipe}");
+        }
+    }
+}

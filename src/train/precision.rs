@@ -1,0 +1,412 @@
+//! The storage points: where a value computed in f32 is rounded to the recipe's format, counted,
+//! checked for inf/NaN and (on capture steps) observed before rounding.
+//!
+//! Every layer sends each tensor it stores through [`Precision::store`] with its [`Class`]; matrix
+//! products go through [`Precision::matmul`] so that the recipe's accumulation rule applies. The
+//! layers never look at the recipe themselves.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use ndarray::{Array2, ArrayView2, Axis};
+use serde::{Deserialize, Serialize};
+
+use super::capture::Observer;
+use super::real::Real;
+use super::recipe::{Accumulation, Fp8Scaling, Recipe};
+use crate::format::{RoundCounts, RoundOptions, Rounder};
+
+/// The classes of tensors a recipe gives a format to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The weights the forward and backward passes read.
+    Weight,
+    /// Layer outputs and the network's input.
+    Activation,
+    /// Gradients of the loss with respect to activations.
+    ActivationGrad,
+    /// Gradients of the loss with respect to weights and biases.
+    WeightGrad,
+    /// Optimizer state (momentum, Adam's moments, Adam's epsilon and denominator).
+    OptimizerState,
+    /// The update added to the master weights.
+    Update,
+    /// The master weights after the update.
+    Master,
+}
+
+impl Class {
+    /// Every class, in the order of [`Class::index`].
+    pub const ALL: [Class; 7] = [
+        Class::Weight,
+        Class::Activation,
+        Class::ActivationGrad,
+        Class::WeightGrad,
+        Class::OptimizerState,
+        Class::Update,
+        Class::Master,
+    ];
+
+    /// Position in [`Class::ALL`].
+    #[must_use]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The snake-case name used in files.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Weight => "weight",
+            Class::Activation => "activation",
+            Class::ActivationGrad => "activation_grad",
+            Class::WeightGrad => "weight_grad",
+            Class::OptimizerState => "optimizer_state",
+            Class::Update => "update",
+            Class::Master => "master",
+        }
+    }
+}
+
+/// A storage point: a layer (by name) and a tensor class.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Site {
+    /// The layer's name, e.g. `"2.linear"`, or `"input"`, `"loss"`, `"optimizer"`.
+    pub layer: String,
+    /// The tensor class.
+    pub tensor: Class,
+}
+
+/// Rounds, counts and checks values at the storage points of one model under one recipe.
+///
+/// Layers are registered once ([`Precision::register`]) and the model says which one is running
+/// ([`Precision::enter`]); counts and the first non-finite site are per step
+/// ([`Precision::begin_step`]).
+#[derive(Debug)]
+pub struct Precision {
+    recipe: Recipe,
+    rounders: [Option<Rounder>; 7],
+    layers: Vec<String>,
+    current: usize,
+    counts: Vec<[RoundCounts; 7]>,
+    first_nonfinite: Option<(usize, Class)>,
+    stream: u64,
+    recording: bool,
+    amax: BTreeMap<(usize, Class), VecDeque<f32>>,
+    observer: Option<Observer>,
+}
+
+impl Precision {
+    /// Storage points of `recipe`, with `seed` for stochastic rounding.
+    ///
+    /// A class stored in fp32 has no rounder: values computed in f32 are already fp32, and in the
+    /// f64 reference path such a class is left exact.
+    #[must_use]
+    pub fn new(recipe: &Recipe, seed: u64) -> Self {
+        let options = RoundOptions {
+            rounding: recipe.rounding,
+            overflow: recipe.overflow,
+            subnormals: true,
+            seed,
+        };
+        let rounders = Class::ALL.map(|class| {
+            let format = recipe.format(class);
+            (format != crate::format::FP32).then(|| Rounder::new(format, options))
+        });
+        Precision {
+            recipe: recipe.clone(),
+            rounders,
+            layers: Vec::new(),
+            current: 0,
+            counts: Vec::new(),
+            first_nonfinite: None,
+            stream: 0,
+            recording: true,
+            amax: BTreeMap::new(),
+            observer: None,
+        }
+    }
+
+    /// No rounding anywhere: the reference the gradient checks use.
+    #[must_use]
+    pub fn exact() -> Self {
+        let mut p = Precision::new(&Recipe::fp32(), 0);
+        p.rounders = [None; 7];
+        p
+    }
+
+    /// The recipe.
+    #[must_use]
+    pub fn recipe(&self) -> &Recipe {
+        &self.recipe
+    }
+
+    /// Adds a layer (storage-point owner) called `name` and returns its index.
+    pub fn register(&mut self, name: &str) -> usize {
+        self.layers.push(name.to_string());
+        self.counts.push([RoundCounts::default(); 7]);
+        self.layers.len() - 1
+    }
+
+    /// The registered layer names, by index.
+    #[must_use]
+    pub fn layers(&self) -> &[String] {
+        &self.layers
+    }
+
+    /// Makes layer `index` the owner of the following stores.
+    pub fn enter(&mut self, index: usize) {
+        self.current = index;
+    }
+
+    /// Clears the per-step counts and the first non-finite site.
+    pub fn begin_step(&mut self) {
+        for c in &mut self.counts {
+            *c = [RoundCounts::default(); 7];
+        }
+        self.first_nonfinite = None;
+    }
+
+    /// Whether stores are counted (off during evaluation, so that eval passes do not mix into
+    /// the training step's counts; values are rounded either way).
+    pub fn set_recording(&mut self, on: bool) {
+        self.recording = on;
+    }
+
+    /// Installs (or removes) the observer that sees values before rounding on capture steps.
+    pub fn set_observer(&mut self, observer: Option<Observer>) {
+        self.observer = observer;
+    }
+
+    /// Takes the observer back with what it saw.
+    pub fn take_observer(&mut self) -> Option<Observer> {
+        self.observer.take()
+    }
+
+    /// This step's rounding counts of layer `layer` and class `class`.
+    #[must_use]
+    pub fn counts(&self, layer: usize, class: Class) -> RoundCounts {
+        self.counts
+            .get(layer)
+            .map_or_else(RoundCounts::default, |c| c[class.index()])
+    }
+
+    /// The first storage point this step where a stored value was inf or NaN.
+    #[must_use]
+    pub fn first_nonfinite(&self) -> Option<Site> {
+        self.first_nonfinite.map(|(layer, tensor)| Site {
+            layer: self.layers.get(layer).cloned().unwrap_or_default(),
+            tensor,
+        })
+    }
+
+    /// Whether class `class` is rounded (its format is not fp32).
+    #[must_use]
+    pub fn rounds(&self, class: Class) -> bool {
+        self.rounders[class.index()].is_some()
+    }
+
+    /// Stores `xs` as class `class` of the current layer: observes it (capture steps), rounds it
+    /// to the class's format (with per-tensor scaling for 8-bit formats when the recipe says so),
+    /// counts what rounding did and notes the first inf/NaN.
+    pub fn store<T: Real>(&mut self, class: Class, xs: &mut [T]) {
+        if self.recording {
+            if let Some(observer) = &mut self.observer {
+                observer.observe(self.current, class, xs);
+            }
+        }
+        if let Some(rounder) = self.rounders[class.index()] {
+            let fp8 = self
+                .recipe
+                .fp8_scaling
+                .filter(|_| rounder.format().total_bits() <= 8);
+            let counts = match fp8 {
+                Some(scaling) => self.round_scaled(&rounder, scaling, class, xs),
+                None => T::round_slice_at(&rounder, xs, self.stream),
+            };
+            self.stream = self.stream.wrapping_add(xs.len() as u64);
+            if self.recording {
+                self.counts[self.current][class.index()] += counts;
+            }
+        }
+        if self.recording && self.first_nonfinite.is_none() && !xs.iter().all(|v| v.is_finite()) {
+            self.first_nonfinite = Some((self.current, class));
+        }
+    }
+
+    /// [`Precision::store`] for a whole array (which must be in standard layout; the arrays the
+    /// layers make are).
+    pub fn store_array<T: Real>(&mut self, class: Class, xs: &mut Array2<T>) {
+        match xs.as_slice_mut() {
+            Some(s) => self.store(class, s),
+            None => {
+                let mut owned = xs.as_standard_layout().into_owned();
+                self.store(class, owned.as_slice_mut().unwrap_or(&mut []));
+                *xs = owned;
+            }
+        }
+    }
+
+    /// One scalar stored as class `class` (Adam's epsilon, say); returns the stored value.
+    pub fn store_scalar<T: Real>(&mut self, class: Class, x: T) -> T {
+        let mut v = [x];
+        self.store(class, &mut v);
+        v[0]
+    }
+
+    fn round_scaled<T: Real>(
+        &mut self,
+        rounder: &Rounder,
+        scaling: Fp8Scaling,
+        class: Class,
+        xs: &mut [T],
+    ) -> RoundCounts {
+        let history = self.amax.entry((self.current, class)).or_default();
+        let amax_hist = history.iter().copied().fold(0.0f32, f32::max);
+        let scale = if amax_hist > 0.0 && amax_hist.is_finite() {
+            rounder.format().max() / f64::from(amax_hist) / 2f64.powi(scaling.margin)
+        } else {
+            1.0
+        };
+        let amax_now = xs
+            .iter()
+            .fold(0.0f32, |m, v| m.max(v.abs().to_f64() as f32));
+        history.push_back(amax_now);
+        while history.len() > scaling.history.max(1) {
+            history.pop_front();
+        }
+        let (s, inv) = (T::of(scale), T::of(1.0 / scale));
+        xs.iter_mut().for_each(|v| *v *= s);
+        let counts = T::round_slice_at(rounder, xs, self.stream);
+        xs.iter_mut().for_each(|v| *v *= inv);
+        counts
+    }
+
+    /// `a b` with the recipe's accumulation rule for an output of class `class`: an f32 GEMM
+    /// (FP32 accumulation), or with [`Accumulation::Storage`] and a rounded class, the running sum
+    /// of each output rounded to the class's format after every multiply-add. The result is not
+    /// yet stored (call [`Precision::store_array`]).
+    #[must_use]
+    pub fn matmul<T: Real>(&self, a: ArrayView2<T>, b: ArrayView2<T>, class: Class) -> Array2<T> {
+        match (self.recipe.accumulation, self.rounders[class.index()]) {
+            (Accumulation::Storage, Some(rounder)) => matmul_rounded(a, b, &rounder),
+            _ => a.dot(&b),
+        }
+    }
+
+    /// Column sums of `a` (the sum over the batch of a bias gradient) for an output of class
+    /// `class`: in FP32, or accumulated in the class's format when the recipe's
+    /// [`super::recipe::Fp32Ops::reductions`] is off.
+    #[must_use]
+    pub fn sum_rows<T: Real>(&self, a: ArrayView2<T>, class: Class) -> Array2<T> {
+        match (
+            self.recipe.fp32_ops.reductions,
+            self.rounders[class.index()],
+        ) {
+            (false, Some(rounder)) => {
+                let ones = Array2::from_elem((1, a.nrows()), T::one());
+                matmul_rounded(ones.view(), a, &rounder)
+            }
+            _ => a.sum_axis(Axis(0)).insert_axis(Axis(0)),
+        }
+    }
+}
+
+/// `a b` with each output's running sum rounded by `rounder` after every multiply-add: the sum
+/// and product are formed in f64 (a product of two f32 values is exact there) and rounded once,
+/// as a fused multiply-add in the storage format would.
+#[must_use]
+pub fn matmul_rounded<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>, rounder: &Rounder) -> Array2<T> {
+    let (m, k) = a.dim();
+    let n = b.ncols();
+    let mut c = Array2::zeros((m, n));
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0.0f64;
+            for l in 0..k {
+                acc = rounder.round(acc + a[[i, l]].to_f64() * b[[l, j]].to_f64());
+            }
+            c[[i, j]] = T::of(acc);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{FP16, FloatFormat};
+
+    fn representable(format: FloatFormat, xs: &[f32]) -> bool {
+        let r = Rounder::new(format, RoundOptions::default());
+        xs.iter().all(|&x| r.round(f64::from(x)) == f64::from(x))
+    }
+
+    #[test]
+    fn store_rounds_counts_and_finds_the_first_nonfinite() {
+        let recipe = Recipe::preset("fp16-master").unwrap();
+        let mut p = Precision::new(&recipe, 0);
+        let a = p.register("a");
+        let b = p.register("b");
+        p.enter(a);
+        let mut xs = vec![1.0f32 + 1e-4, 1e-9, 1e-6, 70000.0];
+        p.store(Class::Activation, &mut xs);
+        assert!(representable(FP16, &xs));
+        let c = p.counts(a, Class::Activation);
+        assert_eq!((c.underflow, c.subnormal, c.overflow), (1, 1, 1));
+        assert_eq!(
+            p.first_nonfinite(),
+            Some(Site {
+                layer: "a".into(),
+                tensor: Class::Activation
+            })
+        );
+        // Master weights are fp32 in this recipe: stored untouched.
+        p.enter(b);
+        let mut m = vec![1.0f32 + 1e-4];
+        p.store(Class::Master, &mut m);
+        assert_eq!(m[0], 1.0f32 + 1e-4);
+        p.begin_step();
+        assert_eq!(p.counts(a, Class::Activation), RoundCounts::default());
+        assert_eq!(p.first_nonfinite(), None);
+    }
+
+    #[test]
+    fn storage_accumulation_loses_small_addends() {
+        // 1 + 4096 * 2^-12 in fp16: each addend is below half an ulp of the running sum (2^-11 at
+        // 1), so the fp16 sum stays at 1 while the f32 sum is 2.
+        let k = 4096;
+        let a = Array2::from_shape_fn(
+            (1, k + 1),
+            |(_, j)| if j == 0 { 1.0f32 } else { 2f32.powi(-12) },
+        );
+        let b = Array2::from_elem((k + 1, 1), 1.0f32);
+        let mut recipe = Recipe::preset("fp16-master").unwrap();
+        let fast = Precision::new(&recipe, 0).matmul(a.view(), b.view(), Class::Activation);
+        assert_eq!(fast[[0, 0]], 2.0);
+        recipe.accumulation = Accumulation::Storage;
+        let slow = Precision::new(&recipe, 0).matmul(a.view(), b.view(), Class::Activation);
+        assert_eq!(slow[[0, 0]], 1.0);
+        recipe.fp32_ops.reductions = false;
+        let col = Precision::new(&recipe, 0).sum_rows(a.t(), Class::WeightGrad);
+        assert_eq!(col[[0, 0]], 1.0);
+    }
+
+    #[test]
+    fn fp8_delayed_scaling_uses_the_history() {
+        let recipe = Recipe::preset("fp8-hybrid").unwrap();
+        let mut p = Precision::new(&recipe, 0);
+        let l = p.register("l");
+        p.enter(l);
+        // First step: no history, scale 1; e4m3's smallest subnormal is 2^-9 = 0.00195, so 1e-4
+        // underflows.
+        let mut first = vec![1e-4f32, 1e-3];
+        p.store(Class::Activation, &mut first);
+        assert_eq!(first[0], 0.0);
+        // Second step: amax 1e-3 in the history, scale = 448 / 1e-3: both survive to 2 digits.
+        let mut second = vec![1e-4f32, 1e-3];
+        p.store(Class::Activation, &mut second);
+        assert!((second[0] / 1e-4 - 1.0).abs() < 0.07, "{second:?}");
+        assert!((second[1] / 1e-3 - 1.0).abs() < 0.07, "{second:?}");
+    }
+}

@@ -1,0 +1,145 @@
+//! One training step under a recipe, and evaluation.
+
+use ndarray::{Array2, Axis};
+
+use super::capture::StepRecord;
+use super::loss::{Loss, Targets};
+use super::model::Sequential;
+use super::optim::{Optimizer, OptimizerConfig, UpdateStats};
+use super::precision::{Class, Precision};
+use super::scaler::LossScaler;
+
+/// A model with its optimizer, loss scaler and storage points: everything one step needs.
+pub struct Trainer {
+    /// The model.
+    pub model: Sequential<f32>,
+    /// The storage points (recipe, counts).
+    pub precision: Precision,
+    optimizer: Box<dyn Optimizer<f32>>,
+    scaler: LossScaler,
+    loss: Loss,
+    input_site: usize,
+    loss_site: usize,
+    step: u64,
+}
+
+impl Trainer {
+    /// A trainer for `model`, whose sites are registered in `precision` after `input_site` (the
+    /// site that stores the network's input, registered first). Registers the `"loss"` site and
+    /// rounds the initial weights into the recipe's formats.
+    #[must_use]
+    pub fn new(
+        mut model: Sequential<f32>,
+        mut precision: Precision,
+        input_site: usize,
+        optimizer: &OptimizerConfig,
+        loss: Loss,
+    ) -> Self {
+        let loss_site = precision.register("loss");
+        for param in model.params_mut() {
+            param.sync(&mut precision);
+        }
+        let scaler = LossScaler::new(precision.recipe().loss_scaling);
+        Trainer {
+            model,
+            precision,
+            optimizer: optimizer.build(),
+            scaler,
+            loss,
+            input_site,
+            loss_site,
+            step: 0,
+        }
+    }
+
+    /// The loss scale the next step will use.
+    #[must_use]
+    pub fn loss_scale(&self) -> f32 {
+        self.scaler.scale()
+    }
+
+    /// One step on batch `x` with `targets`: forward, loss, scaled backward, overflow check,
+    /// unscale and update (or skip).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidValue`] when the targets do not fit the loss.
+    pub fn step(
+        &mut self,
+        x: &Array2<f32>,
+        targets: Targets<'_, f32>,
+    ) -> crate::Result<StepRecord> {
+        self.step += 1;
+        let p = &mut self.precision;
+        p.begin_step();
+        p.enter(self.input_site);
+        let mut x = x.clone();
+        p.store_array(Class::Activation, &mut x);
+        let z = self.model.forward(x, p);
+        p.enter(self.loss_site);
+        let (loss, mut dz) = self.loss.evaluate(&z, targets, p)?;
+        let scale = self.scaler.scale();
+        dz.mapv_inplace(|g| g * scale);
+        p.store_array(Class::ActivationGrad, &mut dz);
+        self.model.backward(dz, p);
+        let mut params = self.model.params_mut();
+        let overflow = params.iter().any(|q| q.grad.iter().any(|g| !g.is_finite()));
+        let skipped = self.scaler.update(overflow);
+        let stats = if skipped {
+            UpdateStats::default()
+        } else {
+            self.optimizer.step(&mut params, 1.0 / scale, p)
+        };
+        Ok(StepRecord {
+            step: self.step,
+            loss,
+            loss_scale: f64::from(scale),
+            overflow,
+            skipped,
+            first_nonfinite: p.first_nonfinite(),
+            updates_lost: if stats.nonzero == 0 {
+                0.0
+            } else {
+                stats.lost as f64 / stats.nonzero as f64
+            },
+        })
+    }
+
+    /// The model's outputs for `x` (rounded as in training, not counted), in chunks of 1,024 rows.
+    pub fn predict(&mut self, x: &Array2<f32>) -> Array2<f32> {
+        let p = &mut self.precision;
+        p.set_recording(false);
+        let mut outputs = Vec::new();
+        for chunk in x.axis_chunks_iter(Axis(0), 1024) {
+            p.enter(self.input_site);
+            let mut xb = chunk.to_owned();
+            p.store_array(Class::Activation, &mut xb);
+            outputs.push(self.model.forward(xb, p));
+        }
+        p.set_recording(true);
+        let views: Vec<_> = outputs.iter().map(|o| o.view()).collect();
+        ndarray::concatenate(Axis(0), &views).unwrap_or_else(|_| Array2::zeros((0, 0)))
+    }
+
+    /// Share of rows of `x` whose largest output is at the label's index (NaN outputs count as
+    /// wrong).
+    pub fn accuracy(&mut self, x: &Array2<f32>, labels: &[usize]) -> f64 {
+        let z = self.predict(x);
+        let correct = z
+            .axis_iter(Axis(0))
+            .zip(labels)
+            .filter(|(row, label)| {
+                let best = row.iter().enumerate().fold(
+                    (usize::MAX, f32::NEG_INFINITY),
+                    |(bi, bv), (i, &v)| {
+                        if v > bv { (i, v) } else { (bi, bv) }
+                    },
+                );
+                best.0 == **label
+            })
+            .count();
+        correct as f64 / labels.len().max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests;
