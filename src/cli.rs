@@ -2,6 +2,7 @@
 //! function that writes to the given output.
 
 mod formats;
+mod train;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -26,6 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Formats(formats::Args),
+    Train(train::Args),
 }
 
 /// Parses `args` (with the program name first), runs the command and returns its exit code.
@@ -52,6 +54,7 @@ where
     let mut out = std::io::BufWriter::new(stdout.lock());
     let code = match cli.command {
         Command::Formats(args) => formats::run(&args, &mut out)?,
+        Command::Train(args) => train::run(&args, &mut out)?,
     };
     out.flush()?;
     Ok(code)

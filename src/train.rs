@@ -19,6 +19,7 @@
 //! ```
 
 pub mod capture;
+pub mod config;
 pub mod data;
 pub mod layer;
 pub mod loss;
@@ -28,9 +29,11 @@ pub mod precision;
 pub mod real;
 pub mod recipe;
 pub mod rng;
+pub mod run;
 pub mod scaler;
 pub mod step;
 
+pub use config::TrainConfig;
 pub use precision::{Class, Precision, Site};
 pub use real::Real;
 pub use recipe::Recipe;

@@ -41,15 +41,12 @@ pub struct TensorSummary {
     pub nonfinite: u64,
     /// Largest finite magnitude (0 when none).
     pub max_abs: f64,
-    /// Smallest nonzero finite magnitude (infinity when none).
+    /// Smallest nonzero finite magnitude (0 when none).
     pub min_abs: f64,
 }
 
 impl TensorSummary {
     fn add<T: Real>(&mut self, xs: &[T]) {
-        if self.count == 0 {
-            self.min_abs = f64::INFINITY;
-        }
         self.count += xs.len() as u64;
         for &x in xs {
             let a = x.abs().to_f64();
@@ -59,7 +56,9 @@ impl TensorSummary {
                 self.nonfinite += 1;
             } else {
                 self.max_abs = self.max_abs.max(a);
-                self.min_abs = self.min_abs.min(a);
+                if self.min_abs == 0.0 || a < self.min_abs {
+                    self.min_abs = a;
+                }
             }
         }
     }

@@ -2,16 +2,22 @@
 //! the same code trains in f32 and is checked against finite differences in f64.
 //!
 //! Every tensor is a matrix with one row per example: images are flattened channel-major
-//! (`c * h * w + y * w + x`), so a layer that needs a shape keeps it itself.
+//! (`c * h * w + y * w + x`), so a layer that needs a shape keeps it itself, and flattening an
+//! image for a linear layer is the identity (there is no `Flatten` layer because there is
+//! nothing for it to do).
 
 mod activation;
 #[cfg(test)]
 pub(crate) mod check;
+mod conv2d;
+mod layernorm;
 mod linear;
 
 use ndarray::Array2;
 
 pub use activation::{Activation, ActivationLayer};
+pub use conv2d::{Conv2d, ImageShape, MaxPool2d};
+pub use layernorm::LayerNorm;
 pub use linear::Linear;
 
 use super::precision::{Class, Precision};

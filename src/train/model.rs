@@ -1,9 +1,11 @@
 //! Models: a sequence of layers with one storage site each, built from a serializable config.
 
+mod cnn;
 mod mlp;
 
 use ndarray::Array2;
 
+pub use cnn::CnnConfig;
 pub use mlp::MlpConfig;
 
 use super::layer::{Layer, Param};

@@ -2,7 +2,7 @@
 
 use std::fmt::Debug;
 use std::iter::Sum;
-use std::ops::{AddAssign, MulAssign, SubAssign};
+use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
 
 use ndarray::{LinalgScalar, ScalarOperand};
 use num_traits::Float;
@@ -26,6 +26,7 @@ pub trait Real:
     + AddAssign
     + SubAssign
     + MulAssign
+    + DivAssign
     + 'static
 {
     /// `x` converted to this type (rounded to nearest for `f32`).

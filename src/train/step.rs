@@ -20,6 +20,7 @@ pub struct Trainer {
     loss: Loss,
     input_site: usize,
     loss_site: usize,
+    loss_multiplier: f64,
     step: u64,
 }
 
@@ -48,8 +49,15 @@ impl Trainer {
             loss,
             input_site,
             loss_site,
+            loss_multiplier: 1.0,
             step: 0,
         }
+    }
+
+    /// Multiplies the loss by `c` before backward (as normalising over a large effective batch
+    /// does); the recorded loss stays the unmultiplied one.
+    pub fn set_loss_multiplier(&mut self, c: f64) {
+        self.loss_multiplier = c;
     }
 
     /// The loss scale the next step will use.
@@ -78,7 +86,8 @@ impl Trainer {
         p.enter(self.loss_site);
         let (loss, mut dz) = self.loss.evaluate(&z, targets, p)?;
         let scale = self.scaler.scale();
-        dz.mapv_inplace(|g| g * scale);
+        let factor = (f64::from(scale) * self.loss_multiplier) as f32;
+        dz.mapv_inplace(|g| g * factor);
         p.store_array(Class::ActivationGrad, &mut dz);
         self.model.backward(dz, p);
         let mut params = self.model.params_mut();

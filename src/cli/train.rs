@@ -1,0 +1,109 @@
+//! `mixprec train`: trains a model under a precision recipe and writes a run directory.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::train::config::{ModelKind, Overrides, TrainConfig};
+use crate::train::run;
+
+/// Train a model under a precision recipe and write a run directory (config.json, metrics.jsonl,
+/// captures.jsonl, summary.json). Flags override the config file.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A JSON config file (see the train::config module docs); flags override its values.
+    #[arg(long, value_name = "FILE.json")]
+    config: Option<PathBuf>,
+    /// Model: mlp or cnn.
+    #[arg(long, value_parser = parse_model)]
+    model: Option<ModelKind>,
+    /// Data set: digits, blobs, spirals, or a CSV file (features, then an integer label).
+    #[arg(long, value_name = "NAME|PATH")]
+    dataset: Option<String>,
+    /// Precision recipe: fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, bf16-master,
+    /// fp8-hybrid.
+    #[arg(long, value_name = "NAME")]
+    recipe: Option<String>,
+    /// Loss scale: the static scale (or the initial dynamic scale); turns a recipe without
+    /// scaling into a static one.
+    #[arg(long, value_name = "S")]
+    loss_scale: Option<f32>,
+    /// Optimizer steps.
+    #[arg(long, value_name = "N")]
+    steps: Option<u64>,
+    /// Examples per batch.
+    #[arg(long, value_name = "N")]
+    batch: Option<usize>,
+    /// Learning rate.
+    #[arg(long, value_name = "X")]
+    lr: Option<f64>,
+    /// Seed of weights, batches, synthetic data and stochastic rounding.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Capture storage-point summaries every N steps (0: never).
+    #[arg(long, value_name = "N")]
+    capture_every: Option<u64>,
+    /// The run directory to create (must not exist, or be empty).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+fn parse_model(s: &str) -> Result<ModelKind, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+/// Runs the command.
+///
+/// # Errors
+/// A bad config, flag or data set, a non-empty output directory, a failed write.
+pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let mut config = match &args.config {
+        Some(path) => TrainConfig::from_file(path)?,
+        None => TrainConfig::default(),
+    };
+    config.apply(&Overrides {
+        model: args.model,
+        dataset: args.dataset.clone(),
+        recipe: args.recipe.clone(),
+        loss_scale: args.loss_scale,
+        steps: args.steps,
+        batch: args.batch,
+        lr: args.lr,
+        seed: args.seed,
+        capture_every: args.capture_every,
+    })?;
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::with_draw_target(Some(config.steps), ProgressDrawTarget::stderr());
+        if let Ok(style) =
+            ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed} < {eta}]")
+        {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let summary = run::run(&config, &args.out, &mut |r| {
+        bar.inc(1);
+        if r.step % 10 == 0 {
+            bar.set_message(format!("loss {:.4}  scale {}", r.loss, r.loss_scale));
+        }
+    })?;
+    bar.finish_and_clear();
+    writeln!(
+        out,
+        "{}: {} steps ({} skipped), final loss {:.4}, {} {:.4}{}, {:.1} s -> {}",
+        summary.recipe,
+        summary.steps,
+        summary.skipped_steps,
+        summary.final_loss,
+        summary.eval_metric.name,
+        summary.eval_metric.value,
+        if summary.diverged { ", DIVERGED" } else { "" },
+        summary.wall_seconds,
+        args.out.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

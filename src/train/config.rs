@@ -1,0 +1,292 @@
+//! The configuration of a training run: a serializable value, read from JSON, overridden by
+//! command-line flags, and written in full to the run directory's `config.json`.
+//!
+//! Every field has a default, so a config file holds only what differs:
+//! ```json
+//! {
+//!   "model": "mlp",
+//!   "mlp": { "depth": 2, "width": 256, "activation": "relu", "init_scale": 1.0 },
+//!   "cnn": { "channels": 16, "hidden": 64, "init_scale": 1.0 },
+//!   "dataset": "digits",
+//!   "recipe": "fp16-dynamic",
+//!   "optimizer": { "kind": "adam", "lr": 0.001 },
+//!   "loss_multiplier": 1.0,
+//!   "steps": 800, "batch": 128, "seed": 0, "capture_every": 100
+//! }
+//! ```
+//! `recipe` is a preset name or a full [`Recipe`] object (the resolved config always holds the
+//! object).
+
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::model::{CnnConfig, MlpConfig};
+use super::optim::OptimizerConfig;
+use super::recipe::Recipe;
+use super::scaler::LossScaling;
+use crate::error::Error;
+
+/// Which model to train.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// [`MlpConfig`].
+    #[default]
+    Mlp,
+    /// [`CnnConfig`].
+    Cnn,
+}
+
+impl FromStr for ModelKind {
+    type Err = Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "mlp" => Ok(ModelKind::Mlp),
+            "cnn" => Ok(ModelKind::Cnn),
+            _ => Err(Error::InvalidValue {
+                what: "model",
+                value: s.to_string(),
+                expected: "mlp or cnn (the LSTM and GAN models are not built yet)",
+            }),
+        }
+    }
+}
+
+/// Everything that determines a training run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// The model kind.
+    pub model: ModelKind,
+    /// MLP sizes (used when `model` is `mlp`).
+    pub mlp: MlpConfig,
+    /// CNN sizes (used when `model` is `cnn`).
+    pub cnn: CnnConfig,
+    /// A built-in data set (`digits`, `blobs`, `spirals`) or a CSV path.
+    pub dataset: String,
+    /// The precision recipe.
+    #[serde(deserialize_with = "recipe_or_name")]
+    pub recipe: Recipe,
+    /// The optimizer.
+    pub optimizer: OptimizerConfig,
+    /// The loss is multiplied by this before backward (and reported divided by it): 1, or a small
+    /// power of two to mimic a loss normalised over a large effective batch (gradient
+    /// accumulation), which is what makes gradients of small networks underflow.
+    pub loss_multiplier: f64,
+    /// Optimizer steps.
+    pub steps: u64,
+    /// Examples per batch.
+    pub batch: usize,
+    /// Seed of initial weights, batches, synthetic data and stochastic rounding.
+    pub seed: u64,
+    /// Capture tensors every this many steps (0: never).
+    pub capture_every: u64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            model: ModelKind::Mlp,
+            mlp: MlpConfig::default(),
+            cnn: CnnConfig::default(),
+            dataset: "digits".into(),
+            recipe: Recipe::fp32(),
+            optimizer: OptimizerConfig::Adam {
+                lr: 1e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+            },
+            loss_multiplier: 1.0,
+            steps: 800,
+            batch: 128,
+            seed: 0,
+            capture_every: 100,
+        }
+    }
+}
+
+fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Spec {
+        Name(String),
+        Full(Box<Recipe>),
+    }
+    match Spec::deserialize(d).map_err(|_| {
+        serde::de::Error::custom(
+            "recipe: expected a preset name or a recipe object with every format",
+        )
+    })? {
+        Spec::Name(name) => Recipe::preset(&name).map_err(serde::de::Error::custom),
+        Spec::Full(r) => Ok(*r),
+    }
+}
+
+/// Command-line values that replace the config file's.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--model`.
+    pub model: Option<ModelKind>,
+    /// `--dataset`.
+    pub dataset: Option<String>,
+    /// `--recipe` (a preset name).
+    pub recipe: Option<String>,
+    /// `--loss-scale`.
+    pub loss_scale: Option<f32>,
+    /// `--steps`.
+    pub steps: Option<u64>,
+    /// `--batch`.
+    pub batch: Option<usize>,
+    /// `--lr`.
+    pub lr: Option<f64>,
+    /// `--seed`.
+    pub seed: Option<u64>,
+    /// `--capture-every`.
+    pub capture_every: Option<u64>,
+}
+
+impl TrainConfig {
+    /// Reads a config file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when it cannot be read; [`Error::BadFile`] with serde's message (naming the
+    /// unknown or mistyped field) when it is not a valid config.
+    pub fn from_file(path: &Path) -> crate::Result<TrainConfig> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| Error::BadFile {
+            path: path.to_path_buf(),
+            problem: e.to_string(),
+        })
+    }
+
+    /// Applies `o`. `--recipe` replaces the whole recipe with a preset; `--loss-scale S` then sets
+    /// the static scale (static recipes), the initial scale (dynamic recipes), or turns a recipe
+    /// without loss scaling into a static one with scale `S`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] for an unknown recipe name.
+    pub fn apply(&mut self, o: &Overrides) -> crate::Result<()> {
+        if let Some(m) = o.model {
+            self.model = m;
+        }
+        if let Some(d) = &o.dataset {
+            self.dataset.clone_from(d);
+        }
+        if let Some(r) = &o.recipe {
+            self.recipe = Recipe::preset(r)?;
+        }
+        if let Some(s) = o.loss_scale {
+            self.recipe.loss_scaling = match self.recipe.loss_scaling {
+                LossScaling::Dynamic(mut d) => {
+                    d.init_scale = s;
+                    LossScaling::Dynamic(d)
+                }
+                LossScaling::None | LossScaling::Static { .. } => LossScaling::Static { scale: s },
+            };
+        }
+        if let Some(v) = o.steps {
+            self.steps = v;
+        }
+        if let Some(v) = o.batch {
+            self.batch = v;
+        }
+        if let Some(lr) = o.lr {
+            self.optimizer = self.optimizer.with_lr(lr);
+        }
+        if let Some(v) = o.seed {
+            self.seed = v;
+        }
+        if let Some(v) = o.capture_every {
+            self.capture_every = v;
+        }
+        Ok(())
+    }
+
+    /// Checks every value that could make a run meaningless or crash.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] naming the first bad value.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |what: &'static str, value: String, expected: &'static str| {
+            Err(Error::InvalidValue {
+                what,
+                value,
+                expected,
+            })
+        };
+        if self.steps == 0 {
+            return bad("steps", "0".into(), "at least 1");
+        }
+        if self.batch == 0 {
+            return bad("batch", "0".into(), "at least 1");
+        }
+        if !(self.loss_multiplier.is_finite() && self.loss_multiplier > 0.0) {
+            return bad(
+                "loss_multiplier",
+                self.loss_multiplier.to_string(),
+                "a positive finite number",
+            );
+        }
+        self.mlp.validate()?;
+        self.optimizer.validate()?;
+        self.recipe.loss_scaling.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_names_and_overrides() {
+        let c: TrainConfig =
+            serde_json::from_str(r#"{"recipe":"fp16-dynamic","steps":5}"#).unwrap();
+        assert_eq!(c.recipe, Recipe::preset("fp16-dynamic").unwrap());
+        assert_eq!((c.steps, c.batch), (5, 128));
+        let mut c2 = c.clone();
+        c2.apply(&Overrides {
+            loss_scale: Some(1024.0),
+            lr: Some(0.5),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert!(
+            matches!(c2.recipe.loss_scaling, LossScaling::Dynamic(d) if d.init_scale == 1024.0)
+        );
+        assert_eq!(c2.optimizer.lr(), 0.5);
+        c2.apply(&Overrides {
+            recipe: Some("fp16-master".into()),
+            loss_scale: Some(8.0),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(c2.recipe.loss_scaling, LossScaling::Static { scale: 8.0 });
+        // The resolved config round-trips.
+        let json = serde_json::to_string(&c2).unwrap();
+        assert_eq!(serde_json::from_str::<TrainConfig>(&json).unwrap(), c2);
+    }
+
+    #[test]
+    fn bad_configs_are_named() {
+        let e = serde_json::from_str::<TrainConfig>(r#"{"stepz":5}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stepz"), "{e}");
+        let e = serde_json::from_str::<TrainConfig>(r#"{"recipe":"fp12"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("recipe"), "{e}");
+        let c = TrainConfig {
+            batch: 0,
+            ..TrainConfig::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("batch"));
+        assert!("lstm".parse::<ModelKind>().is_err());
+    }
+}

@@ -1,0 +1,396 @@
+//! A whole training run written to a run directory.
+//!
+//! # The run directory (an interface contract)
+//! - `config.json`: the full resolved [`TrainConfig`] (the recipe as an object).
+//! - `metrics.jsonl`: one [`StepRecord`] per line, in step order: `step`, `loss` (the batch's mean
+//!   loss, unscaled; `null` when not finite), `loss_scale` (the scale this step's backward used),
+//!   `overflow`, `skipped`, `updates_lost` (share of nonzero updates that changed no master
+//!   weight) and, when some stored value was inf or NaN, `first_nonfinite`
+//!   (`{"layer": "4.linear", "tensor": "activation_grad"}`).
+//! - `captures.jsonl`: one [`CaptureRecord`] per capture step (every `capture_every` steps, and
+//!   the first): per storage point (layer and tensor class), a summary of the FP32 values before
+//!   rounding and the [`crate::format::RoundCounts`] of rounding them.
+//! - `summary.json`: [`Summary`].
+//! - `INCOMPLETE`: present while the run is going; a run directory with this file (or without
+//!   `summary.json`) is a run that was killed. Every other file is written to a temporary name and
+//!   renamed when complete, so no file is ever half-written.
+//!
+//! Runs are deterministic: the same config gives bit-identical `metrics.jsonl`, `captures.jsonl`
+//! and `summary.json` (except its `wall_seconds`) whatever the number of threads.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ndarray::Axis;
+use serde::{Deserialize, Serialize};
+
+use super::capture::{Observer, StepRecord, TensorSummary};
+use super::config::{ModelKind, TrainConfig};
+use super::data::{Batches, Dataset};
+use super::loss::{Loss, Targets};
+use super::precision::{Class, Precision};
+use super::rng::Rng;
+use super::step::Trainer;
+use crate::error::Error;
+use crate::format::RoundCounts;
+
+/// One storage point on a capture step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SiteCapture {
+    /// Layer name.
+    pub layer: String,
+    /// Tensor class.
+    pub tensor: Class,
+    /// The values before rounding.
+    pub values: TensorSummary,
+    /// What rounding did to them.
+    pub rounding: RoundCounts,
+}
+
+/// One line of `captures.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaptureRecord {
+    /// The step captured.
+    pub step: u64,
+    /// Every storage point written that step, in layer order then class order.
+    pub sites: Vec<SiteCapture>,
+}
+
+/// The evaluation of the trained model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalMetric {
+    /// What is measured (`test_accuracy`).
+    pub name: String,
+    /// Its value.
+    pub value: f64,
+}
+
+/// `summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The recipe's name.
+    pub recipe: String,
+    /// Steps run.
+    pub steps: u64,
+    /// Steps whose update was skipped (overflow under loss scaling).
+    pub skipped_steps: u64,
+    /// Steps whose gradients held an inf or NaN.
+    pub overflow_steps: u64,
+    /// True when the final loss or a weight is not finite, or the last `min(20, steps)` steps were
+    /// all skipped (the loss scale can no longer make gradients finite).
+    pub diverged: bool,
+    /// The last step's batch loss (`null` when not finite).
+    pub final_loss: f64,
+    /// The test-set metric.
+    pub eval_metric: EvalMetric,
+    /// Trainable scalars.
+    pub parameters: usize,
+    /// Wall-clock time of the run (the one field that differs between identical runs).
+    pub wall_seconds: f64,
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> crate::Result<()> {
+    let tmp = temp_name(path);
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+fn temp_name(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.partial"))
+}
+
+fn json_line<T: Serialize>(w: &mut impl Write, value: &T, path: &Path) -> crate::Result<()> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    serde_json::to_writer(&mut *w, value).map_err(|e| io(e.into()))?;
+    w.write_all(b"\n").map_err(io)
+}
+
+/// A JSONL file written under a temporary name and renamed by [`Stream::finish`].
+struct Stream {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: BufWriter<File>,
+}
+
+impl Stream {
+    fn create(path: PathBuf) -> crate::Result<Stream> {
+        let tmp = temp_name(&path);
+        let file = File::create(&tmp).map_err(|source| Error::Io {
+            path: tmp.clone(),
+            source,
+        })?;
+        Ok(Stream {
+            path,
+            tmp,
+            out: BufWriter::new(file),
+        })
+    }
+
+    fn write<T: Serialize>(&mut self, value: &T) -> crate::Result<()> {
+        json_line(&mut self.out, value, &self.tmp)
+    }
+
+    fn finish(mut self) -> crate::Result<()> {
+        let io = |source| Error::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.out.flush().map_err(io)?;
+        std::fs::rename(&self.tmp, &self.path).map_err(io)
+    }
+}
+
+/// Builds the data, model and trainer `config` describes.
+///
+/// # Errors
+/// Invalid config values, an unreadable data set, a CNN on non-square inputs.
+pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Trainer)> {
+    config.validate()?;
+    let data = Dataset::load(&config.dataset, config.seed)?;
+    let mut p = Precision::new(&config.recipe, config.seed);
+    let input = p.register("input");
+    let mut rng = Rng::derive(config.seed, 1);
+    let model = match config.model {
+        ModelKind::Mlp => config
+            .mlp
+            .build(data.features(), data.classes, &mut p, &mut rng),
+        ModelKind::Cnn => config
+            .cnn
+            .build(data.features(), data.classes, &mut p, &mut rng)?,
+    };
+    let mut trainer = Trainer::new(model, p, input, &config.optimizer, Loss::CrossEntropy);
+    trainer.set_loss_multiplier(config.loss_multiplier);
+    Ok((data, trainer))
+}
+
+/// Runs `config` and writes the run directory `dir` (which must not exist or be empty).
+/// `progress` is called after every step.
+///
+/// # Errors
+/// A bad config or data set (before anything is written), a non-empty `dir`, or a failed write.
+pub fn run(
+    config: &TrainConfig,
+    dir: &Path,
+    progress: &mut dyn FnMut(&StepRecord),
+) -> crate::Result<Summary> {
+    let (data, mut trainer) = build(config)?;
+    prepare_dir(dir)?;
+    let marker = dir.join("INCOMPLETE");
+    write_atomic(&marker, b"this run has not finished (or was killed)\n")?;
+    let config_json = serde_json::to_vec_pretty(config).map_err(|e| Error::BadFile {
+        path: dir.join("config.json"),
+        problem: e.to_string(),
+    })?;
+    write_atomic(&dir.join("config.json"), &config_json)?;
+    let mut metrics = Stream::create(dir.join("metrics.jsonl"))?;
+    let mut captures = Stream::create(dir.join("captures.jsonl"))?;
+
+    let start = Instant::now();
+    let mut batches = Batches::new(data.train_y.len(), Rng::derive(config.seed, 2));
+    let (mut skipped, mut overflows, mut trailing_skips) = (0u64, 0u64, 0u64);
+    let mut last = None;
+    for step in 1..=config.steps {
+        let capture = config.capture_every > 0 && (step == 1 || step % config.capture_every == 0);
+        if capture {
+            trainer.precision.set_observer(Some(Observer::default()));
+        }
+        let idx = batches.next_batch(config.batch);
+        let x = data.train_x.select(Axis(0), &idx);
+        let y: Vec<usize> = idx.iter().map(|&i| data.train_y[i]).collect();
+        let record = trainer.step(&x, Targets::Labels(&y))?;
+        if let Some(observer) = trainer.precision.take_observer() {
+            captures.write(&capture_record(step, &observer, &trainer.precision))?;
+        }
+        skipped += u64::from(record.skipped);
+        overflows += u64::from(record.overflow);
+        trailing_skips = if record.skipped {
+            trailing_skips + 1
+        } else {
+            0
+        };
+        metrics.write(&record)?;
+        progress(&record);
+        last = Some(record);
+    }
+    let final_loss = last.map_or(f64::NAN, |r| r.loss);
+    let accuracy = trainer.accuracy(&data.test_x, &data.test_y);
+    let weights_finite = trainer
+        .model
+        .params()
+        .iter()
+        .all(|q| q.master.iter().all(|v| v.is_finite()));
+    let summary = Summary {
+        recipe: config.recipe.name.clone(),
+        steps: config.steps,
+        skipped_steps: skipped,
+        overflow_steps: overflows,
+        diverged: !final_loss.is_finite()
+            || !weights_finite
+            || trailing_skips >= config.steps.min(20),
+        final_loss,
+        eval_metric: EvalMetric {
+            name: "test_accuracy".into(),
+            value: accuracy,
+        },
+        parameters: trainer.model.parameter_count(),
+        wall_seconds: start.elapsed().as_secs_f64(),
+    };
+    metrics.finish()?;
+    captures.finish()?;
+    let summary_json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::BadFile {
+        path: dir.join("summary.json"),
+        problem: e.to_string(),
+    })?;
+    write_atomic(&dir.join("summary.json"), &summary_json)?;
+    std::fs::remove_file(&marker).map_err(|source| Error::Io {
+        path: marker,
+        source,
+    })?;
+    Ok(summary)
+}
+
+fn prepare_dir(dir: &Path) -> crate::Result<()> {
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).map_err(io)?;
+        if entries.next().is_some() {
+            return Err(Error::BadFile {
+                path: dir.to_path_buf(),
+                problem: "the output directory exists and is not empty (choose a new one)".into(),
+            });
+        }
+        Ok(())
+    } else {
+        std::fs::create_dir_all(dir).map_err(io)
+    }
+}
+
+fn capture_record(step: u64, observer: &Observer, p: &Precision) -> CaptureRecord {
+    let sites = observer
+        .summaries
+        .iter()
+        .map(|(&(layer, tensor), values)| SiteCapture {
+            layer: p.layers().get(layer).cloned().unwrap_or_default(),
+            tensor,
+            values: *values,
+            rounding: p.counts(layer, tensor),
+        })
+        .collect();
+    CaptureRecord { step, sites }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(recipe: &str) -> TrainConfig {
+        TrainConfig {
+            recipe: crate::train::Recipe::preset(recipe).unwrap(),
+            steps: 12,
+            batch: 32,
+            capture_every: 5,
+            mlp: crate::train::model::MlpConfig {
+                width: 32,
+                ..Default::default()
+            },
+            ..TrainConfig::default()
+        }
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("mixprec-run-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn writes_the_contract_files() {
+        let dir = tempdir("contract");
+        let mut seen = 0;
+        let s = run(&small("fp16-dynamic"), &dir, &mut |_| seen += 1).unwrap();
+        assert_eq!(seen, 12);
+        assert_eq!(
+            (s.recipe.as_str(), s.steps, s.diverged),
+            ("fp16-dynamic", 12, false)
+        );
+        let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+        assert_eq!(metrics.lines().count(), 12);
+        let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
+        let steps: Vec<u64> = captures
+            .lines()
+            .map(|l| serde_json::from_str::<CaptureRecord>(l).unwrap().step)
+            .collect();
+        assert_eq!(steps, vec![1, 5, 10]);
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+        for key in [
+            "recipe",
+            "steps",
+            "skipped_steps",
+            "diverged",
+            "final_loss",
+            "eval_metric",
+            "wall_seconds",
+        ] {
+            assert!(summary.get(key).is_some(), "{key}");
+        }
+        assert!(!dir.join("INCOMPLETE").exists());
+        let config: TrainConfig =
+            serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        assert_eq!(config, small("fp16-dynamic"));
+        // A second run into the same directory is refused.
+        assert!(
+            run(&small("fp32"), &dir, &mut |_| {})
+                .unwrap_err()
+                .to_string()
+                .contains("not empty")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn capture_sees_every_storage_point() {
+        let dir = tempdir("capture");
+        run(&small("fp16-pure"), &dir, &mut |_| {}).unwrap();
+        let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
+        let first: CaptureRecord = serde_json::from_str(captures.lines().next().unwrap()).unwrap();
+        let has = |layer: &str, tensor: Class| {
+            first
+                .sites
+                .iter()
+                .any(|s| s.layer == layer && s.tensor == tensor)
+        };
+        assert!(has("input", Class::Activation));
+        assert!(has("0.linear", Class::Weight) && has("0.linear", Class::WeightGrad));
+        assert!(has("0.linear", Class::OptimizerState) && has("0.linear", Class::Master));
+        assert!(has("loss", Class::ActivationGrad));
+        // Adam's epsilon underflows in fp16 state, once per parameter tensor per step.
+        let eps = first
+            .sites
+            .iter()
+            .find(|s| s.layer == "0.linear" && s.tensor == Class::OptimizerState)
+            .unwrap();
+        assert!(eps.rounding.underflow >= 2, "{eps:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,176 @@
+//! The `train` command through the real binary: the run directory, determinism across thread
+//! counts, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mixprec"))
+}
+
+fn fresh(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mixprec-train-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
+    bin()
+        .args([
+            "train",
+            "--recipe",
+            "fp16-dynamic",
+            "--steps",
+            "25",
+            "--batch",
+            "64",
+            "--capture-every",
+            "10",
+            "--seed",
+            "3",
+        ])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .env("RAYON_NUM_THREADS", threads)
+        .output()
+        .unwrap()
+}
+
+fn summary_without_time(dir: &Path) -> serde_json::Value {
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("wall_seconds");
+    v
+}
+
+#[test]
+fn same_seed_same_files_whatever_the_threads() {
+    let (a, b) = (fresh("t1"), fresh("t2"));
+    let ra = train(&a, "1", &[]);
+    assert!(
+        ra.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ra.stderr)
+    );
+    let rb = train(&b, "2", &[]);
+    assert!(rb.status.success());
+    let stdout = String::from_utf8_lossy(&ra.stdout);
+    assert!(
+        stdout.contains("fp16-dynamic: 25 steps") && stdout.contains("test_accuracy"),
+        "{stdout}"
+    );
+    // Piped: no progress bar on stderr.
+    assert!(
+        ra.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&ra.stderr)
+    );
+    for file in ["metrics.jsonl", "captures.jsonl", "config.json"] {
+        assert_eq!(
+            std::fs::read(a.join(file)).unwrap(),
+            std::fs::read(b.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    assert_eq!(summary_without_time(&a), summary_without_time(&b));
+    let first: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(a.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    for key in ["step", "loss", "loss_scale", "overflow", "skipped"] {
+        assert!(first.get(key).is_some(), "{key} in {first}");
+    }
+    assert_eq!(first["loss_scale"], 65536.0);
+    for d in [a, b] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+#[test]
+fn config_file_and_flags() {
+    let dir = fresh("cfg");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("c.json");
+    std::fs::write(&cfg, r#"{"recipe": "bf16-master", "steps": 4, "model": "cnn", "cnn": {"channels": 4, "hidden": 8}}"#).unwrap();
+    let out = dir.join("run");
+    let r = bin()
+        .args(["train", "--config"])
+        .arg(&cfg)
+        .args(["--steps", "3", "--batch", "16", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["steps"], 3);
+    assert_eq!(config["model"], "cnn");
+    assert_eq!(config["recipe"]["weights"], "bf16");
+    assert_eq!(
+        std::fs::read_to_string(out.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = fresh("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("x"), "occupied").unwrap();
+    let cfg = dir.join("bad.json");
+    std::fs::write(&cfg, r#"{"stepz": 3}"#).unwrap();
+    let out = dir.join("run");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--recipe".into(), "fp12".into()], "recipe 'fp12'"),
+        (vec!["--dataset".into(), "mnist".into()], "dataset 'mnist'"),
+        (vec!["--batch".into(), "0".into()], "batch"),
+        (vec!["--lr".into(), "0".into()], "learning rate"),
+        (vec!["--config".into(), cfg.display().to_string()], "stepz"),
+        (
+            vec!["--dataset".into(), "/nonexistent/d.csv".into()],
+            "/nonexistent/d.csv",
+        ),
+    ];
+    for (args, needle) in cases {
+        let r = bin()
+            .arg("train")
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("mixprec: ") && err.contains(needle) && err.trim().lines().count() == 1,
+            "{args:?}: {err}"
+        );
+        assert!(
+            !out.exists(),
+            "{args:?}: nothing is written for a bad config"
+        );
+    }
+    let r = bin()
+        .args(["train", "--steps", "1", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("not empty"));
+    let r = bin()
+        .args(["train", "--model", "lstm", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
