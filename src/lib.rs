@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod stats;
 
 pub use error::{Error, Result};
