@@ -29,8 +29,12 @@
 //! ```
 
 mod histogram;
+pub mod recommend;
+mod sweep;
 
 pub use histogram::{Bin, Histogram, MAX_SUB_BINS_LOG2};
+pub use recommend::{Alternative, Recommendation, explain, recommend};
+pub use sweep::{Sweep, SweepAccumulator, SweepRow, sweep_from_histogram};
 
 /// Values per fixed-size chunk: floating-point sums are accumulated per chunk (relative to the
 /// start of the slice given) and combined in chunk order, so that results do not depend on how
