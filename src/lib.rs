@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod io;
 
 pub use error::{Error, Result};

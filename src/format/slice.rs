@@ -130,7 +130,8 @@ impl Rounder {
         let to_boundary = ((1u64 << 32) - (start & 0xffff_ffff)) as usize;
         if kernel.stochastic && xs.len() > to_boundary {
             let (head, tail) = xs.split_at_mut(to_boundary);
-            return self.round_f32_chunk(head, start) + self.round_f32_chunk(tail, start + to_boundary as u64);
+            return self.round_f32_chunk(head, start)
+                + self.round_f32_chunk(tail, start + to_boundary as u64);
         }
         let key = block_key(self.options().seed, start >> 32);
         let lo = start as u32;
@@ -159,7 +160,9 @@ impl Rounder {
 fn f64_to_f32_exact(r: f64) -> f32 {
     if r.is_nan() {
         let b = r.to_bits();
-        f32::from_bits(((b >> 32) as u32 & 0x8000_0000) | 0x7f80_0000 | ((b >> 29) as u32 & 0x007f_ffff))
+        f32::from_bits(
+            ((b >> 32) as u32 & 0x8000_0000) | 0x7f80_0000 | ((b >> 29) as u32 & 0x007f_ffff),
+        )
     } else {
         r as f32
     }
