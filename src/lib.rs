@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod io;
 pub mod stats;
 
 pub use error::{Error, Result};
