@@ -7,6 +7,8 @@
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod io;
+pub mod stats;
 pub mod train;
 
 pub use error::{Error, Result};

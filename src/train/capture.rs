@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::precision::{Class, Site};
 use super::real::Real;
+use crate::stats::Histogram;
 
 /// One training step, as written to `metrics.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,52 +31,46 @@ pub struct StepRecord {
     pub updates_lost: f64,
 }
 
-/// Summary of the values a storage point saw before rounding, over a capture step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TensorSummary {
-    /// Values seen.
-    pub count: u64,
-    /// Exact zeros.
-    pub zeros: u64,
-    /// Infs and NaNs.
-    pub nonfinite: u64,
-    /// Largest finite magnitude (0 when none).
-    pub max_abs: f64,
-    /// Smallest nonzero finite magnitude (0 when none).
-    pub min_abs: f64,
-}
-
-impl TensorSummary {
-    fn add<T: Real>(&mut self, xs: &[T]) {
-        self.count += xs.len() as u64;
-        for &x in xs {
-            let a = x.abs().to_f64();
-            if a == 0.0 {
-                self.zeros += 1;
-            } else if !a.is_finite() {
-                self.nonfinite += 1;
-            } else {
-                self.max_abs = self.max_abs.max(a);
-                if self.min_abs == 0.0 || a < self.min_abs {
-                    self.min_abs = a;
-                }
-            }
-        }
-    }
-}
+/// Octaves are split into `2^CAPTURE_SUB_BINS_LOG2` sub-bins in captured histograms: one bin
+/// per power of two, the resolution at which underflow and overflow thresholds are read.
+pub const CAPTURE_SUB_BINS_LOG2: u32 = 0;
 
 /// Sees every stored tensor before rounding on capture steps (installed in
-/// [`super::precision::Precision`] for those steps only).
+/// [`super::precision::Precision`] for those steps only), and the update-to-weight ratios.
 #[derive(Clone, Debug, Default)]
 pub struct Observer {
-    /// Per (layer index, class).
-    pub summaries: BTreeMap<(usize, Class), TensorSummary>,
+    /// Per (layer index, class): log2 histogram of the FP32 values before rounding.
+    pub values: BTreeMap<(usize, Class), Histogram>,
+    /// Per layer index: histogram of `|w| / |update|` over the nonzero updates of that step
+    /// (`w` the master weight before the update; 0 when the weight is 0). An update is lost in
+    /// a format with `p` mantissa bits when the ratio exceeds about `2^(p+1)` (2^11 in fp16).
+    pub update_ratios: BTreeMap<usize, Histogram>,
 }
 
 impl Observer {
     /// Adds `xs`, stored as `class` by layer `layer`.
     pub fn observe<T: Real>(&mut self, layer: usize, class: Class, xs: &[T]) {
-        self.summaries.entry((layer, class)).or_default().add(xs);
+        T::add_to_histogram(
+            self.values
+                .entry((layer, class))
+                .or_insert_with(|| Histogram::new(CAPTURE_SUB_BINS_LOG2)),
+            xs,
+        );
+    }
+
+    /// Adds the ratios `|w| / |u|` of layer `layer` for every nonzero `u` (computed in f64, so no
+    /// ratio overflows).
+    pub fn observe_updates<T: Real>(&mut self, layer: usize, weights: &[T], updates: &[T]) {
+        let ratios: Vec<f64> = weights
+            .iter()
+            .zip(updates)
+            .filter(|(_, u)| **u != T::zero())
+            .map(|(w, u)| w.abs().to_f64() / u.abs().to_f64())
+            .collect();
+        self.update_ratios
+            .entry(layer)
+            .or_insert_with(|| Histogram::new(CAPTURE_SUB_BINS_LOG2))
+            .add_f64(&ratios);
     }
 }
 
@@ -84,7 +79,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn summary_counts_zeros_nonfinite_and_range() {
+    fn observer_histograms_values_and_update_ratios() {
         let mut o = Observer::default();
         o.observe(
             0,
@@ -92,10 +87,14 @@ mod tests {
             &[0.0f32, 1e-3, -4.0, f32::NAN, f32::INFINITY],
         );
         o.observe(0, Class::Activation, &[2.0f32]);
-        let s = o.summaries[&(0, Class::Activation)];
-        assert_eq!((s.count, s.zeros, s.nonfinite), (6, 1, 2));
-        assert_eq!(s.max_abs, 4.0);
-        assert_eq!(s.min_abs, f64::from(1e-3f32));
+        let h = &o.values[&(0, Class::Activation)];
+        assert_eq!((h.count(), h.zeros(), h.nonfinite()), (6, 1, 2));
+        assert_eq!(h.amax(), 4.0);
+        assert_eq!(h.min_nonzero(), Some(f64::from(1e-3f32)));
+        // Ratios 1/2^-12 = 2^12 and 0/1 = 0; the zero update is left out.
+        o.observe_updates(3, &[1.0f32, 0.0, 5.0], &[2f32.powi(-12), 1.0, 0.0]);
+        let r = &o.update_ratios[&3];
+        assert_eq!((r.count(), r.zeros(), r.amax()), (2, 1, 4096.0));
     }
 
     #[test]

@@ -194,6 +194,11 @@ pub fn apply_update<T: Real>(
     p.enter(param.site);
     p.store_array(Class::Update, &mut update);
     let before = param.master.clone();
+    if p.capturing() {
+        if let (Some(w), Some(u)) = (before.as_slice(), update.as_slice()) {
+            p.observe_updates(w, u);
+        }
+    }
     param.master += &update;
     param.sync(p);
     let mut stats = UpdateStats::default();

@@ -247,6 +247,22 @@ impl Precision {
         }
     }
 
+    /// On capture steps, records the ratios `|w| / |u|` of the current layer's master weights
+    /// `weights` (before the update) to the nonzero updates `updates`.
+    pub fn observe_updates<T: Real>(&mut self, weights: &[T], updates: &[T]) {
+        if self.recording {
+            if let Some(observer) = &mut self.observer {
+                observer.observe_updates(self.current, weights, updates);
+            }
+        }
+    }
+
+    /// Whether an observer is installed (a capture step).
+    #[must_use]
+    pub fn capturing(&self) -> bool {
+        self.observer.is_some()
+    }
+
     /// One scalar stored as class `class` (Adam's epsilon, say); returns the stored value.
     pub fn store_scalar<T: Real>(&mut self, class: Class, x: T) -> T {
         let mut v = [x];

@@ -8,6 +8,7 @@ use ndarray::{LinalgScalar, ScalarOperand};
 use num_traits::Float;
 
 use crate::format::{RoundCounts, Rounder};
+use crate::stats::Histogram;
 
 /// A floating-point scalar the training core computes in.
 ///
@@ -39,6 +40,9 @@ pub trait Real:
 
     /// Rounds `xs` in place with `rounder` as positions `start..` of its stochastic stream.
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts;
+
+    /// Adds `xs` to a log2-magnitude histogram.
+    fn add_to_histogram(h: &mut Histogram, xs: &[Self]);
 }
 
 impl Real for f32 {
@@ -51,6 +55,9 @@ impl Real for f32 {
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts {
         rounder.round_f32_slice_at(xs, start)
     }
+    fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
+        h.add_f32(xs);
+    }
 }
 
 impl Real for f64 {
@@ -62,5 +69,8 @@ impl Real for f64 {
     }
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts {
         rounder.round_f64_slice_at(xs, start)
+    }
+    fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
+        h.add_f64(xs);
     }
 }

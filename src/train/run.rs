@@ -8,8 +8,14 @@
 //!   weight) and, when some stored value was inf or NaN, `first_nonfinite`
 //!   (`{"layer": "4.linear", "tensor": "activation_grad"}`).
 //! - `captures.jsonl`: one [`CaptureRecord`] per capture step (every `capture_every` steps, and
-//!   the first): per storage point (layer and tensor class), a summary of the FP32 values before
-//!   rounding and the [`crate::format::RoundCounts`] of rounding them.
+//!   the first): `{"step", "sites": [...], "update_ratios": [...]}`. Each site is a storage point,
+//!   `{"layer", "tensor", "values", "rounding"}`: `values` is the log2 histogram
+//!   ([`crate::stats::Histogram`], one bin per power of two) of the FP32 values before rounding,
+//!   `rounding` the [`crate::format::RoundCounts`] of rounding them. Tensor classes: `weight`,
+//!   `activation`, `activation_grad`, `weight_grad`, `optimizer_state` (momentum, Adam's moments,
+//!   epsilon and denominator together), `update`, `master`. Layers: `input`, `"{i}.{kind}"`,
+//!   `loss`. Each `update_ratios` entry is `{"layer", "ratios"}`, the histogram of
+//!   `|w| / |update|` over that layer's nonzero updates.
 //! - `summary.json`: [`Summary`].
 //! - `INCOMPLETE`: present while the run is going; a run directory with this file (or without
 //!   `summary.json`) is a run that was killed. Every other file is written to a temporary name and
@@ -26,7 +32,7 @@ use std::time::Instant;
 use ndarray::Axis;
 use serde::{Deserialize, Serialize};
 
-use super::capture::{Observer, StepRecord, TensorSummary};
+use super::capture::{Observer, StepRecord};
 use super::config::{ModelKind, TrainConfig};
 use super::data::{Batches, Dataset};
 use super::loss::{Loss, Targets};
@@ -35,6 +41,8 @@ use super::rng::Rng;
 use super::step::Trainer;
 use crate::error::Error;
 use crate::format::RoundCounts;
+use crate::io::write_atomic;
+use crate::stats::Histogram;
 
 /// One storage point on a capture step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,10 +51,21 @@ pub struct SiteCapture {
     pub layer: String,
     /// Tensor class.
     pub tensor: Class,
-    /// The values before rounding.
-    pub values: TensorSummary,
+    /// Log2 histogram of the FP32 values before rounding (with zeros, NaN, infinities, amax,
+    /// smallest nonzero magnitude, sums): `mixprec::stats::Histogram`'s serde form.
+    pub values: Histogram,
     /// What rounding did to them.
     pub rounding: RoundCounts,
+}
+
+/// The update-to-weight ratios of one layer on a capture step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UpdateRatios {
+    /// Layer name.
+    pub layer: String,
+    /// Histogram of `|w| / |update|` over the layer's nonzero updates (`w` the master weight
+    /// before the update). In fp16 an update is lost when the ratio exceeds about 2^11.
+    pub ratios: Histogram,
 }
 
 /// One line of `captures.jsonl`.
@@ -56,6 +75,8 @@ pub struct CaptureRecord {
     pub step: u64,
     /// Every storage point written that step, in layer order then class order.
     pub sites: Vec<SiteCapture>,
+    /// Per layer with parameters that were updated (none on a skipped step).
+    pub update_ratios: Vec<UpdateRatios>,
 }
 
 /// The evaluation of the trained model.
@@ -89,20 +110,6 @@ pub struct Summary {
     pub parameters: usize,
     /// Wall-clock time of the run (the one field that differs between identical runs).
     pub wall_seconds: f64,
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-///
-/// # Errors
-/// [`Error::Io`] naming the file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> crate::Result<()> {
-    let tmp = temp_name(path);
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
 }
 
 fn temp_name(path: &Path) -> PathBuf {
@@ -193,12 +200,14 @@ pub fn run(
     let (data, mut trainer) = build(config)?;
     prepare_dir(dir)?;
     let marker = dir.join("INCOMPLETE");
-    write_atomic(&marker, b"this run has not finished (or was killed)\n")?;
+    write_atomic(&marker, |w| {
+        w.write_all(b"this run has not finished (or was killed)\n")
+    })?;
     let config_json = serde_json::to_vec_pretty(config).map_err(|e| Error::BadFile {
         path: dir.join("config.json"),
         problem: e.to_string(),
     })?;
-    write_atomic(&dir.join("config.json"), &config_json)?;
+    write_atomic(&dir.join("config.json"), |w| w.write_all(&config_json))?;
     let mut metrics = Stream::create(dir.join("metrics.jsonl"))?;
     let mut captures = Stream::create(dir.join("captures.jsonl"))?;
 
@@ -258,7 +267,7 @@ pub fn run(
         path: dir.join("summary.json"),
         problem: e.to_string(),
     })?;
-    write_atomic(&dir.join("summary.json"), &summary_json)?;
+    write_atomic(&dir.join("summary.json"), |w| w.write_all(&summary_json))?;
     std::fs::remove_file(&marker).map_err(|source| Error::Io {
         path: marker,
         source,
@@ -286,17 +295,30 @@ fn prepare_dir(dir: &Path) -> crate::Result<()> {
 }
 
 fn capture_record(step: u64, observer: &Observer, p: &Precision) -> CaptureRecord {
+    let name = |layer: usize| p.layers().get(layer).cloned().unwrap_or_default();
     let sites = observer
-        .summaries
+        .values
         .iter()
         .map(|(&(layer, tensor), values)| SiteCapture {
-            layer: p.layers().get(layer).cloned().unwrap_or_default(),
+            layer: name(layer),
             tensor,
-            values: *values,
+            values: values.clone(),
             rounding: p.counts(layer, tensor),
         })
         .collect();
-    CaptureRecord { step, sites }
+    let update_ratios = observer
+        .update_ratios
+        .iter()
+        .map(|(&layer, ratios)| UpdateRatios {
+            layer: name(layer),
+            ratios: ratios.clone(),
+        })
+        .collect();
+    CaptureRecord {
+        step,
+        sites,
+        update_ratios,
+    }
 }
 
 #[cfg(test)]
@@ -391,6 +413,19 @@ mod tests {
             .find(|s| s.layer == "0.linear" && s.tensor == Class::OptimizerState)
             .unwrap();
         assert!(eps.rounding.underflow >= 2, "{eps:?}");
+        // Histograms hold every value stored; update ratios are there for every linear layer.
+        let w = first
+            .sites
+            .iter()
+            .find(|s| s.layer == "0.linear" && s.tensor == Class::Weight)
+            .unwrap();
+        assert_eq!(w.values.count(), 64 * 32 + 32);
+        let layers: Vec<&str> = first
+            .update_ratios
+            .iter()
+            .map(|u| u.layer.as_str())
+            .collect();
+        assert_eq!(layers, ["0.linear", "2.linear", "4.linear"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
