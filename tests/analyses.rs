@@ -99,3 +99,12 @@ fn bf16_and_fp8_match_fp32() {
         assert!(acc >= fp32 - 0.02, "{recipe} {acc} vs fp32 {fp32}");
     }
 }
+
+/// Acceptance 1, second half: the CNN on digits does at least as well as the MLP.
+#[test]
+#[cfg_attr(debug_assertions, ignore)]
+fn cnn_on_digits() {
+    let mlp = accuracy("low-precision", "fp32");
+    let cnn = accuracy("cnn", "fp32");
+    assert!(cnn >= 0.95 && cnn >= mlp, "cnn {cnn} vs mlp {mlp}");
+}
