@@ -108,3 +108,21 @@ fn cnn_on_digits() {
     let cnn = accuracy("cnn", "fp32");
     assert!(cnn >= 0.95 && cnn >= mlp, "cnn {cnn} vs mlp {mlp}");
 }
+
+/// The RNN family: the LSTM learns the recall task in fp16 with FP32 master weights and state;
+/// with Adam's state in fp16 (fp16-pure) epsilon = 1e-8 is stored as 0, so a second moment that
+/// underflows gives an infinite update at the first step and the run diverges.
+#[test]
+#[cfg_attr(debug_assertions, ignore)]
+fn lstm_and_adam_epsilon_in_fp16() {
+    for recipe in ["fp32", "fp16-master", "bf16-master"] {
+        let acc = accuracy("lstm", recipe);
+        assert!(acc >= 0.99, "{recipe} {acc}");
+    }
+    let (pure, dir) = analysis("lstm", "fp16-pure");
+    assert!(pure.diverged);
+    let first = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    let step1: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    assert_eq!(step1["first_nonfinite"]["tensor"], "update", "{step1}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -7,6 +7,7 @@
 //!   "model": "mlp",
 //!   "mlp": { "depth": 2, "width": 256, "activation": "relu", "init_scale": 1.0 },
 //!   "cnn": { "channels": 16, "hidden": 64, "init_scale": 1.0 },
+//!   "lstm": { "embed": 16, "hidden": 32, "init_scale": 1.0 },
 //!   "dataset": "digits",
 //!   "recipe": "fp16-dynamic",
 //!   "optimizer": { "kind": "adam", "lr": 0.001 },
@@ -22,7 +23,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::model::{CnnConfig, MlpConfig};
+use super::model::{CnnConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
 use super::recipe::Recipe;
 use super::scaler::LossScaling;
@@ -37,6 +38,8 @@ pub enum ModelKind {
     Mlp,
     /// [`CnnConfig`].
     Cnn,
+    /// [`LstmConfig`] (on token-id sequences such as the `recall` set).
+    Lstm,
 }
 
 impl FromStr for ModelKind {
@@ -45,10 +48,11 @@ impl FromStr for ModelKind {
         match s {
             "mlp" => Ok(ModelKind::Mlp),
             "cnn" => Ok(ModelKind::Cnn),
+            "lstm" => Ok(ModelKind::Lstm),
             _ => Err(Error::InvalidValue {
                 what: "model",
                 value: s.to_string(),
-                expected: "mlp or cnn (the LSTM and GAN models are not built yet)",
+                expected: "mlp, cnn or lstm (the GAN is not built yet)",
             }),
         }
     }
@@ -64,7 +68,9 @@ pub struct TrainConfig {
     pub mlp: MlpConfig,
     /// CNN sizes (used when `model` is `cnn`).
     pub cnn: CnnConfig,
-    /// A built-in data set (`digits`, `blobs`, `spirals`) or a CSV path.
+    /// LSTM sizes (used when `model` is `lstm`).
+    pub lstm: LstmConfig,
+    /// A built-in data set (`digits`, `blobs`, `spirals`, `recall`) or a CSV path.
     pub dataset: String,
     /// The precision recipe.
     #[serde(deserialize_with = "recipe_or_name")]
@@ -91,6 +97,7 @@ impl Default for TrainConfig {
             model: ModelKind::Mlp,
             mlp: MlpConfig::default(),
             cnn: CnnConfig::default(),
+            lstm: LstmConfig::default(),
             dataset: "digits".into(),
             recipe: Recipe::fp32(),
             optimizer: OptimizerConfig::Adam {
@@ -287,6 +294,6 @@ mod tests {
             ..TrainConfig::default()
         };
         assert!(c.validate().unwrap_err().to_string().contains("batch"));
-        assert!("lstm".parse::<ModelKind>().is_err());
+        assert!("gan".parse::<ModelKind>().is_err());
     }
 }

@@ -10,15 +10,19 @@ mod activation;
 #[cfg(test)]
 pub(crate) mod check;
 mod conv2d;
+mod embedding;
 mod layernorm;
 mod linear;
+mod lstm;
 
 use ndarray::Array2;
 
 pub use activation::{Activation, ActivationLayer};
 pub use conv2d::{Conv2d, ImageShape, MaxPool2d};
+pub use embedding::Embedding;
 pub use layernorm::LayerNorm;
 pub use linear::Linear;
+pub use lstm::Lstm;
 
 use super::precision::{Class, Precision};
 use super::real::Real;

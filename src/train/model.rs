@@ -1,11 +1,13 @@
 //! Models: a sequence of layers with one storage site each, built from a serializable config.
 
 mod cnn;
+mod lstm;
 mod mlp;
 
 use ndarray::Array2;
 
 pub use cnn::CnnConfig;
+pub use lstm::{LstmConfig, vocabulary};
 pub use mlp::MlpConfig;
 
 use super::layer::{Layer, Param};

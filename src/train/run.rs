@@ -36,6 +36,7 @@ use super::capture::{Observer, StepRecord};
 use super::config::{ModelKind, TrainConfig};
 use super::data::{Batches, Dataset};
 use super::loss::{Loss, Targets};
+use super::model::vocabulary;
 use super::precision::{Class, Precision};
 use super::rng::Rng;
 use super::step::Trainer;
@@ -181,6 +182,10 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Trainer)> {
         ModelKind::Cnn => config
             .cnn
             .build(data.features(), data.classes, &mut p, &mut rng)?,
+        ModelKind::Lstm => {
+            let vocab = vocabulary(&data.train_x)?.max(vocabulary(&data.test_x)?);
+            config.lstm.build(vocab, data.classes, &mut p, &mut rng)?
+        }
     };
     let mut trainer = Trainer::new(model, p, input, &config.optimizer, Loss::CrossEntropy);
     trainer.set_loss_multiplier(config.loss_multiplier);
