@@ -167,7 +167,7 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("not empty"));
     let r = bin()
-        .args(["train", "--model", "gan", "--out"])
+        .args(["train", "--model", "rnn", "--out"])
         .arg(&out)
         .output()
         .unwrap();

@@ -16,11 +16,11 @@ pub struct Args {
     /// A JSON config file (see the train::config module docs); flags override its values.
     #[arg(long, value_name = "FILE.json")]
     config: Option<PathBuf>,
-    /// Model: mlp, cnn or lstm.
+    /// Model: mlp, cnn, lstm or gan.
     #[arg(long, value_parser = parse_model)]
     model: Option<ModelKind>,
-    /// Data set: digits, blobs, spirals, recall (a sequence task), or a CSV file (features, then
-    /// an integer label).
+    /// Data set: digits, blobs, spirals, recall (a sequence task), ring (for the GAN), or a CSV
+    /// file (features, then an integer label).
     #[arg(long, value_name = "NAME|PATH")]
     dataset: Option<String>,
     /// Precision recipe: fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, bf16-master,

@@ -29,6 +29,9 @@ pub struct StepRecord {
     pub first_nonfinite: Option<Site>,
     /// Updates that changed no master weight, over nonzero updates, this step.
     pub updates_lost: f64,
+    /// The GAN's generator loss (`loss` is then the discriminator's).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub generator_loss: Option<f64>,
 }
 
 /// Octaves are split into `2^CAPTURE_SUB_BINS_LOG2` sub-bins in captured histograms: one bin
@@ -110,6 +113,7 @@ mod tests {
                 tensor: Class::ActivationGrad,
             }),
             updates_lost: 0.0,
+            generator_loss: None,
         };
         let v: serde_json::Value = serde_json::to_value(&r).unwrap();
         for key in [

@@ -8,6 +8,7 @@
 //!   "mlp": { "depth": 2, "width": 256, "activation": "relu", "init_scale": 1.0 },
 //!   "cnn": { "channels": 16, "hidden": 64, "init_scale": 1.0 },
 //!   "lstm": { "embed": 16, "hidden": 32, "init_scale": 1.0 },
+//!   "gan": { "noise": 8, "width": 64, "depth": 2 },
 //!   "dataset": "digits",
 //!   "recipe": "fp16-dynamic",
 //!   "optimizer": { "kind": "adam", "lr": 0.001 },
@@ -23,7 +24,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::model::{CnnConfig, LstmConfig, MlpConfig};
+use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
 use super::recipe::Recipe;
 use super::scaler::LossScaling;
@@ -40,6 +41,8 @@ pub enum ModelKind {
     Cnn,
     /// [`LstmConfig`] (on token-id sequences such as the `recall` set).
     Lstm,
+    /// [`GanConfig`] (on points such as the `ring` set; labels are ignored).
+    Gan,
 }
 
 impl FromStr for ModelKind {
@@ -49,10 +52,11 @@ impl FromStr for ModelKind {
             "mlp" => Ok(ModelKind::Mlp),
             "cnn" => Ok(ModelKind::Cnn),
             "lstm" => Ok(ModelKind::Lstm),
+            "gan" => Ok(ModelKind::Gan),
             _ => Err(Error::InvalidValue {
                 what: "model",
                 value: s.to_string(),
-                expected: "mlp, cnn or lstm (the GAN is not built yet)",
+                expected: "mlp, cnn, lstm or gan",
             }),
         }
     }
@@ -70,7 +74,9 @@ pub struct TrainConfig {
     pub cnn: CnnConfig,
     /// LSTM sizes (used when `model` is `lstm`).
     pub lstm: LstmConfig,
-    /// A built-in data set (`digits`, `blobs`, `spirals`, `recall`) or a CSV path.
+    /// GAN sizes (used when `model` is `gan`).
+    pub gan: GanConfig,
+    /// A built-in data set (`digits`, `blobs`, `spirals`, `recall`, `ring`) or a CSV path.
     pub dataset: String,
     /// The precision recipe.
     #[serde(deserialize_with = "recipe_or_name")]
@@ -98,6 +104,7 @@ impl Default for TrainConfig {
             mlp: MlpConfig::default(),
             cnn: CnnConfig::default(),
             lstm: LstmConfig::default(),
+            gan: GanConfig::default(),
             dataset: "digits".into(),
             recipe: Recipe::fp32(),
             optimizer: OptimizerConfig::Adam {
@@ -294,6 +301,6 @@ mod tests {
             ..TrainConfig::default()
         };
         assert!(c.validate().unwrap_err().to_string().contains("batch"));
-        assert!("gan".parse::<ModelKind>().is_err());
+        assert!("rnn".parse::<ModelKind>().is_err());
     }
 }

@@ -10,18 +10,18 @@ use std::path::Path;
 use ndarray::{Array2, Axis};
 
 pub use digits::digits;
-pub use synthetic::{blobs, recall, spirals};
+pub use synthetic::{RING_MODES, RING_RADIUS, RING_STD, blobs, recall, ring, spirals};
 
 use super::rng::Rng;
 use crate::error::Error;
 
 /// The names of the built-in sets.
-pub const BUILTIN: [&str; 4] = ["digits", "blobs", "spirals", "recall"];
+pub const BUILTIN: [&str; 5] = ["digits", "blobs", "spirals", "recall", "ring"];
 
 /// A classification data set with a fixed train/test split.
 #[derive(Clone, Debug)]
 pub struct Dataset {
-    /// `"digits"`, `"blobs"`, `"spirals"`, `"recall"`, or the file's path.
+    /// `"digits"`, `"blobs"`, `"spirals"`, `"recall"`, `"ring"`, or the file's path.
     pub name: String,
     /// Training features, one row per example.
     pub train_x: Array2<f32>,
@@ -48,11 +48,12 @@ impl Dataset {
             "blobs" => Ok(blobs(seed)),
             "spirals" => Ok(spirals(seed)),
             "recall" => Ok(recall(seed)),
+            "ring" => Ok(ring(seed)),
             _ if name.ends_with(".csv") => csv::load(Path::new(name)),
             _ => Err(Error::InvalidValue {
                 what: "dataset",
                 value: name.to_string(),
-                expected: "digits, blobs, spirals, recall, or a path ending in .csv",
+                expected: "digits, blobs, spirals, recall, ring, or a path ending in .csv",
             }),
         }
     }

@@ -1,12 +1,14 @@
 //! Models: a sequence of layers with one storage site each, built from a serializable config.
 
 mod cnn;
+mod gan;
 mod lstm;
 mod mlp;
 
 use ndarray::Array2;
 
 pub use cnn::CnnConfig;
+pub use gan::{GanConfig, GanTrainer};
 pub use lstm::{LstmConfig, vocabulary};
 pub use mlp::MlpConfig;
 
@@ -14,25 +16,33 @@ use super::layer::{Layer, Param};
 use super::precision::Precision;
 use super::real::Real;
 
-/// Layers applied in order; layer `i` stores its tensors at site `"{i}.{kind}"`.
+/// Layers applied in order; layer `i` stores its tensors at site `"{prefix}{i}.{kind}"`.
 pub struct Sequential<T: Real> {
     layers: Vec<Box<dyn Layer<T>>>,
     sites: Vec<usize>,
+    prefix: String,
 }
 
 impl<T: Real> Sequential<T> {
     /// An empty model.
     #[must_use]
     pub fn new() -> Self {
+        Sequential::with_prefix("")
+    }
+
+    /// An empty model whose site names start with `prefix` (`"g."` and `"d."` in the GAN).
+    #[must_use]
+    pub fn with_prefix(prefix: &str) -> Self {
         Sequential {
             layers: Vec::new(),
             sites: Vec::new(),
+            prefix: prefix.to_string(),
         }
     }
 
-    /// The site the next pushed layer will own: registers `"{i}.{kind}"` in `p`.
+    /// The site the next pushed layer will own: registers `"{prefix}{i}.{kind}"` in `p`.
     pub fn next_site(&self, kind: &str, p: &mut Precision) -> usize {
-        p.register(&format!("{}.{kind}", self.layers.len()))
+        p.register(&format!("{}{}.{kind}", self.prefix, self.layers.len()))
     }
 
     /// Appends `layer`, which owns storage site `site` (from [`Sequential::next_site`]).

@@ -36,7 +36,7 @@ use super::capture::{Observer, StepRecord};
 use super::config::{ModelKind, TrainConfig};
 use super::data::{Batches, Dataset};
 use super::loss::{Loss, Targets};
-use super::model::vocabulary;
+use super::model::{GanTrainer, Sequential, vocabulary};
 use super::precision::{Class, Precision};
 use super::rng::Rng;
 use super::step::Trainer;
@@ -83,7 +83,7 @@ pub struct CaptureRecord {
 /// The evaluation of the trained model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalMetric {
-    /// What is measured (`test_accuracy`).
+    /// What is measured: `test_accuracy` for classifiers, `modes_covered` (0 to 8) for the GAN.
     pub name: String,
     /// Its value.
     pub value: f64,
@@ -103,7 +103,7 @@ pub struct Summary {
     /// True when the final loss or a weight is not finite, or the last `min(20, steps)` steps were
     /// all skipped (the loss scale can no longer make gradients finite).
     pub diverged: bool,
-    /// The last step's batch loss (`null` when not finite).
+    /// The last step's batch loss (the discriminator's for the GAN; `null` when not finite).
     pub final_loss: f64,
     /// The test-set metric.
     pub eval_metric: EvalMetric,
@@ -165,20 +165,105 @@ impl Stream {
     }
 }
 
-/// Builds the data, model and trainer `config` describes.
+/// What a run trains: a classifier, or the GAN.
+pub enum Job {
+    /// A classifier (MLP, CNN, LSTM) trained with cross-entropy; evaluated by test accuracy.
+    Classifier(Trainer),
+    /// The GAN; evaluated by the ring modes its samples cover.
+    Gan(GanTrainer),
+}
+
+impl Job {
+    /// The storage points.
+    pub fn precision(&mut self) -> &mut Precision {
+        match self {
+            Job::Classifier(t) => &mut t.precision,
+            Job::Gan(g) => &mut g.precision,
+        }
+    }
+
+    /// One step on the training examples `idx` of `data`.
+    ///
+    /// # Errors
+    /// Targets that do not fit the loss.
+    pub fn step(&mut self, data: &Dataset, idx: &[usize]) -> crate::Result<StepRecord> {
+        let x = data.train_x.select(Axis(0), idx);
+        match self {
+            Job::Classifier(t) => {
+                let y: Vec<usize> = idx.iter().map(|&i| data.train_y[i]).collect();
+                t.step(&x, Targets::Labels(&y))
+            }
+            Job::Gan(g) => g.step(&x),
+        }
+    }
+
+    /// The evaluation of the trained model on `data`.
+    pub fn evaluate(&mut self, data: &Dataset) -> EvalMetric {
+        match self {
+            Job::Classifier(t) => EvalMetric {
+                name: "test_accuracy".into(),
+                value: t.accuracy(&data.test_x, &data.test_y),
+            },
+            Job::Gan(g) => EvalMetric {
+                name: "modes_covered".into(),
+                value: g.modes_covered(),
+            },
+        }
+    }
+
+    fn models(&self) -> Vec<&Sequential<f32>> {
+        match self {
+            Job::Classifier(t) => vec![&t.model],
+            Job::Gan(g) => vec![&g.generator, &g.discriminator],
+        }
+    }
+
+    /// Trainable scalars.
+    #[must_use]
+    pub fn parameter_count(&self) -> usize {
+        self.models().iter().map(|m| m.parameter_count()).sum()
+    }
+
+    /// Whether every master weight is finite.
+    #[must_use]
+    pub fn weights_finite(&self) -> bool {
+        self.models().iter().all(|m| {
+            m.params()
+                .iter()
+                .all(|q| q.master.iter().all(|v| v.is_finite()))
+        })
+    }
+}
+
+/// Builds the data and the job `config` describes.
 ///
 /// # Errors
-/// Invalid config values, an unreadable data set, a CNN on non-square inputs.
-pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Trainer)> {
+/// Invalid config values, an unreadable data set, a CNN on non-square inputs, an LSTM on
+/// features that are not token ids.
+pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
     config.validate()?;
     let data = Dataset::load(&config.dataset, config.seed)?;
     let mut p = Precision::new(&config.recipe, config.seed);
+    if config.model == ModelKind::Gan {
+        if data.name != "ring" {
+            return Err(Error::InvalidValue {
+                what: "dataset for the gan",
+                value: data.name,
+                expected: "ring (the evaluation counts the ring's modes)",
+            });
+        }
+        let gan = GanTrainer::new(
+            &config.gan,
+            data.features(),
+            p,
+            &config.optimizer,
+            config.seed,
+        )?;
+        return Ok((data, Job::Gan(gan)));
+    }
     let input = p.register("input");
     let mut rng = Rng::derive(config.seed, 1);
     let model = match config.model {
-        ModelKind::Mlp => config
-            .mlp
-            .build(data.features(), data.classes, &mut p, &mut rng),
         ModelKind::Cnn => config
             .cnn
             .build(data.features(), data.classes, &mut p, &mut rng)?,
@@ -186,10 +271,15 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Trainer)> {
             let vocab = vocabulary(&data.train_x)?.max(vocabulary(&data.test_x)?);
             config.lstm.build(vocab, data.classes, &mut p, &mut rng)?
         }
+        ModelKind::Mlp | ModelKind::Gan => {
+            config
+                .mlp
+                .build(data.features(), data.classes, &mut p, &mut rng)
+        }
     };
     let mut trainer = Trainer::new(model, p, input, &config.optimizer, Loss::CrossEntropy);
     trainer.set_loss_multiplier(config.loss_multiplier);
-    Ok((data, trainer))
+    Ok((data, Job::Classifier(trainer)))
 }
 
 /// Runs `config` and writes the run directory `dir` (which must not exist or be empty).
@@ -202,7 +292,7 @@ pub fn run(
     dir: &Path,
     progress: &mut dyn FnMut(&StepRecord),
 ) -> crate::Result<Summary> {
-    let (data, mut trainer) = build(config)?;
+    let (data, mut job) = build(config)?;
     prepare_dir(dir)?;
     let marker = dir.join("INCOMPLETE");
     write_atomic(&marker, |w| {
@@ -223,14 +313,12 @@ pub fn run(
     for step in 1..=config.steps {
         let capture = config.capture_every > 0 && (step == 1 || step % config.capture_every == 0);
         if capture {
-            trainer.precision.set_observer(Some(Observer::default()));
+            job.precision().set_observer(Some(Observer::default()));
         }
         let idx = batches.next_batch(config.batch);
-        let x = data.train_x.select(Axis(0), &idx);
-        let y: Vec<usize> = idx.iter().map(|&i| data.train_y[i]).collect();
-        let record = trainer.step(&x, Targets::Labels(&y))?;
-        if let Some(observer) = trainer.precision.take_observer() {
-            captures.write(&capture_record(step, &observer, &trainer.precision))?;
+        let record = job.step(&data, &idx)?;
+        if let Some(observer) = job.precision().take_observer() {
+            captures.write(&capture_record(step, &observer, job.precision()))?;
         }
         skipped += u64::from(record.skipped);
         overflows += u64::from(record.overflow);
@@ -244,12 +332,8 @@ pub fn run(
         last = Some(record);
     }
     let final_loss = last.map_or(f64::NAN, |r| r.loss);
-    let accuracy = trainer.accuracy(&data.test_x, &data.test_y);
-    let weights_finite = trainer
-        .model
-        .params()
-        .iter()
-        .all(|q| q.master.iter().all(|v| v.is_finite()));
+    let eval_metric = job.evaluate(&data);
+    let weights_finite = job.weights_finite();
     let summary = Summary {
         recipe: config.recipe.name.clone(),
         steps: config.steps,
@@ -259,11 +343,8 @@ pub fn run(
             || !weights_finite
             || trailing_skips >= config.steps.min(20),
         final_loss,
-        eval_metric: EvalMetric {
-            name: "test_accuracy".into(),
-            value: accuracy,
-        },
-        parameters: trainer.model.parameter_count(),
+        eval_metric,
+        parameters: job.parameter_count(),
         wall_seconds: start.elapsed().as_secs_f64(),
     };
     metrics.finish()?;

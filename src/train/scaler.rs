@@ -164,6 +164,13 @@ impl LossScaler {
         self.growth_tracker
     }
 
+    /// Whether an overflowing step is skipped (any loss scaling; without it, non-finite
+    /// gradients reach the optimizer).
+    #[must_use]
+    pub fn skips_on_overflow(&self) -> bool {
+        self.scaling != LossScaling::None
+    }
+
     /// Records whether this step's gradients held an inf or NaN, updates the scale, and returns
     /// whether the optimizer step must be skipped (any overflow, unless there is no scaling).
     pub fn update(&mut self, found_inf: bool) -> bool {

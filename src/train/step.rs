@@ -110,6 +110,7 @@ impl Trainer {
             } else {
                 stats.lost as f64 / stats.nonzero as f64
             },
+            generator_loss: None,
         })
     }
 

@@ -63,6 +63,31 @@ pub fn recall(seed: u64) -> Dataset {
     Dataset::split("recall", &x, &y, TRAIN, seed)
 }
 
+/// Modes of the `ring` set.
+pub const RING_MODES: usize = 8;
+/// Radius of the `ring` set's circle of modes.
+pub const RING_RADIUS: f64 = 2.0;
+/// Standard deviation of each `ring` mode.
+pub const RING_STD: f64 = 0.05;
+
+/// A ring of [`RING_MODES`] Gaussians in the plane (centres on a circle of radius
+/// [`RING_RADIUS`], standard deviation [`RING_STD`]), the GAN's target distribution; the label
+/// is the mode.
+#[must_use]
+pub fn ring(seed: u64) -> Dataset {
+    let mut rng = Rng::derive(seed, 0x7196);
+    let mut x = Array2::zeros((TOTAL, 2));
+    let mut y = Vec::with_capacity(TOTAL);
+    for i in 0..TOTAL {
+        let k = i % RING_MODES;
+        let angle = std::f64::consts::TAU * k as f64 / RING_MODES as f64;
+        x[[i, 0]] = (RING_RADIUS * angle.cos() + RING_STD * rng.normal()) as f32;
+        x[[i, 1]] = (RING_RADIUS * angle.sin() + RING_STD * rng.normal()) as f32;
+        y.push(k);
+    }
+    Dataset::split("ring", &x, &y, TRAIN, seed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,7 +102,7 @@ mod tests {
                 .zip(&r.train_y)
                 .all(|(row, &l)| row[0] as usize == l)
         );
-        for make in [blobs as fn(u64) -> Dataset, spirals] {
+        for make in [blobs as fn(u64) -> Dataset, spirals, ring] {
             let a = make(3);
             let b = make(3);
             let c = make(4);
@@ -90,7 +115,8 @@ mod tests {
                 .chain(&a.test_y)
                 .filter(|&&l| l == 1)
                 .count();
-            assert_eq!(ones, TOTAL / a.classes);
+            // Labels cycle through the classes: label 1 is at positions 1, 1 + classes, ...
+            assert_eq!(ones, (0..TOTAL).filter(|i| i % a.classes == 1).count());
         }
     }
 }

@@ -70,7 +70,20 @@ impl MlpConfig {
         p: &mut Precision,
         rng: &mut Rng,
     ) -> Sequential<T> {
-        let mut model = Sequential::new();
+        self.build_prefixed("", inputs, outputs, p, rng)
+    }
+
+    /// [`MlpConfig::build`] with site names starting with `prefix`.
+    #[must_use]
+    pub fn build_prefixed<T: Real>(
+        &self,
+        prefix: &str,
+        inputs: usize,
+        outputs: usize,
+        p: &mut Precision,
+        rng: &mut Rng,
+    ) -> Sequential<T> {
+        let mut model = Sequential::with_prefix(prefix);
         let mut fan_in = inputs;
         for _ in 0..self.depth {
             let site = model.next_site("linear", p);
