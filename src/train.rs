@@ -17,6 +17,20 @@
 //! skip if overflow and loss scaling is on; else g = grad / S (FP32), optimizer state rounded,
 //! update rounded, master += update (rounded), weights = round(master)
 //! ```
+//!
+//! # Training from the command line
+//! ```text
+//! mixprec train --recipe fp16-dynamic --steps 800 --out runs/digits-fp16
+//! mixprec train --config analyses/underflow/fp16-master.json --out runs/underflow
+//! mixprec train --model cnn --dataset digits --recipe bf16-master --lr 0.003 --out runs/cnn
+//! mixprec train --model lstm --dataset recall --recipe fp16-master --out runs/lstm
+//! mixprec train --model gan --dataset ring --recipe fp8-hybrid --out runs/gan
+//! ```
+//! Flags override the config file ([`config::TrainConfig`]); the run directory's contents are
+//! described in [`run`]. Models: MLP, CNN, LSTM, GAN ([`model`]); data: the embedded UCI digits,
+//! synthetic blobs, spirals, the `recall` sequence task, the `ring` of Gaussians, or a CSV file
+//! ([`data`]); recipes: [`recipe`]; optimizers: SGD with momentum and Adam ([`optim`]); loss
+//! scaling: [`scaler`].
 
 pub mod capture;
 pub mod config;

@@ -3,9 +3,13 @@
 //! --nocapture` prints the measured figures quoted in `analyses/README.md`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use mixprec::train::TrainConfig;
 use mixprec::train::run::{Summary, run};
+
+/// Tests run in parallel and may run the same config: each run gets its own directory.
+static RUN: AtomicU64 = AtomicU64::new(0);
 
 fn analysis(dir: &str, recipe: &str) -> (Summary, PathBuf) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -14,14 +18,19 @@ fn analysis(dir: &str, recipe: &str) -> (Summary, PathBuf) {
         .join(format!("{recipe}.json"));
     let config = TrainConfig::from_file(&path).unwrap();
     let out = std::env::temp_dir().join(format!(
-        "mixprec-analyses-{}-{dir}-{recipe}",
-        std::process::id()
+        "mixprec-analyses-{}-{}-{dir}-{recipe}",
+        std::process::id(),
+        RUN.fetch_add(1, Ordering::Relaxed)
     ));
     let _ = std::fs::remove_dir_all(&out);
     let summary = run(&config, &out, &mut |_| {}).unwrap();
     println!(
-        "{dir}/{recipe}: test accuracy {:.4}, final loss {:.4}, skipped {}, diverged {}",
-        summary.eval_metric.value, summary.final_loss, summary.skipped_steps, summary.diverged
+        "{dir}/{recipe}: {} {:.4}, final loss {:.4}, skipped {}, diverged {}",
+        summary.eval_metric.name,
+        summary.eval_metric.value,
+        summary.final_loss,
+        summary.skipped_steps,
+        summary.diverged
     );
     (summary, out)
 }

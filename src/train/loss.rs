@@ -199,6 +199,33 @@ mod tests {
     }
 
     #[test]
+    fn fp32_ops_policy_decides_what_the_loss_rounds() {
+        use crate::train::recipe::Recipe;
+        let z = ndarray::arr2(&[[0.1f32, 0.2, 0.3], [1.0, -1.0, 0.5]]);
+        let run = |softmax: bool, loss: bool| {
+            let mut recipe = Recipe::preset("fp16-master").unwrap();
+            recipe.fp32_ops.softmax = softmax;
+            recipe.fp32_ops.loss = loss;
+            let mut p = Precision::new(&recipe, 0);
+            let site = p.register("loss");
+            p.enter(site);
+            let (l, g) = Loss::CrossEntropy
+                .evaluate(&z, Targets::Labels(&[2, 0]), &mut p)
+                .unwrap();
+            (l, g, p)
+        };
+        let (l32, g32, _) = run(true, true);
+        let (l16, g16, _) = run(false, false);
+        let r = crate::format::Rounder::new(crate::format::FP16, Default::default());
+        // By default neither the loss nor the softmax is rounded; with the policy off the loss is an
+        // fp16 value and the gradient is built from fp16 probabilities.
+        assert_ne!(r.round(l32), l32);
+        assert_eq!(r.round(l16), l16);
+        assert_ne!(g32, g16);
+        assert!((l32 - l16).abs() < 1e-3);
+    }
+
+    #[test]
     fn mismatched_targets_are_errors() {
         let mut p = Precision::exact();
         let z = Array2::<f64>::zeros((2, 3));

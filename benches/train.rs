@@ -1,0 +1,159 @@
+//! One training step per recipe, with and without capture every step, for the digits MLP
+//! (64-256-256-10, batch 128), the digits CNN (batch 128) and the peer-anchor MLP
+//! (784-1024-1024-10, batch 256, random data, ReLU, SGD, cross-entropy).
+//!
+//! Baseline measured in the same run: the six f32 GEMMs of the MLP's forward and backward pass
+//! (ndarray `dot`), the floor any implementation of the step pays.
+//!
+//! `cargo bench --bench train`; results and ratios in `reports/perf/train.md`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use mixprec::train::capture::Observer;
+use mixprec::train::data::digits;
+use mixprec::train::loss::{Loss, Targets};
+use mixprec::train::model::{CnnConfig, MlpConfig};
+use mixprec::train::optim::OptimizerConfig;
+use mixprec::train::step::Trainer;
+use mixprec::train::{Precision, Recipe, Rng};
+use ndarray::{Array2, s};
+
+const RECIPES: [&str; 4] = ["fp32", "fp16-dynamic", "bf16-master", "fp8-hybrid"];
+
+enum Net {
+    Mlp(MlpConfig),
+    Cnn(CnnConfig),
+}
+
+fn trainer(
+    net: &Net,
+    recipe: &str,
+    inputs: usize,
+    classes: usize,
+    optimizer: OptimizerConfig,
+) -> Trainer {
+    let recipe = Recipe::preset(recipe).expect("preset");
+    let mut p = Precision::new(&recipe, 0);
+    let input = p.register("input");
+    let mut rng = Rng::new(1);
+    let model = match net {
+        Net::Mlp(c) => c.build(inputs, classes, &mut p, &mut rng),
+        Net::Cnn(c) => c
+            .build(inputs, classes, &mut p, &mut rng)
+            .expect("square input"),
+    };
+    Trainer::new(model, p, input, &optimizer, Loss::CrossEntropy)
+}
+
+fn bench_steps(
+    c: &mut Criterion,
+    group: &str,
+    net: &Net,
+    x: &Array2<f32>,
+    y: &[usize],
+    classes: usize,
+    optimizer: OptimizerConfig,
+) {
+    let mut g = c.benchmark_group(group);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    for recipe in RECIPES {
+        for capture in [false, true] {
+            let mut t = trainer(net, recipe, x.ncols(), classes, optimizer);
+            let name = format!("{recipe}{}", if capture { "+capture" } else { "" });
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    if capture {
+                        t.precision.set_observer(Some(Observer::default()));
+                    }
+                    let r = t.step(x, Targets::Labels(y)).expect("labels fit");
+                    black_box(t.precision.take_observer());
+                    black_box(r)
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
+/// The six GEMMs of one forward and backward pass through linear layers of `widths`.
+fn gemm_floor(c: &mut Criterion, group: &str, batch: usize, widths: &[usize]) {
+    let mut rng = Rng::new(5);
+    let mut random =
+        |r: usize, c: usize| Array2::from_shape_simple_fn((r, c), || rng.normal() as f32);
+    let layers: Vec<(Array2<f32>, Array2<f32>, Array2<f32>)> = widths
+        .windows(2)
+        .map(|w| (random(batch, w[0]), random(w[1], w[0]), random(batch, w[1])))
+        .collect();
+    let mut g = c.benchmark_group(group);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    g.bench_function("baseline: f32 GEMMs only", |b| {
+        b.iter(|| {
+            for (x, w, dy) in &layers {
+                black_box(x.dot(&w.t()));
+                black_box(dy.t().dot(x));
+                black_box(dy.dot(w));
+            }
+        });
+    });
+    g.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    let data = digits().expect("embedded digits");
+    let x = data.train_x.slice(s![..128, ..]).to_owned();
+    let y = &data.train_y[..128];
+    let adam = OptimizerConfig::Adam {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+    };
+    gemm_floor(c, "digits-mlp", 128, &[64, 256, 256, 10]);
+    bench_steps(
+        c,
+        "digits-mlp",
+        &Net::Mlp(MlpConfig::default()),
+        &x,
+        y,
+        10,
+        adam,
+    );
+    bench_steps(
+        c,
+        "digits-cnn",
+        &Net::Cnn(CnnConfig::default()),
+        &x,
+        y,
+        10,
+        adam,
+    );
+
+    let mut rng = Rng::new(9);
+    let big_x = Array2::from_shape_simple_fn((256, 784), || rng.uniform() as f32);
+    let big_y: Vec<usize> = (0..256).map(|_| rng.below(10)).collect();
+    let sgd = OptimizerConfig::Sgd {
+        lr: 0.01,
+        momentum: 0.0,
+    };
+    gemm_floor(c, "mlp-784-1024-1024-10", 256, &[784, 1024, 1024, 10]);
+    let big = Net::Mlp(MlpConfig {
+        depth: 2,
+        width: 1024,
+        ..MlpConfig::default()
+    });
+    bench_steps(c, "mlp-784-1024-1024-10", &big, &big_x, &big_y, 10, sgd);
+}
+
+criterion_group! {
+    name = train_benches;
+    // No system fonts here: criterion's plots would fail to draw text.
+    config = Criterion::default().without_plots();
+    targets = benches
+}
+criterion_main!(train_benches);
