@@ -33,6 +33,7 @@ fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
         .arg("--out")
         .arg(out)
         .env("RAYON_NUM_THREADS", threads)
+        .env("MATMUL_NUM_THREADS", threads)
         .output()
         .unwrap()
 }
@@ -47,6 +48,7 @@ fn summary_without_time(dir: &Path) -> serde_json::Value {
 #[test]
 fn same_seed_same_files_whatever_the_threads() {
     let (a, b) = (fresh("t1"), fresh("t2"));
+    // Wide enough that the GEMMs are split across matrixmultiply's threads.
     let ra = train(&a, "1", &[]);
     assert!(
         ra.status.success(),
