@@ -190,3 +190,56 @@ fn inputs_are_stored_as_activations() {
     t.step(&x, Targets::Labels(&data.train_y[..2])).unwrap();
     assert_eq!(t.precision.counts(0, Class::Activation).underflow, 1);
 }
+
+#[test]
+fn stochastic_rounding_is_seeded_and_differs_from_nearest() {
+    let data = digits().unwrap();
+    let x = data.train_x.slice(ndarray::s![..32, ..]).to_owned();
+    let y = data.train_y[..32].to_vec();
+    let losses = |rounding: crate::format::Rounding, seed: u64| {
+        let mut recipe = Recipe::preset("bf16-master").unwrap();
+        recipe.rounding = rounding;
+        let mut t = trainer(
+            &recipe,
+            &data,
+            MlpConfig {
+                width: 32,
+                ..MlpConfig::default()
+            },
+            ADAM,
+            seed,
+        );
+        (0..3)
+            .map(|_| t.step(&x, Targets::Labels(&y)).unwrap().loss.to_bits())
+            .collect::<Vec<_>>()
+    };
+    use crate::format::Rounding::{NearestEven, Stochastic};
+    assert_eq!(losses(Stochastic, 1), losses(Stochastic, 1));
+    assert_ne!(losses(Stochastic, 1), losses(NearestEven, 1));
+}
+
+#[test]
+fn storage_accumulation_trains_and_changes_the_result() {
+    let data = digits().unwrap();
+    let x = data.train_x.slice(ndarray::s![..16, ..]).to_owned();
+    let y = data.train_y[..16].to_vec();
+    let mlp = MlpConfig {
+        width: 16,
+        depth: 1,
+        ..MlpConfig::default()
+    };
+    let run = |accumulation| {
+        let mut recipe = Recipe::preset("fp16-master").unwrap();
+        recipe.accumulation = accumulation;
+        let mut t = trainer(&recipe, &data, mlp, ADAM, 0);
+        t.step(&x, Targets::Labels(&y)).unwrap();
+        t.step(&x, Targets::Labels(&y)).unwrap().loss
+    };
+    use crate::train::recipe::Accumulation;
+    let (fast, slow) = (run(Accumulation::Fp32), run(Accumulation::Storage));
+    assert!(
+        slow.is_finite() && (fast - slow).abs() < 0.05,
+        "{fast} {slow}"
+    );
+    assert_ne!(fast.to_bits(), slow.to_bits());
+}
