@@ -176,3 +176,41 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_eq!(r.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_killed_run_is_marked_incomplete_and_not_corrupt() {
+    let out = fresh("killed");
+    let mut child = bin()
+        .args([
+            "train",
+            "--steps",
+            "1000000",
+            "--batch",
+            "8",
+            "--capture-every",
+            "0",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the run has started writing, then kill it mid-run.
+    let started = std::time::Instant::now();
+    while !out.join("config.json").exists() && started.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(out.join("INCOMPLETE").exists());
+    assert!(!out.join("summary.json").exists());
+    assert!(
+        !out.join("metrics.jsonl").exists(),
+        "metrics are published only when complete"
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["steps"], 1_000_000);
+    std::fs::remove_dir_all(&out).unwrap();
+}
