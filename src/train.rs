@@ -28,9 +28,9 @@
 //! ```
 //! Flags override the config file ([`config::TrainConfig`]); the run directory's contents are
 //! described in [`run`]. Models: MLP, CNN, LSTM, GAN ([`model`]); data: the embedded UCI digits,
-//! synthetic blobs, spirals, the `recall` sequence task, the `ring` of Gaussians, or a CSV file
-//! ([`data`]); recipes: [`recipe`]; optimizers: SGD with momentum and Adam ([`optim`]); loss
-//! scaling: [`scaler`].
+//! synthetic blobs, spirals, the `recall` sequence task, the `ring` of Gaussians, a CSV or `.npz`
+//! file ([`data`]); recipes: [`recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
+//! loss scaling: [`scaler`].
 
 pub mod capture;
 pub mod config;

@@ -19,8 +19,8 @@ pub struct Args {
     /// Model: mlp, cnn, lstm or gan.
     #[arg(long, value_parser = parse_model)]
     model: Option<ModelKind>,
-    /// Data set: digits, blobs, spirals, recall (a sequence task), ring (for the GAN), or a CSV
-    /// file (features, then an integer label).
+    /// Data set: digits, blobs, spirals, recall (a sequence task), ring (for the GAN), a CSV
+    /// file (features, then an integer label) or a .npz with arrays x (features) and y (labels).
     #[arg(long, value_name = "NAME|PATH")]
     dataset: Option<String>,
     /// Precision recipe: fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, bf16-master,

@@ -76,7 +76,8 @@ pub struct TrainConfig {
     pub lstm: LstmConfig,
     /// GAN sizes (used when `model` is `gan`).
     pub gan: GanConfig,
-    /// A built-in data set (`digits`, `blobs`, `spirals`, `recall`, `ring`) or a CSV path.
+    /// A built-in data set (`digits`, `blobs`, `spirals`, `recall`, `ring`), or a `.csv` or
+    /// `.npz` path.
     pub dataset: String,
     /// The precision recipe.
     #[serde(deserialize_with = "recipe_or_name")]

@@ -1,8 +1,10 @@
-//! Data sets: the embedded UCI digits, deterministic synthetic sets and the user's CSV files.
+//! Data sets: the embedded UCI digits, deterministic synthetic sets and the user's CSV and `.npz`
+//! files.
 //! Every set is a fixed train/test split of features (f32 rows) and integer labels.
 
 mod csv;
 mod digits;
+mod npz;
 mod synthetic;
 
 use std::path::Path;
@@ -36,7 +38,8 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// The built-in set `name`, or a CSV file at that path (anything with a `.csv` extension).
+    /// The built-in set `name`, or a CSV file (`.csv`) or NumPy archive (`.npz`, arrays `x` and
+    /// `y`) at that path.
     /// Synthetic sets are drawn from `seed`; the digits split and CSV split are fixed.
     ///
     /// # Errors
@@ -50,10 +53,11 @@ impl Dataset {
             "recall" => Ok(recall(seed)),
             "ring" => Ok(ring(seed)),
             _ if name.ends_with(".csv") => csv::load(Path::new(name)),
+            _ if name.ends_with(".npz") => npz::load(Path::new(name)),
             _ => Err(Error::InvalidValue {
                 what: "dataset",
                 value: name.to_string(),
-                expected: "digits, blobs, spirals, recall, ring, or a path ending in .csv",
+                expected: "digits, blobs, spirals, recall, ring, or a path ending in .csv or .npz",
             }),
         }
     }
