@@ -12,7 +12,9 @@ use std::path::Path;
 use ndarray::{Array2, Axis};
 
 pub use digits::digits;
-pub use synthetic::{RING_MODES, RING_RADIUS, RING_STD, blobs, recall, ring, spirals};
+pub use synthetic::{
+    RECALL_STEPS, RECALL_VOCAB, RING_MODES, RING_RADIUS, RING_STD, blobs, recall, ring, spirals,
+};
 
 use super::rng::Rng;
 use crate::error::Error;
