@@ -287,9 +287,12 @@ impl Precision {
         let amax_now = xs
             .iter()
             .fold(0.0f32, |m, v| m.max(v.abs().to_f64() as f32));
-        history.push_back(amax_now);
-        while history.len() > scaling.history.max(1) {
-            history.pop_front();
+        // Evaluation passes (not recorded) use the scales but leave the history to training.
+        if self.recording {
+            history.push_back(amax_now);
+            while history.len() > scaling.history.max(1) {
+                history.pop_front();
+            }
         }
         let (s, inv) = (T::of(scale), T::of(1.0 / scale));
         xs.iter_mut().for_each(|v| *v *= s);
