@@ -285,6 +285,24 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
 /// Runs `config` and writes the run directory `dir` (which must not exist or be empty).
 /// `progress` is called after every step.
 ///
+/// ```
+/// use mixprec::train::{Recipe, TrainConfig, run::run};
+///
+/// let config = TrainConfig {
+///     recipe: Recipe::preset("fp16-dynamic")?,
+///     steps: 3,
+///     batch: 16,
+///     ..TrainConfig::default()
+/// };
+/// let dir = std::env::temp_dir().join(format!("mixprec-doc-run-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// let summary = run(&config, &dir, &mut |record| assert!(record.loss.is_finite()))?;
+/// assert_eq!((summary.steps, summary.eval_metric.name.as_str()), (3, "test_accuracy"));
+/// assert!(dir.join("metrics.jsonl").exists() && !dir.join("INCOMPLETE").exists());
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # Errors
 /// A bad config or data set (before anything is written), a non-empty `dir`, or a failed write.
 pub fn run(

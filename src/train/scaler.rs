@@ -127,6 +127,17 @@ impl LossScaling {
 }
 
 /// The state of a loss scaler during a run.
+///
+/// ```
+/// use mixprec::train::scaler::{DynamicScaling, LossScaler, LossScaling};
+///
+/// let mut s = LossScaler::new(LossScaling::Dynamic(DynamicScaling { growth_interval: 2, ..Default::default() }));
+/// assert!(s.update(true)); // overflow: skip the step, back off
+/// assert_eq!(s.scale(), 32768.0);
+/// assert!(!s.update(false));
+/// assert!(!s.update(false)); // two clean steps: grow
+/// assert_eq!(s.scale(), 65536.0);
+/// ```
 #[derive(Clone, Debug)]
 pub struct LossScaler {
     scaling: LossScaling,
