@@ -193,25 +193,37 @@ pub fn apply_update<T: Real>(
 ) -> UpdateStats {
     p.enter(param.site);
     p.store_array(Class::Update, &mut update);
-    let before = param.master.clone();
     if p.capturing() {
-        if let (Some(w), Some(u)) = (before.as_slice(), update.as_slice()) {
+        if let (Some(w), Some(u)) = (param.master.as_slice(), update.as_slice()) {
             p.observe_updates(w, u);
         }
     }
-    param.master += &update;
-    param.sync(p);
     let mut stats = UpdateStats::default();
-    Zip::from(&update)
-        .and(&before)
-        .and(&param.master)
-        .for_each(|&u, &b, &a| {
-            if u != T::zero() {
-                stats.nonzero += 1;
-                if a == b {
-                    stats.lost += 1;
-                }
+    let mut count = |u: T, before: T, after: T| {
+        if u != T::zero() {
+            stats.nonzero += 1;
+            if after == before {
+                stats.lost += 1;
             }
+        }
+    };
+    if p.rounds(Class::Master) {
+        // Whether an update was lost shows only after rounding: keep the old values.
+        let before = param.master.clone();
+        param.master += &update;
+        param.sync(p);
+        Zip::from(&update)
+            .and(&before)
+            .and(&param.master)
+            .for_each(|&u, &b, &a| count(u, b, a));
+    } else {
+        // FP32 master weights: the sum is the stored value, so compare while adding.
+        Zip::from(&mut param.master).and(&update).for_each(|m, &u| {
+            let before = *m;
+            *m += u;
+            count(u, before, *m);
         });
+        param.sync(p);
+    }
     stats
 }

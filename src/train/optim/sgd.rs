@@ -42,10 +42,11 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
         let mut stats = UpdateStats::default();
         let (lr, mu) = (T::of(self.lr), T::of(self.momentum));
         for (i, param) in params.iter_mut().enumerate() {
-            let g = unscaled(param, inv_scale);
             let update = if self.momentum == 0.0 {
-                g.mapv(|v| -lr * v)
+                // One pass: unscale (in FP32), then scale by the learning rate, as two passes would.
+                param.grad.mapv(|g| -lr * (g * inv_scale))
             } else {
+                let g = unscaled(param, inv_scale);
                 p.enter(param.site);
                 let mut v = if first {
                     g
