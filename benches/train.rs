@@ -61,12 +61,19 @@ fn bench_steps(
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
     for recipe in RECIPES {
-        for capture in [false, true] {
+        // Capture never, every step, or every 10th step.
+        for every in [0u64, 1, 10] {
             let mut t = trainer(net, recipe, x.ncols(), classes, optimizer);
-            let name = format!("{recipe}{}", if capture { "+capture" } else { "" });
+            let name = match every {
+                0 => recipe.to_string(),
+                1 => format!("{recipe}+capture"),
+                n => format!("{recipe}+capture/{n}"),
+            };
+            let mut step = 0u64;
             g.bench_function(name, |b| {
                 b.iter(|| {
-                    if capture {
+                    step += 1;
+                    if every > 0 && step % every == 0 {
                         t.precision.set_observer(Some(Observer::default()));
                     }
                     let r = t.step(x, Targets::Labels(y)).expect("labels fit");
