@@ -32,7 +32,7 @@ use crate::error::Error;
 
 pub use random::stochastic_bits;
 pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};
-pub use slice::RoundCounts;
+pub use slice::{KernelPath, RoundCounts};
 
 /// A binary floating-point format with a sign bit, `exp_bits` exponent bits and `man_bits`
 /// stored mantissa bits.

@@ -156,7 +156,7 @@ impl Rounder {
             let r = match (self.options.overflow, self.format.has_infinity()) {
                 (Overflow::Saturate, _) => sign(self.max),
                 (Overflow::Ieee, true) => x,
-                (Overflow::Ieee, false) => f64::NAN,
+                (Overflow::Ieee, false) => self.quiet_nan(bits),
             };
             return (r, Event::Infinite);
         }
@@ -225,7 +225,7 @@ impl Rounder {
                 Overflow::Saturate => sign(self.max),
                 Overflow::Ieee if toward_zero => sign(self.max),
                 Overflow::Ieee if self.format.has_infinity() => sign(f64::INFINITY),
-                Overflow::Ieee => f64::NAN,
+                Overflow::Ieee => self.quiet_nan(bits),
             };
             return (r, Event::Overflow);
         }

@@ -64,6 +64,18 @@ impl AddAssign for RoundCounts {
     }
 }
 
+/// Which implementation rounds an f32 slice (for tests and benchmarks).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelPath {
+    /// The fastest the CPU supports (what the public API uses).
+    Auto,
+    /// The branch-free kernel compiled for the baseline target.
+    Portable,
+    /// Value by value through the exact f64 path.
+    Scalar,
+}
+
 /// Values per kernel call: small enough for u32 lane counters, large enough to amortise.
 const CHUNK: usize = 1 << 14;
 /// Values per rayon task.
@@ -80,10 +92,20 @@ impl Rounder {
     /// Rounds `xs` in place as positions `start..start + xs.len()` of a stream (which selects
     /// the random bits in stochastic mode).
     pub fn round_f32_slice_at(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+        self.round_f32_slice_via(KernelPath::Auto, xs, start)
+    }
+
+    /// [`Rounder::round_f32_slice_at`] through a chosen implementation, so that tests can check
+    /// that every path gives the same bits.
+    #[doc(hidden)]
+    pub fn round_f32_slice_via(&self, path: KernelPath, xs: &mut [f32], start: u64) -> RoundCounts {
         let mut counts = RoundCounts::default();
         let mut index = start;
         for chunk in xs.chunks_mut(CHUNK) {
-            counts += self.round_f32_chunk(chunk, index);
+            counts += match path {
+                KernelPath::Scalar => self.round_f32_scalar(chunk, index),
+                _ => self.round_f32_chunk(path, chunk, index),
+            };
             index += chunk.len() as u64;
         }
         counts
@@ -122,7 +144,7 @@ impl Rounder {
     }
 
     /// One chunk of at most [`CHUNK`] values.
-    fn round_f32_chunk(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+    fn round_f32_chunk(&self, path: KernelPath, xs: &mut [f32], start: u64) -> RoundCounts {
         let Some(kernel) = Kernel::new(self) else {
             return self.round_f32_scalar(xs, start);
         };
@@ -130,12 +152,14 @@ impl Rounder {
         let to_boundary = ((1u64 << 32) - (start & 0xffff_ffff)) as usize;
         if kernel.stochastic && xs.len() > to_boundary {
             let (head, tail) = xs.split_at_mut(to_boundary);
-            return self.round_f32_chunk(head, start) + self.round_f32_chunk(tail, start + to_boundary as u64);
+            let tail_start = start + to_boundary as u64;
+            return self.round_f32_chunk(path, head, start)
+                + self.round_f32_chunk(path, tail, tail_start);
         }
         let key = block_key(self.options().seed, start >> 32);
         let lo = start as u32;
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if path == KernelPath::Auto && std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
             return unsafe { kernel.run_avx2(xs, lo, key) };
         }
@@ -143,7 +167,7 @@ impl Rounder {
     }
 
     /// The scalar twin: every value through the exact f64 path.
-    pub(crate) fn round_f32_scalar(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+    fn round_f32_scalar(&self, xs: &mut [f32], start: u64) -> RoundCounts {
         let mut counts = RoundCounts::default();
         for (x, index) in xs.iter_mut().zip(start..) {
             let (r, event) = self.round_at(f64::from(*x), index);
@@ -275,8 +299,8 @@ impl Kernel {
                 let kept = sig >> sh_c;
                 let rest = sig - (kept << sh_c);
                 // floor(rest / 2^sh * 2^32)
-                let frac = if sh <= 32 {
-                    (rest << (31 - sh_c)) << 1
+                let frac = if sh <= 31 {
+                    (rest << (31 - sh)) << 1
                 } else {
                     sig >> (sh - 32).min(31)
                 };
