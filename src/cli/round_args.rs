@@ -18,7 +18,7 @@ pub struct RoundArgs {
     #[arg(long, value_name = "RULE", default_value = "ieee", value_parser = parse_overflow)]
     pub overflow: Overflow,
     /// Subnormal results: on, or off (flush results below the smallest normal to zero).
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub subnormals: bool,
     /// Seed of the stochastic-rounding stream (the n-th value uses position n of the stream).
     #[arg(long, value_name = "N", default_value_t = 0)]
