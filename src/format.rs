@@ -185,7 +185,10 @@ impl FloatFormat {
 /// values).
 #[must_use]
 pub(crate) fn pow2(k: i32) -> f64 {
-    assert!((-1074..=1023).contains(&k), "2^{k} is not a finite nonzero f64");
+    assert!(
+        (-1074..=1023).contains(&k),
+        "2^{k} is not a finite nonzero f64"
+    );
     if k >= -1022 {
         f64::from_bits(((k + 1023) as u64) << 52)
     } else {
@@ -256,7 +259,10 @@ mod tests {
         assert_eq!(FP16.max(), 65504.0);
         assert_eq!(FP16.min_normal(), 2f64.powi(-14));
         assert_eq!(FP16.min_subnormal(), 2f64.powi(-24));
-        assert_eq!(BF16.max(), f32::MAX as f64 * (1.0 - 2f64.powi(-8)) / (1.0 - 2f64.powi(-24)));
+        assert_eq!(
+            BF16.max(),
+            f32::MAX as f64 * (1.0 - 2f64.powi(-8)) / (1.0 - 2f64.powi(-24))
+        );
         assert_eq!(FP8_E4M3.max(), 448.0);
         assert_eq!(FP8_E4M3.bias(), 7);
         assert_eq!("e4m3".parse::<FloatFormat>().unwrap().max(), 240.0);
@@ -275,7 +281,9 @@ mod tests {
         assert_eq!("E4M3FN".parse::<FloatFormat>().unwrap(), FP8_E4M3);
         assert_eq!("e5m10".parse::<FloatFormat>().unwrap(), FP16);
         assert_eq!("e3m4".parse::<FloatFormat>().unwrap().name(), "e3m4");
-        for bad in ["", "e1m3", "e9m2", "e4m0", "e4m24", "fp12", "e4m", "em3", "e+4m3", "e04m003"] {
+        for bad in [
+            "", "e1m3", "e9m2", "e4m0", "e4m24", "fp12", "e4m", "em3", "e+4m3", "e04m003",
+        ] {
             assert!(bad.parse::<FloatFormat>().is_err(), "{bad}");
         }
     }

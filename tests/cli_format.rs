@@ -44,7 +44,9 @@ fn formats_table_and_json() {
     let o = mixprec(&["formats"], "");
     assert!(o.status.success());
     let table = stdout(&o);
-    for name in ["fp32", "tf32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "65504", "448", "57344"] {
+    for name in [
+        "fp32", "tf32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "65504", "448", "57344",
+    ] {
         assert!(table.contains(name), "{name} missing from\n{table}");
     }
     let o = mixprec(&["formats", "--json", "fp16", "e4m3fn", "e4m3", "e3m2"], "");
@@ -53,8 +55,15 @@ fn formats_table_and_json() {
     let rows = v.as_array().unwrap();
     assert_eq!(rows.len(), 4);
     let keys = [
-        "name", "exponent_bits", "mantissa_bits", "bias", "max", "min_normal", "min_subnormal",
-        "epsilon", "has_infinity",
+        "name",
+        "exponent_bits",
+        "mantissa_bits",
+        "bias",
+        "max",
+        "min_normal",
+        "min_subnormal",
+        "epsilon",
+        "has_infinity",
     ];
     for row in rows {
         let obj = row.as_object().unwrap();
@@ -91,7 +100,10 @@ fn help_says_e4m3_is_not_fp8_e4m3() {
         let o = mixprec(&[cmd, "--help"], "");
         assert!(o.status.success());
         let text = stdout(&o);
-        assert!(text.contains("e4m3") && text.contains("240") && text.contains("448"), "{cmd}:\n{text}");
+        assert!(
+            text.contains("e4m3") && text.contains("240") && text.contains("448"),
+            "{cmd}:\n{text}"
+        );
     }
 }
 
@@ -100,7 +112,14 @@ fn explain_normal_subnormal_underflow_overflow() {
     let o = mixprec(&["explain", "0.1"], "");
     assert!(o.status.success());
     let t = stdout(&o);
-    for s in ["0.0999755859375", "0x2e66", "0 01011 1001100110", "minus bias 15 = -4", "0.10003662109375", "normal"] {
+    for s in [
+        "0.0999755859375",
+        "0x2e66",
+        "0 01011 1001100110",
+        "minus bias 15 = -4",
+        "0.10003662109375",
+        "normal",
+    ] {
         assert!(t.contains(s), "{s} missing from\n{t}");
     }
     let t = stdout(&mixprec(&["explain", "3e-6"], ""));
@@ -108,12 +127,28 @@ fn explain_normal_subnormal_underflow_overflow() {
     let t = stdout(&mixprec(&["explain", "1e-8"], ""));
     assert!(t.contains("underflow") && t.contains("2^13"), "{t}");
     let t = stdout(&mixprec(&["explain", "-70000"], ""));
-    assert!(t.contains("overflow") && t.contains("-inf") && t.contains("0xfc00"), "{t}");
+    assert!(
+        t.contains("overflow") && t.contains("-inf") && t.contains("0xfc00"),
+        "{t}"
+    );
     let t = stdout(&mixprec(&["explain", "1000", "--format", "fp8-e4m3"], ""));
     assert!(t.contains("NaN") && t.contains("0x7f"), "{t}");
-    let t = stdout(&mixprec(&["explain", "1000", "--format", "fp8-e4m3", "--overflow", "saturate"], ""));
+    let t = stdout(&mixprec(
+        &[
+            "explain",
+            "1000",
+            "--format",
+            "fp8-e4m3",
+            "--overflow",
+            "saturate",
+        ],
+        "",
+    ));
     assert!(t.contains("stored      448"), "{t}");
-    let t = stdout(&mixprec(&["explain", "0.3", "-f", "e3m2", "--rounding", "toward-zero"], ""));
+    let t = stdout(&mixprec(
+        &["explain", "0.3", "-f", "e3m2", "--rounding", "toward-zero"],
+        "",
+    ));
     assert!(t.contains("stored      0.25"), "{t}");
 }
 
@@ -121,7 +156,10 @@ fn explain_normal_subnormal_underflow_overflow() {
 fn explain_bad_input() {
     assert_bad(&mixprec(&["explain", "abc"], ""), "'abc'");
     assert_bad(&mixprec(&["explain", "1", "--format", "fp99"], ""), "fp99");
-    assert_bad(&mixprec(&["explain", "1", "--rounding", "sideways"], ""), "sideways");
+    assert_bad(
+        &mixprec(&["explain", "1", "--rounding", "sideways"], ""),
+        "sideways",
+    );
     assert_bad(&mixprec(&["explain"], ""), "VALUE");
 }
 
@@ -137,17 +175,38 @@ fn quantize_values_and_bits() {
         let x: f64 = x.trim().parse().unwrap();
         let back: f64 = line.parse().unwrap();
         let r = mixprec::format::Rounder::new(mixprec::format::FP16, Default::default()).round(x);
-        assert!(back.to_bits() == r.to_bits() || (back.is_nan() && r.is_nan()), "{line}");
+        assert!(
+            back.to_bits() == r.to_bits() || (back.is_nan() && r.is_nan()),
+            "{line}"
+        );
     }
-    let o = mixprec(&["quantize", "-f", "fp16", "--output", "bits"], "0.1\n1e-8\nnan\n-inf\n65520\n1\n-0\n");
-    assert_eq!(stdout(&o), "0x2e66\n0x0000\n0x7e00\n0xfc00\n0x7c00\n0x3c00\n0x8000\n");
-    let o = mixprec(&["quantize", "-f", "fp8-e4m3", "--output", "bits"], "448\n465\n-1000\n0.0009\n0.001\n");
+    let o = mixprec(
+        &["quantize", "-f", "fp16", "--output", "bits"],
+        "0.1\n1e-8\nnan\n-inf\n65520\n1\n-0\n",
+    );
+    assert_eq!(
+        stdout(&o),
+        "0x2e66\n0x0000\n0x7e00\n0xfc00\n0x7c00\n0x3c00\n0x8000\n"
+    );
+    let o = mixprec(
+        &["quantize", "-f", "fp8-e4m3", "--output", "bits"],
+        "448\n465\n-1000\n0.0009\n0.001\n",
+    );
     assert_eq!(stdout(&o), "0x7e\n0x7f\n0xff\n0x00\n0x01\n");
-    let o = mixprec(&["quantize", "-f", "fp8-e4m3", "--overflow", "saturate"], "1000\n-inf\n");
+    let o = mixprec(
+        &["quantize", "-f", "fp8-e4m3", "--overflow", "saturate"],
+        "1000\n-inf\n",
+    );
     assert_eq!(stdout(&o), "448\n-448\n");
-    let o = mixprec(&["quantize", "-f", "fp16", "--subnormals", "off"], "3e-6\n-3e-6\n7e-5\n");
+    let o = mixprec(
+        &["quantize", "-f", "fp16", "--subnormals", "off"],
+        "3e-6\n-3e-6\n7e-5\n",
+    );
     assert_eq!(stdout(&o), "0\n-0\n0.0000699758529663086\n");
-    let o = mixprec(&["quantize", "-f", "e3m2", "--rounding", "up"], "0.3\n-0.3\n");
+    let o = mixprec(
+        &["quantize", "-f", "e3m2", "--rounding", "up"],
+        "0.3\n-0.3\n",
+    );
     assert_eq!(stdout(&o), "0.3125\n-0.25\n");
     let o = mixprec(&["quantize", "-f", "bf16", "--output", "bits"], "1\n");
     assert_eq!(stdout(&o), "0x3f80\n");
@@ -158,7 +217,12 @@ fn quantize_values_and_bits() {
 #[test]
 fn quantize_stochastic_is_seeded_and_reproducible() {
     let input = "1.0003\n".repeat(2000);
-    let run = |seed: &str| stdout(&mixprec(&["quantize", "-f", "fp16", "-r", "stochastic", "--seed", seed], &input));
+    let run = |seed: &str| {
+        stdout(&mixprec(
+            &["quantize", "-f", "fp16", "-r", "stochastic", "--seed", seed],
+            &input,
+        ))
+    };
     let a = run("1");
     assert_eq!(a, run("1"));
     assert_ne!(a, run("2"));
@@ -177,7 +241,11 @@ fn quantize_streams_many_lines() {
     assert_eq!(out.lines().count(), n);
     let r = mixprec::format::Rounder::new(mixprec::format::BF16, Default::default());
     for (i, line) in out.lines().enumerate().step_by(997) {
-        assert_eq!(line.parse::<f64>().unwrap(), r.round(i as f64 * 0.37), "line {i}");
+        assert_eq!(
+            line.parse::<f64>().unwrap(),
+            r.round(i as f64 * 0.37),
+            "line {i}"
+        );
     }
 }
 
@@ -186,15 +254,36 @@ fn quantize_bad_input() {
     let o = mixprec(&["quantize", "-f", "fp16"], "1\n2\nx1\n4\n");
     assert_bad(&o, "line 3: 'x1' is not a number");
     assert_eq!(stdout(&o), "1\n2\n");
-    assert_bad(&mixprec(&["quantize", "-f", "fp16"], "1\n\n3\n"), "line 2: '' is not a number");
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16"], "1\n\n3\n"),
+        "line 2: '' is not a number",
+    );
     assert_bad(&mixprec(&["quantize", "-f", "fp16"], "1e5000x\n"), "line 1");
     assert_bad(&mixprec(&["quantize", "-f", "fp16"], "1,5\n"), "'1,5'");
-    assert_bad(&mixprec(&["quantize", "-f", "fp17"], ""), "unknown format 'fp17'");
-    assert_bad(&mixprec(&["quantize", "-f", "fp16", "-r", "nearest-odd"], ""), "nearest-odd");
-    assert_bad(&mixprec(&["quantize", "-f", "fp16", "--overflow", "wrap"], ""), "wrap");
-    assert_bad(&mixprec(&["quantize", "-f", "fp16", "--subnormals", "maybe"], ""), "maybe");
-    assert_bad(&mixprec(&["quantize", "-f", "fp16", "--output", "hex"], ""), "hex");
-    assert_bad(&mixprec(&["quantize", "-f", "fp16", "--seed", "-1"], ""), "-1");
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp17"], ""),
+        "unknown format 'fp17'",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "-r", "nearest-odd"], ""),
+        "nearest-odd",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--overflow", "wrap"], ""),
+        "wrap",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--subnormals", "maybe"], ""),
+        "maybe",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--output", "hex"], ""),
+        "hex",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--seed", "-1"], ""),
+        "-1",
+    );
     // Invalid UTF-8 is a line that is not a number, not a crash.
     let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
         .args(["quantize"])
@@ -203,6 +292,11 @@ fn quantize_bad_input() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"1\n\xff\xfe\n").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"1\n\xff\xfe\n")
+        .unwrap();
     assert_bad(&child.wait_with_output().unwrap(), "line 2");
 }

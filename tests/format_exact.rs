@@ -9,8 +9,8 @@
 //! below the smallest normal with full precision (the exponent range unbounded below).
 
 use mixprec::format::{
-    BF16, Event, FP8_E4M3, FP8_E5M2, FP16, FloatFormat, Overflow, RoundOptions, Rounder,
-    Rounding, TF32, stochastic_bits,
+    BF16, Event, FP8_E4M3, FP8_E5M2, FP16, FloatFormat, Overflow, RoundOptions, Rounder, Rounding,
+    TF32, stochastic_bits,
 };
 
 /// The grid of nonnegative magnitudes one rounding chooses from, with each point's parity.
@@ -89,11 +89,8 @@ fn reference(f: FloatFormat, g: &Grid, o: RoundOptions, x: f64, index: u64) -> (
             let mid = (lo + hi) / 2.0;
             match o.rounding {
                 Rounding::NearestEven => {
-                    if a < mid {
-                        lo
-                    } else if a > mid {
-                        hi
-                    } else if g.odd[i - 1] {
+                    // Above the midpoint, or on it with an odd lower neighbour: up.
+                    if a > mid || (a == mid && g.odd[i - 1]) {
                         hi
                     } else {
                         lo
@@ -258,7 +255,10 @@ fn bf16_exact() {
 }
 
 #[test]
-#[cfg_attr(debug_assertions, ignore = "slow in debug builds; runs under cargo test --release")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "slow in debug builds; runs under cargo test --release"
+)]
 fn tf32_exact() {
     check_format(TF32, 3);
 }
@@ -273,7 +273,10 @@ fn single_rounding_just_above_a_tie() {
     assert_eq!(r.round(f64::from(x as f32)), 1.0);
     // Same with bf16 and the overflow threshold of fp16 (65520 is the tie with infinity).
     let b = Rounder::new(BF16, RoundOptions::default());
-    assert_eq!(b.round(1.0 + 2f64.powi(-8) + 2f64.powi(-50)), 1.0 + 2f64.powi(-7));
+    assert_eq!(
+        b.round(1.0 + 2f64.powi(-8) + 2f64.powi(-50)),
+        1.0 + 2f64.powi(-7)
+    );
     assert_eq!(r.round(65519.999999), 65504.0);
     assert_eq!(r.round(65520.0), f64::INFINITY);
     assert_eq!(r.round(-65520.0), f64::NEG_INFINITY);

@@ -9,7 +9,14 @@ use proptest::prelude::*;
 use statrs::distribution::{Binomial, DiscreteCDF};
 
 fn formats() -> Vec<FloatFormat> {
-    vec![FP16, BF16, FP8_E4M3, FP8_E5M2, "e3m2".parse().unwrap(), "e6m12".parse().unwrap()]
+    vec![
+        FP16,
+        BF16,
+        FP8_E4M3,
+        FP8_E5M2,
+        "e3m2".parse().unwrap(),
+        "e6m12".parse().unwrap(),
+    ]
 }
 
 fn rounder(f: FloatFormat, rounding: Rounding, subnormals: bool) -> Rounder {
@@ -160,16 +167,23 @@ fn stochastic_rounding_is_unbiased() {
                 .filter(|&i| {
                     let (v, ev) = r.round_at(x, i);
                     assert!(v == lower || v == upper.min(f.max()), "{f}: {x:e} -> {v:e}");
-                    v != lower || (upper > f.max() && matches!(ev, mixprec::format::Event::Overflow))
+                    v != lower
+                        || (upper > f.max() && matches!(ev, mixprec::format::Event::Overflow))
                 })
                 .count() as u64;
-            assert!(plausible(ups, N, p, alpha), "{f} f64 path: {ups} ups of {N}, p = {p}");
+            assert!(
+                plausible(ups, N, p, alpha),
+                "{f} f64 path: {ups} ups of {N}, p = {p}"
+            );
             // The f32 slice kernel.
             if x as f32 as f64 == x {
                 let mut xs = vec![x as f32; N as usize];
                 let c = r.round_f32_slice(&mut xs);
                 let ups = xs.iter().filter(|&&v| f64::from(v) != lower).count() as u64 + c.overflow;
-                assert!(plausible(ups, N, p, alpha), "{f} f32 path: {ups} ups of {N}, p = {p}");
+                assert!(
+                    plausible(ups, N, p, alpha),
+                    "{f} f32 path: {ups} ups of {N}, p = {p}"
+                );
             }
         }
     }
@@ -180,6 +194,8 @@ fn stochastic_rounding_is_unbiased() {
 fn the_unbiasedness_test_rejects_nearest() {
     let x = 1.0 + 0.3 * 2f64.powi(-10);
     let r = Rounder::new(FP16, RoundOptions::default());
-    let ups = (0..200_000u64).filter(|&i| r.round_at(x, i).0 != 1.0).count() as u64;
+    let ups = (0..200_000u64)
+        .filter(|&i| r.round_at(x, i).0 != 1.0)
+        .count() as u64;
     assert!(!plausible(ups, 200_000, 0.3, 1e-6));
 }

@@ -2,8 +2,8 @@
 //! over all 2^32 f32 inputs, and exhaustive encode/decode round trips.
 
 use mixprec::format::{
-    BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath, Overflow, PRESETS,
-    RoundCounts, RoundOptions, Rounder, Rounding, TF32,
+    BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath, Overflow, PRESETS, RoundCounts,
+    RoundOptions, Rounder, Rounding, TF32,
 };
 
 /// A deterministic spread of f32 bit patterns: random ones (splitmix64), plus values near every
@@ -22,10 +22,18 @@ fn test_patterns(n: usize) -> Vec<f32> {
     xs.extend((0..n).map(|_| {
         let b = next();
         let e = (b % 80) as i32 - 60;
-        (2f32).powi(e) * (1.0 + (b >> 40) as f32 / (1u64 << 24) as f32) * if b & 1 == 0 { 1.0 } else { -1.0 }
+        (2f32).powi(e)
+            * (1.0 + (b >> 40) as f32 / (1u64 << 24) as f32)
+            * if b & 1 == 0 { 1.0 } else { -1.0 }
     }));
     for (_, f) in PRESETS {
-        for v in [f.max(), f.min_normal(), f.min_subnormal(), f.min_subnormal() / 2.0, 1.0] {
+        for v in [
+            f.max(),
+            f.min_normal(),
+            f.min_subnormal(),
+            f.min_subnormal() / 2.0,
+            1.0,
+        ] {
             let b = (v as f32).to_bits();
             for d in 0..64u32 {
                 xs.push(f32::from_bits(b.wrapping_add(d)));
@@ -34,19 +42,34 @@ fn test_patterns(n: usize) -> Vec<f32> {
             }
         }
     }
-    xs.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::from_bits(0xff80_0001)]);
+    xs.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(0xff80_0001),
+    ]);
     xs
 }
 
 fn formats() -> Vec<FloatFormat> {
     let mut fs: Vec<FloatFormat> = PRESETS.iter().map(|(_, f)| *f).collect();
-    fs.extend(["e4m3", "e2m1", "e3m2", "e8m1", "e6m9", "e8m22", "e2m23"].map(|n| n.parse::<FloatFormat>().unwrap()));
+    fs.extend(
+        ["e4m3", "e2m1", "e3m2", "e8m1", "e6m9", "e8m22", "e2m23"]
+            .map(|n| n.parse::<FloatFormat>().unwrap()),
+    );
     fs
 }
 
 fn all_options() -> Vec<RoundOptions> {
     let mut v = Vec::new();
-    for rounding in [Rounding::NearestEven, Rounding::Stochastic, Rounding::TowardZero, Rounding::Up] {
+    for rounding in [
+        Rounding::NearestEven,
+        Rounding::Stochastic,
+        Rounding::TowardZero,
+        Rounding::Up,
+    ] {
         for overflow in [Overflow::Ieee, Overflow::Saturate] {
             for subnormals in [true, false] {
                 v.push(RoundOptions {
@@ -79,9 +102,12 @@ fn kernels_agree_with_the_scalar_twin() {
                 let (got, got_c) = rounded(&r, path, &xs, start);
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert_eq!(
-                        g, w,
+                        g,
+                        w,
                         "{f} {o:?} {path:?}: x = {:e} ({:#x}): got {:#x}, want {w:#x}",
-                        xs[i], xs[i].to_bits(), g
+                        xs[i],
+                        xs[i].to_bits(),
+                        g
                     );
                 }
                 assert_eq!(got_c, want_c, "{f} {o:?} {path:?}");
@@ -101,7 +127,10 @@ fn stochastic_stream_crosses_a_block_boundary() {
         },
     );
     let start = (1u64 << 32) - 1000;
-    assert_eq!(rounded(&r, KernelPath::Auto, &xs, start), rounded(&r, KernelPath::Scalar, &xs, start));
+    assert_eq!(
+        rounded(&r, KernelPath::Auto, &xs, start),
+        rounded(&r, KernelPath::Scalar, &xs, start)
+    );
 }
 
 #[test]
@@ -130,7 +159,17 @@ fn parallel_equals_serial() {
 #[test]
 fn counts_say_what_happened() {
     let r = Rounder::new(FP16, RoundOptions::default());
-    let mut xs = [1e-9f32, -1e-9, 1e-6, 1.0, 0.0, 1e5, -1e6, f32::NAN, f32::INFINITY];
+    let mut xs = [
+        1e-9f32,
+        -1e-9,
+        1e-6,
+        1.0,
+        0.0,
+        1e5,
+        -1e6,
+        f32::NAN,
+        f32::INFINITY,
+    ];
     let c = r.round_f32_slice(&mut xs);
     assert_eq!(
         c,
@@ -172,7 +211,10 @@ fn every_pattern_decodes_and_encodes_to_itself() {
 /// fp16 and bf16 from f32 agree bit for bit with the `half` crate (hardware F16C where present)
 /// for every f32 input, NaN payloads included.
 #[test]
-#[cfg_attr(debug_assertions, ignore = "2^32 inputs: runs under cargo test --release")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "2^32 inputs: runs under cargo test --release"
+)]
 fn all_f32_inputs_agree_with_half() {
     use rayon::prelude::*;
     let fp16 = Rounder::new(FP16, RoundOptions::default());
@@ -180,17 +222,33 @@ fn all_f32_inputs_agree_with_half() {
     let mismatches: u64 = (0..1u32 << 16)
         .into_par_iter()
         .map(|hi| {
-            let xs: Vec<f32> = (0..1u32 << 16).map(|lo| f32::from_bits(hi << 16 | lo)).collect();
+            let xs: Vec<f32> = (0..1u32 << 16)
+                .map(|lo| f32::from_bits(hi << 16 | lo))
+                .collect();
             let (mut a, mut b) = (xs.clone(), xs.clone());
             fp16.round_f32_slice(&mut a);
             bf16.round_f32_slice(&mut b);
+            // half's slice conversions (F16C where the CPU has it) are the reference.
+            let mut h16 = vec![half::f16::ZERO; xs.len()];
+            let mut hb = vec![half::bf16::ZERO; xs.len()];
+            let (mut want16, mut want_b) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
+            use half::slice::HalfFloatSliceExt;
+            h16.convert_from_f32_slice(&xs);
+            h16.convert_to_f32_slice(&mut want16);
+            hb.convert_from_f32_slice(&xs);
+            hb.convert_to_f32_slice(&mut want_b);
             let mut bad = 0;
-            for ((x, a), b) in xs.iter().zip(&a).zip(&b) {
-                let want16 = half::f16::from_f32(*x).to_f32().to_bits();
-                let want_b = half::bf16::from_f32(*x).to_f32().to_bits();
-                if a.to_bits() != want16 || b.to_bits() != want_b {
+            for i in 0..xs.len() {
+                if a[i].to_bits() != want16[i].to_bits() || b[i].to_bits() != want_b[i].to_bits() {
                     if bad < 3 {
-                        eprintln!("{:#x}: fp16 {:#x} vs {want16:#x}, bf16 {:#x} vs {want_b:#x}", x.to_bits(), a.to_bits(), b.to_bits());
+                        eprintln!(
+                            "{:#x}: fp16 {:#x} vs {:#x}, bf16 {:#x} vs {:#x}",
+                            xs[i].to_bits(),
+                            a[i].to_bits(),
+                            want16[i].to_bits(),
+                            b[i].to_bits(),
+                            want_b[i].to_bits()
+                        );
                     }
                     bad += 1;
                 }

@@ -95,14 +95,21 @@ pub fn explain(x: f64, rounder: &Rounder) -> String {
             _ => format!("no finite value (the largest is {})", v(f.max())),
         };
         if lo == hi {
-            line("neighbours", format!("none needed: {} is exactly representable", v(x)));
+            line(
+                "neighbours",
+                format!("none needed: {} is exactly representable", v(x)),
+            );
         } else {
             line("neighbours", format!("{} < x < {}", show(lo), show(hi)));
             if hi.is_finite() && lo.is_finite() {
                 let gap = hi - lo;
                 line(
                     "",
-                    format!("spacing here (1 ulp): {} = 2^{}", v(gap), gap.log2().round() as i64),
+                    format!(
+                        "spacing here (1 ulp): {} = 2^{}",
+                        v(gap),
+                        gap.log2().round() as i64
+                    ),
                 );
             }
         }
@@ -139,13 +146,31 @@ fn fields(line: &mut impl FnMut(&str, String), f: FloatFormat, pattern: u32, r: 
             mw = m as usize
         ),
     );
-    line("  sign", format!("{sign} ({})", if sign == 1 { "negative" } else { "positive" }));
+    line(
+        "  sign",
+        format!(
+            "{sign} ({})",
+            if sign == 1 { "negative" } else { "positive" }
+        ),
+    );
     if r.is_nan() {
-        line("  exponent", format!("{exp:0w$b} all ones, with this mantissa: NaN", w = f.exp_bits as usize));
+        line(
+            "  exponent",
+            format!(
+                "{exp:0w$b} all ones, with this mantissa: NaN",
+                w = f.exp_bits as usize
+            ),
+        );
         return;
     }
     if r.is_infinite() {
-        line("  exponent", format!("{exp:0w$b} all ones, mantissa 0: infinity", w = f.exp_bits as usize));
+        line(
+            "  exponent",
+            format!(
+                "{exp:0w$b} all ones, mantissa 0: infinity",
+                w = f.exp_bits as usize
+            ),
+        );
         return;
     }
     let scale = 1u64 << m;
@@ -158,25 +183,47 @@ fn fields(line: &mut impl FnMut(&str, String), f: FloatFormat, pattern: u32, r: 
                 w = f.exp_bits as usize
             ),
         );
-        line("  mantissa", format!("{man:0w$b} = {man}/{scale} (no implicit leading 1)", w = m as usize));
+        line(
+            "  mantissa",
+            format!(
+                "{man:0w$b} = {man}/{scale} (no implicit leading 1)",
+                w = m as usize
+            ),
+        );
         line(
             "  value",
-            format!("{}{man}/{scale} x 2^{} = {}", if sign == 1 { "-" } else { "+" }, f.emin(), format_value(r, &mut ryu::Buffer::new())),
+            format!(
+                "{}{man}/{scale} x 2^{} = {}",
+                if sign == 1 { "-" } else { "+" },
+                f.emin(),
+                format_value(r, &mut ryu::Buffer::new())
+            ),
         );
     } else {
         let e = exp as i32 - f.bias();
         line(
             "  exponent",
-            format!("{exp:0w$b} = {exp}, minus bias {} = {e}", f.bias(), w = f.exp_bits as usize),
+            format!(
+                "{exp:0w$b} = {exp}, minus bias {} = {e}",
+                f.bias(),
+                w = f.exp_bits as usize
+            ),
         );
         let frac = 1.0 + man as f64 / scale as f64;
         line(
             "  mantissa",
-            format!("{man:0w$b} = {man}/{scale}, with the implicit leading 1: {frac}", w = m as usize),
+            format!(
+                "{man:0w$b} = {man}/{scale}, with the implicit leading 1: {frac}",
+                w = m as usize
+            ),
         );
         line(
             "  value",
-            format!("{}{frac} x 2^{e} = {}", if sign == 1 { "-" } else { "+" }, format_value(r, &mut ryu::Buffer::new())),
+            format!(
+                "{}{frac} x 2^{e} = {}",
+                if sign == 1 { "-" } else { "+" },
+                format_value(r, &mut ryu::Buffer::new())
+            ),
         );
     }
 }
@@ -188,20 +235,34 @@ fn outcome(x: f64, r: f64, event: Event, rounder: &Rounder) -> String {
     // The smallest k such that x * 2^k (or x / 2^k) rounds to a normal number.
     let fix = |up: bool| {
         (1..=2200).find(|&k| {
-            let scaled = if up { x * 2f64.powi(k) } else { x / 2f64.powi(k) };
+            let scaled = if up {
+                x * 2f64.powi(k)
+            } else {
+                x / 2f64.powi(k)
+            };
             rounder.round_at(scaled, 0).1 == Event::Normal
         })
     };
     match event {
         Event::Nan => "NaN: stays NaN".to_string(),
-        Event::Infinite if r.is_nan() => format!("{} has no infinity: the ieee rule gives NaN", f.name()),
+        Event::Infinite if r.is_nan() => {
+            format!("{} has no infinity: the ieee rule gives NaN", f.name())
+        }
         Event::Infinite => format!("infinite: stored as {}", v(r)),
         Event::Normal if x == 0.0 => "zero: stored exactly, sign kept".to_string(),
         Event::Normal if r == x => "normal: stored exactly".to_string(),
         Event::Normal => format!(
             "normal: rounded {} {} ({:.1} significant decimal digits kept)",
-            if rounder.options().rounding == Rounding::NearestEven { "to the nearest value," } else { "" },
-            if r.abs() > x.abs() { "away from zero" } else { "toward zero" },
+            if rounder.options().rounding == Rounding::NearestEven {
+                "to the nearest value,"
+            } else {
+                ""
+            },
+            if r.abs() > x.abs() {
+                "away from zero"
+            } else {
+                "toward zero"
+            },
             f64::from(f.man_bits + 1) * 2f64.log10()
         ),
         Event::Subnormal => {
@@ -252,7 +313,11 @@ fn hex(f: FloatFormat, bits: u32) -> String {
 }
 
 fn sci(x: f64) -> String {
-    if x == 0.0 { "0".into() } else { format!("{x:.6e}") }
+    if x == 0.0 {
+        "0".into()
+    } else {
+        format!("{x:.6e}")
+    }
 }
 
 /// The exact decimal expansion of a finite f64 (every binary fraction has one).
@@ -261,9 +326,17 @@ pub fn exact_decimal(x: f64) -> String {
     let bits = x.to_bits();
     let biased = ((bits >> 52) & 0x7ff) as i32;
     let frac = bits & ((1 << 52) - 1);
-    let (sig, e) = if biased == 0 { (frac, -1074) } else { (frac | 1 << 52, biased - 1075) };
+    let (sig, e) = if biased == 0 {
+        (frac, -1074)
+    } else {
+        (frac | 1 << 52, biased - 1075)
+    };
     // Little-endian base-10^9 digits of sig * 2^e (e >= 0) or sig * 5^-e (e < 0).
-    let mut n: Vec<u64> = vec![sig % 1_000_000_000, sig / 1_000_000_000 % 1_000_000_000, sig / 1_000_000_000_000_000_000];
+    let mut n: Vec<u64> = vec![
+        sig % 1_000_000_000,
+        sig / 1_000_000_000 % 1_000_000_000,
+        sig / 1_000_000_000_000_000_000,
+    ];
     let mul = |n: &mut Vec<u64>, k: u64| {
         let mut carry = 0;
         for d in n.iter_mut() {
@@ -306,13 +379,23 @@ mod tests {
 
     #[test]
     fn exact_decimals() {
-        assert_eq!(exact_decimal(0.1), "0.1000000000000000055511151231257827021181583404541015625");
+        assert_eq!(
+            exact_decimal(0.1),
+            "0.1000000000000000055511151231257827021181583404541015625"
+        );
         assert_eq!(exact_decimal(65504.0), "65504");
-        assert_eq!(exact_decimal(-2f64.powi(-24)), "-0.000000059604644775390625");
+        assert_eq!(
+            exact_decimal(-2f64.powi(-24)),
+            "-0.000000059604644775390625"
+        );
         assert_eq!(exact_decimal(0.0), "0");
         assert_eq!(exact_decimal(1.5), "1.5");
         assert_eq!(exact_decimal(2f64.powi(70)), "1180591620717411303424");
         let tiny = exact_decimal(f64::from_bits(1));
-        assert!(tiny.starts_with("0.000") && tiny.ends_with("625") && tiny.len() == 1076, "{}", tiny.len());
+        assert!(
+            tiny.starts_with("0.000") && tiny.ends_with("625") && tiny.len() == 1076,
+            "{}",
+            tiny.len()
+        );
     }
 }

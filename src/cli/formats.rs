@@ -27,7 +27,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let formats: Vec<FloatFormat> = if args.names.is_empty() {
         PRESETS.iter().map(|(_, f)| *f).collect()
     } else {
-        args.names.iter().map(|n| n.parse()).collect::<Result<_, _>>()?
+        args.names
+            .iter()
+            .map(|n| n.parse())
+            .collect::<Result<_, _>>()?
     };
     if args.json {
         let rows: Vec<_> = formats
@@ -50,8 +53,17 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let header = [
-        "format", "bits", "exp", "man", "bias", "max", "min normal", "min subnormal", "epsilon",
-        "inf", "decimal digits",
+        "format",
+        "bits",
+        "exp",
+        "man",
+        "bias",
+        "max",
+        "min normal",
+        "min subnormal",
+        "epsilon",
+        "inf",
+        "decimal digits",
     ];
     let rows: Vec<[String; 11]> = formats
         .iter()

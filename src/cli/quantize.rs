@@ -32,7 +32,12 @@ const LINES_PER_TASK: usize = 4096;
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
     let mut input = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
-    quantize(&args.round.rounder(), args.output == "bits", &mut input, out)?;
+    quantize(
+        &args.round.rounder(),
+        args.output == "bits",
+        &mut input,
+        out,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

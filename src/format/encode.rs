@@ -14,9 +14,8 @@ impl FloatFormat {
         let exp = (bits >> m) & ((1 << self.exp_bits) - 1);
         let negative = (bits >> (m + self.exp_bits)) & 1 == 1;
         let all_ones = (1 << self.exp_bits) - 1;
-        let nan = |man: u64| {
-            f64::from_bits(u64::from(negative) << 63 | 0x7ff << 52 | man << (52 - m))
-        };
+        let nan =
+            |man: u64| f64::from_bits(u64::from(negative) << 63 | 0x7ff << 52 | man << (52 - m));
         let magnitude = if exp == all_ones && self.has_infinity() {
             if man == 0 {
                 f64::INFINITY
@@ -66,8 +65,7 @@ impl FloatFormat {
         }
         let e = ((a.to_bits() >> 52) as i32) - 1023;
         let scaled = a * pow2(m as i32 - e); // in [2^m, 2^(m+1))
-        (scaled.fract() == 0.0).then(|| {
-            sign | ((e + self.bias()) as u32) << m | (scaled as u32 & man_mask)
-        })
+        (scaled.fract() == 0.0)
+            .then(|| sign | ((e + self.bias()) as u32) << m | (scaled as u32 & man_mask))
     }
 }

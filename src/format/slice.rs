@@ -183,7 +183,9 @@ impl Rounder {
 fn f64_to_f32_exact(r: f64) -> f32 {
     if r.is_nan() {
         let b = r.to_bits();
-        f32::from_bits(((b >> 32) as u32 & 0x8000_0000) | 0x7f80_0000 | ((b >> 29) as u32 & 0x007f_ffff))
+        f32::from_bits(
+            ((b >> 32) as u32 & 0x8000_0000) | 0x7f80_0000 | ((b >> 29) as u32 & 0x007f_ffff),
+        )
     } else {
         r as f32
     }
