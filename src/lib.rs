@@ -9,3 +9,8 @@ pub mod error;
 pub mod format;
 
 pub use error::{Error, Result};
+
+/// The README's Rust examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -98,7 +98,7 @@ fn kernels_agree_with_the_scalar_twin() {
             let r = Rounder::new(f, o);
             let start = 5_000_000_000; // crosses no block boundary, exercises the high key
             let (want, want_c) = rounded(&r, KernelPath::Scalar, &xs, start);
-            for path in [KernelPath::Auto, KernelPath::Portable] {
+            for path in [KernelPath::Auto, KernelPath::Avx2, KernelPath::Portable] {
                 let (got, got_c) = rounded(&r, path, &xs, start);
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert_eq!(

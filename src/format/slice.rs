@@ -1,8 +1,8 @@
 //! Rounding whole slices in place, with counts of what rounding did.
 //!
 //! `f32` slices with nearest-even or stochastic rounding (subnormals on) go through a
-//! branch-free kernel that works on the bit patterns and vectorises; it is compiled twice, for
-//! the baseline target and for AVX2, and picked at run time. Every other case goes value by value
+//! branch-free kernel that works on the bit patterns and vectorises; it is compiled three times,
+//! for the baseline target, AVX2 and AVX-512, and the best the CPU has is picked at run time. Every other case goes value by value
 //! through the exact scalar path ([`Rounder::round_at`]), which is also the kernel's twin in the
 //! tests: both must agree bit for bit.
 
@@ -70,6 +70,8 @@ impl AddAssign for RoundCounts {
 pub enum KernelPath {
     /// The fastest the CPU supports (what the public API uses).
     Auto,
+    /// The kernel compiled for AVX2 (falls back to `Portable` on CPUs without it).
+    Avx2,
     /// The branch-free kernel compiled for the baseline target.
     Portable,
     /// Value by value through the exact f64 path.
@@ -159,9 +161,16 @@ impl Rounder {
         let key = block_key(self.options().seed, start >> 32);
         let lo = start as u32;
         #[cfg(target_arch = "x86_64")]
-        if path == KernelPath::Auto && std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { kernel.run_avx2(xs, lo, key) };
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if path == KernelPath::Auto && has!("avx512f") && has!("avx512vl") && has!("avx512bw") {
+                // SAFETY: the CPU supports these features, checked just above.
+                return unsafe { kernel.run_avx512(xs, lo, key) };
+            }
+            if path != KernelPath::Portable && has!("avx2") {
+                // SAFETY: the CPU supports AVX2, checked just above.
+                return unsafe { kernel.run_avx2(xs, lo, key) };
+            }
         }
         kernel.run(xs, lo, key)
     }
@@ -268,6 +277,12 @@ impl Kernel {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn run_avx2(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+        self.run(xs, lo, key)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
+    unsafe fn run_avx512(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
         self.run(xs, lo, key)
     }
 
