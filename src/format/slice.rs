@@ -2,9 +2,9 @@
 //!
 //! `f32` slices with nearest-even or stochastic rounding (subnormals on) go through a
 //! branch-free kernel that works on the bit patterns and vectorises; it is compiled three times,
-//! for the baseline target, AVX2 and AVX-512, and the best the CPU has is picked at run time. Every other case goes value by value
-//! through the exact scalar path ([`Rounder::round_at`]), which is also the kernel's twin in the
-//! tests: both must agree bit for bit.
+//! for the baseline target, AVX2 and AVX-512, and the best the CPU has is picked at run time.
+//! Every other case goes value by value through the exact scalar path ([`Rounder::round_at`]),
+//! which is also the kernels' twin in the tests: all must agree bit for bit.
 
 use std::ops::{Add, AddAssign};
 
