@@ -1,6 +1,6 @@
 //! Rounding whole slices in place, with counts of what rounding did.
 //!
-//! `f32` slices with nearest-even or stochastic rounding (subnormals on) go through a
+//! `f32` slices with nearest-even or stochastic rounding (subnormals on or off) go through a
 //! branch-free kernel that works on the bit patterns and vectorises; it is compiled three times,
 //! for the baseline target, AVX2 and AVX-512, and the best the CPU has is picked at run time.
 //! Every other case goes value by value through the exact scalar path ([`Rounder::round_at`]),
@@ -206,6 +206,8 @@ const INF: u32 = 0x7f80_0000;
 #[derive(Clone, Copy, Debug)]
 struct Kernel {
     stochastic: bool,
+    /// Subnormals off: results below the smallest normal become zero.
+    flush: bool,
     /// Mantissa bits dropped: 23 - man_bits.
     s: u32,
     low_mask: u32,
@@ -237,9 +239,6 @@ impl Kernel {
             Rounding::Stochastic => true,
             _ => return None,
         };
-        if !o.subnormals {
-            return None;
-        }
         let f = r.format();
         let s = 23 - f.man_bits;
         let low_mask = (1u32 << s) - 1;
@@ -258,6 +257,7 @@ impl Kernel {
         };
         Some(Kernel {
             stochastic,
+            flush: !o.subnormals,
             s,
             low_mask,
             half_m1: if s > 0 { (1 << (s - 1)) - 1 } else { 0 },
@@ -303,10 +303,40 @@ impl Kernel {
             let bits = x.to_bits();
             let sign = bits & 0x8000_0000;
             let a = bits ^ sign;
-            let (rn, rs) = if STOCHASTIC {
-                let h = mix(lo.wrapping_add(i as u32), key);
-                // Normal range: up iff the dropped bits exceed the top s bits of h.
-                let rn = (a + ((!h >> (31 - k.s)) >> 1)) & !k.low_mask;
+            let h = if STOCHASTIC {
+                mix(lo.wrapping_add(i as u32), key)
+            } else {
+                0
+            };
+            // Rounds the bits of a value at least as large as f32's smallest normal, to the
+            // format's precision with the exponent range unbounded below.
+            let normal = |v: u32| {
+                let addend = if STOCHASTIC {
+                    // Up iff the dropped bits exceed the top s bits of h.
+                    (!h >> (31 - k.s)) >> 1
+                } else {
+                    // Half a quantum, less one unless the last kept bit is odd: ties to even.
+                    k.half_m1 + ((v >> k.s) & k.lsb_enable)
+                };
+                (v + addend) & !k.low_mask
+            };
+            let r = if a >= k.min_normal_bits {
+                normal(a)
+            } else if k.flush {
+                // Only a value in the binade just under the smallest normal can round up to it.
+                // Where that binade holds f32 subnormals (whose bits have one leading bit fewer),
+                // double them first.
+                let (b, limit) = if k.emin_b == 1 {
+                    (a << 1, 0x0100_0000)
+                } else {
+                    (a, k.min_normal_bits)
+                };
+                if normal(b) >= limit {
+                    k.min_normal_bits
+                } else {
+                    0
+                }
+            } else if STOCHASTIC {
                 // Below the smallest normal: integer significand, variable shift.
                 let exp = a >> 23;
                 let exp_eff = exp.max(1);
@@ -322,13 +352,10 @@ impl Kernel {
                     sig >> (sh - 32).min(31)
                 };
                 let up = u32::from(frac > h);
-                (rn, ((kept + up) as f32 * k.quantum).to_bits())
+                ((kept + up) as f32 * k.quantum).to_bits()
             } else {
-                let rn = (a + k.half_m1 + ((a >> k.s) & k.lsb_enable)) & !k.low_mask;
-                let rs = ((f32::from_bits(a) + k.magic) - k.magic).to_bits();
-                (rn, rs)
+                ((f32::from_bits(a) + k.magic) - k.magic).to_bits()
             };
-            let r = if a < k.min_normal_bits { rs } else { rn };
             let finite = a < INF;
             let overflowed = finite & (r > k.max_bits);
             let out = if a > INF {
