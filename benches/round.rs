@@ -25,6 +25,23 @@ fn data() -> Vec<f32> {
         .collect()
 }
 
+/// Standard normal values (Box-Muller), the other data set the peers are measured on.
+fn normal() -> Vec<f32> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut uniform = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    (0..N)
+        .map(|_| {
+            let (u, v) = (uniform(), uniform());
+            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+        })
+        .collect()
+}
+
 fn bench(c: &mut Criterion) {
     let src = data();
     let mut buf = src.clone();
@@ -63,6 +80,16 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| r.par_round_f32_slice(&mut buf))
             });
         }
+    }
+    // The kernel is branch-free: the data's distribution should not matter.
+    let gauss = normal();
+    for name in ["fp16", "bf16"] {
+        let r = Rounder::new(name.parse().unwrap(), RoundOptions::default());
+        buf.copy_from_slice(&gauss);
+        let id = format!("{name}/nearest-even/normal-data");
+        g.bench_function(BenchmarkId::new("1-thread", &id), |b| {
+            b.iter(|| pool1.install(|| r.round_f32_slice(&mut buf)))
+        });
     }
     // The value-by-value exact path (directed rounding), for scale.
     let r = Rounder::new(
