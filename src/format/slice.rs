@@ -295,10 +295,48 @@ impl Kernel {
         }
     }
 
+    /// Blocks of 16 values with no nonzero value below the format's smallest normal (the common
+    /// case for weights and activations) skip the subnormal-range arithmetic.
     #[inline(always)]
     fn run_mode<const STOCHASTIC: bool>(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+        const BLOCK: usize = 16;
+        let mut counts = [0u32; 5];
+        let mut blocks = xs.chunks_exact_mut(BLOCK);
+        let mut at = lo;
+        for block in &mut blocks {
+            let small = block.iter().fold(false, |any, x| {
+                any | ((x.to_bits() & 0x7fff_ffff).wrapping_sub(1) < self.min_normal_bits - 1)
+            });
+            if small {
+                self.block::<STOCHASTIC, true>(block, at, key, &mut counts);
+            } else {
+                self.block::<STOCHASTIC, false>(block, at, key, &mut counts);
+            }
+            at = at.wrapping_add(BLOCK as u32);
+        }
+        self.block::<STOCHASTIC, true>(blocks.into_remainder(), at, key, &mut counts);
+        let [under, sub, over, nan, inf] = counts.map(u64::from);
+        RoundCounts {
+            underflow: under,
+            subnormal: sub,
+            overflow: over,
+            nan,
+            infinite: inf,
+        }
+    }
+
+    /// Rounds `xs` (positions `lo..` of the stream); with `SMALL` false, no value may be nonzero
+    /// and below the smallest normal.
+    #[inline(always)]
+    fn block<const STOCHASTIC: bool, const SMALL: bool>(
+        &self,
+        xs: &mut [f32],
+        lo: u32,
+        key: u32,
+        counts: &mut [u32; 5],
+    ) {
         let k = *self;
-        let (mut under, mut sub, mut over, mut nan, mut inf) = (0u32, 0u32, 0u32, 0u32, 0u32);
+        let [mut under, mut sub, mut over, mut nan, mut inf] = *counts;
         for (i, x) in xs.iter_mut().enumerate() {
             let bits = x.to_bits();
             let sign = bits & 0x8000_0000;
@@ -320,7 +358,7 @@ impl Kernel {
                 };
                 (v + addend) & !k.low_mask
             };
-            let r = if a >= k.min_normal_bits {
+            let r = if !SMALL || a >= k.min_normal_bits {
                 normal(a)
             } else if k.flush {
                 // Only a value in the binade just under the smallest normal can round up to it.
@@ -374,12 +412,6 @@ impl Kernel {
             nan += u32::from(a > INF);
             inf += u32::from(a == INF);
         }
-        RoundCounts {
-            underflow: under.into(),
-            subnormal: sub.into(),
-            overflow: over.into(),
-            nan: nan.into(),
-            infinite: inf.into(),
-        }
+        *counts = [under, sub, over, nan, inf];
     }
 }
