@@ -40,14 +40,15 @@ pub(super) fn scan(
                 format!("corrupt .npz entry #{index}: {}", one_line(&e)),
             )
         })?;
-        let entry_name = entry.name().to_string();
-        let Some(name) = entry_name.strip_suffix(".npy") else {
+        // Escaped: a corrupt name could hold a newline, and messages are one line.
+        let entry_name = entry.name().escape_debug().to_string();
+        let Some(name) = entry.name().strip_suffix(".npy").map(str::to_string) else {
             return Err(bad_file(
                 path,
                 format!("entry '{entry_name}' is not a .npy file: an .npz holds only .npy entries"),
             ));
         };
-        if !want(name) {
+        if !want(&name) {
             continue;
         }
         let fail = |e: std::io::Error, what: &str| entry_error(path, &entry_name, &e, what);
@@ -56,7 +57,7 @@ pub(super) fn scan(
             HeaderError::Bad(problem) => bad_file(path, format!("entry '{entry_name}': {problem}")),
         })?;
         let info = TensorInfo {
-            name: name.to_string(),
+            name,
             dtype: head.dtype.clone(),
             shape: head.shape.clone(),
             path: path.to_path_buf(),
