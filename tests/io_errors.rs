@@ -59,6 +59,13 @@ fn empty_files_and_unknown_extensions() {
     for name in ["e.safetensors", "e.npy", "e.npz"] {
         bad(name, b"", "the file is empty");
     }
+    for name in ["d.safetensors", "d.npy", "d.npz"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::create_dir(&path).unwrap();
+        let err = scan(&path, &|_| true, &mut |_, _| {}).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+    }
     for name in ["model.pt", "grads", "x.npy.gz"] {
         bad(
             name,
