@@ -1,12 +1,13 @@
 //! mixprec: the numerics of mixed-precision training.
 //!
-//! Exact low-precision rounding ([`format`]), and on top of it tensor range analysis, an
+//! Exact low-precision rounding ([`format`](crate::format)), and on top of it tensor range analysis, an
 //! instrumented training core and reports. Data flows one way: `format` -> `stats` -> `io` ->
 //! `train` -> `report` -> `cli`.
 
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod io;
 
 pub use error::{Error, Result};
 

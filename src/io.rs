@@ -1,0 +1,308 @@
+//! Reading user tensors from `.safetensors`, `.npy` and `.npz` files, and writing files atomically.
+//!
+//! # What is read
+//! - `.safetensors` (header parsed and validated by the `safetensors` crate): tensors of dtype `F64`,
+//!   `F32`, `F16` and `BF16` are read; every other dtype (integers, `BOOL`, fp8, ...) is listed in
+//!   [`Scan::skipped`]. A tensor is named by its key in the header. A dtype name that the
+//!   `safetensors` crate does not know at all (none in use today) makes the header invalid: an
+//!   error, not a skip.
+//! - `.npy` (format versions 1.0, 2.0 and 3.0): `descr` `<f8`, `<f4`, `<f2`, their big-endian
+//!   (`>`) and native (`=`) forms; other dtypes (integers, bool, complex, structured, object) are
+//!   skipped. The tensor is named by the file stem (`grad.npy` holds `grad`).
+//! - `.npz` (a zip of `.npy` entries, stored as by `np.savez` or deflated as by
+//!   `np.savez_compressed`): each entry as a `.npy`, named by the entry name without `.npy`.
+//!
+//! The format is chosen by the file extension, in any case. Values are visited in storage order:
+//! for a Fortran-order `.npy` that is column-major, which does not matter for statistics (the
+//! visitor sees the same multiset of values).
+//!
+//! `F16` and `BF16` values are widened to `f32`, which is exact; `F64` stays `f64`; big-endian
+//! data is byte-swapped, also exactly. So the visitor sees [`Values::F32`] or [`Values::F64`].
+//!
+//! # Memory
+//! Files are never loaded whole. `.safetensors` and `.npy` files are memory-mapped, and each chunk
+//! of at most [`CHUNK`] values is either viewed in place (little-endian `f32`/`f64` at an aligned
+//! offset) or converted into one reusable buffer; pages already visited are handed back to the
+//! kernel, so the resident memory stays near one chunk whatever the file size. `.npz` entries are
+//! streamed through the decompressor one chunk at a time. The memory map assumes that no other
+//! process truncates the file while it is read.
+//!
+//! # Errors
+//! A file that cannot be opened gives [`Error::Io`]; a file whose content is wrong gives
+//! [`Error::BadFile`] with a one-line `problem` that names what is wrong (empty file, truncated
+//! header, header that is not valid JSON or not a dict, data shorter or longer than the header
+//! says, offsets out of range or overlapping, a shape that does not match the data, an `.npz` that
+//! is not a zip, a corrupt or non-`.npy` entry). No input makes the readers panic. An error found in
+//! the middle of a stream (a corrupt `.npz` entry) can come after the visitor has seen earlier
+//! chunks: discard what it accumulated when [`scan`] returns an error.
+//!
+//! # Writing
+//! [`write_atomic`] writes through a temporary file in the same directory and renames it over the
+//! target, so a reader sees either the old file or the complete new one. [`write_safetensors`] and
+//! [`write_npy`] use it.
+
+mod atomic;
+mod decode;
+mod npy;
+mod npz;
+mod safetensors;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+pub use atomic::write_atomic;
+pub use npy::write_npy;
+pub use safetensors::write_safetensors;
+
+/// The most values passed to the visitor of [`scan`] in one call (2^20: 4 MiB of `f32`).
+pub const CHUNK: usize = 1 << 20;
+
+/// The element type of a tensor in a file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    /// IEEE binary64.
+    F64,
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary16.
+    F16,
+    /// bfloat16 (the top half of a binary32).
+    BF16,
+    /// Anything else, as the file spells it (`I64`, `BOOL`, `F8_E4M3`, `<i4`, `|b1`, ...).
+    Other(String),
+}
+
+impl Dtype {
+    /// Whether [`scan`] reads tensors of this dtype (the four float types) rather than skip them.
+    #[must_use]
+    pub fn is_supported(&self) -> bool {
+        !matches!(self, Dtype::Other(_))
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dtype::F64 => "F64",
+            Dtype::F32 => "F32",
+            Dtype::F16 => "F16",
+            Dtype::BF16 => "BF16",
+            Dtype::Other(text) => text,
+        })
+    }
+}
+
+/// One tensor found in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Its name: the safetensors key, the `.npy` file stem, or the `.npz` entry without `.npy`.
+    pub name: String,
+    /// Its element type in the file.
+    pub dtype: Dtype,
+    /// Its shape (empty for a scalar).
+    pub shape: Vec<usize>,
+    /// The file it is in.
+    pub path: PathBuf,
+}
+
+impl TensorInfo {
+    /// The number of elements: the product of the shape, 1 for a scalar, 0 if any dimension is 0.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        // The readers reject shapes whose product overflows, so this cannot wrap.
+        self.shape.iter().product()
+    }
+
+    /// Whether the tensor has no elements (some dimension is 0).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A chunk of a tensor's values, as passed to the visitor of [`scan`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Values<'a> {
+    /// From `F32`, `F16` or `BF16` tensors (the latter two widened exactly).
+    F32(&'a [f32]),
+    /// From `F64` tensors.
+    F64(&'a [f64]),
+}
+
+impl Values<'_> {
+    /// The number of values in the chunk.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            Values::F32(xs) => xs.len(),
+            Values::F64(xs) => xs.len(),
+        }
+    }
+
+    /// Whether the chunk is empty (only for a tensor with no elements).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What [`scan`] found in a file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// The tensors whose values were visited, in file order.
+    pub read: Vec<TensorInfo>,
+    /// The tensors that passed the name filter but have an unsupported dtype (integers, bool,
+    /// fp8, complex, ...), in file order. They are listed, not errors.
+    pub skipped: Vec<TensorInfo>,
+}
+
+/// Values to write with [`write_safetensors`] or [`write_npy`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TensorData<'a> {
+    /// Written as `F32` / `<f4`.
+    F32(&'a [f32]),
+    /// Written as `F64` / `<f8`.
+    F64(&'a [f64]),
+    /// Written as `F16` / `<f2`.
+    F16(&'a [half::f16]),
+    /// Written as `BF16` (safetensors only: `.npy` has no bfloat16 type).
+    BF16(&'a [half::bf16]),
+}
+
+impl TensorData<'_> {
+    /// The number of values.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            TensorData::F32(xs) => xs.len(),
+            TensorData::F64(xs) => xs.len(),
+            TensorData::F16(xs) => xs.len(),
+            TensorData::BF16(xs) => xs.len(),
+        }
+    }
+
+    /// Whether there are no values.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The dtype the values are written as.
+    #[must_use]
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            TensorData::F32(_) => Dtype::F32,
+            TensorData::F64(_) => Dtype::F64,
+            TensorData::F16(_) => Dtype::F16,
+            TensorData::BF16(_) => Dtype::BF16,
+        }
+    }
+}
+
+/// Visits the values of every supported tensor in `path` whose name passes `want`.
+///
+/// The format is chosen by the extension (`.safetensors`, `.npy`, `.npz`, any case). `visit` is
+/// called in file order, in consecutive chunks of at most [`CHUNK`] values; all chunks of one
+/// tensor come before the next tensor's. A tensor with no elements gets exactly one call with an
+/// empty chunk, so every tensor in [`Scan::read`] is seen by `visit`. Tensors that fail `want` are
+/// neither visited nor listed; those that pass it but have an unsupported dtype are listed in
+/// [`Scan::skipped`].
+///
+/// # Errors
+/// [`Error::Io`] if the file cannot be opened or read; [`Error::BadFile`] for an unknown extension
+/// or content that is not a valid file of its format (see the [module docs](self)).
+///
+/// # Examples
+/// ```
+/// use mixprec::io::{scan, write_safetensors, TensorData, Values};
+///
+/// let dir = std::env::temp_dir().join(format!("mixprec-doc-scan-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("grads.safetensors");
+/// let w = [0.5f32, -2.0, 1e-8];
+/// let b = [1.0f64, 3.0];
+/// write_safetensors(&path, &[("w", &[3], TensorData::F32(&w)), ("b", &[2], TensorData::F64(&b))])?;
+///
+/// let mut amax = 0.0f64;
+/// let found = scan(&path, &|name| name == "w", &mut |info, values| {
+///     assert_eq!(info.name, "w");
+///     if let Values::F32(xs) = values {
+///         amax = xs.iter().fold(amax, |m, x| m.max(f64::from(x.abs())));
+///     }
+/// })?;
+/// assert_eq!(amax, 2.0);
+/// assert_eq!(found.read.len(), 1);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn scan(
+    path: &Path,
+    want: &dyn Fn(&str) -> bool,
+    visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
+) -> Result<Scan> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("safetensors") => safetensors::scan(path, want, visit),
+        Some("npy") => npy::scan(path, want, visit),
+        Some("npz") => npz::scan(path, want, visit),
+        _ => Err(bad_file(
+            path,
+            "unknown tensor file type: expected a .safetensors, .npy or .npz extension",
+        )),
+    }
+}
+
+/// An [`Error::BadFile`] for `path`.
+fn bad_file(path: &Path, problem: impl Into<String>) -> Error {
+    Error::BadFile {
+        path: path.to_path_buf(),
+        problem: problem.into(),
+    }
+}
+
+/// An [`Error::Io`] for `path`.
+fn io_error(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Opens `path` for reading, refusing a directory, a device or an empty file with a clear message
+/// (rather than the operating system's puzzling one when mapping or seeking fails).
+fn open_regular(path: &Path) -> Result<std::fs::File> {
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    if meta.is_dir() {
+        return Err(bad_file(path, "is a directory, not a tensor file"));
+    }
+    if !meta.is_file() {
+        return Err(bad_file(
+            path,
+            "not a regular file (a pipe or a device cannot be read)",
+        ));
+    }
+    if meta.len() == 0 {
+        return Err(bad_file(path, "the file is empty"));
+    }
+    Ok(file)
+}
+
+/// Opens `path` and memory-maps it whole (read-only).
+fn map_file(path: &Path) -> Result<memmap2::Mmap> {
+    let file = open_regular(path)?;
+    // SAFETY: the map is read-only and private to this call; the one hazard of a file map, another
+    // process truncating the file while it is read, is documented in the module docs.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))?;
+    #[cfg(unix)]
+    {
+        // Only a hint for read-ahead; failing it changes nothing but speed.
+        let _ = map.advise(memmap2::Advice::Sequential);
+    }
+    Ok(map)
+}

@@ -1,0 +1,339 @@
+//! Raw bytes of a float tensor to chunks of `f32`/`f64` values, from a memory map or a stream.
+//!
+//! Memory-mapped data may sit at any byte offset (a safetensors header has any length), so a chunk
+//! is viewed in place only when it is little-endian `f32`/`f64` at an aligned address on a
+//! little-endian machine; otherwise it is converted into a buffer that is reused from chunk to
+//! chunk. [`Decoder::decode_copy`] is the plain scalar twin of the in-place path, and the tests
+//! check that both agree.
+
+use std::io::Read;
+
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+
+use super::{CHUNK, TensorInfo, Values};
+
+/// The four element types that are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    F64,
+    F32,
+    F16,
+    BF16,
+}
+
+/// How one element is stored: its type and byte order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Elem {
+    pub kind: Kind,
+    pub big_endian: bool,
+}
+
+impl Elem {
+    /// Little-endian `kind`.
+    pub const fn le(kind: Kind) -> Self {
+        Elem {
+            kind,
+            big_endian: false,
+        }
+    }
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self.kind {
+            Kind::F64 => 8,
+            Kind::F32 => 4,
+            Kind::F16 | Kind::BF16 => 2,
+        }
+    }
+
+    /// Whether the bytes are already in this machine's order.
+    const fn native(self) -> bool {
+        self.big_endian == cfg!(target_endian = "big")
+    }
+
+    /// An empty chunk of the type the visitor sees for this element.
+    pub const fn empty(self) -> Values<'static> {
+        match self.kind {
+            Kind::F64 => Values::F64(&[]),
+            _ => Values::F32(&[]),
+        }
+    }
+}
+
+/// Buffers reused from chunk to chunk.
+#[derive(Debug, Default)]
+pub(crate) struct Decoder {
+    f32s: Vec<f32>,
+    f64s: Vec<f64>,
+    halves: Vec<u16>,
+}
+
+impl Decoder {
+    /// The values in `bytes` (a whole number of elements), viewed in place when possible.
+    pub fn decode<'a>(&'a mut self, elem: Elem, bytes: &'a [u8]) -> Values<'a> {
+        debug_assert_eq!(bytes.len() % elem.size(), 0);
+        if elem.native() {
+            match elem.kind {
+                Kind::F32 => {
+                    // SAFETY: every bit pattern is a valid f32; `align_to` only returns a middle
+                    // part that is correctly aligned and inside `bytes`.
+                    let (head, mid, tail) = unsafe { bytes.align_to::<f32>() };
+                    if head.is_empty() && tail.is_empty() {
+                        return Values::F32(mid);
+                    }
+                }
+                Kind::F64 => {
+                    // SAFETY: as above, for f64.
+                    let (head, mid, tail) = unsafe { bytes.align_to::<f64>() };
+                    if head.is_empty() && tail.is_empty() {
+                        return Values::F64(mid);
+                    }
+                }
+                Kind::F16 | Kind::BF16 => {
+                    // SAFETY: as above, for u16.
+                    let (head, mid, tail) = unsafe { bytes.align_to::<u16>() };
+                    if head.is_empty() && tail.is_empty() {
+                        return widen(elem.kind, mid, &mut self.f32s);
+                    }
+                }
+            }
+        }
+        self.decode_copy(elem, bytes)
+    }
+
+    /// The values in `bytes`, always converted element by element into the buffers.
+    pub fn decode_copy<'a>(&'a mut self, elem: Elem, bytes: &[u8]) -> Values<'a> {
+        let be = elem.big_endian;
+        match elem.kind {
+            Kind::F32 => {
+                self.f32s.clear();
+                self.f32s.extend(bytes.chunks_exact(4).map(|b| {
+                    let b = [b[0], b[1], b[2], b[3]];
+                    if be {
+                        f32::from_be_bytes(b)
+                    } else {
+                        f32::from_le_bytes(b)
+                    }
+                }));
+                Values::F32(&self.f32s)
+            }
+            Kind::F64 => {
+                self.f64s.clear();
+                self.f64s.extend(bytes.chunks_exact(8).map(|b| {
+                    let b = [b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]];
+                    if be {
+                        f64::from_be_bytes(b)
+                    } else {
+                        f64::from_le_bytes(b)
+                    }
+                }));
+                Values::F64(&self.f64s)
+            }
+            Kind::F16 | Kind::BF16 => {
+                self.halves.clear();
+                self.halves.extend(bytes.chunks_exact(2).map(|b| {
+                    let b = [b[0], b[1]];
+                    if be {
+                        u16::from_be_bytes(b)
+                    } else {
+                        u16::from_le_bytes(b)
+                    }
+                }));
+                widen(elem.kind, &self.halves, &mut self.f32s)
+            }
+        }
+    }
+}
+
+/// f16/bf16 bit patterns widened to f32 (exact) in `out`.
+fn widen<'a>(kind: Kind, bits: &[u16], out: &'a mut Vec<f32>) -> Values<'a> {
+    out.clear();
+    out.resize(bits.len(), 0.0);
+    match kind {
+        Kind::BF16 => bits
+            .reinterpret_cast::<half::bf16>()
+            .convert_to_f32_slice(out),
+        _ => bits
+            .reinterpret_cast::<half::f16>()
+            .convert_to_f32_slice(out),
+    }
+    Values::F32(out)
+}
+
+/// Visits the tensor stored in `map[start..start + info.len() * elem.size()]` (the caller has
+/// checked the range) chunk by chunk, releasing each chunk's pages once visited.
+pub(crate) fn visit_mapped(
+    map: &memmap2::Mmap,
+    start: usize,
+    info: &TensorInfo,
+    elem: Elem,
+    decoder: &mut Decoder,
+    visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
+) {
+    let n = info.len();
+    if n == 0 {
+        visit(info, elem.empty());
+        return;
+    }
+    let step = CHUNK * elem.size();
+    let end = start + n * elem.size();
+    let mut at = start;
+    while at < end {
+        let stop = end.min(at + step);
+        visit(info, decoder.decode(elem, &map[at..stop]));
+        release(map, at, stop - at);
+        at = stop;
+    }
+}
+
+/// Drops the resident pages of `map[offset..offset + len]` so that scanning a file much larger
+/// than memory keeps the resident set near one chunk. Only a hint: failing changes nothing.
+#[cfg(unix)]
+fn release(map: &memmap2::Mmap, offset: usize, len: usize) {
+    // SAFETY: `map` is a read-only shared file mapping that nobody writes through, so dropping its
+    // pages only means that a later access reads them again from the file: the bytes a live borrow
+    // sees cannot change.
+    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
+}
+
+#[cfg(not(unix))]
+fn release(_map: &memmap2::Mmap, _offset: usize, _len: usize) {}
+
+/// Visits a tensor of `info.len()` elements read from `reader` chunk by chunk, with `bytes` as the
+/// reusable read buffer.
+///
+/// # Errors
+/// What `reader` returns; `UnexpectedEof` if it ends before the last element.
+pub(crate) fn visit_stream(
+    reader: &mut dyn Read,
+    info: &TensorInfo,
+    elem: Elem,
+    decoder: &mut Decoder,
+    bytes: &mut Vec<u8>,
+    visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
+) -> std::io::Result<()> {
+    let mut left = info.len();
+    if left == 0 {
+        visit(info, elem.empty());
+        return Ok(());
+    }
+    while left > 0 {
+        let n = left.min(CHUNK);
+        bytes.resize(n * elem.size(), 0);
+        reader.read_exact(bytes)?;
+        visit(info, decoder.decode(elem, bytes));
+        left -= n;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KINDS: [Kind; 4] = [Kind::F64, Kind::F32, Kind::F16, Kind::BF16];
+
+    fn to_f64(v: Values<'_>) -> Vec<f64> {
+        match v {
+            Values::F32(xs) => xs.iter().map(|&x| f64::from(x)).collect(),
+            Values::F64(xs) => xs.to_vec(),
+        }
+    }
+
+    /// Bytes with a varied pattern (all exponents, NaN payloads included).
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn in_place_and_copy_agree_at_every_offset() {
+        let raw = pattern(8 * 64 + 8);
+        for kind in KINDS {
+            for big_endian in [false, true] {
+                let elem = Elem { kind, big_endian };
+                for offset in 0..8 {
+                    let bytes = &raw[offset..offset + 64 * elem.size()];
+                    let mut a = Decoder::default();
+                    let mut b = Decoder::default();
+                    let fast = to_f64(a.decode(elem, bytes));
+                    let slow = to_f64(b.decode_copy(elem, bytes));
+                    assert_eq!(fast.len(), 64);
+                    let same = fast
+                        .iter()
+                        .zip(&slow)
+                        .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()));
+                    assert!(same, "{elem:?} at offset {offset}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn decodes_known_values_in_both_byte_orders() {
+        let mut d = Decoder::default();
+        let le = [0x00, 0x3c, 0x00, 0xc0]; // f16 1.0, -2.0
+        assert_eq!(to_f64(d.decode(Elem::le(Kind::F16), &le)), [1.0, -2.0]);
+        let be = [0x3c, 0x00, 0xc0, 0x00];
+        let elem = Elem {
+            kind: Kind::F16,
+            big_endian: true,
+        };
+        assert_eq!(to_f64(d.decode(elem, &be)), [1.0, -2.0]);
+        let bf = [0x80, 0x3f]; // bf16 1.0
+        assert_eq!(to_f64(d.decode(Elem::le(Kind::BF16), &bf)), [1.0]);
+        let f64be = 0.1f64.to_be_bytes();
+        let elem = Elem {
+            kind: Kind::F64,
+            big_endian: true,
+        };
+        assert_eq!(to_f64(d.decode(elem, &f64be)), [0.1]);
+    }
+
+    #[test]
+    fn widening_is_exact_for_every_half_pattern() {
+        let all: Vec<u16> = (0..=u16::MAX).collect();
+        let bytes: Vec<u8> = all.iter().flat_map(|b| b.to_le_bytes()).collect();
+        let mut d = Decoder::default();
+        let Values::F32(xs) = d.decode(Elem::le(Kind::F16), &bytes) else {
+            panic!("f16 must widen to f32")
+        };
+        for (&b, &x) in all.iter().zip(xs) {
+            let h = half::f16::from_bits(b);
+            assert!(x.to_bits() == h.to_f32().to_bits() || (x.is_nan() && h.is_nan()));
+            assert!(h.is_nan() || f64::from(x) == h.to_f64());
+        }
+        let Values::F32(xs) = d.decode(Elem::le(Kind::BF16), &bytes) else {
+            panic!("bf16 must widen to f32")
+        };
+        for (&b, &x) in all.iter().zip(xs) {
+            // bf16 is the top half of an f32: widening is a shift.
+            let expect = f32::from_bits(u32::from(b) << 16);
+            assert!(x.to_bits() == expect.to_bits() || (x.is_nan() && expect.is_nan()));
+        }
+    }
+
+    #[test]
+    fn stream_reports_a_short_reader() {
+        let info = TensorInfo {
+            name: "t".into(),
+            dtype: super::super::Dtype::F32,
+            shape: vec![3],
+            path: "t.npy".into(),
+        };
+        let data = [0u8; 8];
+        let mut seen = 0;
+        let err = visit_stream(
+            &mut &data[..],
+            &info,
+            Elem::le(Kind::F32),
+            &mut Decoder::default(),
+            &mut Vec::new(),
+            &mut |_, v| seen += v.len(),
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        assert_eq!(seen, 0);
+    }
+}

@@ -1,0 +1,239 @@
+//! `.npy` files: reading through a memory map, and writing.
+//!
+//! Layout: the magic `\x93NUMPY`, a version byte pair, the dict length (2 bytes in 1.0, 4 in 2.0
+//! and 3.0), the dict (see [`header`]), then the raw data, which must be exactly as long as the
+//! shape and dtype say.
+
+pub(crate) mod header;
+
+use std::path::Path;
+
+use super::decode::{Decoder, visit_mapped};
+use super::safetensors::write_le;
+use super::{Scan, TensorData, TensorInfo, Values, bad_file, map_file, write_atomic};
+use crate::{Error, Result};
+
+/// numpy pads the header so that the data starts at a multiple of this.
+const ALIGN: usize = 64;
+
+/// See [`super::scan`]. The tensor is named by the file stem.
+pub(super) fn scan(
+    path: &Path,
+    want: &dyn Fn(&str) -> bool,
+    visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
+) -> Result<Scan> {
+    let map = map_file(path)?;
+    let bytes: &[u8] = &map;
+    let prelude = header::prelude_len(bytes).map_err(|e| bad_file(path, e))?;
+    let dict_len = bytes
+        .get(..prelude)
+        .ok_or_else(|| "truncated .npy header: incomplete header length".to_string())
+        .and_then(header::dict_len)
+        .map_err(|e| bad_file(path, e))?;
+    let data_start = prelude + dict_len;
+    let dict = bytes.get(prelude..data_start).ok_or_else(|| {
+        bad_file(
+            path,
+            format!(
+                "truncated .npy header: it says {dict_len} bytes, the file ends {} bytes in",
+                bytes.len() - prelude
+            ),
+        )
+    })?;
+    let head = header::parse(dict).map_err(|e| bad_file(path, e))?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut found = Scan::default();
+    if !want(&name) {
+        return Ok(found);
+    }
+    let info = TensorInfo {
+        name,
+        dtype: head.dtype.clone(),
+        shape: head.shape.clone(),
+        path: path.to_path_buf(),
+    };
+    let (Some(elem), Some(need)) = (head.elem, head.data_bytes) else {
+        found.skipped.push(info);
+        return Ok(found);
+    };
+    let have = bytes.len() - data_start;
+    if have != need {
+        let relation = if have < need { "shorter" } else { "longer" };
+        return Err(bad_file(
+            path,
+            format!(
+                "data {relation} than the header says: {have} bytes after the header, shape {:?} of {} needs {need}",
+                head.shape, head.dtype
+            ),
+        ));
+    }
+    visit_mapped(
+        &map,
+        data_start,
+        &info,
+        elem,
+        &mut Decoder::default(),
+        visit,
+    );
+    found.read.push(info);
+    Ok(found)
+}
+
+/// Checks that `shape` holds exactly `n` values (for the writers).
+pub(super) fn check_shape(name: &str, shape: &[usize], n: usize) -> Result<()> {
+    let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if len == Some(n) {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what: "tensor shape",
+            value: format!("{name}: shape {shape:?} for {n} values"),
+            expected: "a shape whose product is the number of values",
+        })
+    }
+}
+
+/// Writes `data` with `shape` as a `.npy` file (C order, little-endian), atomically.
+///
+/// The header is format version 1.0 (2.0 only if the shape is too long for it) and padded so the
+/// data starts at a multiple of 64 bytes, as numpy does; `np.load` reads the result.
+///
+/// # Errors
+/// [`Error::InvalidValue`] if `shape` does not hold `data.len()` values or `data` is bfloat16 (the
+/// `.npy` format has no such dtype: write it with [`super::write_safetensors`], or widen it to f32,
+/// which is exact); [`Error::Io`] if the file cannot be written.
+pub fn write_npy(path: &Path, shape: &[usize], data: TensorData<'_>) -> Result<()> {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    check_shape(&stem, shape, data.len())?;
+    let descr = match data {
+        TensorData::F64(_) => "<f8",
+        TensorData::F32(_) => "<f4",
+        TensorData::F16(_) => "<f2",
+        TensorData::BF16(_) => {
+            return Err(Error::InvalidValue {
+                what: "npy dtype",
+                value: "BF16".to_string(),
+                expected: "F64, F32 or F16 (.npy has no bfloat16: write safetensors, or widen to f32, which is exact)",
+            });
+        }
+    };
+    let head = encode_header(descr, shape);
+    write_atomic(path, |out| {
+        out.write_all(&head)?;
+        write_le(out, data)
+    })
+}
+
+/// The magic, version, length and padded dict of a C-order array.
+fn encode_header(descr: &str, shape: &[usize]) -> Vec<u8> {
+    let dims = match shape {
+        [n] => format!("({n},)"),
+        _ => {
+            let parts: Vec<String> = shape.iter().map(usize::to_string).collect();
+            format!("({})", parts.join(", "))
+        }
+    };
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    let padded = |prelude: usize| (prelude + dict.len() + 1).next_multiple_of(ALIGN) - prelude;
+    let (version, prelude) = if padded(10) <= usize::from(u16::MAX) {
+        (1u8, 10)
+    } else {
+        (2u8, 12)
+    };
+    // Spaces, then a newline, up to the next multiple of ALIGN.
+    let total = (prelude + dict.len() + 1).next_multiple_of(ALIGN);
+    dict.extend(std::iter::repeat_n(' ', total - prelude - dict.len() - 1));
+    dict.push('\n');
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(header::MAGIC);
+    out.extend_from_slice(&[version, 0]);
+    if version == 1 {
+        out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(dict.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(dict.as_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_aligned_and_parses_back() {
+        for shape in [&[][..], &[7], &[2, 3, 0], &[1; 40]] {
+            let h = encode_header("<f4", shape);
+            assert_eq!(h.len() % ALIGN, 0);
+            assert_eq!(h.last(), Some(&b'\n'));
+            let prelude = header::prelude_len(&h).unwrap();
+            let n = header::dict_len(&h[..prelude]).unwrap();
+            assert_eq!(prelude + n, h.len());
+            let parsed = header::parse(&h[prelude..]).unwrap();
+            assert_eq!(parsed.shape, shape);
+        }
+        let long = vec![1usize; 30_000];
+        let h = encode_header("<f8", &long);
+        assert_eq!(h[6], 2, "a long header needs version 2.0");
+        let n = header::dict_len(&h[..12]).unwrap();
+        assert_eq!(header::parse(&h[12..12 + n]).unwrap().shape.len(), 30_000);
+    }
+
+    #[test]
+    fn bf16_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.npy");
+        let xs = [half::bf16::ONE];
+        let err = write_npy(&path, &[1], TensorData::BF16(&xs)).unwrap_err();
+        assert!(err.to_string().contains("bfloat16"), "{err}");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn round_trip_and_length_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grad.npy");
+        let xs = [1.0f32, -2.5, 1e-40, f32::INFINITY, 0.0, 7.0];
+        write_npy(&path, &[2, 3], TensorData::F32(&xs)).unwrap();
+        let mut got = Vec::new();
+        let found = scan(&path, &|_| true, &mut |info, v| {
+            assert_eq!(info.name, "grad");
+            if let Values::F32(v) = v {
+                got.extend_from_slice(v);
+            }
+        })
+        .unwrap();
+        assert_eq!(got, xs);
+        assert_eq!(found.read[0].shape, [2, 3]);
+        let skip = scan(&path, &|n| n != "grad", &mut |_, _| panic!("not wanted")).unwrap();
+        assert_eq!(skip, Scan::default());
+
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        let err = scan(&path, &|_| true, &mut |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("data shorter than the header says: 23 bytes"),
+            "{err}"
+        );
+        let mut longer = bytes.clone();
+        longer.push(0);
+        std::fs::write(&path, &longer).unwrap();
+        let err = scan(&path, &|_| true, &mut |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("data longer than the header says"), "{err}");
+        std::fs::write(&path, &bytes[..70]).unwrap();
+        let err = scan(&path, &|_| true, &mut |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("truncated .npy header"), "{err}");
+    }
+}
