@@ -1,6 +1,6 @@
 //! mixprec: the numerics of mixed-precision training.
 //!
-//! Exact low-precision rounding ([`format`](crate::format)), and on top of it tensor range analysis, an
+//! Exact low-precision rounding ([`mod@format`]), and on top of it tensor range analysis, an
 //! instrumented training core and reports. Data flows one way: `format` -> `stats` -> `io` ->
 //! `train` -> `report` -> `cli`.
 
