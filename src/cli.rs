@@ -1,6 +1,7 @@
 //! The command-line interface: one file per command, each with a clap `Args` struct and a `run`
 //! function that writes to the given output.
 
+mod analyze;
 mod formats;
 
 use std::ffi::OsString;
@@ -26,6 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Formats(formats::Args),
+    Analyze(analyze::Args),
 }
 
 /// Parses `args` (with the program name first), runs the command and returns its exit code.
@@ -52,6 +54,7 @@ where
     let mut out = std::io::BufWriter::new(stdout.lock());
     let code = match cli.command {
         Command::Formats(args) => formats::run(&args, &mut out)?,
+        Command::Analyze(args) => analyze::run(&args, &mut out)?,
     };
     out.flush()?;
     Ok(code)
