@@ -46,6 +46,8 @@ pub struct AnalyzePlots<'a> {
     pub sweep: &'a Sweep,
     /// The recommended window.
     pub recommendation: Recommendation,
+    /// The largest share of values allowed to underflow (the window's low edge).
+    pub max_underflow: f64,
     /// Each tensor's name and histogram, in order.
     pub tensors: Vec<(&'a str, &'a Histogram)>,
 }

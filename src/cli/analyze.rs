@@ -192,6 +192,7 @@ pub(crate) struct Analysis {
     pub total_hist: Histogram,
     pub recommendation: Recommendation,
     pub explanation: String,
+    pub max_underflow: f64,
 }
 
 impl Analysis {
@@ -201,6 +202,7 @@ impl Analysis {
             total: &self.total_hist,
             sweep: &self.total,
             recommendation: self.recommendation,
+            max_underflow: self.max_underflow,
             tensors: self
                 .tensors
                 .iter()
@@ -268,6 +270,7 @@ fn analyze(tensors: Vec<TensorStats>, o: &Options) -> Analysis {
         total_hist,
         recommendation: rec,
         explanation,
+        max_underflow: o.max_underflow,
     }
 }
 

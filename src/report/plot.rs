@@ -198,10 +198,12 @@ pub fn sweep<DB: DrawingBackend>(
         }
         _ => format!("Loss-scale sweep, {}: no single scale works", p.format),
     };
-    let mut chart = ChartBuilder::on(root)
-        .caption(caption, (FONT, 26))
+    let root = root.titled(&caption, (FONT, 26))?;
+    let (upper, lower) = root.split_vertically((62).percent_height());
+    let mut chart = ChartBuilder::on(&upper)
         .margin(16)
-        .x_label_area_size(55)
+        .margin_right(LEGEND_W)
+        .x_label_area_size(45)
         .y_label_area_size(80)
         .build_cartesian_2d((lo - 0.5)..(hi + 0.5), 0.0..100.0)?;
     chart
@@ -221,7 +223,7 @@ pub fn sweep<DB: DrawingBackend>(
         (NORMAL, "normal", |r| r.normal),
         (OVERFLOW, "overflow (inf: step skipped)", |r| r.overflow),
     ];
-    for (c, (color, label, get)) in classes.iter().enumerate() {
+    for (c, (color, _, get)) in classes.iter().enumerate() {
         let rects = s.rows.iter().map(|row| {
             let below: u64 = classes[..c].iter().map(|(_, _, g)| g(row)).sum();
             let k = f64::from(row.log2_scale);
@@ -229,10 +231,7 @@ pub fn sweep<DB: DrawingBackend>(
             let y1 = 100.0 * (below + get(row)) as f64 / n;
             Rectangle::new([(k - 0.5, y0), (k + 0.5, y1)], color.filled())
         });
-        chart
-            .draw_series(rects)?
-            .label(*label)
-            .legend(legend_box(*color));
+        chart.draw_series(rects)?;
     }
     if let (Some(a), Some(b)) = (r.min_log2_scale, r.max_log2_scale)
         && a <= b
@@ -248,21 +247,128 @@ pub fn sweep<DB: DrawingBackend>(
     }
     if let Some(k) = r.log2_scale {
         let k = f64::from(k);
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(k, 0.0), (k, 100.0)],
-                BLACK.stroke_width(3),
-            )))?
-            .label(format!("recommended: 2^{k}"))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(3)));
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(k, 0.0), (k, 100.0)],
+            BLACK.stroke_width(3),
+        )))?;
     }
+    let mut entries: Vec<(Swatch, String)> = classes
+        .iter()
+        .map(|(c, l, _)| (Swatch::Fill(*c), (*l).to_string()))
+        .collect();
+    if let (Some(a), Some(b)) = (r.min_log2_scale, r.max_log2_scale)
+        && a <= b
+    {
+        entries.push((Swatch::Outline(BLACK), format!("window 2^{a}..2^{b}")));
+    }
+    if let Some(k) = r.log2_scale {
+        entries.push((Swatch::Line(BLACK), format!("recommended 2^{k}")));
+    }
+    legend(&upper, &entries)?;
+    tails(&lower, p, lo, hi)
+}
+
+/// Below the stacked shares: the small shares that decide the window, on a log scale.
+fn tails<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    p: &AnalyzePlots<'_>,
+    lo: f64,
+    hi: f64,
+) -> DrawResult<DB> {
+    const FLOOR: f64 = 1e-7;
+    let s = p.sweep;
+    let n = s.finite_nonzero().max(1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .margin(16)
+        .margin_right(LEGEND_W)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d((lo - 0.5)..(hi + 0.5), (FLOOR..1.0).log_scale())?;
     chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font((FONT, 16))
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("log2 loss scale k  (scale = 2^k)")
+        .y_desc("share (log; 1e-7 = none)")
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0e}"))
         .draw()?;
+    let at = |v: f64| v.max(FLOOR);
+    let line = |get: &dyn Fn(&crate::stats::SweepRow) -> f64| -> Vec<(f64, f64)> {
+        s.rows
+            .iter()
+            .map(|r| (f64::from(r.log2_scale), at(get(r))))
+            .collect()
+    };
+    let series: [(RGBColor, &str, Vec<(f64, f64)>); 3] = [
+        (
+            UNDERFLOW,
+            "underflow share",
+            line(&|r| r.underflow as f64 / n),
+        ),
+        (
+            RAW,
+            "energy lost (share of squared norm)",
+            line(&|r| r.energy_lost),
+        ),
+        (OVERFLOW, "overflow share", line(&|r| r.overflow as f64 / n)),
+    ];
+    let mut entries = Vec::new();
+    for (color, label, pts) in series {
+        chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))?;
+        chart.draw_series(pts.into_iter().map(|c| Circle::new(c, 3, color.filled())))?;
+        entries.push((Swatch::Line(color), label.to_string()));
+    }
+    let limit = at(p.max_underflow);
+    chart.draw_series(DashedLineSeries::new(
+        vec![(lo - 0.5, limit), (hi + 0.5, limit)],
+        8,
+        6,
+        BLACK.stroke_width(2),
+    ))?;
+    entries.push((
+        Swatch::Line(BLACK),
+        format!("--max-underflow {}", p.max_underflow),
+    ));
+    legend(area, &entries)
+}
+
+/// Width kept right of the sweep panels for their legends, in pixels.
+const LEGEND_W: u32 = 300;
+
+/// What a legend entry shows beside its text.
+enum Swatch {
+    Fill(RGBColor),
+    Outline(RGBColor),
+    Line(RGBColor),
+}
+
+/// A legend in the `LEGEND_W` pixels at the right of `area`, top-aligned.
+fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[(Swatch, String)],
+) -> DrawResult<DB> {
+    let (w, _) = area.dim_in_pixel();
+    let x = w as i32 - LEGEND_W as i32 + 24;
+    let style = TextStyle::from((FONT, 16).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, (swatch, text)) in entries.iter().enumerate() {
+        let y = 30 + 24 * i as i32;
+        match swatch {
+            Swatch::Fill(c) => {
+                area.draw(&Rectangle::new([(x, y - 7), (x + 18, y + 7)], c.filled()))?
+            }
+            Swatch::Outline(c) => area.draw(&Rectangle::new(
+                [(x, y - 7), (x + 18, y + 7)],
+                c.stroke_width(2),
+            ))?,
+            Swatch::Line(c) => area.draw(&PathElement::new(
+                vec![(x, y), (x + 18, y)],
+                c.stroke_width(3),
+            ))?,
+        }
+        area.draw(&Text::new(text.clone(), (x + 26, y), style.clone()))?;
+    }
     Ok(())
 }
 
@@ -318,9 +424,11 @@ pub fn heatmap<DB: DrawingBackend>(
     let x0 = f64::from(e_lo).min(lost) - 1.0;
     let x1 = f64::from(e_hi + 1).max(max) + 1.0;
     let nrows = rows.len();
+    // A blank band above the rows, about 120 pixels of the 560 high plot, holds the legend.
+    let top = nrows as f64 * 560.0 / 440.0;
     let names: Vec<String> = rows.iter().map(|r| r.0.to_string()).collect();
     let caption = format!(
-        "Tensors by log2 |x| (share of each tensor per octave); {} edges at 2^{k}",
+        "Tensors by log2 |x| (share of each tensor per octave, log colour); {} edges at 2^{k}",
         p.format
     );
     let mut chart = ChartBuilder::on(root)
@@ -329,7 +437,7 @@ pub fn heatmap<DB: DrawingBackend>(
         .x_label_area_size(55)
         .y_label_area_size(longest_label(&names))
         .right_y_label_area_size(10)
-        .build_cartesian_2d(x0..x1, 0.0..nrows as f64)?;
+        .build_cartesian_2d(x0..x1, 0.0..top)?;
     chart
         .configure_mesh()
         .disable_mesh()
@@ -342,10 +450,10 @@ pub fn heatmap<DB: DrawingBackend>(
     for (i, (_, cells)) in rows.iter().enumerate() {
         // Row 0 at the top, as in a table.
         let y = (nrows - 1 - i) as f64;
-        chart.draw_series(cells.iter().map(|&(e, v)| {
+        chart.draw_series(cells.iter().filter(|c| c.1 > 0.0).map(|&(e, v)| {
             Rectangle::new(
                 [(f64::from(e), y + 0.05), (f64::from(e + 1), y + 0.95)],
-                shade(v / vmax).filled(),
+                shade(log_share(v, vmax)).filled(),
             )
         }))?;
     }
@@ -387,6 +495,15 @@ pub fn heatmap<DB: DrawingBackend>(
         ))
         .legend(legend_box(shade(1.0)));
     chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(x0, 0.0), (x0, 0.0)],
+            shade(0.1).filled(),
+        )))?
+        .label(format!(
+            "palest: {LOG_FLOOR:.0e} or less (log colour scale)"
+        ))
+        .legend(legend_box(shade(0.1)));
+    chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.9))
@@ -394,6 +511,16 @@ pub fn heatmap<DB: DrawingBackend>(
         .label_font((FONT, 15))
         .draw()?;
     Ok(())
+}
+
+/// Shares below this get the palest colour.
+const LOG_FLOOR: f64 = 1e-6;
+
+/// A share in `(0, vmax]` on a log scale from [`LOG_FLOOR`] (0.1, still visible against the
+/// white of empty octaves) to `vmax` (1), so that rare tails, which decide overflow, show.
+fn log_share(v: f64, vmax: f64) -> f64 {
+    let (lo, hi) = (LOG_FLOOR.log10(), vmax.max(LOG_FLOOR * 10.0).log10());
+    0.1 + 0.9 * ((v.log10() - lo) / (hi - lo)).clamp(0.0, 1.0)
 }
 
 /// Room for the tensor names left of the heatmap.
