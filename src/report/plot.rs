@@ -301,7 +301,8 @@ fn tails<DB: DrawingBackend>(
             .map(|r| (f64::from(r.log2_scale), at(get(r))))
             .collect()
     };
-    let series: [(RGBColor, &str, Vec<(f64, f64)>); 3] = [
+    type Points = Vec<(f64, f64)>;
+    let series: [(RGBColor, &str, Points); 3] = [
         (
             UNDERFLOW,
             "underflow share",
