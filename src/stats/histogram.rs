@@ -340,7 +340,7 @@ impl Histogram {
         let mut chunks = Vec::with_capacity(xs.len().div_ceil(CHUNK));
         for (n, chunk) in xs.chunks(CHUNK).enumerate() {
             count_f32_lanes(&mut lanes, stride, shift, chunk);
-            let c = scalars_f32(chunk);
+            let c = scalars_f32(chunk, true);
             if c.subnormals > 0 {
                 for &x in chunk {
                     let a = x.to_bits() & 0x7fff_ffff;

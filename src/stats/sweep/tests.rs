@@ -318,3 +318,25 @@ fn histogram_sweep_is_exact_away_from_boundaries_and_within_its_bound() {
         );
     }
 }
+
+#[test]
+fn simd_and_width_specialised_loops_match_the_generic_one() {
+    let xs = awkward_f32(21, 20_000);
+    let xs64: Vec<f64> = xs.iter().map(|&x| f64::from(x) * 1e-200).collect();
+    for format in [
+        FP8_E5M2,
+        FP8_E4M3,
+        BF16,
+        FP16,
+        FP32,
+        "e3m4".parse().unwrap(),
+    ] {
+        let acc = SweepAccumulator::new(format);
+        let simd = kernel::chunk(&acc, &xs, true);
+        assert_eq!(simd, kernel::chunk(&acc, &xs, false), "{format}");
+        assert_eq!(simd, kernel::chunk_any(&acc, &xs, true), "{format}");
+        let simd = kernel::chunk(&acc, &xs64, true);
+        assert_eq!(simd, kernel::chunk(&acc, &xs64, false), "{format}");
+        assert_eq!(simd, kernel::chunk_any(&acc, &xs64, true), "{format}");
+    }
+}
