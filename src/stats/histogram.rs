@@ -36,6 +36,9 @@ const E_MAX: i32 = 1023;
 /// Mergeable ([`Histogram::merge`]) and serializable; the serialized form stores only the range
 /// of bins between the lowest and highest nonempty ones.
 ///
+/// The sums of f64 inputs near f64's maximum can overflow to `+inf`; JSON has no infinity
+/// (serde_json writes `null`), so such a histogram does not round-trip through JSON.
+///
 /// Floating-point sums are accumulated per [`CHUNK`](super::CHUNK) of the slice given to
 /// `add_*`/`par_add_*` and combined in chunk order, so the sequential and parallel builders
 /// give bit-identical results whatever the number of threads.
