@@ -340,3 +340,19 @@ fn simd_and_width_specialised_loops_match_the_generic_one() {
         assert_eq!(simd, kernel::chunk_any(&acc, &xs64, true), "{format}");
     }
 }
+
+/// Every f32 with at most 11 significant bits (low 12 bits of the pattern zero): all exponents,
+/// and every tie of rounding to fp16 and the narrower formats, at scales across their ranges.
+#[test]
+#[cfg_attr(debug_assertions, ignore)]
+fn exhaustive_short_f32_patterns_match_the_reference() {
+    let xs: Vec<f32> = (0u32..1 << 20).map(|i| f32::from_bits(i << 12)).collect();
+    let wide: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
+    for format in [FP16, BF16, FP8_E4M3, FP8_E5M2] {
+        let mut acc = SweepAccumulator::new(format);
+        acc.par_add_f32(&xs);
+        for k in [-40, -12, -1, 0, 1, 7, 15, 24, 40] {
+            check(&acc.sweep(k..=k), &reference(format, &wide, k..=k));
+        }
+    }
+}
