@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench stats
 //! ```
+//! (Figures and the machine: `reports/perf/analyze.md`.)
 
 use std::hint::black_box;
 
@@ -60,6 +61,8 @@ fn lane_sum(xs: &[f32]) -> f64 {
 }
 
 fn bench(c: &mut Criterion) {
+    // criterion's plots use plotters' "sans-serif", which only an embedded font provides here.
+    mixprec::report::register_font();
     let xs = gradients();
     let mut g = c.benchmark_group("16M f32");
     g.throughput(Throughput::Bytes((N * 4) as u64));
