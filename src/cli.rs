@@ -1,6 +1,7 @@
 //! The command-line interface: one file per command, each with a clap `Args` struct and a `run`
 //! function that writes to the given output.
 
+mod analyze;
 mod explain;
 mod formats;
 mod quantize;
@@ -31,6 +32,7 @@ enum Command {
     Formats(formats::Args),
     Explain(explain::Args),
     Quantize(quantize::Args),
+    Analyze(analyze::Args),
 }
 
 /// Parses `args` (with the program name first), runs the command and returns its exit code.
@@ -71,6 +73,7 @@ where
         Command::Formats(args) => formats::run(&args, &mut out)?,
         Command::Explain(args) => explain::run(&args, &mut out)?,
         Command::Quantize(args) => quantize::run(&args, &mut out)?,
+        Command::Analyze(args) => analyze::run(&args, &mut out)?,
     };
     out.flush()?;
     Ok(code)

@@ -8,6 +8,8 @@ pub mod cli;
 pub mod error;
 pub mod format;
 pub mod io;
+pub mod report;
+pub mod stats;
 
 pub use error::{Error, Result};
 

@@ -1,0 +1,295 @@
+//! Loss-scale recommendations from sweeps.
+//!
+//! A loss scale multiplies every gradient at once, so the recommendation is over the union of
+//! the tensors (a [`Sweep`] of all of them together):
+//!
+//! ```text
+//! max_log2_scale = the largest k in the range with amax * 2^(k + margin) rounding to a finite
+//!                  value of the format (none if even the smallest k overflows)
+//! min_log2_scale = the smallest k in the range whose underflow count is at most
+//!                  max_underflow * (finite nonzero values)
+//! log2_scale     = max_log2_scale
+//! ```
+//!
+//! The largest safe scale is recommended because it keeps the most small gradients and costs
+//! nothing until a value overflows. When `min > max` (or either is missing) no single scale
+//! works, and [`explain`] says so in plain words and what would: per-tensor scaling or a wider
+//! format.
+
+use serde::{Deserialize, Serialize};
+
+use super::Sweep;
+use crate::format::{Event, FloatFormat, RoundOptions, Rounder};
+
+/// The recommended loss-scale window, as powers of two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// The recommended `k` (scale `2^k`): equal to `max_log2_scale`.
+    pub log2_scale: Option<i32>,
+    /// The smallest `k` whose underflow is within the allowed share.
+    pub min_log2_scale: Option<i32>,
+    /// The largest `k` that keeps amax (times `2^margin`) finite.
+    pub max_log2_scale: Option<i32>,
+}
+
+impl Recommendation {
+    /// Whether one scale satisfies both bounds.
+    #[must_use]
+    pub fn works(&self) -> bool {
+        matches!((self.min_log2_scale, self.max_log2_scale), (Some(lo), Some(hi)) if lo <= hi)
+    }
+}
+
+/// The recommendation from a sweep of all the tensors together, with `margin` bits of headroom
+/// above amax and at most `max_underflow` (a fraction) of the finite nonzero values underflowing.
+///
+/// A sweep with no finite nonzero value puts no bound: every scale of the range is in the window.
+///
+/// ```
+/// use mixprec::format::FP16;
+/// use mixprec::stats::{SweepAccumulator, recommend};
+///
+/// let mut acc = SweepAccumulator::new(FP16);
+/// acc.add_f32(&[1e-7, 1e-3, 2.0]);
+/// let r = recommend(&acc.sweep(0..=32), 0, 0.0);
+/// // 2 * 2^14 = 32768 is finite in fp16, 2 * 2^15 = 65536 is not; 1e-7 needs 2^0 (fp16's min
+/// // subnormal is about 6e-8, and 1e-7 rounds to it rather than to zero).
+/// assert_eq!((r.min_log2_scale, r.max_log2_scale, r.log2_scale), (Some(0), Some(14), Some(14)));
+/// ```
+#[must_use]
+pub fn recommend(sweep: &Sweep, margin: i32, max_underflow: f64) -> Recommendation {
+    let rounder = Rounder::new(sweep.format, RoundOptions::default());
+    let ks = || sweep.rows.iter().map(|r| r.log2_scale);
+    let max_log2_scale = ks()
+        .filter(|&k| sweep.amax == 0.0 || !overflows(&rounder, sweep.amax, k + margin))
+        .max();
+    let allowed = max_underflow * sweep.finite_nonzero() as f64;
+    let min_log2_scale = sweep
+        .rows
+        .iter()
+        .find(|r| r.underflow as f64 <= allowed)
+        .map(|r| r.log2_scale);
+    Recommendation {
+        log2_scale: max_log2_scale,
+        min_log2_scale,
+        max_log2_scale,
+    }
+}
+
+/// Whether `x * 2^k` rounds to infinity (or NaN) in the rounder's format.
+fn overflows(rounder: &Rounder, x: f64, k: i32) -> bool {
+    // Far outside any format's range the answer is plain, and 2^k might not be a finite f64.
+    if k > 1000 {
+        return true;
+    }
+    if k < -1000 {
+        return false;
+    }
+    rounder.round_at(x * 2f64.powi(k), 0).1 == Event::Overflow
+}
+
+/// What a tensor, or a wider format, would do on its own: its name and recommendation.
+#[derive(Clone, Debug)]
+pub struct Alternative {
+    /// A tensor name, or a format name.
+    pub name: String,
+    /// Its own window.
+    pub recommendation: Recommendation,
+}
+
+/// A plain-words explanation of a recommendation: the window when one exists, otherwise why no
+/// single scale works and what would (per-tensor scaling, with each tensor's own window, and the
+/// wider formats whose window is not empty), with the numbers.
+#[must_use]
+pub fn explain(
+    format: FloatFormat,
+    total: &Sweep,
+    rec: &Recommendation,
+    margin: i32,
+    max_underflow: f64,
+    per_tensor: &[Alternative],
+    wider: &[Alternative],
+) -> String {
+    let pct = format!("{}%", max_underflow * 100.0);
+    let range = match (total.rows.first(), total.rows.last()) {
+        (Some(a), Some(b)) => format!("2^{}..2^{}", a.log2_scale, b.log2_scale),
+        _ => "an empty range".to_string(),
+    };
+    let headroom = if margin == 0 {
+        String::new()
+    } else {
+        format!(" with {margin} bits of headroom")
+    };
+    let window = |r: &Recommendation| match (r.min_log2_scale, r.max_log2_scale) {
+        (Some(lo), Some(hi)) if lo <= hi => format!("2^{lo}..2^{hi}"),
+        (Some(lo), Some(hi)) => {
+            format!("none (needs 2^{lo} to keep small values, overflows above 2^{hi})")
+        }
+        (None, Some(hi)) => {
+            format!("none (underflow stays above {pct} in {range}; overflows above 2^{hi})")
+        }
+        (Some(lo), None) => format!("none (needs 2^{lo}, but amax overflows at every scale)"),
+        (None, None) => "none".to_string(),
+    };
+    if let (true, Some(k)) = (rec.works(), rec.log2_scale) {
+        let lost = total.row(k).map_or(0, |r| r.underflow);
+        return format!(
+            "Use a loss scale of 2^{k} ({}) for {format}: the largest scale in {range} that keeps \
+             amax {:.3e} finite{headroom}. Scales 2^{} to 2^{k} keep underflow within {pct} of the \
+             {} finite nonzero values; at 2^{k}, {lost} underflow.",
+            2f64.powi(k),
+            total.amax,
+            rec.min_log2_scale.unwrap_or(k),
+            total.finite_nonzero(),
+        );
+    }
+    let mut s = format!("No single loss scale in {range} works for {format}: ");
+    s += &match (rec.min_log2_scale, rec.max_log2_scale) {
+        (Some(lo), Some(hi)) => format!(
+            "amax {:.3e} stays finite{headroom} only up to 2^{hi}, but keeping underflow within \
+             {pct} of the {} finite nonzero values needs at least 2^{lo}.",
+            total.amax,
+            total.finite_nonzero()
+        ),
+        (None, Some(hi)) => format!(
+            "amax {:.3e} stays finite{headroom} up to 2^{hi}, but even at 2^{} more than {pct} of \
+             the values underflow ({} of {}).",
+            total.amax,
+            total.rows.last().map_or(hi, |r| r.log2_scale),
+            total.rows.last().map_or(0, |r| r.underflow),
+            total.finite_nonzero()
+        ),
+        (_, None) => format!(
+            "amax {:.3e} overflows{headroom} at every scale of the range, even 2^{}.",
+            total.amax,
+            total.rows.first().map_or(0, |r| r.log2_scale)
+        ),
+    };
+    let good: Vec<&Alternative> = per_tensor
+        .iter()
+        .filter(|a| a.recommendation.works())
+        .collect();
+    if !per_tensor.is_empty() {
+        s += if good.len() == per_tensor.len() {
+            " Per-tensor scaling would work: each tensor has its own window ("
+        } else {
+            " Per-tensor scaling alone would not be enough; the tensors' own windows ("
+        };
+        let shown: Vec<String> = per_tensor
+            .iter()
+            .take(8)
+            .map(|a| format!("{}: {}", a.name, window(&a.recommendation)))
+            .collect();
+        s += &shown.join("; ");
+        if per_tensor.len() > 8 {
+            s += &format!("; and {} more", per_tensor.len() - 8);
+        }
+        s += ").";
+    }
+    for w in wider {
+        s += &match w.recommendation.works() {
+            true => format!(
+                " A wider format would work: {} has the window {}.",
+                w.name,
+                window(&w.recommendation)
+            ),
+            false => format!(
+                " {} has no window either: {}.",
+                w.name,
+                window(&w.recommendation)
+            ),
+        };
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{BF16, FP16};
+    use crate::stats::SweepAccumulator;
+
+    fn sweep(xs: &[f32], ks: std::ops::RangeInclusive<i32>) -> Sweep {
+        let mut acc = SweepAccumulator::new(FP16);
+        acc.add_f32(xs);
+        acc.sweep(ks)
+    }
+
+    #[test]
+    fn window_bounds() {
+        // amax 1000: 1000 * 2^6 = 64000 < 65504, 1000 * 2^7 overflows.
+        let s = sweep(&[1000.0, 1e-6, 1e-6], -4..=20);
+        assert_eq!(recommend(&s, 0, 0.0).max_log2_scale, Some(6));
+        assert_eq!(recommend(&s, 2, 0.0).max_log2_scale, Some(4));
+        // 1e-6 is subnormal in fp16 but above half the min subnormal (2^-25 = 3e-8): no underflow.
+        assert_eq!(recommend(&s, 0, 0.0).min_log2_scale, Some(-4));
+        // 1e-9 needs 2^-25 / 1e-9 = 29.8 -> 2^5 to round to the min subnormal.
+        let s = sweep(&[1000.0, 1e-9], -4..=20);
+        let r = recommend(&s, 0, 0.0);
+        assert_eq!(
+            (r.min_log2_scale, r.max_log2_scale, r.log2_scale),
+            (Some(5), Some(6), Some(6))
+        );
+        assert!(r.works());
+        // Allowing half the values to underflow.
+        assert_eq!(recommend(&s, 0, 0.5).min_log2_scale, Some(-4));
+    }
+
+    #[test]
+    fn no_scale_is_explained_with_the_alternatives() {
+        let s = sweep(&[60000.0, 1e-12], 0..=32);
+        let r = recommend(&s, 0, 0.0);
+        // 1e-12 * 2^15 = 3.3e-8 is above half the min subnormal (2^-25 = 3.0e-8).
+        assert_eq!((r.min_log2_scale, r.max_log2_scale), (Some(15), Some(0)));
+        assert!(!r.works());
+        let mut acc = SweepAccumulator::new(BF16);
+        acc.add_f32(&[60000.0, 1e-12]);
+        let bf = recommend(&acc.sweep(0..=32), 0, 0.0);
+        assert!(bf.works());
+        let per = [
+            Alternative {
+                name: "a".into(),
+                recommendation: recommend(&sweep(&[60000.0], 0..=32), 0, 0.0),
+            },
+            Alternative {
+                name: "b".into(),
+                recommendation: recommend(&sweep(&[1e-12], 0..=32), 0, 0.0),
+            },
+        ];
+        let text = explain(
+            FP16,
+            &s,
+            &r,
+            0,
+            0.0,
+            &per,
+            &[Alternative {
+                name: "bf16".into(),
+                recommendation: bf,
+            }],
+        );
+        assert!(
+            text.starts_with("No single loss scale in 2^0..2^32 works for fp16"),
+            "{text}"
+        );
+        assert!(text.contains("Per-tensor scaling would work"), "{text}");
+        assert!(text.contains("a: 2^0..2^0; b: 2^15..2^32"), "{text}");
+        assert!(text.contains("bf16 has the window 2^0..2^32"), "{text}");
+        let ok = sweep(&[1.0], 0..=4);
+        let text = explain(FP16, &ok, &recommend(&ok, 0, 0.001), 0, 0.001, &[], &[]);
+        assert!(
+            text.starts_with("Use a loss scale of 2^4 (16) for fp16"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn empty_tensor_puts_no_bound() {
+        let s = sweep(&[0.0, f32::NAN], 0..=3);
+        let r = recommend(&s, 0, 0.001);
+        assert_eq!((r.min_log2_scale, r.max_log2_scale), (Some(0), Some(3)));
+        #[allow(clippy::reversed_empty_ranges)]
+        let s = sweep(&[1.0], 3..=2);
+        assert_eq!(recommend(&s, 0, 0.001).log2_scale, None);
+    }
+}

@@ -1,0 +1,358 @@
+use super::*;
+use crate::format::{BF16, Event, FP8_E4M3, FP8_E5M2, FP16, FP32, RoundOptions, Rounder, TF32};
+use crate::stats::Histogram;
+use crate::stats::testdata::{Rng, awkward_f32};
+
+/// The slow reference: rounds every value at every scale with the exact rounder.
+fn reference(format: FloatFormat, xs: &[f64], ks: std::ops::RangeInclusive<i32>) -> Sweep {
+    let r = Rounder::new(format, RoundOptions::default());
+    let finite: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    let norm2: f64 = finite.iter().map(|x| x * x).sum();
+    let rows = ks
+        .map(|k| {
+            let s = 2f64.powi(k);
+            let (mut n, mut lost, mut err) = ([0u64; 4], 0.0, 0.0);
+            for &x in finite.iter().filter(|x| **x != 0.0) {
+                let (q, event) = r.round_at(x * s, 0);
+                let class = match event {
+                    Event::Underflow => 0,
+                    Event::Subnormal => 1,
+                    Event::Normal => 2,
+                    Event::Overflow => 3,
+                    Event::Nan | Event::Infinite => unreachable!("finite input"),
+                };
+                n[class] += 1;
+                if class == 0 {
+                    lost += x * x;
+                }
+                if class != 3 {
+                    err += (q / s - x) * (q / s - x);
+                }
+            }
+            let ratio = |v: f64| if norm2 > 0.0 { v / norm2 } else { 0.0 };
+            SweepRow {
+                log2_scale: k,
+                underflow: n[0],
+                subnormal: n[1],
+                normal: n[2],
+                overflow: n[3],
+                energy_lost: ratio(lost),
+                relative_error: (n[3] == 0).then(|| ratio(err).sqrt()),
+                relative_error_finite: Some(ratio(err).sqrt()),
+            }
+        })
+        .collect();
+    let amax = finite.iter().fold(0f64, |m, x| m.max(x.abs()));
+    Sweep {
+        format,
+        count: xs.len() as u64,
+        zeros: finite.iter().filter(|x| **x == 0.0).count() as u64,
+        nonfinite: (xs.len() - finite.len()) as u64,
+        amax,
+        rows,
+    }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) || (a - b).abs() < 1e-300
+}
+
+fn check(fast: &Sweep, slow: &Sweep) {
+    assert_eq!(
+        (fast.count, fast.zeros, fast.nonfinite),
+        (slow.count, slow.zeros, slow.nonfinite)
+    );
+    assert_eq!(fast.amax, slow.amax);
+    for (f, s) in fast.rows.iter().zip(&slow.rows) {
+        let counts = |r: &SweepRow| (r.log2_scale, r.underflow, r.subnormal, r.normal, r.overflow);
+        assert_eq!(counts(f), counts(s), "{}", fast.format);
+        assert_eq!(
+            f.underflow + f.subnormal + f.normal + f.overflow,
+            fast.finite_nonzero()
+        );
+        assert!(
+            close(f.energy_lost, s.energy_lost),
+            "k={} {} {}",
+            f.log2_scale,
+            f.energy_lost,
+            s.energy_lost
+        );
+        assert_eq!(f.relative_error.is_some(), s.relative_error.is_some());
+        let (fe, se) = (
+            f.relative_error_finite.unwrap(),
+            s.relative_error_finite.unwrap(),
+        );
+        assert!(
+            close(fe, se),
+            "{} k={} {fe} {se}",
+            fast.format,
+            f.log2_scale
+        );
+    }
+    assert_eq!(fast.rows.len(), slow.rows.len());
+}
+
+/// Values at and around every threshold of `format` at scale 1 (each multiplied by 2^-k0 to
+/// land on thresholds of other scales too).
+fn adversarial(format: FloatFormat) -> Vec<f64> {
+    let p = format.man_bits as i32;
+    let min_sub = format.min_subnormal();
+    let min_norm = format.min_normal();
+    let max = format.max();
+    let ulp_max = 2f64.powi(format.emax() - p);
+    let mut v = vec![
+        min_sub / 2.0,
+        min_sub,
+        min_sub * 1.5,
+        min_sub * 2.5, // tie, to even (2)
+        min_sub * 3.5, // tie, to even (4)
+        min_norm,
+        min_norm - min_sub / 2.0, // tie between the top subnormal and min normal
+        min_norm - min_sub,
+        max,
+        max + ulp_max / 2.0, // tie above max: overflows in IEEE formats, not in e4m3
+        max + ulp_max / 4.0,
+        max + ulp_max,
+        2.0 * max,
+        464.0,
+        0.0,
+        -0.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.0,
+        -1.0 - 2f64.powi(-p - 1), // tie in the normal range
+    ];
+    let mut more = Vec::new();
+    for &x in &v {
+        if x.is_finite() && x != 0.0 {
+            for d in [-1e-7, 1e-7] {
+                more.push(x * (1.0 + d));
+            }
+            more.push(-x);
+            for k in [-3, 5, 17] {
+                more.push(x * 2f64.powi(k));
+            }
+        }
+    }
+    v.extend(more);
+    // Keep what f32 holds exactly, so the same data serve the f32 path.
+    v.retain(|&x| x.is_nan() || f64::from(x as f32) == x);
+    v
+}
+
+#[test]
+fn counts_match_the_slow_reference_on_adversarial_values() {
+    for format in [
+        FP16,
+        BF16,
+        FP8_E4M3,
+        FP8_E5M2,
+        TF32,
+        FP32,
+        "e3m2".parse().unwrap(),
+    ] {
+        let xs = adversarial(format);
+        let xs32: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+        let ks = -20..=40;
+        let slow = reference(format, &xs, ks.clone());
+        let mut acc = SweepAccumulator::new(format);
+        acc.add_f32(&xs32);
+        check(&acc.sweep(ks.clone()), &slow);
+        let mut acc = SweepAccumulator::new(format);
+        acc.add_f64(&xs);
+        check(&acc.sweep(ks), &slow);
+    }
+}
+
+#[test]
+fn e4m3_464_is_a_tie_that_rounds_to_448() {
+    let mut acc = SweepAccumulator::new(FP8_E4M3);
+    acc.add_f32(&[464.0, 464.0001, 448.0]);
+    let r = *acc.sweep(0..=0).row(0).unwrap();
+    assert_eq!((r.normal, r.overflow), (2, 1));
+    let mut acc = SweepAccumulator::new(FP16);
+    acc.add_f32(&[65520.0, 65519.996]);
+    let r = *acc.sweep(0..=0).row(0).unwrap();
+    assert_eq!((r.normal, r.overflow), (1, 1));
+}
+
+#[test]
+fn counts_match_the_slow_reference_on_random_values() {
+    for (seed, format) in [(1, FP16), (2, FP8_E4M3), (3, BF16), (4, FP8_E5M2)] {
+        let xs32 = awkward_f32(seed, 3000);
+        let xs: Vec<f64> = xs32.iter().map(|&x| f64::from(x)).collect();
+        let ks = -30..=30;
+        let slow = reference(format, &xs, ks.clone());
+        let mut acc = SweepAccumulator::new(format);
+        acc.add_f32(&xs32);
+        check(&acc.sweep(ks), &slow);
+    }
+    // f64 values that f32 cannot hold, in a range where x * 2^k stays exact in f64.
+    let mut rng = Rng(9);
+    let xs: Vec<f64> = (0..3000)
+        .map(|_| (rng.uniform() - 0.5) * 2f64.powf(rng.uniform() * 100.0 - 60.0))
+        .collect();
+    let slow = reference(FP16, &xs, -10..=50);
+    let mut acc = SweepAccumulator::new(FP16);
+    acc.add_f64(&xs);
+    check(&acc.sweep(-10..=50), &slow);
+}
+
+#[test]
+fn parallel_and_merged_are_consistent() {
+    let xs = awkward_f32(5, 5 * SWEEP_CHUNK + 77);
+    let mut seq = SweepAccumulator::new(FP16);
+    seq.add_f32(&xs);
+    for threads in [1, 2, 5] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut par = SweepAccumulator::new(FP16);
+        pool.install(|| par.par_add_f32(&xs));
+        assert_eq!(par, seq, "{threads} threads");
+    }
+    let (a, b) = xs.split_at(2 * SWEEP_CHUNK);
+    let mut merged = SweepAccumulator::new(FP16);
+    merged.add_f32(a);
+    let mut other = SweepAccumulator::new(FP16);
+    other.add_f32(b);
+    merged.merge(&other);
+    // The same counts; the sums are associated differently, so equal to rounding.
+    let (m, q) = (merged.sweep(-5..=35), seq.sweep(-5..=35));
+    for (a, b) in m.rows.iter().zip(&q.rows) {
+        assert_eq!(
+            (a.underflow, a.subnormal, a.normal, a.overflow),
+            (b.underflow, b.subnormal, b.normal, b.overflow)
+        );
+        assert!(close(a.energy_lost, b.energy_lost));
+        assert!(close(
+            a.relative_error_finite.unwrap(),
+            b.relative_error_finite.unwrap()
+        ));
+    }
+}
+
+#[test]
+fn empty_and_special_only_tensors() {
+    let mut acc = SweepAccumulator::new(FP16);
+    acc.add_f32(&[0.0, f32::NAN, f32::INFINITY]);
+    let s = acc.sweep(0..=2);
+    assert_eq!((s.count, s.zeros, s.nonfinite, s.amax), (3, 1, 2, 0.0));
+    for r in &s.rows {
+        assert_eq!(
+            (r.underflow, r.subnormal, r.normal, r.overflow),
+            (0, 0, 0, 0)
+        );
+        assert_eq!((r.energy_lost, r.relative_error), (0.0, Some(0.0)));
+    }
+    #[allow(clippy::reversed_empty_ranges)]
+    let empty = SweepAccumulator::new(FP16).sweep(3..=2);
+    assert!(empty.rows.is_empty());
+}
+
+#[test]
+fn extreme_f64_magnitudes_do_not_overflow_the_sums() {
+    let xs = [1e300, 1e-300, f64::MIN_POSITIVE / 1e10, 1e-310];
+    let mut acc = SweepAccumulator::new(FP16);
+    acc.add_f64(&xs);
+    let r = acc.sweep(-1000..=-990);
+    for row in &r.rows {
+        assert!(row.energy_lost.is_finite() && row.relative_error_finite.unwrap().is_finite());
+    }
+    // At 2^-996, 1e300 (about 2^996.6) is about 1.5, normal; the rest underflow with no share.
+    let row = r.row(-996).unwrap();
+    assert_eq!((row.underflow, row.normal), (3, 1));
+    assert_eq!(row.energy_lost, 0.0);
+}
+
+#[test]
+fn histogram_sweep_is_exact_away_from_boundaries_and_within_its_bound() {
+    for s in [0, 2, 4, 6] {
+        for format in [FP16, FP8_E4M3, BF16] {
+            let xs32 = awkward_f32(11 + u64::from(s), 4000);
+            let mut h = Histogram::new(s);
+            h.add_f32(&xs32);
+            let mut acc = SweepAccumulator::new(format);
+            acc.add_f32(&xs32);
+            let ks = -20..=40;
+            let exact = acc.sweep(ks.clone());
+            let (approx, bounds) = sweep_from_histogram(&h, format, ks);
+            assert_eq!(
+                (approx.count, approx.zeros, approx.nonfinite),
+                (exact.count, exact.zeros, exact.nonfinite)
+            );
+            for ((a, e), &bound) in approx.rows.iter().zip(&exact.rows).zip(&bounds) {
+                for (x, y) in [
+                    (a.underflow, e.underflow),
+                    (a.subnormal, e.subnormal),
+                    (a.normal, e.normal),
+                    (a.overflow, e.overflow),
+                ] {
+                    assert!(
+                        x.abs_diff(y) <= bound,
+                        "s={s} {format} k={} {x} {y} {bound}",
+                        a.log2_scale
+                    );
+                }
+                assert_eq!(
+                    a.underflow + a.subnormal + a.normal + a.overflow,
+                    exact.finite_nonzero()
+                );
+            }
+        }
+    }
+    // Values strictly inside their bins, away from every boundary: exact.
+    let xs = [3e-6_f32, 5e-3, 0.3, 3.0, 100.0];
+    let mut h = Histogram::new(0);
+    h.add_f32(&xs);
+    let mut acc = SweepAccumulator::new(FP16);
+    acc.add_f32(&xs);
+    let (approx, _) = sweep_from_histogram(&h, FP16, 0..=12);
+    let exact = acc.sweep(0..=12);
+    for (a, e) in approx.rows.iter().zip(&exact.rows) {
+        assert_eq!(
+            (a.underflow, a.subnormal, a.normal, a.overflow),
+            (e.underflow, e.subnormal, e.normal, e.overflow)
+        );
+    }
+}
+
+#[test]
+fn simd_and_width_specialised_loops_match_the_generic_one() {
+    let xs = awkward_f32(21, 20_000);
+    let xs64: Vec<f64> = xs.iter().map(|&x| f64::from(x) * 1e-200).collect();
+    for format in [
+        FP8_E5M2,
+        FP8_E4M3,
+        BF16,
+        FP16,
+        FP32,
+        "e3m4".parse().unwrap(),
+    ] {
+        let acc = SweepAccumulator::new(format);
+        let simd = kernel::chunk(&acc, &xs, true);
+        assert_eq!(simd, kernel::chunk(&acc, &xs, false), "{format}");
+        assert_eq!(simd, kernel::chunk_any(&acc, &xs, true), "{format}");
+        let simd = kernel::chunk(&acc, &xs64, true);
+        assert_eq!(simd, kernel::chunk(&acc, &xs64, false), "{format}");
+        assert_eq!(simd, kernel::chunk_any(&acc, &xs64, true), "{format}");
+    }
+}
+
+/// Every f32 with at most 11 significant bits (low 12 bits of the pattern zero): all exponents,
+/// and every tie of rounding to fp16 and the narrower formats, at scales across their ranges.
+#[test]
+#[cfg_attr(debug_assertions, ignore)]
+fn exhaustive_short_f32_patterns_match_the_reference() {
+    let xs: Vec<f32> = (0u32..1 << 20).map(|i| f32::from_bits(i << 12)).collect();
+    let wide: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
+    for format in [FP16, BF16, FP8_E4M3, FP8_E5M2] {
+        let mut acc = SweepAccumulator::new(format);
+        acc.par_add_f32(&xs);
+        for k in [-40, -12, -1, 0, 1, 7, 15, 24, 40] {
+            check(&acc.sweep(k..=k), &reference(format, &wide, k..=k));
+        }
+    }
+}
