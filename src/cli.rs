@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Top-level arguments.
 #[derive(Debug, Parser)]
@@ -53,6 +53,20 @@ where
             // --help and --version
             let _ = e.print();
             return Ok(ExitCode::SUCCESS);
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::MissingSubcommand
+                    | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            let names: Vec<String> = Cli::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .filter(|n| n != "help")
+                .collect();
+            anyhow::bail!("missing command: one of {} (see --help)", names.join(", "));
         }
         Err(e) => {
             // One line that names the problem; clap's hints and usage follow in its own text.

@@ -300,3 +300,111 @@ fn quantize_bad_input() {
         .unwrap();
     assert_bad(&child.wait_with_output().unwrap(), "line 2");
 }
+
+#[test]
+fn explain_with_subnormals_off_and_directed_modes() {
+    let t = stdout(&mixprec(&["explain", "3e-5", "--subnormals", "off"], ""));
+    assert!(
+        t.contains("0 (0x0000) < x < 0.00006103515625 (0x0400)"),
+        "{t}"
+    );
+    assert!(t.contains("flushed to zero"), "{t}");
+    let t = stdout(&mixprec(
+        &["explain", "5e-8", "--rounding", "toward-zero"],
+        "",
+    ));
+    assert!(
+        t.contains("below the smallest subnormal") && !t.contains("half"),
+        "{t}"
+    );
+    let t = stdout(&mixprec(&["explain", "2.9802322387695312e-8"], ""));
+    assert!(t.contains("at most half the smallest subnormal"), "{t}");
+    let t = stdout(&mixprec(
+        &[
+            "explain",
+            "1000",
+            "-f",
+            "fp8-e4m3",
+            "--overflow",
+            "saturate",
+        ],
+        "",
+    ));
+    assert!(
+        t.contains("(clamped)") && !t.contains("scaling down"),
+        "{t}"
+    );
+    let t = stdout(&mixprec(&["explain", "1e400"], ""));
+    assert!(t.contains("beyond binary64's range"), "{t}");
+}
+
+#[test]
+fn quantize_answers_each_line_before_the_input_ends() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(["quantize", "-f", "fp16"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    for (x, want) in [("0.1", "0.0999755859375"), ("65520", "inf")] {
+        writeln!(input, "{x}").unwrap();
+        input.flush().unwrap();
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        assert_eq!(line.trim_end(), want);
+    }
+    drop(input);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn quantize_edges_of_the_stream() {
+    // A byte-order mark before the first number is not part of it.
+    assert_eq!(
+        stdout(&mixprec(&["quantize"], "\u{feff}1.5\n2\n")),
+        "1.5\n2\n"
+    );
+    // A reader that stops early is not an error.
+    let input = "1\n".repeat(2_000_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(["quantize"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let mut first = [0u8; 2];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(&first, b"1\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A bad line deep in the stream is reported with its own number.
+    let mut big = "0.5\n".repeat(400_000);
+    big += "oops\n";
+    assert_bad(&mixprec(&["quantize"], &big), "line 400001: 'oops'");
+}
+
+#[test]
+fn missing_command_and_io_errors_are_one_line() {
+    assert_bad(
+        &mixprec(&[], ""),
+        "missing command: one of formats, explain, quantize",
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(["quantize"])
+        .stdin(std::fs::File::open("/").unwrap())
+        .output()
+        .unwrap();
+    assert_bad(&o, "Is a directory");
+    let err = stderr(&o);
+    assert_eq!(err.matches("Is a directory").count(), 1, "{err}");
+}

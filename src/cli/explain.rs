@@ -26,14 +26,19 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         value: args.value.clone(),
         expected: "a decimal or scientific number, inf, -inf or nan",
     })?;
-    let text = explain(x, &args.round.rounder());
+    let text = explain(&args.value, x, &args.round.rounder());
     out.write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The explanation of how `x` rounds with `rounder`, as lines of text.
+/// The explanation of how `x` (read from the text `input`) rounds with `rounder`, as lines of
+/// text.
 #[must_use]
-pub fn explain(x: f64, rounder: &Rounder) -> String {
+pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
+    let t = input.trim().to_ascii_lowercase();
+    let input_was_finite = !t.contains("inf") && !t.contains("nan");
+    let mantissa = t.split('e').next().unwrap_or_default();
+    let input_was_nonzero = mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
     let f = rounder.format();
     let o = rounder.options();
     let mut s = String::new();
@@ -63,6 +68,17 @@ pub fn explain(x: f64, rounder: &Rounder) -> String {
     let mut text = head + "\n\n";
 
     line("input", v(x));
+    if x.is_infinite() && input_was_finite {
+        line(
+            "",
+            "(beyond binary64's range: read as infinity)".to_string(),
+        );
+    } else if x == 0.0 && input_was_nonzero {
+        line(
+            "",
+            "(below binary64's smallest subnormal: read as zero)".to_string(),
+        );
+    }
     if x.is_finite() {
         let exact = exact_decimal(x);
         if exact != v(x) && exact.trim_start_matches('-') != v(x).trim_start_matches('-') {
@@ -89,7 +105,16 @@ pub fn explain(x: f64, rounder: &Rounder) -> String {
             )
             .round(x)
         };
-        let (lo, hi) = (neighbour(Rounding::Down), neighbour(Rounding::Up));
+        let (mut lo, mut hi) = (neighbour(Rounding::Down), neighbour(Rounding::Up));
+        if !o.subnormals && x != 0.0 && x.abs() < f.min_normal() {
+            // Flushed: the representable values around x are zero and the smallest normal.
+            let (zero, normal) = (0.0f64.copysign(x), f.min_normal().copysign(x));
+            (lo, hi) = if x > 0.0 {
+                (zero, normal)
+            } else {
+                (normal, zero)
+            };
+        }
         let show = |n: f64| match f.encode(n) {
             Some(b) if n.is_finite() => format!("{} ({})", v(n), hex(f, b)),
             _ => format!("no finite value (the largest is {})", v(f.max())),
@@ -113,7 +138,9 @@ pub fn explain(x: f64, rounder: &Rounder) -> String {
                 );
             }
         }
-        if r.is_finite() {
+        if r.is_nan() {
+            line("error", "none to speak of: the result is NaN".to_string());
+        } else if r.is_finite() {
             let abs = r - x;
             let rel = if x == 0.0 { 0.0 } else { abs / x.abs() };
             let mut e = format!("absolute {}, relative {:.3e}", sci(abs), rel);
@@ -252,9 +279,9 @@ fn outcome(x: f64, r: f64, event: Event, rounder: &Rounder) -> String {
         Event::Normal if x == 0.0 => "zero: stored exactly, sign kept".to_string(),
         Event::Normal if r == x => "normal: stored exactly".to_string(),
         Event::Normal => format!(
-            "normal: rounded {} {} ({:.1} significant decimal digits kept)",
+            "normal: rounded {}{} ({:.1} significant decimal digits kept)",
             if rounder.options().rounding == Rounding::NearestEven {
-                "to the nearest value,"
+                "to the nearest value, "
             } else {
                 ""
             },
@@ -279,16 +306,30 @@ fn outcome(x: f64, r: f64, event: Event, rounder: &Rounder) -> String {
             s
         }
         Event::Underflow => {
-            let mut s = format!(
-                "underflow: |x| is below half the smallest subnormal ({}), so it rounds to zero and the value is lost",
-                v(f.min_subnormal() / 2.0)
-            );
-            if !rounder.options().subnormals {
-                s = format!(
-                    "underflow: below the smallest normal {} with subnormals off, so it is flushed to zero",
+            let o = rounder.options();
+            let why = if !o.subnormals {
+                format!(
+                    "it is below the smallest normal {} and subnormals are off, so it is flushed to zero",
                     v(f.min_normal())
-                );
-            }
+                )
+            } else {
+                match o.rounding {
+                    Rounding::NearestEven => format!(
+                        "|x| is at most half the smallest subnormal ({}; a tie goes to the even 0), so it rounds to zero",
+                        v(f.min_subnormal() / 2.0)
+                    ),
+                    Rounding::Stochastic => format!(
+                        "|x| is below the smallest subnormal ({}) and was rounded down by chance",
+                        v(f.min_subnormal())
+                    ),
+                    _ => format!(
+                        "|x| is below the smallest subnormal ({}) and {} rounding goes to zero",
+                        v(f.min_subnormal()),
+                        o.rounding
+                    ),
+                }
+            };
+            let mut s = format!("underflow: {why}, and the value is lost");
             if let Some(k) = fix(true) {
                 s += &format!("; a loss scale of 2^{k} would keep it as a normal number");
             }
@@ -300,7 +341,9 @@ fn outcome(x: f64, r: f64, event: Event, rounder: &Rounder) -> String {
                 v(f.max()),
                 v(r)
             );
-            if let Some(k) = fix(false) {
+            if r.is_finite() {
+                s += " (clamped)";
+            } else if let Some(k) = fix(false) {
                 s += &format!("; scaling down by 2^{k} would keep it finite");
             }
             s

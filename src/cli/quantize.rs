@@ -1,6 +1,6 @@
 //! `mixprec quantize`: rounds a stream of numbers, one a line, from standard input.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::ExitCode;
 
 use rayon::prelude::*;
@@ -12,6 +12,8 @@ use crate::format::Rounder;
 /// Round numbers read from standard input, one a line, and print one result a line.
 ///
 /// Input: decimal or scientific notation, nan, inf, -inf (any case, surrounding spaces allowed).
+/// A decimal is read as the nearest binary64 value (as every float parser does), which is then
+/// rounded once, exactly, into the format.
 /// Output: the rounded value as the shortest decimal that parses back to exactly that binary64
 /// value (NaN, inf, -inf, and -0 for negative zero), or with --output bits the format's bit
 /// pattern in hex. Streams: memory use does not grow with the input.
@@ -27,11 +29,11 @@ pub struct Args {
 /// Bytes of input handled per batch (split across threads, written in order).
 const BATCH_BYTES: usize = 1 << 20;
 /// Lines per parallel task.
-const LINES_PER_TASK: usize = 4096;
+const LINES_PER_TASK: usize = 512;
 
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
-    let mut input = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
+    let mut input = BufReader::with_capacity(BATCH_BYTES, stdin.lock());
     quantize(
         &args.round.rounder(),
         args.output == "bits",
@@ -43,13 +45,16 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
 /// Rounds every line of `input` and writes one line per value to `out`.
 ///
+/// Lines are handled in batches of up to 1 MiB; a batch ends early when no more input is waiting,
+/// and `out` is flushed after each one, so a program that writes a line and waits gets its answer.
+///
 /// # Errors
 /// [`Error::NotANumber`] for the first line that does not parse (the lines before it have been
 /// written), [`Error::Io`] if reading or writing fails.
-pub fn quantize(
+pub fn quantize<R: Read>(
     rounder: &Rounder,
     bits: bool,
-    input: &mut dyn BufRead,
+    input: &mut BufReader<R>,
     out: &mut dyn Write,
 ) -> crate::Result<()> {
     let io = |source| Error::Io {
@@ -61,14 +66,18 @@ pub fn quantize(
     loop {
         batch.clear();
         while batch.len() < BATCH_BYTES {
-            if input.read_until(b'\n', &mut batch).map_err(io)? == 0 {
+            if input.read_until(b'\n', &mut batch).map_err(io)? == 0 || input.buffer().is_empty() {
                 break;
             }
         }
         if batch.is_empty() {
             return Ok(());
         }
-        let text = batch.strip_suffix(b"\n").unwrap_or(&batch);
+        let mut text = batch.strip_suffix(b"\n").unwrap_or(&batch);
+        if first_line == 1 {
+            // A byte-order mark is not part of the first number.
+            text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
+        }
         let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
         let rendered: Vec<(Vec<u8>, Option<Error>)> = lines
             .par_chunks(LINES_PER_TASK)
@@ -84,6 +93,7 @@ pub fn quantize(
                 return Err(e);
             }
         }
+        out.flush().map_err(io)?;
         first_line += lines.len() as u64;
     }
 }
@@ -135,12 +145,14 @@ pub(crate) fn format_value(x: f64, buf: &mut ryu::Buffer) -> &str {
     }
 }
 
+/// The offending text for an error message: trimmed, invisible characters escaped, at most 40
+/// characters.
 fn shorten(text: &[u8]) -> String {
     let s = String::from_utf8_lossy(text);
-    let s = s.trim();
+    let s: String = s.trim().escape_debug().collect();
     if s.chars().count() > 40 {
         format!("{}...", s.chars().take(40).collect::<String>())
     } else {
-        s.to_string()
+        s
     }
 }

@@ -132,7 +132,8 @@ impl Rounder {
         self.options
     }
 
-    /// Rounds `x` (the first value of a stream, for stochastic rounding).
+    /// Rounds `x` as the value at position 0 of the stream: in stochastic mode every call meets
+    /// the same random bits, so use [`Rounder::round_at`] with distinct positions to draw anew.
     #[must_use]
     pub fn round(&self, x: f64) -> f64 {
         self.round_at(x, 0).0

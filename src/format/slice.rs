@@ -11,7 +11,7 @@ use std::ops::{Add, AddAssign};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::random::{block_key, mix};
+use super::random::{BlockKey, mix};
 use super::round::{Event, Overflow, Rounder, Rounding};
 
 /// How many values of a slice each rounding event touched.
@@ -84,7 +84,8 @@ const CHUNK: usize = 1 << 14;
 const PAR_CHUNK: usize = 1 << 18;
 
 impl Rounder {
-    /// Rounds `xs` in place as the first values of a stream (positions `0..xs.len()`).
+    /// Rounds `xs` in place as the first values of a stream (positions `0..xs.len()`); see
+    /// [`Rounder::round_f32_slice_at`] to round later parts of a stream.
     ///
     /// Each value is rounded from its f32 value exactly, as [`Rounder::round_at`] would.
     pub fn round_f32_slice(&self, xs: &mut [f32]) -> RoundCounts {
@@ -115,9 +116,19 @@ impl Rounder {
 
     /// [`Rounder::round_f32_slice`] on all threads; the result is the same whatever their number.
     pub fn par_round_f32_slice(&self, xs: &mut [f32]) -> RoundCounts {
+        self.par_round_f32_slice_at(xs, 0)
+    }
+
+    /// [`Rounder::round_f32_slice_at`] on all threads; the result is the same whatever their
+    /// number.
+    ///
+    /// With stochastic rounding, a caller that rounds the same tensor again (every training step)
+    /// must move `start` on (or change the seed), or each element meets the same random bits
+    /// every time.
+    pub fn par_round_f32_slice_at(&self, xs: &mut [f32], start: u64) -> RoundCounts {
         xs.par_chunks_mut(PAR_CHUNK)
             .enumerate()
-            .map(|(i, chunk)| self.round_f32_slice_at(chunk, (i * PAR_CHUNK) as u64))
+            .map(|(i, chunk)| self.round_f32_slice_at(chunk, start + (i * PAR_CHUNK) as u64))
             .reduce(RoundCounts::default, Add::add)
     }
 
@@ -139,9 +150,15 @@ impl Rounder {
 
     /// [`Rounder::round_f64_slice`] on all threads; the result is the same whatever their number.
     pub fn par_round_f64_slice(&self, xs: &mut [f64]) -> RoundCounts {
+        self.par_round_f64_slice_at(xs, 0)
+    }
+
+    /// [`Rounder::round_f64_slice_at`] on all threads; the result is the same whatever their
+    /// number.
+    pub fn par_round_f64_slice_at(&self, xs: &mut [f64], start: u64) -> RoundCounts {
         xs.par_chunks_mut(PAR_CHUNK)
             .enumerate()
-            .map(|(i, chunk)| self.round_f64_slice_at(chunk, (i * PAR_CHUNK) as u64))
+            .map(|(i, chunk)| self.round_f64_slice_at(chunk, start + (i * PAR_CHUNK) as u64))
             .reduce(RoundCounts::default, Add::add)
     }
 
@@ -151,14 +168,14 @@ impl Rounder {
             return self.round_f32_scalar(xs, start);
         };
         // The random key changes every 2^32 positions: split a chunk that crosses a boundary.
-        let to_boundary = ((1u64 << 32) - (start & 0xffff_ffff)) as usize;
-        if kernel.stochastic && xs.len() > to_boundary {
-            let (head, tail) = xs.split_at_mut(to_boundary);
-            let tail_start = start + to_boundary as u64;
+        let to_boundary = (1u64 << 32) - (start & 0xffff_ffff);
+        if kernel.stochastic && xs.len() as u64 > to_boundary {
+            let (head, tail) = xs.split_at_mut(to_boundary as usize);
+            let tail_start = start + to_boundary;
             return self.round_f32_chunk(path, head, start)
                 + self.round_f32_chunk(path, tail, tail_start);
         }
-        let key = block_key(self.options().seed, start >> 32);
+        let key = BlockKey::new(self.options().seed, start >> 32);
         let lo = start as u32;
         #[cfg(target_arch = "x86_64")]
         {
@@ -276,18 +293,18 @@ impl Kernel {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+    unsafe fn run_avx2(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
         self.run(xs, lo, key)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
-    unsafe fn run_avx512(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+    unsafe fn run_avx512(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
         self.run(xs, lo, key)
     }
 
     #[inline(always)]
-    fn run(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+    fn run(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
         if self.stochastic {
             self.run_mode::<true>(xs, lo, key)
         } else {
@@ -298,7 +315,12 @@ impl Kernel {
     /// Blocks of 16 values with no nonzero value below the format's smallest normal (the common
     /// case for weights and activations) skip the subnormal-range arithmetic.
     #[inline(always)]
-    fn run_mode<const STOCHASTIC: bool>(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+    fn run_mode<const STOCHASTIC: bool>(
+        &self,
+        xs: &mut [f32],
+        lo: u32,
+        key: BlockKey,
+    ) -> RoundCounts {
         const BLOCK: usize = 16;
         let mut counts = [0u32; 5];
         let mut blocks = xs.chunks_exact_mut(BLOCK);
@@ -332,7 +354,7 @@ impl Kernel {
         &self,
         xs: &mut [f32],
         lo: u32,
-        key: u32,
+        key: BlockKey,
         counts: &mut [u32; 5],
     ) {
         let k = *self;
