@@ -21,10 +21,10 @@ struct Grid {
 }
 
 fn grid(f: FloatFormat, subnormals: bool) -> Grid {
-    let m = f.man_bits as i32;
+    let m = f.man_bits() as i32;
     let mut pts: Vec<(f64, bool)> = Vec::new();
     if subnormals {
-        for bits in 0..1u32 << (f.exp_bits + f.man_bits) {
+        for bits in 0..1u32 << (f.exp_bits() + f.man_bits()) {
             let v = f.decode(bits);
             if v.is_finite() {
                 pts.push((v, bits & 1 == 1));
@@ -39,7 +39,7 @@ fn grid(f: FloatFormat, subnormals: bool) -> Grid {
                 pts.push((v, j & 1 == 1));
             }
         }
-        for bits in 1u32 << f.man_bits..1u32 << (f.exp_bits + f.man_bits) {
+        for bits in 1u32 << f.man_bits()..1u32 << (f.exp_bits() + f.man_bits()) {
             let v = f.decode(bits);
             if v.is_finite() {
                 pts.push((v, bits & 1 == 1));
@@ -49,7 +49,7 @@ fn grid(f: FloatFormat, subnormals: bool) -> Grid {
     // The value past the largest finite one, as if the exponent range went on.
     let ulp = 2f64.powi(f.emax() - m);
     let beyond = f.max() + ulp;
-    pts.push((beyond, f.finite_only));
+    pts.push((beyond, f.finite_only()));
     pts.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
     Grid {
         points: pts.iter().map(|p| p.0).collect(),

@@ -99,7 +99,7 @@ proptest! {
             }
             let exponent = if x == 0.0 { f.emin() } else { (x.abs().log2().floor() as i32).max(f.emin()) };
             // log2 may be off by one next to a power of two: take the larger ulp of the two.
-            let ulp = 2f64.powi(exponent + 1 - f.man_bits as i32);
+            let ulp = 2f64.powi(exponent + 1 - f.man_bits() as i32);
             let err = (r.round(x) - x).abs();
             prop_assert!(err <= ulp / 2.0, "{f}: {x:e} err {err:e} ulp {ulp:e}");
             // And exactly: never farther than the other neighbour.

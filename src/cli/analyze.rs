@@ -249,7 +249,7 @@ fn analyze(tensors: Vec<TensorStats>, o: &Options) -> Analysis {
     // bound of the histogram sweep, which is what an explanation needs).
     let wider: Vec<Alternative> = [BF16, FP32]
         .into_iter()
-        .filter(|w| w.exp_bits > o.format.exp_bits)
+        .filter(|w| w.exp_bits() > o.format.exp_bits())
         .take(1)
         .map(|w| {
             let (s, _) = sweep_from_histogram(&total_hist, w, range.clone());

@@ -54,8 +54,8 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
         v(x),
         f.name(),
         f.total_bits(),
-        f.exp_bits,
-        f.man_bits,
+        f.exp_bits(),
+        f.man_bits(),
         f.bias(),
         o.rounding
     );
@@ -159,17 +159,17 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
 
 /// Lines for the bit pattern and what each field means.
 fn fields(line: &mut impl FnMut(&str, String), f: FloatFormat, pattern: u32, r: f64) {
-    let m = f.man_bits;
+    let m = f.man_bits();
     let man = pattern & ((1 << m) - 1);
-    let exp = (pattern >> m) & ((1 << f.exp_bits) - 1);
-    let sign = pattern >> (m + f.exp_bits) & 1;
+    let exp = (pattern >> m) & ((1 << f.exp_bits()) - 1);
+    let sign = pattern >> (m + f.exp_bits()) & 1;
     line(
         "bits",
         format!(
             "{sign} {:0ew$b} {man:0mw$b}  = {}",
             exp,
             hex(f, pattern),
-            ew = f.exp_bits as usize,
+            ew = f.exp_bits() as usize,
             mw = m as usize
         ),
     );
@@ -185,7 +185,7 @@ fn fields(line: &mut impl FnMut(&str, String), f: FloatFormat, pattern: u32, r: 
             "  exponent",
             format!(
                 "{exp:0w$b} all ones, with this mantissa: NaN",
-                w = f.exp_bits as usize
+                w = f.exp_bits() as usize
             ),
         );
         return;
@@ -195,7 +195,7 @@ fn fields(line: &mut impl FnMut(&str, String), f: FloatFormat, pattern: u32, r: 
             "  exponent",
             format!(
                 "{exp:0w$b} all ones, mantissa 0: infinity",
-                w = f.exp_bits as usize
+                w = f.exp_bits() as usize
             ),
         );
         return;
@@ -207,7 +207,7 @@ fn fields(line: &mut impl FnMut(&str, String), f: FloatFormat, pattern: u32, r: 
             format!(
                 "{exp:0w$b} = 0: zero or subnormal, exponent fixed at emin = {}",
                 f.emin(),
-                w = f.exp_bits as usize
+                w = f.exp_bits() as usize
             ),
         );
         line(
@@ -233,7 +233,7 @@ fn fields(line: &mut impl FnMut(&str, String), f: FloatFormat, pattern: u32, r: 
             format!(
                 "{exp:0w$b} = {exp}, minus bias {} = {e}",
                 f.bias(),
-                w = f.exp_bits as usize
+                w = f.exp_bits() as usize
             ),
         );
         let frac = 1.0 + man as f64 / scale as f64;
@@ -290,7 +290,7 @@ fn outcome(x: f64, r: f64, event: Event, rounder: &Rounder) -> String {
             } else {
                 "toward zero"
             },
-            f64::from(f.man_bits + 1) * 2f64.log10()
+            f64::from(f.man_bits() + 1) * 2f64.log10()
         ),
         Event::Subnormal => {
             let bits = (r.abs() / f.min_subnormal()).log2().floor() as u32 + 1;
@@ -298,7 +298,7 @@ fn outcome(x: f64, r: f64, event: Event, rounder: &Rounder) -> String {
                 "subnormal: below the smallest normal {} the implicit 1 is gone; {bits} significant bit{} left instead of {}",
                 v(f.min_normal()),
                 if bits == 1 { "" } else { "s" },
-                f.man_bits + 1
+                f.man_bits() + 1
             );
             if let Some(k) = fix(true) {
                 s += &format!("; a loss scale of 2^{k} would make it normal");

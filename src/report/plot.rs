@@ -131,7 +131,7 @@ pub fn histogram<DB: DrawingBackend>(
             min_normal,
             max,
             NORMAL,
-            format!("normal: {} significant bits", p.format.man_bits + 1),
+            format!("normal: {} significant bits", p.format.man_bits() + 1),
         ),
         (
             max,

@@ -216,7 +216,7 @@ impl SweepAccumulator {
     /// An empty accumulator for rounding into `format`.
     #[must_use]
     pub fn new(format: FloatFormat) -> Self {
-        let p = format.man_bits;
+        let p = format.man_bits();
         let t_a = (1u64 << 52) - (1u64 << (52 - p));
         let mf = format.max() / pow2(format.emax());
         let mf_frac = ((mf - 1.0) * pow2(52)) as u64;
@@ -317,7 +317,7 @@ impl SweepAccumulator {
     #[must_use]
     pub fn sweep(&self, log2_scales: std::ops::RangeInclusive<i32>) -> Sweep {
         let f = self.format;
-        let (p, emin, emax) = (f.man_bits as i32, f.emin(), f.emax());
+        let (p, emin, emax) = (f.man_bits() as i32, f.emin(), f.emax());
         let rows = &self.rows;
         let w = rows.width;
         let top = rows.lo + rows.len() as i32 - 1;

@@ -40,7 +40,7 @@ pub fn sweep_from_histogram(
     log2_scales: std::ops::RangeInclusive<i32>,
 ) -> (Sweep, Vec<u64>) {
     let acc = SweepAccumulator::new(format);
-    let (p, emin, emax) = (format.man_bits as i32, format.emin(), format.emax());
+    let (p, emin, emax) = (format.man_bits() as i32, format.emin(), format.emax());
     let s = h.sub_bins_log2();
     let class = |frac: u64, z: bool| {
         (

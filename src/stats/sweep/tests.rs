@@ -95,7 +95,7 @@ fn check(fast: &Sweep, slow: &Sweep) {
 /// Values at and around every threshold of `format` at scale 1 (each multiplied by 2^-k0 to
 /// land on thresholds of other scales too).
 fn adversarial(format: FloatFormat) -> Vec<f64> {
-    let p = format.man_bits as i32;
+    let p = format.man_bits() as i32;
     let min_sub = format.min_subnormal();
     let min_norm = format.min_normal();
     let max = format.max();
