@@ -4,6 +4,8 @@
 //! instrumented training core and reports. Data flows one way: `format` -> `stats` -> `io` ->
 //! `train` -> `report` -> `cli`.
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod error;
 pub mod format;
