@@ -1,1 +1,114 @@
-fn main() {}
+//! Rounding 16M f32 values in place, beside a plain copy of the same buffer measured in the same
+//! run (the memory-bandwidth baseline), one thread and all threads.
+//!
+//! Rounding is idempotent and the kernel branch-free, so rounding the same buffer again and again
+//! does the same work each time.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use mixprec::format::{FloatFormat, RoundOptions, Rounder, Rounding};
+use rayon::prelude::*;
+
+const N: usize = 1 << 24;
+
+/// Gradient-like values: log-uniform magnitudes over 2^-30..2^10, both signs.
+fn data() -> Vec<f32> {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    (0..N)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let e = (s >> 40) as f32 / (1u64 << 24) as f32 * 40.0 - 30.0;
+            let v = e.exp2();
+            if s & 1 == 0 { v } else { -v }
+        })
+        .collect()
+}
+
+/// Standard normal values (Box-Muller), the other data set the peers are measured on.
+fn normal() -> Vec<f32> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut uniform = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    (0..N)
+        .map(|_| {
+            let (u, v) = (uniform(), uniform());
+            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let src = data();
+    let mut buf = src.clone();
+    let pool1 = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let mut g = c.benchmark_group("round_16M_f32");
+    g.throughput(Throughput::Elements(N as u64));
+    g.sample_size(20);
+    g.bench_function("copy/1-thread", |b| b.iter(|| buf.copy_from_slice(&src)));
+    g.bench_function("copy/all-threads", |b| {
+        b.iter(|| {
+            buf.par_chunks_mut(1 << 18)
+                .zip(src.par_chunks(1 << 18))
+                .for_each(|(d, s)| d.copy_from_slice(s))
+        })
+    });
+    let formats = ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "e6m9"];
+    for name in formats {
+        let f: FloatFormat = name.parse().unwrap();
+        for rounding in [Rounding::NearestEven, Rounding::Stochastic] {
+            let r = Rounder::new(
+                f,
+                RoundOptions {
+                    rounding,
+                    ..RoundOptions::default()
+                },
+            );
+            buf.copy_from_slice(&src);
+            let id = format!("{name}/{rounding}");
+            g.bench_function(BenchmarkId::new("1-thread", &id), |b| {
+                b.iter(|| pool1.install(|| r.round_f32_slice(&mut buf)))
+            });
+            g.bench_function(BenchmarkId::new("all-threads", &id), |b| {
+                b.iter(|| r.par_round_f32_slice(&mut buf))
+            });
+        }
+    }
+    // The kernel is branch-free: the data's distribution should not matter.
+    let gauss = normal();
+    for name in ["fp16", "bf16"] {
+        let r = Rounder::new(name.parse().unwrap(), RoundOptions::default());
+        buf.copy_from_slice(&gauss);
+        let id = format!("{name}/nearest-even/normal-data");
+        g.bench_function(BenchmarkId::new("1-thread", &id), |b| {
+            b.iter(|| pool1.install(|| r.round_f32_slice(&mut buf)))
+        });
+    }
+    // The value-by-value exact path (directed rounding), for scale.
+    let r = Rounder::new(
+        "fp16".parse().unwrap(),
+        RoundOptions {
+            rounding: Rounding::TowardZero,
+            ..RoundOptions::default()
+        },
+    );
+    g.bench_function(
+        BenchmarkId::new("1-thread", "fp16/toward-zero (scalar path)"),
+        |b| b.iter(|| r.round_f32_slice(&mut buf)),
+    );
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,14 +1,18 @@
 //! The command-line interface: one file per command, each with a clap `Args` struct and a `run`
 //! function that writes to the given output.
 
+mod analyze;
+mod explain;
 mod formats;
+mod quantize;
+mod round_args;
 mod train;
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Top-level arguments.
 #[derive(Debug, Parser)]
@@ -27,13 +31,16 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Formats(formats::Args),
+    Explain(explain::Args),
+    Quantize(quantize::Args),
+    Analyze(analyze::Args),
     Train(train::Args),
 }
 
 /// Parses `args` (with the program name first), runs the command and returns its exit code.
 ///
-/// `--help` and `--version` print and return success; a usage error prints clap's message and
-/// returns exit code 2.
+/// `--help` and `--version` print and return success; a usage error is an error (exit code 2
+/// in the binary), reported in one line.
 ///
 /// # Errors
 /// Whatever the command reports: bad input, unreadable files, failed writes.
@@ -44,16 +51,45 @@ where
 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
             let _ = e.print();
-            return Ok(ExitCode::from(code));
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::MissingSubcommand
+                    | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            let names: Vec<String> = Cli::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .filter(|n| n != "help")
+                .collect();
+            anyhow::bail!("missing command: one of {} (see --help)", names.join(", "));
+        }
+        Err(e) => {
+            // One line that names the problem; clap's hints and usage follow in its own text.
+            let text = e.to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+                .map(str::trim)
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            anyhow::bail!("{message} (see --help)");
         }
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let code = match cli.command {
         Command::Formats(args) => formats::run(&args, &mut out)?,
+        Command::Explain(args) => explain::run(&args, &mut out)?,
+        Command::Quantize(args) => quantize::run(&args, &mut out)?,
+        Command::Analyze(args) => analyze::run(&args, &mut out)?,
         Command::Train(args) => train::run(&args, &mut out)?,
     };
     out.flush()?;

@@ -27,7 +27,7 @@ pub enum Error {
         expected: &'static str,
     },
     /// A line of numeric input that does not parse.
-    #[error("line {line}: '{text}' is not a number")]
+    #[error("input line {line}: '{text}' is not a number")]
     NotANumber {
         /// 1-based line number.
         line: u64,

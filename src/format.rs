@@ -32,7 +32,7 @@ use crate::error::Error;
 
 pub use random::stochastic_bits;
 pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};
-pub use slice::RoundCounts;
+pub use slice::{KernelPath, RoundCounts};
 
 /// A binary floating-point format with a sign bit, `exp_bits` exponent bits and `man_bits`
 /// stored mantissa bits.
@@ -51,13 +51,14 @@ pub use slice::RoundCounts;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct FloatFormat {
+    // Private, so that every format is a valid one: a preset, or made by `ieee` or `FromStr`.
     /// Exponent field width, 2..=8.
-    pub exp_bits: u32,
+    exp_bits: u32,
     /// Stored mantissa (fraction) width, 1..=23.
-    pub man_bits: u32,
+    man_bits: u32,
     /// OCP "fn" encoding: no infinities, NaN only at all-ones exponent and mantissa, so the
     /// all-ones exponent also holds finite values.
-    pub finite_only: bool,
+    finite_only: bool,
 }
 
 /// IEEE 754 binary32.
@@ -102,6 +103,25 @@ impl FloatFormat {
             man_bits,
             finite_only: false,
         }
+    }
+
+    /// Exponent field width, 2..=8.
+    #[must_use]
+    pub const fn exp_bits(&self) -> u32 {
+        self.exp_bits
+    }
+
+    /// Stored mantissa (fraction) width, 1..=23.
+    #[must_use]
+    pub const fn man_bits(&self) -> u32 {
+        self.man_bits
+    }
+
+    /// Whether this is a finite-only (OCP "fn") encoding: no infinities, NaN only at all-ones
+    /// exponent and mantissa (only `fp8-e4m3`).
+    #[must_use]
+    pub const fn finite_only(&self) -> bool {
+        self.finite_only
     }
 
     /// The canonical name: the preset's name where there is one, else `eXmY`.

@@ -3,7 +3,9 @@
 //! # What is read
 //! - `.safetensors` (header parsed and validated by the `safetensors` crate): tensors of dtype `F64`,
 //!   `F32`, `F16` and `BF16` are read; every other dtype (integers, `BOOL`, fp8, ...) is listed in
-//!   [`Scan::skipped`]. A tensor is named by its key in the header.
+//!   [`Scan::skipped`]. A tensor is named by its key in the header. A dtype name that the
+//!   `safetensors` crate does not know at all (none in use today) makes the header invalid: an
+//!   error, not a skip.
 //! - `.npy` (format versions 1.0, 2.0 and 3.0): `descr` `<f8`, `<f4`, `<f2`, their big-endian
 //!   (`>`) and native (`=`) forms; other dtypes (integers, bool, complex, structured, object) are
 //!   skipped. The tensor is named by the file stem (`grad.npy` holds `grad`).
@@ -271,13 +273,29 @@ fn io_error(path: &Path, source: std::io::Error) -> Error {
     }
 }
 
-/// Opens `path` and memory-maps it whole (read-only), refusing an empty file with a clear message.
-fn map_file(path: &Path) -> Result<memmap2::Mmap> {
+/// Opens `path` for reading, refusing a directory, a device or an empty file with a clear message
+/// (rather than the operating system's puzzling one when mapping or seeking fails).
+fn open_regular(path: &Path) -> Result<std::fs::File> {
     let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
-    let len = file.metadata().map_err(|e| io_error(path, e))?.len();
-    if len == 0 {
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    if meta.is_dir() {
+        return Err(bad_file(path, "is a directory, not a tensor file"));
+    }
+    if !meta.is_file() {
+        return Err(bad_file(
+            path,
+            "not a regular file (a pipe or a device cannot be read)",
+        ));
+    }
+    if meta.len() == 0 {
         return Err(bad_file(path, "the file is empty"));
     }
+    Ok(file)
+}
+
+/// Opens `path` and memory-maps it whole (read-only).
+fn map_file(path: &Path) -> Result<memmap2::Mmap> {
+    let file = open_regular(path)?;
     // SAFETY: the map is read-only and private to this call; the one hazard of a file map, another
     // process truncating the file while it is read, is documented in the module docs.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))?;

@@ -1,14 +1,22 @@
 //! mixprec: the numerics of mixed-precision training.
 //!
-//! Exact low-precision rounding ([`format`]), and on top of it tensor range analysis, an
+//! Exact low-precision rounding ([`mod@format`]), and on top of it tensor range analysis, an
 //! instrumented training core and reports. Data flows one way: `format` -> `stats` -> `io` ->
 //! `train` -> `report` -> `cli`.
+
+#![warn(missing_docs)]
 
 pub mod cli;
 pub mod error;
 pub mod format;
 pub mod io;
+pub mod report;
 pub mod stats;
 pub mod train;
 
 pub use error::{Error, Result};
+
+/// The README's Rust examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -6,7 +6,7 @@
 //! - [`Sweep`]: for a format and a range of loss scales `2^k`, how many values of a tensor
 //!   underflow, become subnormal, stay normal or overflow, with the share of the squared norm
 //!   lost and the relative rounding error, exact and in one pass whatever the number of scales.
-//! - [`recommend`]: the loss-scale window that keeps the overflow and underflow of a set of
+//! - [`recommend()`]: the loss-scale window that keeps the overflow and underflow of a set of
 //!   tensors within bounds, or a plain explanation of why none exists.
 //!
 //! ```
@@ -30,7 +30,7 @@
 
 mod histogram;
 pub mod recommend;
-mod sweep;
+pub mod sweep;
 
 pub use histogram::{Bin, Histogram, MAX_SUB_BINS_LOG2};
 pub use recommend::{Alternative, Recommendation, explain, recommend};

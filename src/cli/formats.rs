@@ -38,8 +38,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             .map(|f| {
                 json!({
                     "name": f.name(),
-                    "exponent_bits": f.exp_bits,
-                    "mantissa_bits": f.man_bits,
+                    "exponent_bits": f.exp_bits(),
+                    "mantissa_bits": f.man_bits(),
                     "bias": f.bias(),
                     "max": f.max(),
                     "min_normal": f.min_normal(),
@@ -71,15 +71,15 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             [
                 f.name(),
                 f.total_bits().to_string(),
-                f.exp_bits.to_string(),
-                f.man_bits.to_string(),
+                f.exp_bits().to_string(),
+                f.man_bits().to_string(),
                 f.bias().to_string(),
                 sci(f.max()),
                 sci(f.min_normal()),
                 sci(f.min_subnormal()),
                 sci(f.epsilon()),
                 if f.has_infinity() { "yes" } else { "no" }.to_string(),
-                format!("{:.1}", (f.man_bits + 1) as f64 * 2f64.log10()),
+                format!("{:.1}", (f.man_bits() + 1) as f64 * 2f64.log10()),
             ]
         })
         .collect();

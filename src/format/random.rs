@@ -6,30 +6,45 @@
 /// The 32 random bits that stochastic rounding uses for the value at `index` of a stream.
 ///
 /// ```text
-/// key  = splitmix64(seed + hi32(index) * golden) as u32
-/// bits = triple32(lo32(index) ^ key)
+/// z          = splitmix64(seed + (hi32(index) + 1) * golden)
+/// (mul, xor) = (lo32(z) | 1, hi32(z))
+/// bits       = triple32(lo32(index) * mul ^ xor)
 /// ```
-/// `triple32` (Chris Wellons' integer hash) is a bijection on u32, so within each block of 2^32
-/// positions every value appears exactly once.
+/// `triple32` (Chris Wellons' integer hash) and the multiplication by an odd number are
+/// bijections on u32, so within each block of 2^32 positions every value appears exactly once.
+/// The seed-dependent multiplier keeps two seeds' streams from being shifts or XOR-permutations
+/// of each other: over a slice, different seeds draw different sets of numbers.
 #[must_use]
 #[inline]
 pub fn stochastic_bits(seed: u64, index: u64) -> u32 {
-    mix(index as u32, block_key(seed, index >> 32))
+    mix(index as u32, BlockKey::new(seed, index >> 32))
 }
 
-/// The per-block key: constant over the 2^32 positions that share `hi`.
-#[inline]
-pub(crate) fn block_key(seed: u64, hi: u64) -> u32 {
-    let mut z = seed.wrapping_add(hi.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (z ^ (z >> 31)) as u32
+/// The part of the stream's state that is constant over the 2^32 positions sharing `hi`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockKey {
+    mul: u32,
+    xor: u32,
 }
 
-/// `triple32(lo ^ key)`; written on plain u32 so that it vectorises.
+impl BlockKey {
+    #[inline]
+    pub(crate) fn new(seed: u64, hi: u64) -> Self {
+        let mut z = seed.wrapping_add(hi.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        BlockKey {
+            mul: z as u32 | 1,
+            xor: (z >> 32) as u32,
+        }
+    }
+}
+
+/// `triple32(lo * mul ^ xor)`; written on plain u32 so that it vectorises.
 #[inline(always)]
-pub(crate) fn mix(lo: u32, key: u32) -> u32 {
-    let mut x = lo ^ key;
+pub(crate) fn mix(lo: u32, key: BlockKey) -> u32 {
+    let mut x = lo.wrapping_mul(key.mul) ^ key.xor;
     x ^= x >> 17;
     x = x.wrapping_mul(0xed5a_d4bb);
     x ^= x >> 11;
@@ -38,4 +53,30 @@ pub(crate) fn mix(lo: u32, key: u32) -> u32 {
     x = x.wrapping_mul(0x3184_8bab);
     x ^= x >> 14;
     x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Over the same positions, different seeds draw different multisets of numbers (with the
+    /// XOR-only key of an earlier version, some seed pairs drew the same set in another order).
+    #[test]
+    fn seeds_draw_different_sets() {
+        let set = |seed| {
+            let mut v: Vec<u32> = (0..256).map(|i| stochastic_bits(seed, i)).collect();
+            v.sort_unstable();
+            v
+        };
+        // Seeds 2299 and 5669 drew the same 256 numbers in another order with the XOR-only key.
+        assert_ne!(set(2299)[..256], set(5669)[..256]);
+        let sets: Vec<Vec<u32>> = (0..64).map(set).collect();
+        for i in 0..sets.len() {
+            for j in i + 1..sets.len() {
+                assert_ne!(sets[i], sets[j], "seeds {i} and {j}");
+            }
+        }
+        // The same seed always gives the same stream.
+        assert_eq!(stochastic_bits(7, 1 << 40), stochastic_bits(7, 1 << 40));
+    }
 }

@@ -132,7 +132,8 @@ impl Rounder {
         self.options
     }
 
-    /// Rounds `x` (the first value of a stream, for stochastic rounding).
+    /// Rounds `x` as the value at position 0 of the stream: in stochastic mode every call meets
+    /// the same random bits, so use [`Rounder::round_at`] with distinct positions to draw anew.
     #[must_use]
     pub fn round(&self, x: f64) -> f64 {
         self.round_at(x, 0).0
@@ -156,7 +157,7 @@ impl Rounder {
             let r = match (self.options.overflow, self.format.has_infinity()) {
                 (Overflow::Saturate, _) => sign(self.max),
                 (Overflow::Ieee, true) => x,
-                (Overflow::Ieee, false) => f64::NAN,
+                (Overflow::Ieee, false) => self.quiet_nan(bits),
             };
             return (r, Event::Infinite);
         }
@@ -225,7 +226,7 @@ impl Rounder {
                 Overflow::Saturate => sign(self.max),
                 Overflow::Ieee if toward_zero => sign(self.max),
                 Overflow::Ieee if self.format.has_infinity() => sign(f64::INFINITY),
-                Overflow::Ieee => f64::NAN,
+                Overflow::Ieee => self.quiet_nan(bits),
             };
             return (r, Event::Overflow);
         }

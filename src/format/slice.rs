@@ -1,17 +1,17 @@
 //! Rounding whole slices in place, with counts of what rounding did.
 //!
-//! `f32` slices with nearest-even or stochastic rounding (subnormals on) go through a
-//! branch-free kernel that works on the bit patterns and vectorises; it is compiled twice, for
-//! the baseline target and for AVX2, and picked at run time. Every other case goes value by value
-//! through the exact scalar path ([`Rounder::round_at`]), which is also the kernel's twin in the
-//! tests: both must agree bit for bit.
+//! `f32` slices with nearest-even or stochastic rounding (subnormals on or off) go through a
+//! branch-free kernel that works on the bit patterns and vectorises; it is compiled three times,
+//! for the baseline target, AVX2 and AVX-512, and the best the CPU has is picked at run time.
+//! Every other case goes value by value through the exact scalar path ([`Rounder::round_at`]),
+//! which is also the kernels' twin in the tests: all must agree bit for bit.
 
 use std::ops::{Add, AddAssign};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::random::{block_key, mix};
+use super::random::{BlockKey, mix};
 use super::round::{Event, Overflow, Rounder, Rounding};
 
 /// How many values of a slice each rounding event touched.
@@ -64,13 +64,28 @@ impl AddAssign for RoundCounts {
     }
 }
 
+/// Which implementation rounds an f32 slice (for tests and benchmarks).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelPath {
+    /// The fastest the CPU supports (what the public API uses).
+    Auto,
+    /// The kernel compiled for AVX2 (falls back to `Portable` on CPUs without it).
+    Avx2,
+    /// The branch-free kernel compiled for the baseline target.
+    Portable,
+    /// Value by value through the exact f64 path.
+    Scalar,
+}
+
 /// Values per kernel call: small enough for u32 lane counters, large enough to amortise.
 const CHUNK: usize = 1 << 14;
 /// Values per rayon task.
 const PAR_CHUNK: usize = 1 << 18;
 
 impl Rounder {
-    /// Rounds `xs` in place as the first values of a stream (positions `0..xs.len()`).
+    /// Rounds `xs` in place as the first values of a stream (positions `0..xs.len()`); see
+    /// [`Rounder::round_f32_slice_at`] to round later parts of a stream.
     ///
     /// Each value is rounded from its f32 value exactly, as [`Rounder::round_at`] would.
     pub fn round_f32_slice(&self, xs: &mut [f32]) -> RoundCounts {
@@ -80,10 +95,20 @@ impl Rounder {
     /// Rounds `xs` in place as positions `start..start + xs.len()` of a stream (which selects
     /// the random bits in stochastic mode).
     pub fn round_f32_slice_at(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+        self.round_f32_slice_via(KernelPath::Auto, xs, start)
+    }
+
+    /// [`Rounder::round_f32_slice_at`] through a chosen implementation, so that tests can check
+    /// that every path gives the same bits.
+    #[doc(hidden)]
+    pub fn round_f32_slice_via(&self, path: KernelPath, xs: &mut [f32], start: u64) -> RoundCounts {
         let mut counts = RoundCounts::default();
         let mut index = start;
         for chunk in xs.chunks_mut(CHUNK) {
-            counts += self.round_f32_chunk(chunk, index);
+            counts += match path {
+                KernelPath::Scalar => self.round_f32_scalar(chunk, index),
+                _ => self.round_f32_chunk(path, chunk, index),
+            };
             index += chunk.len() as u64;
         }
         counts
@@ -91,9 +116,19 @@ impl Rounder {
 
     /// [`Rounder::round_f32_slice`] on all threads; the result is the same whatever their number.
     pub fn par_round_f32_slice(&self, xs: &mut [f32]) -> RoundCounts {
+        self.par_round_f32_slice_at(xs, 0)
+    }
+
+    /// [`Rounder::round_f32_slice_at`] on all threads; the result is the same whatever their
+    /// number.
+    ///
+    /// With stochastic rounding, a caller that rounds the same tensor again (every training step)
+    /// must move `start` on (or change the seed), or each element meets the same random bits
+    /// every time.
+    pub fn par_round_f32_slice_at(&self, xs: &mut [f32], start: u64) -> RoundCounts {
         xs.par_chunks_mut(PAR_CHUNK)
             .enumerate()
-            .map(|(i, chunk)| self.round_f32_slice_at(chunk, (i * PAR_CHUNK) as u64))
+            .map(|(i, chunk)| self.round_f32_slice_at(chunk, start + (i * PAR_CHUNK) as u64))
             .reduce(RoundCounts::default, Add::add)
     }
 
@@ -115,36 +150,50 @@ impl Rounder {
 
     /// [`Rounder::round_f64_slice`] on all threads; the result is the same whatever their number.
     pub fn par_round_f64_slice(&self, xs: &mut [f64]) -> RoundCounts {
+        self.par_round_f64_slice_at(xs, 0)
+    }
+
+    /// [`Rounder::round_f64_slice_at`] on all threads; the result is the same whatever their
+    /// number.
+    pub fn par_round_f64_slice_at(&self, xs: &mut [f64], start: u64) -> RoundCounts {
         xs.par_chunks_mut(PAR_CHUNK)
             .enumerate()
-            .map(|(i, chunk)| self.round_f64_slice_at(chunk, (i * PAR_CHUNK) as u64))
+            .map(|(i, chunk)| self.round_f64_slice_at(chunk, start + (i * PAR_CHUNK) as u64))
             .reduce(RoundCounts::default, Add::add)
     }
 
     /// One chunk of at most [`CHUNK`] values.
-    fn round_f32_chunk(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+    fn round_f32_chunk(&self, path: KernelPath, xs: &mut [f32], start: u64) -> RoundCounts {
         let Some(kernel) = Kernel::new(self) else {
             return self.round_f32_scalar(xs, start);
         };
         // The random key changes every 2^32 positions: split a chunk that crosses a boundary.
-        let to_boundary = ((1u64 << 32) - (start & 0xffff_ffff)) as usize;
-        if kernel.stochastic && xs.len() > to_boundary {
-            let (head, tail) = xs.split_at_mut(to_boundary);
-            return self.round_f32_chunk(head, start)
-                + self.round_f32_chunk(tail, start + to_boundary as u64);
+        let to_boundary = (1u64 << 32) - (start & 0xffff_ffff);
+        if kernel.stochastic && xs.len() as u64 > to_boundary {
+            let (head, tail) = xs.split_at_mut(to_boundary as usize);
+            let tail_start = start + to_boundary;
+            return self.round_f32_chunk(path, head, start)
+                + self.round_f32_chunk(path, tail, tail_start);
         }
-        let key = block_key(self.options().seed, start >> 32);
+        let key = BlockKey::new(self.options().seed, start >> 32);
         let lo = start as u32;
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { kernel.run_avx2(xs, lo, key) };
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if path == KernelPath::Auto && has!("avx512f") && has!("avx512vl") && has!("avx512bw") {
+                // SAFETY: the CPU supports these features, checked just above.
+                return unsafe { kernel.run_avx512(xs, lo, key) };
+            }
+            if path != KernelPath::Portable && has!("avx2") {
+                // SAFETY: the CPU supports AVX2, checked just above.
+                return unsafe { kernel.run_avx2(xs, lo, key) };
+            }
         }
         kernel.run(xs, lo, key)
     }
 
     /// The scalar twin: every value through the exact f64 path.
-    pub(crate) fn round_f32_scalar(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+    fn round_f32_scalar(&self, xs: &mut [f32], start: u64) -> RoundCounts {
         let mut counts = RoundCounts::default();
         for (x, index) in xs.iter_mut().zip(start..) {
             let (r, event) = self.round_at(f64::from(*x), index);
@@ -174,6 +223,8 @@ const INF: u32 = 0x7f80_0000;
 #[derive(Clone, Copy, Debug)]
 struct Kernel {
     stochastic: bool,
+    /// Subnormals off: results below the smallest normal become zero.
+    flush: bool,
     /// Mantissa bits dropped: 23 - man_bits.
     s: u32,
     low_mask: u32,
@@ -205,9 +256,6 @@ impl Kernel {
             Rounding::Stochastic => true,
             _ => return None,
         };
-        if !o.subnormals {
-            return None;
-        }
         let f = r.format();
         let s = 23 - f.man_bits;
         let low_mask = (1u32 << s) - 1;
@@ -226,6 +274,7 @@ impl Kernel {
         };
         Some(Kernel {
             stochastic,
+            flush: !o.subnormals,
             s,
             low_mask,
             half_m1: if s > 0 { (1 << (s - 1)) - 1 } else { 0 },
@@ -244,12 +293,18 @@ impl Kernel {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+    unsafe fn run_avx2(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
+        self.run(xs, lo, key)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
+    unsafe fn run_avx512(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
         self.run(xs, lo, key)
     }
 
     #[inline(always)]
-    fn run(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+    fn run(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
         if self.stochastic {
             self.run_mode::<true>(xs, lo, key)
         } else {
@@ -257,18 +312,91 @@ impl Kernel {
         }
     }
 
+    /// Blocks of 16 values with no nonzero value below the format's smallest normal (the common
+    /// case for weights and activations) skip the subnormal-range arithmetic.
     #[inline(always)]
-    fn run_mode<const STOCHASTIC: bool>(&self, xs: &mut [f32], lo: u32, key: u32) -> RoundCounts {
+    fn run_mode<const STOCHASTIC: bool>(
+        &self,
+        xs: &mut [f32],
+        lo: u32,
+        key: BlockKey,
+    ) -> RoundCounts {
+        const BLOCK: usize = 16;
+        let mut counts = [0u32; 5];
+        let mut blocks = xs.chunks_exact_mut(BLOCK);
+        let mut at = lo;
+        for block in &mut blocks {
+            let small = block.iter().fold(false, |any, x| {
+                any | ((x.to_bits() & 0x7fff_ffff).wrapping_sub(1) < self.min_normal_bits - 1)
+            });
+            if small {
+                self.block::<STOCHASTIC, true>(block, at, key, &mut counts);
+            } else {
+                self.block::<STOCHASTIC, false>(block, at, key, &mut counts);
+            }
+            at = at.wrapping_add(BLOCK as u32);
+        }
+        self.block::<STOCHASTIC, true>(blocks.into_remainder(), at, key, &mut counts);
+        let [under, sub, over, nan, inf] = counts.map(u64::from);
+        RoundCounts {
+            underflow: under,
+            subnormal: sub,
+            overflow: over,
+            nan,
+            infinite: inf,
+        }
+    }
+
+    /// Rounds `xs` (positions `lo..` of the stream); with `SMALL` false, no value may be nonzero
+    /// and below the smallest normal.
+    #[inline(always)]
+    fn block<const STOCHASTIC: bool, const SMALL: bool>(
+        &self,
+        xs: &mut [f32],
+        lo: u32,
+        key: BlockKey,
+        counts: &mut [u32; 5],
+    ) {
         let k = *self;
-        let (mut under, mut sub, mut over, mut nan, mut inf) = (0u32, 0u32, 0u32, 0u32, 0u32);
+        let [mut under, mut sub, mut over, mut nan, mut inf] = *counts;
         for (i, x) in xs.iter_mut().enumerate() {
             let bits = x.to_bits();
             let sign = bits & 0x8000_0000;
             let a = bits ^ sign;
-            let (rn, rs) = if STOCHASTIC {
-                let h = mix(lo.wrapping_add(i as u32), key);
-                // Normal range: up iff the dropped bits exceed the top s bits of h.
-                let rn = (a + ((!h >> (31 - k.s)) >> 1)) & !k.low_mask;
+            let h = if STOCHASTIC {
+                mix(lo.wrapping_add(i as u32), key)
+            } else {
+                0
+            };
+            // Rounds the bits of a value at least as large as f32's smallest normal, to the
+            // format's precision with the exponent range unbounded below.
+            let normal = |v: u32| {
+                let addend = if STOCHASTIC {
+                    // Up iff the dropped bits exceed the top s bits of h.
+                    (!h >> (31 - k.s)) >> 1
+                } else {
+                    // Half a quantum, less one unless the last kept bit is odd: ties to even.
+                    k.half_m1 + ((v >> k.s) & k.lsb_enable)
+                };
+                (v + addend) & !k.low_mask
+            };
+            let r = if !SMALL || a >= k.min_normal_bits {
+                normal(a)
+            } else if k.flush {
+                // Only a value in the binade just under the smallest normal can round up to it.
+                // Where that binade holds f32 subnormals (whose bits have one leading bit fewer),
+                // double them first.
+                let (b, limit) = if k.emin_b == 1 {
+                    (a << 1, 0x0100_0000)
+                } else {
+                    (a, k.min_normal_bits)
+                };
+                if normal(b) >= limit {
+                    k.min_normal_bits
+                } else {
+                    0
+                }
+            } else if STOCHASTIC {
                 // Below the smallest normal: integer significand, variable shift.
                 let exp = a >> 23;
                 let exp_eff = exp.max(1);
@@ -278,19 +406,16 @@ impl Kernel {
                 let kept = sig >> sh_c;
                 let rest = sig - (kept << sh_c);
                 // floor(rest / 2^sh * 2^32)
-                let frac = if sh <= 32 {
-                    (rest << (31 - sh_c)) << 1
+                let frac = if sh <= 31 {
+                    (rest << (31 - sh)) << 1
                 } else {
                     sig >> (sh - 32).min(31)
                 };
                 let up = u32::from(frac > h);
-                (rn, ((kept + up) as f32 * k.quantum).to_bits())
+                ((kept + up) as f32 * k.quantum).to_bits()
             } else {
-                let rn = (a + k.half_m1 + ((a >> k.s) & k.lsb_enable)) & !k.low_mask;
-                let rs = ((f32::from_bits(a) + k.magic) - k.magic).to_bits();
-                (rn, rs)
+                ((f32::from_bits(a) + k.magic) - k.magic).to_bits()
             };
-            let r = if a < k.min_normal_bits { rs } else { rn };
             let finite = a < INF;
             let overflowed = finite & (r > k.max_bits);
             let out = if a > INF {
@@ -309,12 +434,6 @@ impl Kernel {
             nan += u32::from(a > INF);
             inf += u32::from(a == INF);
         }
-        RoundCounts {
-            underflow: under.into(),
-            subnormal: sub.into(),
-            overflow: over.into(),
-            nan: nan.into(),
-            infinite: inf.into(),
-        }
+        *counts = [under, sub, over, nan, inf];
     }
 }

@@ -17,7 +17,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// data is flushed and synced before the rename, which is atomic within one file system (hence the
 /// same directory). If `write` or any step fails, the temporary file is removed and `path` is left
 /// as it was. `write` gets a buffered writer. The new file gets the default permissions for new
-/// files (the umask applies).
+/// files (the umask applies). If `path` is a symbolic link, the link itself is replaced.
 ///
 /// # Errors
 /// [`crate::Error::Io`] naming `path`, with what `write` or the operating system returned.

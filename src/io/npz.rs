@@ -5,13 +5,12 @@
 //! The zip reader checks each entry's CRC-32 when its end is reached, so every entry that is read
 //! is drained to its end: a corrupt entry is an error even if its header and length look right.
 
-use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::Path;
 
 use super::decode::{Decoder, visit_stream};
 use super::npy::header;
-use super::{Scan, TensorInfo, Values, bad_file, io_error};
+use super::{Scan, TensorInfo, Values, bad_file, open_regular};
 use crate::{Error, Result};
 
 /// See [`super::scan`]. Each entry is named by its name in the archive without `.npy`.
@@ -20,10 +19,7 @@ pub(super) fn scan(
     want: &dyn Fn(&str) -> bool,
     visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
 ) -> Result<Scan> {
-    let file = File::open(path).map_err(|e| io_error(path, e))?;
-    if file.metadata().map_err(|e| io_error(path, e))?.len() == 0 {
-        return Err(bad_file(path, "the file is empty"));
-    }
+    let file = open_regular(path)?;
     let mut archive = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| {
         bad_file(
             path,
@@ -40,14 +36,15 @@ pub(super) fn scan(
                 format!("corrupt .npz entry #{index}: {}", one_line(&e)),
             )
         })?;
-        let entry_name = entry.name().to_string();
-        let Some(name) = entry_name.strip_suffix(".npy") else {
+        // Escaped: a corrupt name could hold a newline, and messages are one line.
+        let entry_name = entry.name().escape_debug().to_string();
+        let Some(name) = entry.name().strip_suffix(".npy").map(str::to_string) else {
             return Err(bad_file(
                 path,
                 format!("entry '{entry_name}' is not a .npy file: an .npz holds only .npy entries"),
             ));
         };
-        if !want(name) {
+        if !want(&name) {
             continue;
         }
         let fail = |e: std::io::Error, what: &str| entry_error(path, &entry_name, &e, what);
@@ -56,7 +53,7 @@ pub(super) fn scan(
             HeaderError::Bad(problem) => bad_file(path, format!("entry '{entry_name}': {problem}")),
         })?;
         let info = TensorInfo {
-            name: name.to_string(),
+            name,
             dtype: head.dtype.clone(),
             shape: head.shape.clone(),
             path: path.to_path_buf(),

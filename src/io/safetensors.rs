@@ -107,7 +107,8 @@ fn explain(path: &Path, bytes: &[u8], err: &SafeTensorError) -> Error {
             }
         }
         (SafeTensorError::InvalidOffset(name), _) => format!(
-            "invalid safetensors header: data_offsets of tensor '{name}' overlap, leave a gap or are out of order"
+            "invalid safetensors header: data_offsets of tensor '{}' overlap, leave a gap or are out of order",
+            name.escape_debug()
         ),
         (SafeTensorError::TensorInvalidInfo, _) => {
             "invalid safetensors header: a tensor's data_offsets do not span its shape times its dtype size".to_string()

@@ -36,6 +36,9 @@ const E_MAX: i32 = 1023;
 /// Mergeable ([`Histogram::merge`]) and serializable; the serialized form stores only the range
 /// of bins between the lowest and highest nonempty ones.
 ///
+/// The sums of f64 inputs near f64's maximum can overflow to `+inf`; JSON has no infinity
+/// (serde_json writes `null`), so such a histogram does not round-trip through JSON.
+///
 /// Floating-point sums are accumulated per [`CHUNK`](super::CHUNK) of the slice given to
 /// `add_*`/`par_add_*` and combined in chunk order, so the sequential and parallel builders
 /// give bit-identical results whatever the number of threads.
@@ -340,7 +343,7 @@ impl Histogram {
         let mut chunks = Vec::with_capacity(xs.len().div_ceil(CHUNK));
         for (n, chunk) in xs.chunks(CHUNK).enumerate() {
             count_f32_lanes(&mut lanes, stride, shift, chunk);
-            let c = scalars_f32(chunk);
+            let c = scalars_f32(chunk, true);
             if c.subnormals > 0 {
                 for &x in chunk {
                     let a = x.to_bits() & 0x7fff_ffff;

@@ -40,6 +40,7 @@
 //! zero error and zero energy lost.
 
 mod from_histogram;
+mod kernel;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -215,7 +216,7 @@ impl SweepAccumulator {
     /// An empty accumulator for rounding into `format`.
     #[must_use]
     pub fn new(format: FloatFormat) -> Self {
-        let p = format.man_bits;
+        let p = format.man_bits();
         let t_a = (1u64 << 52) - (1u64 << (52 - p));
         let mf = format.max() / pow2(format.emax());
         let mf_frac = ((mf - 1.0) * pow2(52)) as u64;
@@ -249,7 +250,7 @@ impl SweepAccumulator {
     /// Adds `xs` (one thread).
     pub fn add_f32(&mut self, xs: &[f32]) {
         for chunk in xs.chunks(SWEEP_CHUNK) {
-            let part = self.chunk(chunk.iter().map(|&x| f64::from(x).to_bits()));
+            let part = kernel::chunk(self, chunk, true);
             self.absorb(&part);
         }
     }
@@ -257,7 +258,7 @@ impl SweepAccumulator {
     /// Adds `xs` (one thread).
     pub fn add_f64(&mut self, xs: &[f64]) {
         for chunk in xs.chunks(SWEEP_CHUNK) {
-            let part = self.chunk(chunk.iter().map(|&x| x.to_bits()));
+            let part = kernel::chunk(self, chunk, true);
             self.absorb(&part);
         }
     }
@@ -267,7 +268,7 @@ impl SweepAccumulator {
         for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
             let parts: Vec<Partial> = batch
                 .par_chunks(SWEEP_CHUNK)
-                .map(|c| self.chunk(c.iter().map(|&x| f64::from(x).to_bits())))
+                .map(|c| kernel::chunk(self, c, true))
                 .collect();
             for p in &parts {
                 self.absorb(p);
@@ -280,7 +281,7 @@ impl SweepAccumulator {
         for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
             let parts: Vec<Partial> = batch
                 .par_chunks(SWEEP_CHUNK)
-                .map(|c| self.chunk(c.iter().map(|&x| x.to_bits())))
+                .map(|c| kernel::chunk(self, c, true))
                 .collect();
             for p in &parts {
                 self.absorb(p);
@@ -312,67 +313,11 @@ impl SweepAccumulator {
         self.rows.merge(&p.rows);
     }
 
-    /// The sums of one chunk of values given by their f64 bit patterns.
-    fn chunk(&self, bits: impl Iterator<Item = u64> + Clone) -> Partial {
-        const INF: u64 = 0x7ff0_0000_0000_0000;
-        let (mut count, mut zeros, mut nonfinite) = (0u64, 0u64, 0u64);
-        let (mut lo_bits, mut hi_bits) = (u64::MAX, 0u64);
-        for b in bits.clone() {
-            let a = b & !(1 << 63);
-            count += 1;
-            zeros += u64::from(a == 0);
-            nonfinite += u64::from(a >= INF);
-            let inside = a != 0 && a < INF;
-            lo_bits = lo_bits.min(if inside { a } else { u64::MAX });
-            hi_bits = hi_bits.max(if inside { a } else { 0 });
-        }
-        let mut part = Partial {
-            count,
-            zeros,
-            nonfinite,
-            amax_bits: hi_bits,
-            rows: Rows {
-                width: self.rows.width,
-                ..Rows::default()
-            },
-        };
-        if hi_bits == 0 {
-            return part;
-        }
-        let (lo, _) = split(lo_bits);
-        let (hi, _) = split(hi_bits);
-        let w = self.rows.width;
-        let mut rows = Rows::new(lo, hi, w);
-        let (grid_window, grid_normal) = (&self.grid[..w], self.grid[w]);
-        for b in bits {
-            let a = b & !(1 << 63);
-            if a == 0 || a >= INF {
-                continue;
-            }
-            let (e, frac) = split(a);
-            let z = usize::from(frac == 0);
-            let fa = usize::from(frac >= self.t_a);
-            let fb = usize::from(frac >= self.t_b);
-            let r = (e - lo) as usize;
-            rows.counts[r][z | fa << 1 | fb << 2] += 1;
-            let f = f64::from_bits(frac | ONE_BITS);
-            rows.sq[r][z] += f * f;
-            for (acc, &c) in rows.window[r * w..(r + 1) * w].iter_mut().zip(grid_window) {
-                let d = f - ((f + c) - c);
-                *acc += d * d;
-            }
-            let d = f - ((f + grid_normal) - grid_normal);
-            rows.normal_err[r][fb] += d * d;
-        }
-        part.rows = rows;
-        part
-    }
-
     /// The sweep over scales `2^k` for `k` in `log2_scales` (empty if the range is).
     #[must_use]
     pub fn sweep(&self, log2_scales: std::ops::RangeInclusive<i32>) -> Sweep {
         let f = self.format;
-        let (p, emin, emax) = (f.man_bits as i32, f.emin(), f.emax());
+        let (p, emin, emax) = (f.man_bits() as i32, f.emin(), f.emax());
         let rows = &self.rows;
         let w = rows.width;
         let top = rows.lo + rows.len() as i32 - 1;
@@ -450,6 +395,7 @@ impl SweepAccumulator {
 }
 
 /// The sums of one chunk.
+#[derive(Debug, PartialEq)]
 struct Partial {
     count: u64,
     zeros: u64,

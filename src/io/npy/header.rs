@@ -430,4 +430,12 @@ mod tests {
                 .contains("larger")
         );
     }
+
+    proptest::proptest! {
+        /// Any text made of the header's own tokens parses or fails cleanly, never panics.
+        #[test]
+        fn arbitrary_token_soup_never_panics(text in "[{}()\\[\\]:,'\" 0-9L<>=|fi-]{0,80}|\\{'descr': '[<>=|]?[a-z][0-9]', 'fortran_order': (True|False), 'shape': \\([0-9, L-]{0,20}\\),? *\\}") {
+            let _ = parse(text.as_bytes());
+        }
+    }
 }

@@ -235,3 +235,14 @@ fn summaries() {
     assert_eq!(Histogram::new(0).mean_abs(), 0.0);
     assert_eq!(Histogram::new(0).min_nonzero(), None);
 }
+
+#[test]
+fn simd_build_of_the_chunk_loop_matches_the_baseline_one() {
+    for n in [0, 1, 9, 1023, CHUNK] {
+        let xs = awkward_f32(n as u64 + 77, n);
+        assert_eq!(
+            kernels::scalars_f32(&xs, true),
+            kernels::scalars_f32(&xs, false)
+        );
+    }
+}

@@ -10,7 +10,7 @@ use crate::stats::Histogram;
 ///
 /// A bin holds the magnitudes `f * 2^E` with `f` in `[1 + j/2^s, 1 + (j+1)/2^s)`; the class of a
 /// value at each scale depends on `E` and on three mantissa conditions (see the module docs of
-/// [`super`]): `f == 1`, `f >= 2 - 2^-p` and `RNE_p(f) > Mf`. The counts of a bin go to the class
+/// [`crate::stats::sweep`]): `f == 1`, `f >= 2 - 2^-p` and `RNE_p(f) > Mf`. The counts of a bin go to the class
 /// of its lower edge taken as `f > 1`. They are exact unless the bin straddles one of those
 /// conditions:
 ///
@@ -28,7 +28,10 @@ use crate::stats::Histogram;
 /// of the binade at the underflow edge plus those at the min-normal and overflow edges.
 ///
 /// `energy_lost` takes each value's square as the mean of `f^2` over its bin (uniform within
-/// the bin): off by at most a factor `(1 + 2^-s)^2` either way for the values counted as lost.
+/// the bin), which is within a factor `(1 + 2^-s)^2` of the true square; numerator and
+/// denominator both, so the share is within a factor `(1 + 2^-s)^4` of the exact one, apart
+/// from the values of the bins counted in the bound (which may be on the wrong side of the
+/// underflow edge).
 /// `relative_error` is `None`: a histogram does not keep the bits that decide rounding errors.
 #[must_use]
 pub fn sweep_from_histogram(
@@ -37,7 +40,7 @@ pub fn sweep_from_histogram(
     log2_scales: std::ops::RangeInclusive<i32>,
 ) -> (Sweep, Vec<u64>) {
     let acc = SweepAccumulator::new(format);
-    let (p, emin, emax) = (format.man_bits as i32, format.emin(), format.emax());
+    let (p, emin, emax) = (format.man_bits() as i32, format.emin(), format.emax());
     let s = h.sub_bins_log2();
     let class = |frac: u64, z: bool| {
         (

@@ -95,7 +95,7 @@ fn check(fast: &Sweep, slow: &Sweep) {
 /// Values at and around every threshold of `format` at scale 1 (each multiplied by 2^-k0 to
 /// land on thresholds of other scales too).
 fn adversarial(format: FloatFormat) -> Vec<f64> {
-    let p = format.man_bits as i32;
+    let p = format.man_bits() as i32;
     let min_sub = format.min_subnormal();
     let min_norm = format.min_normal();
     let max = format.max();
@@ -316,5 +316,43 @@ fn histogram_sweep_is_exact_away_from_boundaries_and_within_its_bound() {
             (a.underflow, a.subnormal, a.normal, a.overflow),
             (e.underflow, e.subnormal, e.normal, e.overflow)
         );
+    }
+}
+
+#[test]
+fn simd_and_width_specialised_loops_match_the_generic_one() {
+    let xs = awkward_f32(21, 20_000);
+    let xs64: Vec<f64> = xs.iter().map(|&x| f64::from(x) * 1e-200).collect();
+    for format in [
+        FP8_E5M2,
+        FP8_E4M3,
+        BF16,
+        FP16,
+        FP32,
+        "e3m4".parse().unwrap(),
+    ] {
+        let acc = SweepAccumulator::new(format);
+        let simd = kernel::chunk(&acc, &xs, true);
+        assert_eq!(simd, kernel::chunk(&acc, &xs, false), "{format}");
+        assert_eq!(simd, kernel::chunk_any(&acc, &xs, true), "{format}");
+        let simd = kernel::chunk(&acc, &xs64, true);
+        assert_eq!(simd, kernel::chunk(&acc, &xs64, false), "{format}");
+        assert_eq!(simd, kernel::chunk_any(&acc, &xs64, true), "{format}");
+    }
+}
+
+/// Every f32 with at most 11 significant bits (low 12 bits of the pattern zero): all exponents,
+/// and every tie of rounding to fp16 and the narrower formats, at scales across their ranges.
+#[test]
+#[cfg_attr(debug_assertions, ignore)]
+fn exhaustive_short_f32_patterns_match_the_reference() {
+    let xs: Vec<f32> = (0u32..1 << 20).map(|i| f32::from_bits(i << 12)).collect();
+    let wide: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
+    for format in [FP16, BF16, FP8_E4M3, FP8_E5M2] {
+        let mut acc = SweepAccumulator::new(format);
+        acc.par_add_f32(&xs);
+        for k in [-40, -12, -1, 0, 1, 7, 15, 24, 40] {
+            check(&acc.sweep(k..=k), &reference(format, &wide, k..=k));
+        }
     }
 }

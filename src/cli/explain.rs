@@ -1,0 +1,444 @@
+//! `mixprec explain`: how one value is stored in a format, field by field.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use super::quantize::format_value;
+use super::round_args::RoundArgs;
+use crate::error::Error;
+use crate::format::{Event, FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
+
+/// Show how a value is stored in a format: its bits, sign, exponent and mantissa, the two
+/// neighbouring representable values, the rounding error, and whether the result is normal,
+/// subnormal, underflowed to zero or overflowed.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The value: a decimal or scientific number, inf, -inf or nan.
+    #[arg(value_name = "VALUE", allow_hyphen_values = true)]
+    value: String,
+    #[command(flatten)]
+    round: RoundArgs,
+}
+
+pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let x: f64 = args.value.trim().parse().map_err(|_| Error::InvalidValue {
+        what: "value",
+        value: args.value.clone(),
+        expected: "a decimal or scientific number, inf, -inf or nan",
+    })?;
+    let text = explain(&args.value, x, &args.round.rounder());
+    out.write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The explanation of how `x` (read from the text `input`) rounds with `rounder`, as lines of
+/// text.
+#[must_use]
+pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
+    let t = input.trim().to_ascii_lowercase();
+    let input_was_finite = !t.contains("inf") && !t.contains("nan");
+    let mantissa = t.split('e').next().unwrap_or_default();
+    let input_was_nonzero = mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
+    let f = rounder.format();
+    let o = rounder.options();
+    let mut s = String::new();
+    let mut line = |label: &str, text: String| {
+        s += &format!("  {label:<11} {text}\n");
+    };
+    let v = |x: f64| format_value(x, &mut ryu::Buffer::new()).to_string();
+    let (r, event) = rounder.round_at(x, 0);
+    let pattern = f.encode(r).unwrap_or_default();
+
+    let mut head = format!(
+        "{} in {} ({} bits: 1 sign, {} exponent, {} mantissa; bias {}), rounding {}",
+        v(x),
+        f.name(),
+        f.total_bits(),
+        f.exp_bits(),
+        f.man_bits(),
+        f.bias(),
+        o.rounding
+    );
+    if o.overflow == Overflow::Saturate {
+        head += ", saturating";
+    }
+    if !o.subnormals {
+        head += ", subnormals off";
+    }
+    let mut text = head + "\n\n";
+
+    line("input", v(x));
+    if x.is_infinite() && input_was_finite {
+        line(
+            "",
+            "(beyond binary64's range: read as infinity)".to_string(),
+        );
+    } else if x == 0.0 && input_was_nonzero {
+        line(
+            "",
+            "(below binary64's smallest subnormal: read as zero)".to_string(),
+        );
+    }
+    if x.is_finite() {
+        let exact = exact_decimal(x);
+        if exact != v(x) && exact.trim_start_matches('-') != v(x).trim_start_matches('-') {
+            line("", format!("(as binary64, exactly {exact})"));
+        }
+    }
+    let exactly = if r.is_finite() && exact_decimal(r) != v(r) {
+        format!("  (exactly {})", exact_decimal(r))
+    } else {
+        String::new()
+    };
+    line("stored", format!("{}{exactly}", v(r)));
+    fields(&mut line, f, pattern, r);
+
+    if x.is_finite() {
+        let neighbour = |rounding| {
+            Rounder::new(
+                f,
+                RoundOptions {
+                    rounding,
+                    overflow: Overflow::Ieee,
+                    ..o
+                },
+            )
+            .round(x)
+        };
+        let (mut lo, mut hi) = (neighbour(Rounding::Down), neighbour(Rounding::Up));
+        if !o.subnormals && x != 0.0 && x.abs() < f.min_normal() {
+            // Flushed: the representable values around x are zero and the smallest normal.
+            let (zero, normal) = (0.0f64.copysign(x), f.min_normal().copysign(x));
+            (lo, hi) = if x > 0.0 {
+                (zero, normal)
+            } else {
+                (normal, zero)
+            };
+        }
+        let show = |n: f64| match f.encode(n) {
+            Some(b) if n.is_finite() => format!("{} ({})", v(n), hex(f, b)),
+            _ => format!("no finite value (the largest is {})", v(f.max())),
+        };
+        if lo == hi {
+            line(
+                "neighbours",
+                format!("none needed: {} is exactly representable", v(x)),
+            );
+        } else {
+            line("neighbours", format!("{} < x < {}", show(lo), show(hi)));
+            if hi.is_finite() && lo.is_finite() {
+                let gap = hi - lo;
+                line(
+                    "",
+                    format!(
+                        "spacing here (1 ulp): {} = 2^{}",
+                        v(gap),
+                        gap.log2().round() as i64
+                    ),
+                );
+            }
+        }
+        if r.is_nan() {
+            line("error", "none to speak of: the result is NaN".to_string());
+        } else if r.is_finite() {
+            let abs = r - x;
+            let rel = if x == 0.0 { 0.0 } else { abs / x.abs() };
+            let mut e = format!("absolute {}, relative {:.3e}", sci(abs), rel);
+            if lo != hi && hi.is_finite() {
+                e += &format!(" ({:.3} ulp)", abs.abs() / (hi - lo));
+            }
+            line("error", e);
+        } else {
+            line("error", "infinite: the value is gone".to_string());
+        }
+    }
+    line("outcome", outcome(x, r, event, rounder));
+    text += &s;
+    text
+}
+
+/// Lines for the bit pattern and what each field means.
+fn fields(line: &mut impl FnMut(&str, String), f: FloatFormat, pattern: u32, r: f64) {
+    let m = f.man_bits();
+    let man = pattern & ((1 << m) - 1);
+    let exp = (pattern >> m) & ((1 << f.exp_bits()) - 1);
+    let sign = pattern >> (m + f.exp_bits()) & 1;
+    line(
+        "bits",
+        format!(
+            "{sign} {:0ew$b} {man:0mw$b}  = {}",
+            exp,
+            hex(f, pattern),
+            ew = f.exp_bits() as usize,
+            mw = m as usize
+        ),
+    );
+    line(
+        "  sign",
+        format!(
+            "{sign} ({})",
+            if sign == 1 { "negative" } else { "positive" }
+        ),
+    );
+    if r.is_nan() {
+        line(
+            "  exponent",
+            format!(
+                "{exp:0w$b} all ones, with this mantissa: NaN",
+                w = f.exp_bits() as usize
+            ),
+        );
+        return;
+    }
+    if r.is_infinite() {
+        line(
+            "  exponent",
+            format!(
+                "{exp:0w$b} all ones, mantissa 0: infinity",
+                w = f.exp_bits() as usize
+            ),
+        );
+        return;
+    }
+    let scale = 1u64 << m;
+    if exp == 0 {
+        line(
+            "  exponent",
+            format!(
+                "{exp:0w$b} = 0: zero or subnormal, exponent fixed at emin = {}",
+                f.emin(),
+                w = f.exp_bits() as usize
+            ),
+        );
+        line(
+            "  mantissa",
+            format!(
+                "{man:0w$b} = {man}/{scale} (no implicit leading 1)",
+                w = m as usize
+            ),
+        );
+        line(
+            "  value",
+            format!(
+                "{}{man}/{scale} x 2^{} = {}",
+                if sign == 1 { "-" } else { "+" },
+                f.emin(),
+                format_value(r, &mut ryu::Buffer::new())
+            ),
+        );
+    } else {
+        let e = exp as i32 - f.bias();
+        line(
+            "  exponent",
+            format!(
+                "{exp:0w$b} = {exp}, minus bias {} = {e}",
+                f.bias(),
+                w = f.exp_bits() as usize
+            ),
+        );
+        let frac = 1.0 + man as f64 / scale as f64;
+        line(
+            "  mantissa",
+            format!(
+                "{man:0w$b} = {man}/{scale}, with the implicit leading 1: {frac}",
+                w = m as usize
+            ),
+        );
+        line(
+            "  value",
+            format!(
+                "{}{frac} x 2^{e} = {}",
+                if sign == 1 { "-" } else { "+" },
+                format_value(r, &mut ryu::Buffer::new())
+            ),
+        );
+    }
+}
+
+/// One sentence on what happened, with the scale that would have avoided a loss.
+fn outcome(x: f64, r: f64, event: Event, rounder: &Rounder) -> String {
+    let f = rounder.format();
+    let v = |x: f64| format_value(x, &mut ryu::Buffer::new()).to_string();
+    // The smallest k such that x * 2^k (or x / 2^k) rounds to a normal number.
+    let fix = |up: bool| {
+        (1..=2200).find(|&k| {
+            let scaled = if up {
+                x * 2f64.powi(k)
+            } else {
+                x / 2f64.powi(k)
+            };
+            rounder.round_at(scaled, 0).1 == Event::Normal
+        })
+    };
+    match event {
+        Event::Nan => "NaN: stays NaN".to_string(),
+        Event::Infinite if r.is_nan() => {
+            format!("{} has no infinity: the ieee rule gives NaN", f.name())
+        }
+        Event::Infinite => format!("infinite: stored as {}", v(r)),
+        Event::Normal if x == 0.0 => "zero: stored exactly, sign kept".to_string(),
+        Event::Normal if r == x => "normal: stored exactly".to_string(),
+        Event::Normal => format!(
+            "normal: rounded {}{} ({:.1} significant decimal digits kept)",
+            if rounder.options().rounding == Rounding::NearestEven {
+                "to the nearest value, "
+            } else {
+                ""
+            },
+            if r.abs() > x.abs() {
+                "away from zero"
+            } else {
+                "toward zero"
+            },
+            f64::from(f.man_bits() + 1) * 2f64.log10()
+        ),
+        Event::Subnormal => {
+            let bits = (r.abs() / f.min_subnormal()).log2().floor() as u32 + 1;
+            let mut s = format!(
+                "subnormal: below the smallest normal {} the implicit 1 is gone; {bits} significant bit{} left instead of {}",
+                v(f.min_normal()),
+                if bits == 1 { "" } else { "s" },
+                f.man_bits() + 1
+            );
+            if let Some(k) = fix(true) {
+                s += &format!("; a loss scale of 2^{k} would make it normal");
+            }
+            s
+        }
+        Event::Underflow => {
+            let o = rounder.options();
+            let why = if !o.subnormals {
+                format!(
+                    "it is below the smallest normal {} and subnormals are off, so it is flushed to zero",
+                    v(f.min_normal())
+                )
+            } else {
+                match o.rounding {
+                    Rounding::NearestEven => format!(
+                        "|x| is at most half the smallest subnormal ({}; a tie goes to the even 0), so it rounds to zero",
+                        v(f.min_subnormal() / 2.0)
+                    ),
+                    Rounding::Stochastic => format!(
+                        "|x| is below the smallest subnormal ({}) and was rounded down by chance",
+                        v(f.min_subnormal())
+                    ),
+                    _ => format!(
+                        "|x| is below the smallest subnormal ({}) and {} rounding goes to zero",
+                        v(f.min_subnormal()),
+                        o.rounding
+                    ),
+                }
+            };
+            let mut s = format!("underflow: {why}, and the value is lost");
+            if let Some(k) = fix(true) {
+                s += &format!("; a loss scale of 2^{k} would keep it as a normal number");
+            }
+            s
+        }
+        Event::Overflow => {
+            let mut s = format!(
+                "overflow: |x| rounds past the largest finite value {}, giving {}",
+                v(f.max()),
+                v(r)
+            );
+            if r.is_finite() {
+                s += " (clamped)";
+            } else if let Some(k) = fix(false) {
+                s += &format!("; scaling down by 2^{k} would keep it finite");
+            }
+            s
+        }
+    }
+}
+
+fn hex(f: FloatFormat, bits: u32) -> String {
+    format!("0x{bits:0w$x}", w = f.total_bits().div_ceil(4) as usize)
+}
+
+fn sci(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else {
+        format!("{x:.6e}")
+    }
+}
+
+/// The exact decimal expansion of a finite f64 (every binary fraction has one).
+#[must_use]
+pub fn exact_decimal(x: f64) -> String {
+    let bits = x.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let frac = bits & ((1 << 52) - 1);
+    let (sig, e) = if biased == 0 {
+        (frac, -1074)
+    } else {
+        (frac | 1 << 52, biased - 1075)
+    };
+    // Little-endian base-10^9 digits of sig * 2^e (e >= 0) or sig * 5^-e (e < 0).
+    let mut n: Vec<u64> = vec![
+        sig % 1_000_000_000,
+        sig / 1_000_000_000 % 1_000_000_000,
+        sig / 1_000_000_000_000_000_000,
+    ];
+    let mul = |n: &mut Vec<u64>, k: u64| {
+        let mut carry = 0;
+        for d in n.iter_mut() {
+            let t = *d * k + carry;
+            *d = t % 1_000_000_000;
+            carry = t / 1_000_000_000;
+        }
+        while carry > 0 {
+            n.push(carry % 1_000_000_000);
+            carry /= 1_000_000_000;
+        }
+    };
+    for _ in 0..e.unsigned_abs() {
+        mul(&mut n, if e >= 0 { 2 } else { 5 });
+    }
+    let mut digits = String::new();
+    for d in n.iter().rev() {
+        digits += &format!("{d:09}");
+    }
+    let digits = digits.trim_start_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    let point = if e >= 0 { 0 } else { e.unsigned_abs() as usize };
+    let sign = if x.is_sign_negative() { "-" } else { "" };
+    if point == 0 {
+        return format!("{sign}{digits}");
+    }
+    let padded = format!("{digits:0>w$}", w = point + 1);
+    let (int, fraction) = padded.split_at(padded.len() - point);
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.is_empty() {
+        format!("{sign}{int}")
+    } else {
+        format!("{sign}{int}.{fraction}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_decimals() {
+        assert_eq!(
+            exact_decimal(0.1),
+            "0.1000000000000000055511151231257827021181583404541015625"
+        );
+        assert_eq!(exact_decimal(65504.0), "65504");
+        assert_eq!(
+            exact_decimal(-2f64.powi(-24)),
+            "-0.000000059604644775390625"
+        );
+        assert_eq!(exact_decimal(0.0), "0");
+        assert_eq!(exact_decimal(1.5), "1.5");
+        assert_eq!(exact_decimal(2f64.powi(70)), "1180591620717411303424");
+        let tiny = exact_decimal(f64::from_bits(1));
+        assert!(
+            tiny.starts_with("0.000") && tiny.ends_with("625") && tiny.len() == 1076,
+            "{}",
+            tiny.len()
+        );
+    }
+}

@@ -1,0 +1,62 @@
+//! The rounding flags that `explain` and `quantize` share.
+
+use crate::format::{FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
+
+/// Format and rounding options, as flags.
+#[derive(Debug, clap::Args)]
+pub struct RoundArgs {
+    /// Target format: fp32, tf32, fp16, bf16, fp8-e4m3 (alias e4m3fn: OCP, no infinities, max
+    /// 448), fp8-e5m2 (IEEE-like, max 57344), or eXmY (IEEE-like; e4m3 has max 240 and is not
+    /// fp8-e4m3).
+    #[arg(long, short = 'f', value_name = "F", default_value = "fp16", value_parser = parse_format)]
+    pub format: FloatFormat,
+    /// Rounding mode: nearest-even, toward-zero, up, down or stochastic.
+    #[arg(long, short = 'r', value_name = "R", default_value = "nearest-even", value_parser = parse_rounding)]
+    pub rounding: Rounding,
+    /// Overflow rule: ieee (infinity, NaN for fp8-e4m3; directed roundings toward zero give the
+    /// largest finite value) or saturate (always clamp to +-max).
+    #[arg(long, value_name = "RULE", default_value = "ieee", value_parser = parse_overflow)]
+    pub overflow: Overflow,
+    /// Subnormal results: on, or off (flush results below the smallest normal to zero).
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub subnormals: bool,
+    /// Seed of the stochastic-rounding stream (the n-th value uses position n of the stream).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl RoundArgs {
+    /// The rounder these flags describe.
+    #[must_use]
+    pub fn rounder(&self) -> Rounder {
+        Rounder::new(
+            self.format,
+            RoundOptions {
+                rounding: self.rounding,
+                overflow: self.overflow,
+                subnormals: self.subnormals,
+                seed: self.seed,
+            },
+        )
+    }
+}
+
+fn parse_format(s: &str) -> Result<FloatFormat, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+fn parse_rounding(s: &str) -> Result<Rounding, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+fn parse_overflow(s: &str) -> Result<Overflow, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("invalid value '{s}': expected on or off")),
+    }
+}

@@ -1,0 +1,531 @@
+//! The charts, one function each, generic over the plotters drawing backend.
+//!
+//! Colours are the Okabe-Ito palette (distinguishable with the common colour-vision
+//! deficiencies, and in greyscale print by their lightness).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::AnalyzePlots;
+
+/// The result of drawing on a backend `DB`.
+pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+const FONT: &str = "sans-serif";
+const UNDERFLOW: RGBColor = RGBColor(213, 94, 0);
+const SUBNORMAL: RGBColor = RGBColor(230, 159, 0);
+const NORMAL: RGBColor = RGBColor(0, 158, 115);
+const OVERFLOW: RGBColor = RGBColor(204, 121, 167);
+const RAW: RGBColor = RGBColor(90, 90, 90);
+const SCALED: RGBColor = RGBColor(0, 114, 178);
+
+/// `log2` of the edges of the format's zones: half the min subnormal (below: lost), the min
+/// normal, and the max.
+fn zones(p: &AnalyzePlots<'_>) -> (f64, f64, f64) {
+    let f = p.format;
+    (
+        f.min_subnormal().log2() - 1.0,
+        f64::from(f.emin()),
+        f.max().log2(),
+    )
+}
+
+/// The outline of histogram bars `(x0, x1, height)` shifted by `dx`, down to zero across gaps.
+fn steps(bars: &[(f64, f64, f64)], dx: f64) -> Vec<(f64, f64)> {
+    let mut pts = Vec::with_capacity(bars.len() * 4 + 2);
+    let mut prev_end = f64::NAN;
+    for &(a, b, y) in bars {
+        if a != prev_end {
+            if prev_end.is_finite() {
+                pts.push((prev_end + dx, 0.0));
+            }
+            pts.push((a + dx, 0.0));
+        }
+        pts.push((a + dx, y));
+        pts.push((b + dx, y));
+        prev_end = b;
+    }
+    if prev_end.is_finite() {
+        pts.push((prev_end + dx, 0.0));
+    }
+    pts
+}
+
+fn legend_box(color: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
+    move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], color.filled())
+}
+
+/// Histogram of log2|x| of all tensors, over the format's zones, raw and shifted by the
+/// recommended scale.
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn histogram<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    p: &AnalyzePlots<'_>,
+) -> DrawResult<DB> {
+    let (lost, min_normal, max) = zones(p);
+    let k = p.recommendation.log2_scale;
+    let shift = f64::from(k.unwrap_or(0));
+    let n = p.total.finite_nonzero().max(1) as f64;
+    // Percent of the values per octave: bins are narrower than an octave with sub-bins.
+    let bars: Vec<(f64, f64, f64)> = p
+        .total
+        .bins()
+        .filter(|b| b.count > 0)
+        .map(|b| {
+            let (x0, x1) = (b.log2_lower, b.upper.log2());
+            (x0, x1, 100.0 * b.count as f64 / n / (x1 - x0))
+        })
+        .collect();
+    let lo_data = bars.first().map_or(lost, |b| b.0);
+    let hi_data = bars.last().map_or(max, |b| b.1);
+    let x0 = (lo_data.min(lost) - 2.0).floor();
+    let x1 = (hi_data + shift.max(0.0)).max(max).ceil() + 2.0;
+    let x0 = x0.min(lo_data + shift.min(0.0) - 1.0);
+    let ymax = bars.iter().map(|b| b.2).fold(1.0, f64::max) * 1.2;
+    let caption = match k {
+        Some(k) => format!(
+            "log2 |x| of all tensors vs {}, raw and scaled by 2^{k}",
+            p.format
+        ),
+        None => format!(
+            "log2 |x| of all tensors vs {} (no single loss scale works)",
+            p.format
+        ),
+    };
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, (FONT, 26))
+        .margin(16)
+        .x_label_area_size(55)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x0..x1, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("log2 |x|  (binary exponent of the magnitude)")
+        .y_desc("values per octave (%)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .axis_desc_style((FONT, 20))
+        .label_style((FONT, 16))
+        .draw()?;
+    let zone = |a: f64, b: f64, c: RGBColor| {
+        Rectangle::new([(a.max(x0), 0.0), (b.min(x1), ymax)], c.mix(0.18).filled())
+    };
+    let labels = [
+        (
+            x0,
+            lost,
+            UNDERFLOW,
+            "lost: below half the min subnormal".to_string(),
+        ),
+        (
+            lost,
+            min_normal,
+            SUBNORMAL,
+            "subnormal: reduced precision".to_string(),
+        ),
+        (
+            min_normal,
+            max,
+            NORMAL,
+            format!("normal: {} significant bits", p.format.man_bits() + 1),
+        ),
+        (
+            max,
+            x1,
+            OVERFLOW,
+            format!("overflow: above max {}", p.format.max()),
+        ),
+    ];
+    for (a, b, c, label) in labels {
+        chart
+            .draw_series(std::iter::once(zone(a, b, c)))?
+            .label(label)
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.mix(0.4).filled())
+            });
+    }
+    chart
+        .draw_series(std::iter::once(Polygon::new(
+            steps(&bars, 0.0),
+            RAW.mix(0.5).filled(),
+        )))?
+        .label("raw |x|")
+        .legend(legend_box(RAW));
+    if let Some(k) = k {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                steps(&bars, shift),
+                SCALED.stroke_width(3),
+            )))?
+            .label(format!("|x| * 2^{k} (recommended loss scale)"))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], SCALED.stroke_width(3))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font((FONT, 16))
+        .draw()?;
+    Ok(())
+}
+
+/// The sweep: stacked shares of underflow, subnormal, normal and overflow against the log2 loss
+/// scale, with the recommended window and scale marked.
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn sweep<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    p: &AnalyzePlots<'_>,
+) -> DrawResult<DB> {
+    let s = p.sweep;
+    let (lo, hi) = match (s.rows.first(), s.rows.last()) {
+        (Some(a), Some(b)) => (f64::from(a.log2_scale), f64::from(b.log2_scale)),
+        _ => (0.0, 1.0),
+    };
+    let n = s.finite_nonzero().max(1) as f64;
+    let r = p.recommendation;
+    let caption = match (r.min_log2_scale, r.max_log2_scale) {
+        (Some(a), Some(b)) if a <= b => {
+            format!("Loss-scale sweep, {}: window 2^{a}..2^{b}", p.format)
+        }
+        _ => format!("Loss-scale sweep, {}: no single scale works", p.format),
+    };
+    let root = root.titled(&caption, (FONT, 26))?;
+    let (upper, lower) = root.split_vertically((62).percent_height());
+    let mut chart = ChartBuilder::on(&upper)
+        .margin(16)
+        .margin_right(LEGEND_W)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d((lo - 0.5)..(hi + 0.5), 0.0..100.0)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("log2 loss scale k  (scale = 2^k)")
+        .y_desc("share of finite nonzero values (%)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .axis_desc_style((FONT, 20))
+        .label_style((FONT, 16))
+        .draw()?;
+    type Class = (RGBColor, &'static str, fn(&crate::stats::SweepRow) -> u64);
+    let classes: [Class; 4] = [
+        (UNDERFLOW, "underflow (becomes 0)", |r| r.underflow),
+        (SUBNORMAL, "subnormal", |r| r.subnormal),
+        (NORMAL, "normal", |r| r.normal),
+        (OVERFLOW, "overflow (inf: step skipped)", |r| r.overflow),
+    ];
+    for (c, (color, _, get)) in classes.iter().enumerate() {
+        let rects = s.rows.iter().map(|row| {
+            let below: u64 = classes[..c].iter().map(|(_, _, g)| g(row)).sum();
+            let k = f64::from(row.log2_scale);
+            let y0 = 100.0 * below as f64 / n;
+            let y1 = 100.0 * (below + get(row)) as f64 / n;
+            Rectangle::new([(k - 0.5, y0), (k + 0.5, y1)], color.filled())
+        });
+        chart.draw_series(rects)?;
+    }
+    if let (Some(a), Some(b)) = (r.min_log2_scale, r.max_log2_scale)
+        && a <= b
+    {
+        let (a, b) = (f64::from(a) - 0.5, f64::from(b) + 0.5);
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(a, 0.0), (b, 100.0)],
+                BLACK.stroke_width(3),
+            )))?
+            .label("window (underflow and overflow within bounds)")
+            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], BLACK.stroke_width(2)));
+    }
+    if let Some(k) = r.log2_scale {
+        let k = f64::from(k);
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(k, 0.0), (k, 100.0)],
+            BLACK.stroke_width(3),
+        )))?;
+    }
+    let mut entries: Vec<(Swatch, String)> = classes
+        .iter()
+        .map(|(c, l, _)| (Swatch::Fill(*c), (*l).to_string()))
+        .collect();
+    if let (Some(a), Some(b)) = (r.min_log2_scale, r.max_log2_scale)
+        && a <= b
+    {
+        entries.push((Swatch::Outline(BLACK), format!("window 2^{a}..2^{b}")));
+    }
+    if let Some(k) = r.log2_scale {
+        entries.push((Swatch::Line(BLACK), format!("recommended 2^{k}")));
+    }
+    legend(&upper, &entries)?;
+    tails(&lower, p, lo, hi)
+}
+
+/// Below the stacked shares: the small shares that decide the window, on a log scale.
+fn tails<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    p: &AnalyzePlots<'_>,
+    lo: f64,
+    hi: f64,
+) -> DrawResult<DB> {
+    const FLOOR: f64 = 1e-7;
+    let s = p.sweep;
+    let n = s.finite_nonzero().max(1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .margin(16)
+        .margin_right(LEGEND_W)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d((lo - 0.5)..(hi + 0.5), (FLOOR..1.0).log_scale())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("log2 loss scale k  (scale = 2^k)")
+        .y_desc("share (log; 1e-7 = none)")
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0e}"))
+        .draw()?;
+    let at = |v: f64| v.max(FLOOR);
+    let line = |get: &dyn Fn(&crate::stats::SweepRow) -> f64| -> Vec<(f64, f64)> {
+        s.rows
+            .iter()
+            .map(|r| (f64::from(r.log2_scale), at(get(r))))
+            .collect()
+    };
+    type Points = Vec<(f64, f64)>;
+    let series: [(RGBColor, &str, Points); 3] = [
+        (
+            UNDERFLOW,
+            "underflow share",
+            line(&|r| r.underflow as f64 / n),
+        ),
+        (
+            RAW,
+            "energy lost (share of squared norm)",
+            line(&|r| r.energy_lost),
+        ),
+        (OVERFLOW, "overflow share", line(&|r| r.overflow as f64 / n)),
+    ];
+    let mut entries = Vec::new();
+    for (color, label, pts) in series {
+        chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))?;
+        chart.draw_series(pts.into_iter().map(|c| Circle::new(c, 3, color.filled())))?;
+        entries.push((Swatch::Line(color), label.to_string()));
+    }
+    let limit = at(p.max_underflow);
+    chart.draw_series(DashedLineSeries::new(
+        vec![(lo - 0.5, limit), (hi + 0.5, limit)],
+        8,
+        6,
+        BLACK.stroke_width(2),
+    ))?;
+    entries.push((
+        Swatch::Line(BLACK),
+        format!("--max-underflow {}", p.max_underflow),
+    ));
+    legend(area, &entries)
+}
+
+/// Width kept right of the sweep panels for their legends, in pixels.
+const LEGEND_W: u32 = 300;
+
+/// What a legend entry shows beside its text.
+enum Swatch {
+    Fill(RGBColor),
+    Outline(RGBColor),
+    Line(RGBColor),
+}
+
+/// A legend in the `LEGEND_W` pixels at the right of `area`, top-aligned.
+fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[(Swatch, String)],
+) -> DrawResult<DB> {
+    let (w, _) = area.dim_in_pixel();
+    let x = w as i32 - LEGEND_W as i32 + 24;
+    let style = TextStyle::from((FONT, 16).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, (swatch, text)) in entries.iter().enumerate() {
+        let y = 30 + 24 * i as i32;
+        match swatch {
+            Swatch::Fill(c) => {
+                area.draw(&Rectangle::new([(x, y - 7), (x + 18, y + 7)], c.filled()))?
+            }
+            Swatch::Outline(c) => area.draw(&Rectangle::new(
+                [(x, y - 7), (x + 18, y + 7)],
+                c.stroke_width(2),
+            ))?,
+            Swatch::Line(c) => area.draw(&PathElement::new(
+                vec![(x, y), (x + 18, y)],
+                c.stroke_width(3),
+            ))?,
+        }
+        area.draw(&Text::new(text.clone(), (x + 26, y), style.clone()))?;
+    }
+    Ok(())
+}
+
+/// A sequential colour map from white (0) to dark blue (1).
+fn shade(t: f64) -> RGBColor {
+    let t = t.clamp(0.0, 1.0);
+    let lerp = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
+    RGBColor(lerp(255.0, 8.0), lerp(255.0, 48.0), lerp(255.0, 107.0))
+}
+
+/// Heatmap of tensors (rows) by binary exponent of the magnitude (columns): the share of each
+/// tensor's values per octave, with the edges of the format's range at the recommended scale.
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn heatmap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    p: &AnalyzePlots<'_>,
+) -> DrawResult<DB> {
+    let rows: Vec<(&str, Vec<(i32, f64)>)> = p
+        .tensors
+        .iter()
+        .map(|(name, h)| {
+            let n = h.finite_nonzero().max(1) as f64;
+            (
+                *name,
+                h.exponent_counts()
+                    .into_iter()
+                    .map(|(e, c)| (e, c as f64 / n))
+                    .collect(),
+            )
+        })
+        .collect();
+    let e_lo = rows
+        .iter()
+        .filter_map(|r| r.1.first())
+        .map(|c| c.0)
+        .min()
+        .unwrap_or(-30);
+    let e_hi = rows
+        .iter()
+        .filter_map(|r| r.1.last())
+        .map(|c| c.0)
+        .max()
+        .unwrap_or(0);
+    let vmax = rows
+        .iter()
+        .flat_map(|r| r.1.iter().map(|c| c.1))
+        .fold(1e-12, f64::max);
+    let k = p.recommendation.log2_scale.unwrap_or(0);
+    let (lost, _, max) = zones(p);
+    let (lost, max) = (lost - f64::from(k), max - f64::from(k));
+    let x0 = f64::from(e_lo).min(lost) - 1.0;
+    let x1 = f64::from(e_hi + 1).max(max) + 1.0;
+    let nrows = rows.len();
+    // A blank band above the rows, about 120 pixels of the 560 high plot, holds the legend.
+    let top = nrows as f64 * 560.0 / 440.0;
+    let names: Vec<String> = rows.iter().map(|r| r.0.to_string()).collect();
+    let caption = format!(
+        "Tensors by log2 |x| (share of each tensor per octave, log colour); {} edges at 2^{k}",
+        p.format
+    );
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(55)
+        .y_label_area_size(longest_label(&names))
+        .right_y_label_area_size(10)
+        .build_cartesian_2d(x0..x1, 0.0..top)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("log2 |x|  (binary exponent of the magnitude)")
+        .axis_desc_style((FONT, 20))
+        .label_style((FONT, 16))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_labels(0)
+        .draw()?;
+    for (i, (_, cells)) in rows.iter().enumerate() {
+        // Row 0 at the top, as in a table.
+        let y = (nrows - 1 - i) as f64;
+        chart.draw_series(cells.iter().filter(|c| c.1 > 0.0).map(|&(e, v)| {
+            Rectangle::new(
+                [(f64::from(e), y + 0.05), (f64::from(e + 1), y + 0.95)],
+                shade(log_share(v, vmax)).filled(),
+            )
+        }))?;
+    }
+    let font_px = if nrows > 20 { 12 } else { 16 };
+    let label_style =
+        TextStyle::from((FONT, font_px).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+    for (i, name) in names.iter().enumerate() {
+        let y = (nrows - 1 - i) as f64 + 0.5;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{name} "),
+            (x0, y),
+            label_style.clone(),
+        )))?;
+    }
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(lost, 0.0), (lost, nrows as f64)],
+            UNDERFLOW.stroke_width(3),
+        )))?
+        .label(format!(
+            "below: lost at 2^{k} (< half min subnormal / 2^{k})"
+        ))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], UNDERFLOW.stroke_width(3)));
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(max, 0.0), (max, nrows as f64)],
+            OVERFLOW.stroke_width(3),
+        )))?
+        .label(format!("above: overflow at 2^{k} (> max / 2^{k})"))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], OVERFLOW.stroke_width(3)));
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(x0, 0.0), (x0, 0.0)],
+            shade(1.0).filled(),
+        )))?
+        .label(format!(
+            "darkest: {:.0}% of a tensor in one octave",
+            100.0 * vmax
+        ))
+        .legend(legend_box(shade(1.0)));
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(x0, 0.0), (x0, 0.0)],
+            shade(0.1).filled(),
+        )))?
+        .label(format!(
+            "palest: {LOG_FLOOR:.0e} or less (log colour scale)"
+        ))
+        .legend(legend_box(shade(0.1)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font((FONT, 15))
+        .draw()?;
+    Ok(())
+}
+
+/// Shares below this get the palest colour.
+const LOG_FLOOR: f64 = 1e-6;
+
+/// A share in `(0, vmax]` on a log scale from [`LOG_FLOOR`] (0.1, still visible against the
+/// white of empty octaves) to `vmax` (1), so that rare tails, which decide overflow, show.
+fn log_share(v: f64, vmax: f64) -> f64 {
+    let (lo, hi) = (LOG_FLOOR.log10(), vmax.max(LOG_FLOOR * 10.0).log10());
+    0.1 + 0.9 * ((v.log10() - lo) / (hi - lo)).clamp(0.0, 1.0)
+}
+
+/// Room for the tensor names left of the heatmap.
+fn longest_label(names: &[String]) -> u32 {
+    let chars = names.iter().map(|n| n.chars().count()).max().unwrap_or(4) as u32;
+    (chars * 9 + 20).clamp(60, 320)
+}

@@ -1,0 +1,410 @@
+//! The real binary: `formats`, `explain` and `quantize`, happy paths and every bad input.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn mixprec(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut input = child.stdin.take().unwrap();
+    let text = stdin.to_string();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(text.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// Exit code 2, one line on stderr that mentions `needle`, no panic.
+fn assert_bad(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("mixprec: "), "{err}");
+    assert!(err.contains(needle), "'{needle}' not in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn formats_table_and_json() {
+    let o = mixprec(&["formats"], "");
+    assert!(o.status.success());
+    let table = stdout(&o);
+    for name in [
+        "fp32", "tf32", "fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "65504", "448", "57344",
+    ] {
+        assert!(table.contains(name), "{name} missing from\n{table}");
+    }
+    let o = mixprec(&["formats", "--json", "fp16", "e4m3fn", "e4m3", "e3m2"], "");
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let keys = [
+        "name",
+        "exponent_bits",
+        "mantissa_bits",
+        "bias",
+        "max",
+        "min_normal",
+        "min_subnormal",
+        "epsilon",
+        "has_infinity",
+    ];
+    for row in rows {
+        let obj = row.as_object().unwrap();
+        assert_eq!(obj.len(), keys.len());
+        for k in keys {
+            assert!(obj.contains_key(k), "{k}");
+        }
+    }
+    assert_eq!(rows[0]["name"], "fp16");
+    assert_eq!(rows[0]["max"], 65504.0);
+    assert_eq!(rows[0]["min_subnormal"], 2f64.powi(-24));
+    assert_eq!(rows[0]["bias"], 15);
+    assert_eq!(rows[1]["name"], "fp8-e4m3");
+    assert_eq!(rows[1]["max"], 448.0);
+    assert_eq!(rows[1]["has_infinity"], false);
+    assert_eq!(rows[2]["max"], 240.0);
+    assert_eq!(rows[2]["has_infinity"], true);
+    assert_eq!(rows[3]["epsilon"], 0.25);
+    let all = mixprec(&["formats", "--json"], "");
+    let v: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn formats_bad_name() {
+    assert_bad(&mixprec(&["formats", "fp12"], ""), "unknown format 'fp12'");
+    assert_bad(&mixprec(&["formats", "e9m2"], ""), "unknown format 'e9m2'");
+    assert_bad(&mixprec(&["formats", "--bogus"], ""), "--bogus");
+}
+
+#[test]
+fn help_says_e4m3_is_not_fp8_e4m3() {
+    for cmd in ["formats", "explain", "quantize"] {
+        let o = mixprec(&[cmd, "--help"], "");
+        assert!(o.status.success());
+        let text = stdout(&o);
+        assert!(
+            text.contains("e4m3") && text.contains("240") && text.contains("448"),
+            "{cmd}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn explain_normal_subnormal_underflow_overflow() {
+    let o = mixprec(&["explain", "0.1"], "");
+    assert!(o.status.success());
+    let t = stdout(&o);
+    for s in [
+        "0.0999755859375",
+        "0x2e66",
+        "0 01011 1001100110",
+        "minus bias 15 = -4",
+        "0.10003662109375",
+        "normal",
+    ] {
+        assert!(t.contains(s), "{s} missing from\n{t}");
+    }
+    let t = stdout(&mixprec(&["explain", "3e-6"], ""));
+    assert!(t.contains("subnormal") && t.contains("0x0032"), "{t}");
+    let t = stdout(&mixprec(&["explain", "1e-8"], ""));
+    assert!(t.contains("underflow") && t.contains("2^13"), "{t}");
+    let t = stdout(&mixprec(&["explain", "-70000"], ""));
+    assert!(
+        t.contains("overflow") && t.contains("-inf") && t.contains("0xfc00"),
+        "{t}"
+    );
+    let t = stdout(&mixprec(&["explain", "1000", "--format", "fp8-e4m3"], ""));
+    assert!(t.contains("NaN") && t.contains("0x7f"), "{t}");
+    let t = stdout(&mixprec(
+        &[
+            "explain",
+            "1000",
+            "--format",
+            "fp8-e4m3",
+            "--overflow",
+            "saturate",
+        ],
+        "",
+    ));
+    assert!(t.contains("stored      448"), "{t}");
+    let t = stdout(&mixprec(
+        &["explain", "0.3", "-f", "e3m2", "--rounding", "toward-zero"],
+        "",
+    ));
+    assert!(t.contains("stored      0.25"), "{t}");
+}
+
+#[test]
+fn explain_bad_input() {
+    assert_bad(&mixprec(&["explain", "abc"], ""), "'abc'");
+    assert_bad(&mixprec(&["explain", "1", "--format", "fp99"], ""), "fp99");
+    assert_bad(
+        &mixprec(&["explain", "1", "--rounding", "sideways"], ""),
+        "sideways",
+    );
+    assert_bad(&mixprec(&["explain"], ""), "VALUE");
+}
+
+#[test]
+fn quantize_values_and_bits() {
+    let input = "0.1\n  1e-8 \nNaN\n-INF\ninf\n-1e-30\n65520\n1\n3.14159\n-0\n1e300\n2.5E-3\n";
+    let o = mixprec(&["quantize", "--format", "fp16"], input);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = "0.0999755859375\n0\nNaN\n-inf\ninf\n-0\ninf\n1\n3.140625\n-0\ninf\n0.0025005340576171875\n";
+    assert_eq!(stdout(&o), want);
+    // Every printed value parses back to exactly the rounded binary64 value.
+    for (line, x) in stdout(&o).lines().zip(input.lines()) {
+        let x: f64 = x.trim().parse().unwrap();
+        let back: f64 = line.parse().unwrap();
+        let r = mixprec::format::Rounder::new(mixprec::format::FP16, Default::default()).round(x);
+        assert!(
+            back.to_bits() == r.to_bits() || (back.is_nan() && r.is_nan()),
+            "{line}"
+        );
+    }
+    let o = mixprec(
+        &["quantize", "-f", "fp16", "--output", "bits"],
+        "0.1\n1e-8\nnan\n-inf\n65520\n1\n-0\n",
+    );
+    assert_eq!(
+        stdout(&o),
+        "0x2e66\n0x0000\n0x7e00\n0xfc00\n0x7c00\n0x3c00\n0x8000\n"
+    );
+    let o = mixprec(
+        &["quantize", "-f", "fp8-e4m3", "--output", "bits"],
+        "448\n465\n-1000\n0.0009\n0.001\n",
+    );
+    assert_eq!(stdout(&o), "0x7e\n0x7f\n0xff\n0x00\n0x01\n");
+    let o = mixprec(
+        &["quantize", "-f", "fp8-e4m3", "--overflow", "saturate"],
+        "1000\n-inf\n",
+    );
+    assert_eq!(stdout(&o), "448\n-448\n");
+    let o = mixprec(
+        &["quantize", "-f", "fp16", "--subnormals", "off"],
+        "3e-6\n-3e-6\n7e-5\n",
+    );
+    assert_eq!(stdout(&o), "0\n-0\n0.0000699758529663086\n");
+    let o = mixprec(
+        &["quantize", "-f", "e3m2", "--rounding", "up"],
+        "0.3\n-0.3\n",
+    );
+    assert_eq!(stdout(&o), "0.3125\n-0.25\n");
+    let o = mixprec(&["quantize", "-f", "bf16", "--output", "bits"], "1\n");
+    assert_eq!(stdout(&o), "0x3f80\n");
+    let o = mixprec(&["quantize", "-f", "e2m1", "--output", "bits"], "1\n");
+    assert_eq!(stdout(&o), "0x2\n");
+}
+
+#[test]
+fn quantize_stochastic_is_seeded_and_reproducible() {
+    let input = "1.0003\n".repeat(2000);
+    let run = |seed: &str| {
+        stdout(&mixprec(
+            &["quantize", "-f", "fp16", "-r", "stochastic", "--seed", seed],
+            &input,
+        ))
+    };
+    let a = run("1");
+    assert_eq!(a, run("1"));
+    assert_ne!(a, run("2"));
+    // 1.0003 lies 0.307 of the way from 1 to 1 + 2^-10.
+    let ups = a.lines().filter(|l| *l != "1").count();
+    assert!((450..=780).contains(&ups), "{ups}");
+}
+
+#[test]
+fn quantize_streams_many_lines() {
+    let n = 300_000;
+    let input: String = (0..n).map(|i| format!("{}\n", i as f64 * 0.37)).collect();
+    let o = mixprec(&["quantize", "-f", "bf16"], &input);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), n);
+    let r = mixprec::format::Rounder::new(mixprec::format::BF16, Default::default());
+    for (i, line) in out.lines().enumerate().step_by(997) {
+        assert_eq!(
+            line.parse::<f64>().unwrap(),
+            r.round(i as f64 * 0.37),
+            "line {i}"
+        );
+    }
+}
+
+#[test]
+fn quantize_bad_input() {
+    let o = mixprec(&["quantize", "-f", "fp16"], "1\n2\nx1\n4\n");
+    assert_bad(&o, "line 3: 'x1' is not a number");
+    assert_eq!(stdout(&o), "1\n2\n");
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16"], "1\n\n3\n"),
+        "line 2: '' is not a number",
+    );
+    assert_bad(&mixprec(&["quantize", "-f", "fp16"], "1e5000x\n"), "line 1");
+    assert_bad(&mixprec(&["quantize", "-f", "fp16"], "1,5\n"), "'1,5'");
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp17"], ""),
+        "unknown format 'fp17'",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "-r", "nearest-odd"], ""),
+        "nearest-odd",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--overflow", "wrap"], ""),
+        "wrap",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--subnormals", "maybe"], ""),
+        "maybe",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--output", "hex"], ""),
+        "hex",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--seed", "-1"], ""),
+        "-1",
+    );
+    // Invalid UTF-8 is a line that is not a number, not a crash.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(["quantize"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"1\n\xff\xfe\n")
+        .unwrap();
+    assert_bad(&child.wait_with_output().unwrap(), "line 2");
+}
+
+#[test]
+fn explain_with_subnormals_off_and_directed_modes() {
+    let t = stdout(&mixprec(&["explain", "3e-5", "--subnormals", "off"], ""));
+    assert!(
+        t.contains("0 (0x0000) < x < 0.00006103515625 (0x0400)"),
+        "{t}"
+    );
+    assert!(t.contains("flushed to zero"), "{t}");
+    let t = stdout(&mixprec(
+        &["explain", "5e-8", "--rounding", "toward-zero"],
+        "",
+    ));
+    assert!(
+        t.contains("below the smallest subnormal") && !t.contains("half"),
+        "{t}"
+    );
+    let t = stdout(&mixprec(&["explain", "2.9802322387695312e-8"], ""));
+    assert!(t.contains("at most half the smallest subnormal"), "{t}");
+    let t = stdout(&mixprec(
+        &[
+            "explain",
+            "1000",
+            "-f",
+            "fp8-e4m3",
+            "--overflow",
+            "saturate",
+        ],
+        "",
+    ));
+    assert!(
+        t.contains("(clamped)") && !t.contains("scaling down"),
+        "{t}"
+    );
+    let t = stdout(&mixprec(&["explain", "1e400"], ""));
+    assert!(t.contains("beyond binary64's range"), "{t}");
+}
+
+#[test]
+fn quantize_answers_each_line_before_the_input_ends() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(["quantize", "-f", "fp16"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    for (x, want) in [("0.1", "0.0999755859375"), ("65520", "inf")] {
+        writeln!(input, "{x}").unwrap();
+        input.flush().unwrap();
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        assert_eq!(line.trim_end(), want);
+    }
+    drop(input);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn quantize_edges_of_the_stream() {
+    // A byte-order mark before the first number is not part of it.
+    assert_eq!(
+        stdout(&mixprec(&["quantize"], "\u{feff}1.5\n2\n")),
+        "1.5\n2\n"
+    );
+    // A reader that stops early is not an error.
+    let input = "1\n".repeat(2_000_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(["quantize"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let mut first = [0u8; 2];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(&first, b"1\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A bad line deep in the stream is reported with its own number.
+    let mut big = "0.5\n".repeat(400_000);
+    big += "oops\n";
+    assert_bad(&mixprec(&["quantize"], &big), "line 400001: 'oops'");
+}
+
+#[test]
+fn missing_command_and_io_errors_are_one_line() {
+    assert_bad(
+        &mixprec(&[], ""),
+        "missing command: one of formats, explain, quantize",
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(["quantize"])
+        .stdin(std::fs::File::open("/").unwrap())
+        .output()
+        .unwrap();
+    assert_bad(&o, "Is a directory");
+    let err = stderr(&o);
+    assert_eq!(err.matches("Is a directory").count(), 1, "{err}");
+}

@@ -1,0 +1,260 @@
+//! The fast f32 slice kernels against their scalar twin (the exact f64 path), the `half` crate
+//! over all 2^32 f32 inputs, and exhaustive encode/decode round trips.
+
+use mixprec::format::{
+    BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath, Overflow, PRESETS, RoundCounts,
+    RoundOptions, Rounder, Rounding, TF32,
+};
+
+/// A deterministic spread of f32 bit patterns: random ones (splitmix64), plus values near every
+/// format boundary that matters.
+fn test_patterns(n: usize) -> Vec<f32> {
+    let mut state = 0x1234_5678_9abc_def0u64;
+    let mut next = || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut xs: Vec<f32> = (0..n).map(|_| f32::from_bits(next() as u32)).collect();
+    // Values of moderate magnitude, where gradients live.
+    xs.extend((0..n).map(|_| {
+        let b = next();
+        let e = (b % 80) as i32 - 60;
+        (2f32).powi(e)
+            * (1.0 + (b >> 40) as f32 / (1u64 << 24) as f32)
+            * if b & 1 == 0 { 1.0 } else { -1.0 }
+    }));
+    for (_, f) in PRESETS {
+        for v in [
+            f.max(),
+            f.min_normal(),
+            f.min_subnormal(),
+            f.min_subnormal() / 2.0,
+            1.0,
+        ] {
+            let b = (v as f32).to_bits();
+            for d in 0..64u32 {
+                xs.push(f32::from_bits(b.wrapping_add(d)));
+                xs.push(f32::from_bits(b.wrapping_sub(d)));
+                xs.push(-f32::from_bits(b.wrapping_add(d << 8)));
+            }
+        }
+    }
+    xs.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::from_bits(0xff80_0001),
+    ]);
+    xs
+}
+
+fn formats() -> Vec<FloatFormat> {
+    let mut fs: Vec<FloatFormat> = PRESETS.iter().map(|(_, f)| *f).collect();
+    fs.extend(
+        ["e4m3", "e2m1", "e3m2", "e8m1", "e6m9", "e8m22", "e2m23"]
+            .map(|n| n.parse::<FloatFormat>().unwrap()),
+    );
+    fs
+}
+
+fn all_options() -> Vec<RoundOptions> {
+    let mut v = Vec::new();
+    for rounding in [
+        Rounding::NearestEven,
+        Rounding::Stochastic,
+        Rounding::TowardZero,
+        Rounding::Up,
+    ] {
+        for overflow in [Overflow::Ieee, Overflow::Saturate] {
+            for subnormals in [true, false] {
+                v.push(RoundOptions {
+                    rounding,
+                    overflow,
+                    subnormals,
+                    seed: 99,
+                });
+            }
+        }
+    }
+    v
+}
+
+fn rounded(r: &Rounder, path: KernelPath, xs: &[f32], start: u64) -> (Vec<u32>, RoundCounts) {
+    let mut ys = xs.to_vec();
+    let c = r.round_f32_slice_via(path, &mut ys, start);
+    (ys.iter().map(|y| y.to_bits()).collect(), c)
+}
+
+#[test]
+fn kernels_agree_with_the_scalar_twin() {
+    let xs = test_patterns(20_000);
+    for f in formats() {
+        for o in all_options() {
+            let r = Rounder::new(f, o);
+            let start = 5_000_000_000; // crosses no block boundary, exercises the high key
+            let (want, want_c) = rounded(&r, KernelPath::Scalar, &xs, start);
+            for path in [KernelPath::Auto, KernelPath::Avx2, KernelPath::Portable] {
+                let (got, got_c) = rounded(&r, path, &xs, start);
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        g,
+                        w,
+                        "{f} {o:?} {path:?}: x = {:e} ({:#x}): got {:#x}, want {w:#x}",
+                        xs[i],
+                        xs[i].to_bits(),
+                        g
+                    );
+                }
+                assert_eq!(got_c, want_c, "{f} {o:?} {path:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn stochastic_stream_crosses_a_block_boundary() {
+    let xs = test_patterns(3_000);
+    let r = Rounder::new(
+        FP16,
+        RoundOptions {
+            rounding: Rounding::Stochastic,
+            ..RoundOptions::default()
+        },
+    );
+    let start = (1u64 << 32) - 1000;
+    assert_eq!(
+        rounded(&r, KernelPath::Auto, &xs, start),
+        rounded(&r, KernelPath::Scalar, &xs, start)
+    );
+}
+
+#[test]
+fn parallel_equals_serial() {
+    let xs: Vec<f32> = test_patterns(300_000);
+    for rounding in [Rounding::NearestEven, Rounding::Stochastic] {
+        let r = Rounder::new(
+            BF16,
+            RoundOptions {
+                rounding,
+                ..RoundOptions::default()
+            },
+        );
+        let (mut a, mut b) = (xs.clone(), xs.clone());
+        let ca = r.round_f32_slice(&mut a);
+        let cb = r.par_round_f32_slice(&mut b);
+        assert_eq!(ca, cb);
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        let mut c: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
+        let mut d = c.clone();
+        assert_eq!(r.round_f64_slice(&mut c), r.par_round_f64_slice(&mut d));
+        assert!(c.iter().zip(&d).all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+}
+
+#[test]
+fn counts_say_what_happened() {
+    let r = Rounder::new(FP16, RoundOptions::default());
+    let mut xs = [
+        1e-9f32,
+        -1e-9,
+        1e-6,
+        1.0,
+        0.0,
+        1e5,
+        -1e6,
+        f32::NAN,
+        f32::INFINITY,
+    ];
+    let c = r.round_f32_slice(&mut xs);
+    assert_eq!(
+        c,
+        RoundCounts {
+            underflow: 2,
+            subnormal: 1,
+            overflow: 2,
+            nan: 1,
+            infinite: 1
+        }
+    );
+    assert_eq!(xs[0].to_bits(), 0);
+    assert_eq!(xs[1].to_bits(), 0x8000_0000);
+    assert_eq!(xs[6], f32::NEG_INFINITY);
+}
+
+#[test]
+fn every_pattern_decodes_and_encodes_to_itself() {
+    let mut formats = vec![FP16, BF16, FP8_E4M3, FP8_E5M2, TF32];
+    formats.extend(["e4m3", "e2m1", "e3m2", "e8m1"].map(|n| n.parse::<FloatFormat>().unwrap()));
+    for f in formats {
+        for bits in 0..1u32 << f.total_bits() {
+            let v = f.decode(bits);
+            assert_eq!(f.encode(v), Some(bits), "{f} {bits:#x} -> {v:e}");
+            // Rounding a representable value changes nothing (NaNs aside: they are quieted).
+            if !v.is_nan() {
+                let r = Rounder::new(f, RoundOptions::default()).round(v);
+                assert_eq!(r.to_bits(), v.to_bits(), "{f} {bits:#x}");
+            }
+        }
+    }
+    assert_eq!(FP16.encode(0.1), None);
+    assert_eq!(FP16.encode(65536.0), None);
+    assert_eq!(FP8_E4M3.encode(f64::INFINITY), None);
+    assert_eq!(FP8_E4M3.encode(f64::NAN), Some(0x7f));
+    assert_eq!(FP32.encode(f64::from(f32::MAX)), Some(0x7f7f_ffff));
+}
+
+/// fp16 and bf16 from f32 agree bit for bit with the `half` crate (hardware F16C where present)
+/// for every f32 input, NaN payloads included.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "2^32 inputs: runs under cargo test --release"
+)]
+fn all_f32_inputs_agree_with_half() {
+    use rayon::prelude::*;
+    let fp16 = Rounder::new(FP16, RoundOptions::default());
+    let bf16 = Rounder::new(BF16, RoundOptions::default());
+    let mismatches: u64 = (0..1u32 << 16)
+        .into_par_iter()
+        .map(|hi| {
+            let xs: Vec<f32> = (0..1u32 << 16)
+                .map(|lo| f32::from_bits(hi << 16 | lo))
+                .collect();
+            let (mut a, mut b) = (xs.clone(), xs.clone());
+            fp16.round_f32_slice(&mut a);
+            bf16.round_f32_slice(&mut b);
+            // half's slice conversions (F16C where the CPU has it) are the reference.
+            let mut h16 = vec![half::f16::ZERO; xs.len()];
+            let mut hb = vec![half::bf16::ZERO; xs.len()];
+            let (mut want16, mut want_b) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
+            use half::slice::HalfFloatSliceExt;
+            h16.convert_from_f32_slice(&xs);
+            h16.convert_to_f32_slice(&mut want16);
+            hb.convert_from_f32_slice(&xs);
+            hb.convert_to_f32_slice(&mut want_b);
+            let mut bad = 0;
+            for i in 0..xs.len() {
+                if a[i].to_bits() != want16[i].to_bits() || b[i].to_bits() != want_b[i].to_bits() {
+                    if bad < 3 {
+                        eprintln!(
+                            "{:#x}: fp16 {:#x} vs {:#x}, bf16 {:#x} vs {:#x}",
+                            xs[i].to_bits(),
+                            a[i].to_bits(),
+                            want16[i].to_bits(),
+                            b[i].to_bits(),
+                            want_b[i].to_bits()
+                        );
+                    }
+                    bad += 1;
+                }
+            }
+            bad
+        })
+        .sum();
+    assert_eq!(mismatches, 0);
+}

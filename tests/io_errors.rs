@@ -1,0 +1,359 @@
+//! Every kind of bad tensor file gives a one-line error that names the file and the problem, and
+//! no input at all (random, truncated or mutated bytes) makes a reader panic.
+
+use std::path::{Path, PathBuf};
+
+use mixprec::Error;
+use mixprec::io::{TensorData, scan, write_npy, write_safetensors};
+use proptest::prelude::*;
+
+fn data(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file)
+}
+
+/// Scans `bytes` saved as `name` and returns the error, checking that it is a one-line
+/// [`Error::BadFile`] naming the file and containing `needle`.
+fn bad(name: &str, bytes: &[u8], needle: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let err = scan(&path, &|_| true, &mut |_, _| {}).expect_err(needle);
+    let text = err.to_string();
+    assert!(matches!(err, Error::BadFile { .. }), "{name}: {err:?}");
+    assert!(
+        text.contains(needle),
+        "{name}: '{text}' should say '{needle}'"
+    );
+    assert!(text.contains(name), "{name}: '{text}' should name the file");
+    assert!(!text.contains('\n'), "{name}: '{text}' is not one line");
+    text
+}
+
+/// A safetensors file with the given header text and data bytes.
+fn safetensors(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+fn fixture(file: &str) -> Vec<u8> {
+    std::fs::read(data(file)).unwrap()
+}
+
+#[test]
+fn missing_files_are_io_errors_naming_the_file() {
+    for name in ["none.safetensors", "none.npy", "none.npz"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        let err = scan(&path, &|_| true, &mut |_, _| {}).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains(name), "{err}");
+    }
+}
+
+#[test]
+fn empty_files_and_unknown_extensions() {
+    for name in ["e.safetensors", "e.npy", "e.npz"] {
+        bad(name, b"", "the file is empty");
+    }
+    for name in ["d.safetensors", "d.npy", "d.npz"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::create_dir(&path).unwrap();
+        let err = scan(&path, &|_| true, &mut |_, _| {}).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+    }
+    for name in ["model.pt", "grads", "x.npy.gz"] {
+        bad(
+            name,
+            &fixture("f32.npy"),
+            "expected a .safetensors, .npy or .npz extension",
+        );
+    }
+}
+
+#[test]
+fn bad_safetensors() {
+    bad(
+        "short.safetensors",
+        b"\x05\0\0",
+        "truncated safetensors header",
+    );
+    bad(
+        "past.safetensors",
+        &safetensors("{}", b"")[..9],
+        "runs past the end of the file",
+    );
+    bad(
+        "huge.safetensors",
+        &u64::MAX.to_le_bytes(),
+        "not a safetensors file",
+    );
+    bad(
+        "json.safetensors",
+        &safetensors("{not json}", b""),
+        "invalid JSON",
+    );
+    bad(
+        "list.safetensors",
+        &safetensors("[1, 2]", b""),
+        "invalid JSON",
+    );
+    let one = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+    bad(
+        "shorter.safetensors",
+        &safetensors(one, &[0; 5]),
+        "data shorter than the header says: 5 bytes",
+    );
+    bad(
+        "longer.safetensors",
+        &safetensors(one, &[0; 12]),
+        "data longer than the header says",
+    );
+    let overlap = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#;
+    bad(
+        "overlap.safetensors",
+        &safetensors(overlap, &[0; 12]),
+        "tensor 'b' overlap",
+    );
+    let gap = r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
+    bad(
+        "gap.safetensors",
+        &safetensors(gap, &[0; 8]),
+        "data_offsets of tensor 'a'",
+    );
+    let out_of_range = r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#;
+    bad(
+        "range.safetensors",
+        &safetensors(out_of_range, &[0; 8]),
+        "describes 16",
+    );
+    let mismatch = r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
+    bad(
+        "shape.safetensors",
+        &safetensors(mismatch, &[0; 8]),
+        "do not span its shape",
+    );
+    let dtype = r#"{"a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}}"#;
+    bad(
+        "dtype.safetensors",
+        &safetensors(dtype, &[0; 16]),
+        "unknown variant",
+    );
+    let overflow = r#"{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}}"#;
+    bad(
+        "overflow.safetensors",
+        &safetensors(overflow, &[0; 8]),
+        "invalid safetensors header",
+    );
+    let mut cut = fixture("mixed.safetensors");
+    cut.truncate(cut.len() - 1);
+    bad("cut.safetensors", &cut, "data shorter than the header says");
+}
+
+#[test]
+fn bad_npy() {
+    let good = fixture("f64_2d.npy");
+    bad(
+        "magic.npy",
+        b"PK\x03\x04 this is a zip",
+        "does not start with the magic",
+    );
+    bad("tiny.npy", b"\x93NUM", "truncated .npy header");
+    bad(
+        "nolen.npy",
+        b"\x93NUMPY\x01\x00\x76",
+        "incomplete header length",
+    );
+    bad("header.npy", &good[..40], "truncated .npy header");
+    let mut v9 = good.clone();
+    v9[6] = 9;
+    bad("version.npy", &v9, "unsupported .npy format version 9.0");
+    let mut dict = good.clone();
+    dict[10] = b'[';
+    bad("dict.npy", &dict, "not a Python dict literal");
+    let mut key = good.clone();
+    let at = key.windows(5).position(|w| w == b"shape").unwrap();
+    key[at..at + 5].copy_from_slice(b"shope");
+    bad("key.npy", &key, "no 'shape' key");
+    bad(
+        "short.npy",
+        &good[..good.len() - 8],
+        "data shorter than the header says",
+    );
+    let mut long = good.clone();
+    long.extend_from_slice(&[0; 4]);
+    bad("long.npy", &long, "data longer than the header says");
+}
+
+#[test]
+fn bad_npz() {
+    let stored = fixture("stored.npz");
+    let compressed = fixture("compressed.npz");
+    bad(
+        "notzip.npz",
+        &fixture("f32.npy"),
+        "not a valid .npz (zip) archive",
+    );
+    bad(
+        "cut.npz",
+        &stored[..stored.len() - 30],
+        "not a valid .npz (zip) archive",
+    );
+
+    // A zip whose entry is not an .npy file.
+    let dir = tempfile::tempdir().unwrap();
+    let make = |entries: &[(&str, &[u8])], method| {
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default().compression_method(method);
+        for (name, bytes) in entries {
+            zip.start_file(*name, options).unwrap();
+            std::io::Write::write_all(&mut zip, bytes).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    };
+    let npy = fixture("f32.npy");
+    let stored_method = zip::CompressionMethod::Stored;
+    bad(
+        "readme.npz",
+        &make(&[("a.npy", &npy), ("README.txt", b"hi")], stored_method),
+        "entry 'README.txt' is not a .npy file",
+    );
+    bad(
+        "shortentry.npz",
+        &make(&[("a.npy", &npy[..npy.len() - 4])], stored_method),
+        "entry 'a.npy': data shorter than the header says",
+    );
+    let mut long = npy.clone();
+    long.extend_from_slice(&[0; 8]);
+    bad(
+        "longentry.npz",
+        &make(&[("a.npy", &long)], stored_method),
+        "data longer than the header says (8 bytes",
+    );
+    bad(
+        "headentry.npz",
+        &make(&[("a.npy", &npy[..20])], stored_method),
+        "entry 'a.npy': truncated .npy header",
+    );
+    bad(
+        "magicentry.npz",
+        &make(&[("a.npy", b"\x93NUMPY\x07\x00")], stored_method),
+        "entry 'a.npy': unsupported .npy format version 7.0",
+    );
+    let _ = dir;
+
+    // Flip one data byte of the stored 'h' entry: only the CRC can tell.
+    let mut flipped = stored.clone();
+    let h = flipped.windows(5).position(|w| w == b"h.npy").unwrap();
+    let magic = h + flipped[h..]
+        .windows(6)
+        .position(|w| w == b"\x93NUMPY")
+        .unwrap();
+    let data_at = magic + 128 + 3;
+    flipped[data_at] ^= 0x40;
+    bad("crc.npz", &flipped, "entry 'h.npy' is corrupt");
+
+    // Corrupt the middle of a deflated entry: the inflater or the CRC must object.
+    let mut corrupt = compressed.clone();
+    let at = corrupt
+        .windows(12)
+        .position(|w| w == b"layer1/w.npy")
+        .unwrap()
+        + 12
+        + 20;
+    for b in &mut corrupt[at..at + 16] {
+        *b = !*b;
+    }
+    bad("inflate.npz", &corrupt, "entry 'layer1/w.npy' is corrupt");
+}
+
+#[test]
+fn writers_refuse_bad_arguments_and_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("w.safetensors");
+    let xs = [1.0f32, 2.0];
+    for tensors in [
+        vec![("a", &[3][..], TensorData::F32(&xs))],
+        vec![
+            ("a", &[2][..], TensorData::F32(&xs)),
+            ("a", &[2][..], TensorData::F32(&xs)),
+        ],
+        vec![("__metadata__", &[2][..], TensorData::F32(&xs))],
+    ] {
+        let err = write_safetensors(&st, &tensors).unwrap_err();
+        assert!(matches!(err, Error::InvalidValue { .. }), "{err:?}");
+    }
+    let err = write_npy(
+        &dir.path().join("w.npy"),
+        &[usize::MAX, 2],
+        TensorData::F32(&xs),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("shape"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// Scans `bytes` saved as `name`; only the absence of a panic is checked (Ok or Err both fine).
+fn survives(name: &str, bytes: &[u8]) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let mut n = 0usize;
+    let result = scan(&path, &|_| true, &mut |info, values| {
+        // The visitor may see at most what the header promised.
+        n += values.len();
+        assert!(values.len() <= info.len().max(1) && n <= 1 << 24);
+    });
+    if let Err(e) = result {
+        assert!(!e.to_string().contains('\n'), "{e}");
+    }
+}
+
+const FIXTURES: [&str; 8] = [
+    "mixed.safetensors",
+    "bf16.safetensors",
+    "f64_2d.npy",
+    "big_endian.npy",
+    "fortran.npy",
+    "v3.npy",
+    "stored.npz",
+    "compressed.npz",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 768, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mutated_files_never_panic(
+        which in 0..FIXTURES.len(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
+        cut in proptest::option::of(any::<prop::sample::Index>()),
+    ) {
+        let file = FIXTURES[which];
+        let mut bytes = fixture(file);
+        for (at, value) in edits {
+            let i = at.index(bytes.len());
+            bytes[i] = value;
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        let ext = file.rsplit('.').next().unwrap_or("");
+        survives(&format!("m.{ext}"), &bytes);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(
+        ext in prop::sample::select(vec!["safetensors", "npy", "npz"]),
+        prefix in prop::sample::select(vec![&b""[..], b"\x93NUMPY\x01\x00", b"\x93NUMPY\x03\x00", b"PK\x03\x04", b"\x40\0\0\0\0\0\0\0{\""]),
+        tail in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let mut bytes = prefix.to_vec();
+        bytes.extend_from_slice(&tail);
+        survives(&format!("r.{ext}"), &bytes);
+    }
+}
