@@ -326,17 +326,22 @@ impl Kernel {
         let mut blocks = xs.chunks_exact_mut(BLOCK);
         let mut at = lo;
         for block in &mut blocks {
-            let small = block.iter().fold(false, |any, x| {
-                any | ((x.to_bits() & 0x7fff_ffff).wrapping_sub(1) < self.min_normal_bits - 1)
-            });
-            if small {
-                self.block::<STOCHASTIC, true>(block, at, key, &mut counts);
-            } else {
-                self.block::<STOCHASTIC, false>(block, at, key, &mut counts);
+            // Which kinds of value the block holds decides which loop it needs.
+            let (mut small, mut special) = (false, false);
+            for x in block.iter() {
+                let a = x.to_bits() & 0x7fff_ffff;
+                small |= a.wrapping_sub(1) < self.min_normal_bits - 1;
+                special |= a > self.max_bits;
+            }
+            match (small, special) {
+                (false, false) => self.ordinary_block::<STOCHASTIC>(block, at, key),
+                (true, false) => self.block::<STOCHASTIC, true, false>(block, at, key, &mut counts),
+                (false, true) => self.block::<STOCHASTIC, false, true>(block, at, key, &mut counts),
+                (true, true) => self.block::<STOCHASTIC, true, true>(block, at, key, &mut counts),
             }
             at = at.wrapping_add(BLOCK as u32);
         }
-        self.block::<STOCHASTIC, true>(blocks.into_remainder(), at, key, &mut counts);
+        self.block::<STOCHASTIC, true, true>(blocks.into_remainder(), at, key, &mut counts);
         let [under, sub, over, nan, inf] = counts.map(u64::from);
         RoundCounts {
             underflow: under,
@@ -347,10 +352,42 @@ impl Kernel {
         }
     }
 
-    /// Rounds `xs` (positions `lo..` of the stream); with `SMALL` false, no value may be nonzero
-    /// and below the smallest normal.
+    /// Rounds the bits of a magnitude at least as large as f32's smallest normal to the format's
+    /// precision, with the exponent range unbounded (below and above).
     #[inline(always)]
-    fn block<const STOCHASTIC: bool, const SMALL: bool>(
+    fn round_normal<const STOCHASTIC: bool>(&self, v: u32, h: u32) -> u32 {
+        let addend = if STOCHASTIC {
+            // Up iff the dropped bits exceed the top s bits of h.
+            (!h >> (31 - self.s)) >> 1
+        } else {
+            // Half a quantum, less one unless the last kept bit is odd: ties to even.
+            self.half_m1 + ((v >> self.s) & self.lsb_enable)
+        };
+        (v + addend) & !self.low_mask
+    }
+
+    /// Rounds a block in which every value is zero or a normal no larger than the largest
+    /// finite value: nothing to count, nothing special (the common case for weights and
+    /// activations), so the loop runs at memory speed.
+    #[inline(always)]
+    fn ordinary_block<const STOCHASTIC: bool>(&self, xs: &mut [f32], lo: u32, key: BlockKey) {
+        for (i, x) in xs.iter_mut().enumerate() {
+            let bits = x.to_bits();
+            let sign = bits & 0x8000_0000;
+            let h = if STOCHASTIC {
+                mix(lo.wrapping_add(i as u32), key)
+            } else {
+                0
+            };
+            *x = f32::from_bits(self.round_normal::<STOCHASTIC>(bits ^ sign, h) | sign);
+        }
+    }
+
+    /// Rounds `xs` (positions `lo..` of the stream); with `SMALL` false, no value may be nonzero
+    /// and below the smallest normal; with `SPECIAL` false, none may be above the largest finite
+    /// value (nor infinite or NaN).
+    #[inline(always)]
+    fn block<const STOCHASTIC: bool, const SMALL: bool, const SPECIAL: bool>(
         &self,
         xs: &mut [f32],
         lo: u32,
@@ -368,18 +405,7 @@ impl Kernel {
             } else {
                 0
             };
-            // Rounds the bits of a value at least as large as f32's smallest normal, to the
-            // format's precision with the exponent range unbounded below.
-            let normal = |v: u32| {
-                let addend = if STOCHASTIC {
-                    // Up iff the dropped bits exceed the top s bits of h.
-                    (!h >> (31 - k.s)) >> 1
-                } else {
-                    // Half a quantum, less one unless the last kept bit is odd: ties to even.
-                    k.half_m1 + ((v >> k.s) & k.lsb_enable)
-                };
-                (v + addend) & !k.low_mask
-            };
+            let normal = |v: u32| k.round_normal::<STOCHASTIC>(v, h);
             let r = if !SMALL || a >= k.min_normal_bits {
                 normal(a)
             } else if k.flush {
@@ -416,6 +442,12 @@ impl Kernel {
             } else {
                 ((f32::from_bits(a) + k.magic) - k.magic).to_bits()
             };
+            under += u32::from((a != 0) & (r == 0));
+            sub += u32::from((r != 0) & (r < k.min_normal_bits));
+            if !SPECIAL {
+                *x = f32::from_bits(r | sign);
+                continue;
+            }
             let finite = a < INF;
             let overflowed = finite & (r > k.max_bits);
             let out = if a > INF {
@@ -428,8 +460,6 @@ impl Kernel {
                 r | sign
             };
             *x = f32::from_bits(out);
-            under += u32::from((a != 0) & (r == 0));
-            sub += u32::from((r != 0) & (r < k.min_normal_bits));
             over += u32::from(overflowed);
             nan += u32::from(a > INF);
             inf += u32::from(a == INF);
