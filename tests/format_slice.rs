@@ -69,6 +69,7 @@ fn all_options() -> Vec<RoundOptions> {
         Rounding::Stochastic,
         Rounding::TowardZero,
         Rounding::Up,
+        Rounding::Down,
     ] {
         for overflow in [Overflow::Ieee, Overflow::Saturate] {
             for subnormals in [true, false] {

@@ -1,10 +1,10 @@
 //! Rounding whole slices in place, with counts of what rounding did.
 //!
-//! `f32` slices with nearest-even or stochastic rounding (subnormals on or off) go through a
-//! branch-free kernel that works on the bit patterns and vectorises; it is compiled three times,
-//! for the baseline target, AVX2 and AVX-512, and the best the CPU has is picked at run time.
-//! Every other case goes value by value through the exact scalar path ([`Rounder::round_at`]),
-//! which is also the kernels' twin in the tests: all must agree bit for bit.
+//! `f32` slices go through a branch-free kernel that works on the bit patterns and vectorises, in
+//! every rounding mode (directed modes are stochastic rounding with fixed random bits) and with
+//! subnormals on or off; it is compiled three times, for the baseline target, AVX2 and AVX-512,
+//! and the best the CPU has is picked at run time. The exact scalar path
+//! ([`Rounder::round_at`]) is the kernels' twin in the tests: all must agree bit for bit.
 
 use std::ops::{Add, AddAssign};
 
@@ -164,12 +164,10 @@ impl Rounder {
 
     /// One chunk of at most [`CHUNK`] values.
     fn round_f32_chunk(&self, path: KernelPath, xs: &mut [f32], start: u64) -> RoundCounts {
-        let Some(kernel) = Kernel::new(self) else {
-            return self.round_f32_scalar(xs, start);
-        };
+        let kernel = Kernel::new(self);
         // The random key changes every 2^32 positions: split a chunk that crosses a boundary.
         let to_boundary = (1u64 << 32) - (start & 0xffff_ffff);
-        if kernel.stochastic && xs.len() as u64 > to_boundary {
+        if kernel.mode == STOCHASTIC && xs.len() as u64 > to_boundary {
             let (head, tail) = xs.split_at_mut(to_boundary as usize);
             let tail_start = start + to_boundary;
             return self.round_f32_chunk(path, head, start)
@@ -219,10 +217,21 @@ fn f64_to_f32_exact(r: f64) -> f32 {
 
 const INF: u32 = 0x7f80_0000;
 
+/// Kernel modes. Directed rounding is stochastic rounding with fixed random bits: all ones never
+/// rounds up, zero rounds up whenever the result is inexact.
+const NEAREST: u8 = 0;
+const STOCHASTIC: u8 = 1;
+const DIRECTED: u8 = 2;
+
 /// The constants of the branch-free f32 kernel (see the module docs).
 #[derive(Clone, Copy, Debug)]
 struct Kernel {
-    stochastic: bool,
+    /// One of [`NEAREST`], [`STOCHASTIC`], [`DIRECTED`].
+    mode: u8,
+    /// For directed modes, the random bits that make the stochastic formulas round every
+    /// inexact value away from zero (0) or toward zero (all ones), for each sign.
+    h_positive: u32,
+    h_negative: u32,
     /// Subnormals off: results below the smallest normal become zero.
     flush: bool,
     /// Mantissa bits dropped: 23 - man_bits.
@@ -241,7 +250,9 @@ struct Kernel {
     magic: f32,
     /// The smallest subnormal.
     quantum: f32,
-    overflow_bits: u32,
+    /// Results of overflow, for positive and negative inputs (without the sign bit).
+    overflow_positive: u32,
+    overflow_negative: u32,
     infinity_bits: u32,
     /// NaN results keep these bits of the input and set `nan_set`.
     nan_keep: u32,
@@ -249,13 +260,16 @@ struct Kernel {
 }
 
 impl Kernel {
-    fn new(r: &Rounder) -> Option<Kernel> {
+    fn new(r: &Rounder) -> Kernel {
         let o = r.options();
-        let stochastic = match o.rounding {
-            Rounding::NearestEven => false,
-            Rounding::Stochastic => true,
-            _ => return None,
+        let (mode, away_positive, away_negative) = match o.rounding {
+            Rounding::NearestEven => (NEAREST, false, false),
+            Rounding::Stochastic => (STOCHASTIC, false, false),
+            Rounding::TowardZero => (DIRECTED, false, false),
+            Rounding::Up => (DIRECTED, true, false),
+            Rounding::Down => (DIRECTED, false, true),
         };
+        let h = |away: bool| if away { 0 } else { u32::MAX };
         let f = r.format();
         let s = 23 - f.man_bits;
         let low_mask = (1u32 << s) - 1;
@@ -272,8 +286,21 @@ impl Kernel {
             (Overflow::Ieee, true) => (INF, INF),
             (Overflow::Ieee, false) => (format_nan, format_nan),
         };
-        Some(Kernel {
-            stochastic,
+        // IEEE 754 7.4: a directed rounding toward zero for the value's sign gives the largest
+        // finite value.
+        let overflow = |away: bool| {
+            if mode == DIRECTED && !away {
+                max_bits
+            } else {
+                overflow_bits
+            }
+        };
+        Kernel {
+            mode,
+            h_positive: h(away_positive),
+            h_negative: h(away_negative),
+            overflow_positive: overflow(away_positive),
+            overflow_negative: overflow(away_negative),
             flush: !o.subnormals,
             s,
             low_mask,
@@ -284,11 +311,10 @@ impl Kernel {
             emin_b: (f.emin() + 127) as u32,
             magic: super::pow2(f.emin() - f.man_bits as i32 + 23) as f32,
             quantum: f.min_subnormal() as f32,
-            overflow_bits,
             infinity_bits,
             nan_keep,
             nan_set,
-        })
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -305,22 +331,17 @@ impl Kernel {
 
     #[inline(always)]
     fn run(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
-        if self.stochastic {
-            self.run_mode::<true>(xs, lo, key)
-        } else {
-            self.run_mode::<false>(xs, lo, key)
+        match self.mode {
+            NEAREST => self.run_mode::<NEAREST>(xs, lo, key),
+            STOCHASTIC => self.run_mode::<STOCHASTIC>(xs, lo, key),
+            _ => self.run_mode::<DIRECTED>(xs, lo, key),
         }
     }
 
     /// Blocks of 16 values with no nonzero value below the format's smallest normal (the common
     /// case for weights and activations) skip the subnormal-range arithmetic.
     #[inline(always)]
-    fn run_mode<const STOCHASTIC: bool>(
-        &self,
-        xs: &mut [f32],
-        lo: u32,
-        key: BlockKey,
-    ) -> RoundCounts {
+    fn run_mode<const MODE: u8>(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
         const BLOCK: usize = 16;
         let mut counts = [0u32; 5];
         let mut blocks = xs.chunks_exact_mut(BLOCK);
@@ -334,14 +355,14 @@ impl Kernel {
                 special |= a > self.max_bits;
             }
             match (small, special) {
-                (false, false) => self.ordinary_block::<STOCHASTIC>(block, at, key),
-                (true, false) => self.block::<STOCHASTIC, true, false>(block, at, key, &mut counts),
-                (false, true) => self.block::<STOCHASTIC, false, true>(block, at, key, &mut counts),
-                (true, true) => self.block::<STOCHASTIC, true, true>(block, at, key, &mut counts),
+                (false, false) => self.ordinary_block::<MODE>(block, at, key),
+                (true, false) => self.block::<MODE, true, false>(block, at, key, &mut counts),
+                (false, true) => self.block::<MODE, false, true>(block, at, key, &mut counts),
+                (true, true) => self.block::<MODE, true, true>(block, at, key, &mut counts),
             }
             at = at.wrapping_add(BLOCK as u32);
         }
-        self.block::<STOCHASTIC, true, true>(blocks.into_remainder(), at, key, &mut counts);
+        self.block::<MODE, true, true>(blocks.into_remainder(), at, key, &mut counts);
         let [under, sub, over, nan, inf] = counts.map(u64::from);
         RoundCounts {
             underflow: under,
@@ -355,31 +376,39 @@ impl Kernel {
     /// Rounds the bits of a magnitude at least as large as f32's smallest normal to the format's
     /// precision, with the exponent range unbounded (below and above).
     #[inline(always)]
-    fn round_normal<const STOCHASTIC: bool>(&self, v: u32, h: u32) -> u32 {
-        let addend = if STOCHASTIC {
-            // Up iff the dropped bits exceed the top s bits of h.
-            (!h >> (31 - self.s)) >> 1
-        } else {
+    fn round_normal<const MODE: u8>(&self, v: u32, h: u32) -> u32 {
+        let addend = if MODE == NEAREST {
             // Half a quantum, less one unless the last kept bit is odd: ties to even.
             self.half_m1 + ((v >> self.s) & self.lsb_enable)
+        } else {
+            // Up iff the dropped bits exceed the top s bits of h.
+            (!h >> (31 - self.s)) >> 1
         };
         (v + addend) & !self.low_mask
+    }
+
+    /// The random bits of the value at stream position `lo` with sign bit `sign`: drawn in
+    /// stochastic mode, fixed by the sign in directed modes, unused for nearest.
+    #[inline(always)]
+    fn random_bits<const MODE: u8>(&self, lo: u32, key: BlockKey, sign: u32) -> u32 {
+        match MODE {
+            STOCHASTIC => mix(lo, key),
+            DIRECTED if sign != 0 => self.h_negative,
+            DIRECTED => self.h_positive,
+            _ => 0,
+        }
     }
 
     /// Rounds a block in which every value is zero or a normal no larger than the largest
     /// finite value: nothing to count, nothing special (the common case for weights and
     /// activations), so the loop runs at memory speed.
     #[inline(always)]
-    fn ordinary_block<const STOCHASTIC: bool>(&self, xs: &mut [f32], lo: u32, key: BlockKey) {
+    fn ordinary_block<const MODE: u8>(&self, xs: &mut [f32], lo: u32, key: BlockKey) {
         for (i, x) in xs.iter_mut().enumerate() {
             let bits = x.to_bits();
             let sign = bits & 0x8000_0000;
-            let h = if STOCHASTIC {
-                mix(lo.wrapping_add(i as u32), key)
-            } else {
-                0
-            };
-            *x = f32::from_bits(self.round_normal::<STOCHASTIC>(bits ^ sign, h) | sign);
+            let h = self.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
+            *x = f32::from_bits(self.round_normal::<MODE>(bits ^ sign, h) | sign);
         }
     }
 
@@ -387,7 +416,7 @@ impl Kernel {
     /// and below the smallest normal; with `SPECIAL` false, none may be above the largest finite
     /// value (nor infinite or NaN).
     #[inline(always)]
-    fn block<const STOCHASTIC: bool, const SMALL: bool, const SPECIAL: bool>(
+    fn block<const MODE: u8, const SMALL: bool, const SPECIAL: bool>(
         &self,
         xs: &mut [f32],
         lo: u32,
@@ -400,12 +429,8 @@ impl Kernel {
             let bits = x.to_bits();
             let sign = bits & 0x8000_0000;
             let a = bits ^ sign;
-            let h = if STOCHASTIC {
-                mix(lo.wrapping_add(i as u32), key)
-            } else {
-                0
-            };
-            let normal = |v: u32| k.round_normal::<STOCHASTIC>(v, h);
+            let h = self.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
+            let normal = |v: u32| k.round_normal::<MODE>(v, h);
             let r = if !SMALL || a >= k.min_normal_bits {
                 normal(a)
             } else if k.flush {
@@ -422,7 +447,7 @@ impl Kernel {
                 } else {
                     0
                 }
-            } else if STOCHASTIC {
+            } else if MODE != NEAREST {
                 // Below the smallest normal: integer significand, variable shift.
                 let exp = a >> 23;
                 let exp_eff = exp.max(1);
@@ -437,7 +462,12 @@ impl Kernel {
                 } else {
                     sig >> (sh - 32).min(31)
                 };
-                let up = u32::from(frac > h);
+                let up = if MODE == STOCHASTIC {
+                    u32::from(frac > h)
+                } else {
+                    // Directed: h is 0 (away from zero) or all ones (toward zero).
+                    u32::from((rest != 0) & (h == 0))
+                };
                 ((kept + up) as f32 * k.quantum).to_bits()
             } else {
                 ((f32::from_bits(a) + k.magic) - k.magic).to_bits()
@@ -455,7 +485,11 @@ impl Kernel {
             } else if a == INF {
                 k.infinity_bits | sign
             } else if overflowed {
-                k.overflow_bits | sign
+                sign | if sign != 0 {
+                    k.overflow_negative
+                } else {
+                    k.overflow_positive
+                }
             } else {
                 r | sign
             };
