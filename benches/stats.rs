@@ -11,19 +11,14 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mixprec::format::FP16;
 use mixprec::stats::{Histogram, SweepAccumulator};
+use mixprec::train::Rng;
 
 const N: usize = 1 << 24;
 
 /// Log-normal magnitudes around 1e-4 with random signs and a few zeros (splitmix64, Box-Muller).
 fn gradients() -> Vec<f32> {
-    let mut s = 42u64;
-    let mut next = move || {
-        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mut rng = Rng::new(42);
+    let mut next = move || rng.next_u64();
     (0..N)
         .map(|i| {
             if i % 101 == 0 {

@@ -12,16 +12,13 @@ use std::process::ExitCode;
 
 use mixprec::io::{TensorData, write_safetensors};
 
-/// splitmix64: seeded, so the file is the same on every machine.
-struct Rng(u64);
+/// The library's SplitMix64 (seeded, so the file is the same on every machine), with this file's
+/// own open-interval uniform and Box-Muller, which the files it has always written depend on.
+struct Rng(mixprec::train::Rng);
 
 impl Rng {
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in (0, 1).
@@ -61,7 +58,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut rng = Rng(2017);
+    let mut rng = Rng(mixprec::train::Rng::new(2017));
     let data: Vec<(String, Vec<usize>, Vec<f32>)> = TENSORS
         .iter()
         .map(|&(name, share, median, sigma, zeros, outliers)| {

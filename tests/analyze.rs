@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 use mixprec::format::{Event, FP16, FloatFormat, RoundOptions, Rounder};
 use mixprec::io::{TensorData, write_npy, write_safetensors};
+use mixprec::train::Rng;
 use serde_json::Value;
 
 fn mixprec(args: &[&str]) -> Output {
@@ -25,14 +26,8 @@ fn stderr(o: &Output) -> String {
 /// Deterministic values with magnitudes between 2^lo and 2^hi, random signs, some exact zeros
 /// and specials.
 fn values(seed: u64, n: usize, lo: f64, hi: f64) -> Vec<f32> {
-    let mut s = seed;
-    let mut next = move || {
-        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mut rng = Rng::new(seed);
+    let mut next = move || rng.next_u64();
     (0..n)
         .map(|i| {
             let r = next();

@@ -264,26 +264,19 @@ fn quantize_bad_input() {
         &mixprec(&["quantize", "-f", "fp17"], ""),
         "unknown format 'fp17'",
     );
-    assert_bad(
-        &mixprec(&["quantize", "-f", "fp16", "-r", "nearest-odd"], ""),
-        "nearest-odd",
-    );
-    assert_bad(
-        &mixprec(&["quantize", "-f", "fp16", "--overflow", "wrap"], ""),
-        "wrap",
-    );
-    assert_bad(
-        &mixprec(&["quantize", "-f", "fp16", "--subnormals", "maybe"], ""),
-        "maybe",
-    );
-    assert_bad(
-        &mixprec(&["quantize", "-f", "fp16", "--output", "hex"], ""),
-        "hex",
-    );
-    assert_bad(
-        &mixprec(&["quantize", "-f", "fp16", "--seed", "-1"], ""),
-        "-1",
-    );
+    // A bad value for any option is named in the error.
+    for (flag, value) in [
+        ("-r", "nearest-odd"),
+        ("--overflow", "wrap"),
+        ("--subnormals", "maybe"),
+        ("--output", "hex"),
+        ("--seed", "-1"),
+    ] {
+        assert_bad(
+            &mixprec(&["quantize", "-f", "fp16", flag, value], ""),
+            value,
+        );
+    }
     // Invalid UTF-8 is a line that is not a number, not a crash.
     let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
         .args(["quantize"])

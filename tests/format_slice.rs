@@ -5,18 +5,13 @@ use mixprec::format::{
     BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath, Overflow, PRESETS, RoundCounts,
     RoundOptions, Rounder, Rounding, TF32,
 };
+use mixprec::train::Rng;
 
 /// A deterministic spread of f32 bit patterns: random ones (splitmix64), plus values near every
 /// format boundary that matters.
 fn test_patterns(n: usize) -> Vec<f32> {
-    let mut state = 0x1234_5678_9abc_def0u64;
-    let mut next = || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mut rng = Rng::new(0x1234_5678_9abc_def0);
+    let mut next = || rng.next_u64();
     let mut xs: Vec<f32> = (0..n).map(|_| f32::from_bits(next() as u32)).collect();
     // Values of moderate magnitude, where gradients live.
     xs.extend((0..n).map(|_| {

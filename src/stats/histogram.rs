@@ -199,29 +199,24 @@ impl Histogram {
 
     /// Adds the values of `xs` with rayon; bit-identical to [`Histogram::add_f32`].
     pub fn par_add_f32(&mut self, xs: &[f32]) {
-        let s = self.sub_bins_log2;
-        let parts: Vec<(Histogram, Vec<ChunkStats>)> = xs
-            .par_chunks(CHUNK * CHUNKS_PER_TASK)
-            .map(|task| {
-                let mut h = Histogram::new(s);
-                let sums = h.add_f32_counts(task);
-                (h, sums)
-            })
-            .collect();
-        for (h, sums) in parts {
-            self.merge_counts(&h);
-            self.add_sums(&sums);
-        }
+        self.par_add(xs, Histogram::add_f32_counts);
     }
 
     /// Adds the values of `xs` with rayon; bit-identical to [`Histogram::add_f64`].
     pub fn par_add_f64(&mut self, xs: &[f64]) {
+        self.par_add(xs, Histogram::add_f64_counts);
+    }
+
+    /// Counts each task of `xs` into its own histogram with `counts` (called once per task, so
+    /// the per-element loops stay inside it), then merges the tasks in slice order: the result
+    /// does not depend on the thread count.
+    fn par_add<T: Sync>(&mut self, xs: &[T], counts: fn(&mut Histogram, &[T]) -> Vec<ChunkStats>) {
         let s = self.sub_bins_log2;
         let parts: Vec<(Histogram, Vec<ChunkStats>)> = xs
             .par_chunks(CHUNK * CHUNKS_PER_TASK)
             .map(|task| {
                 let mut h = Histogram::new(s);
-                let sums = h.add_f64_counts(task);
+                let sums = counts(&mut h, task);
                 (h, sums)
             })
             .collect();

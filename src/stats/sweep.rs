@@ -46,6 +46,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::format::{FloatFormat, pow2};
+use kernel::Sample;
 
 pub use from_histogram::sweep_from_histogram;
 
@@ -265,19 +266,18 @@ impl SweepAccumulator {
 
     /// Adds `xs` with rayon; bit-identical to [`SweepAccumulator::add_f32`].
     pub fn par_add_f32(&mut self, xs: &[f32]) {
-        for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
-            let parts: Vec<Partial> = batch
-                .par_chunks(SWEEP_CHUNK)
-                .map(|c| kernel::chunk(self, c, true))
-                .collect();
-            for p in &parts {
-                self.absorb(p);
-            }
-        }
+        self.par_add(xs);
     }
 
     /// Adds `xs` with rayon; bit-identical to [`SweepAccumulator::add_f64`].
     pub fn par_add_f64(&mut self, xs: &[f64]) {
+        self.par_add(xs);
+    }
+
+    /// [`SweepAccumulator::par_add_f32`] and [`SweepAccumulator::par_add_f64`]: chunks are
+    /// absorbed in slice order, whatever the thread count, so the result equals the one-thread
+    /// result.
+    fn par_add<T: Sample>(&mut self, xs: &[T]) {
         for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
             let parts: Vec<Partial> = batch
                 .par_chunks(SWEEP_CHUNK)

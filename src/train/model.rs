@@ -12,9 +12,10 @@ pub use gan::{GanConfig, GanTrainer};
 pub use lstm::{LstmConfig, vocabulary};
 pub use mlp::MlpConfig;
 
-use super::layer::{Layer, Param};
+use super::layer::{Layer, Linear, Param};
 use super::precision::Precision;
 use super::real::Real;
+use super::rng::Rng;
 
 /// Layers applied in order; layer `i` stores its tensors at site `"{prefix}{i}.{kind}"`.
 pub struct Sequential<T: Real> {
@@ -49,6 +50,23 @@ impl<T: Real> Sequential<T> {
     pub fn push(&mut self, layer: Box<dyn Layer<T>>, site: usize) {
         self.layers.push(layer);
         self.sites.push(site);
+    }
+
+    /// Appends a [`Linear`] layer from `inputs` to `outputs` features on a new `"linear"` site
+    /// (the step every model config repeats; the site is registered before `rng` is drawn from).
+    pub(crate) fn push_linear(
+        &mut self,
+        inputs: usize,
+        outputs: usize,
+        init_scale: f64,
+        p: &mut Precision,
+        rng: &mut Rng,
+    ) {
+        let site = self.next_site("linear", p);
+        self.push(
+            Box::new(Linear::new(inputs, outputs, init_scale, site, rng)),
+            site,
+        );
     }
 
     /// The layers.

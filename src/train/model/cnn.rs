@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Sequential;
 use crate::error::Error;
-use crate::train::layer::{Activation, ActivationLayer, Conv2d, ImageShape, Linear, MaxPool2d};
+use crate::train::layer::{Activation, ActivationLayer, Conv2d, ImageShape, MaxPool2d};
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;
@@ -91,24 +91,10 @@ impl CnnConfig {
         let pooled = pool.output_shape().len();
         let site = model.next_site("maxpool2d", p);
         model.push(Box::new(pool), site);
-        let site = model.next_site("linear", p);
-        model.push(
-            Box::new(Linear::new(pooled, self.hidden, self.init_scale, site, rng)),
-            site,
-        );
+        model.push_linear(pooled, self.hidden, self.init_scale, p, rng);
         let site = model.next_site("relu", p);
         model.push(Box::new(ActivationLayer::new(Activation::Relu)), site);
-        let site = model.next_site("linear", p);
-        model.push(
-            Box::new(Linear::new(
-                self.hidden,
-                outputs,
-                self.init_scale,
-                site,
-                rng,
-            )),
-            site,
-        );
+        model.push_linear(self.hidden, outputs, self.init_scale, p, rng);
         Ok(model)
     }
 }

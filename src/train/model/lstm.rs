@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Sequential;
 use crate::error::Error;
-use crate::train::layer::{Embedding, Linear, Lstm};
+use crate::train::layer::{Embedding, Lstm};
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;
@@ -82,17 +82,7 @@ impl LstmConfig {
             )),
             site,
         );
-        let site = model.next_site("linear", p);
-        model.push(
-            Box::new(Linear::new(
-                self.hidden,
-                outputs,
-                self.init_scale,
-                site,
-                rng,
-            )),
-            site,
-        );
+        model.push_linear(self.hidden, outputs, self.init_scale, p, rng);
         Ok(model)
     }
 }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Sequential;
 use crate::error::Error;
-use crate::train::layer::{Activation, ActivationLayer, Linear};
+use crate::train::layer::{Activation, ActivationLayer};
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;
@@ -86,20 +86,12 @@ impl MlpConfig {
         let mut model = Sequential::with_prefix(prefix);
         let mut fan_in = inputs;
         for _ in 0..self.depth {
-            let site = model.next_site("linear", p);
-            model.push(
-                Box::new(Linear::new(fan_in, self.width, self.init_scale, site, rng)),
-                site,
-            );
+            model.push_linear(fan_in, self.width, self.init_scale, p, rng);
             let site = model.next_site(self.activation.name(), p);
             model.push(Box::new(ActivationLayer::new(self.activation)), site);
             fan_in = self.width;
         }
-        let site = model.next_site("linear", p);
-        model.push(
-            Box::new(Linear::new(fan_in, outputs, self.init_scale, site, rng)),
-            site,
-        );
+        model.push_linear(fan_in, outputs, self.init_scale, p, rng);
         model
     }
 }
