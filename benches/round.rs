@@ -99,10 +99,9 @@ fn bench(c: &mut Criterion) {
             ..RoundOptions::default()
         },
     );
-    g.bench_function(
-        BenchmarkId::new("1-thread", "fp16/toward-zero"),
-        |b| b.iter(|| r.round_f32_slice(&mut buf)),
-    );
+    g.bench_function(BenchmarkId::new("1-thread", "fp16/toward-zero"), |b| {
+        b.iter(|| r.round_f32_slice(&mut buf))
+    });
     g.finish();
 }
 

@@ -152,7 +152,22 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
             line("error", "infinite: the value is gone".to_string());
         }
     }
-    line("outcome", outcome(x, r, event, rounder));
+    // The outcome is a sentence or two: wrap it to a terminal's width under its label.
+    let mut rows = vec![String::new()];
+    for word in outcome(x, r, event, rounder).split(' ') {
+        let last = rows.last_mut().expect("rows is never empty");
+        if !last.is_empty() && last.len() + 1 + word.len() > 84 {
+            rows.push(word.to_string());
+        } else {
+            if !last.is_empty() {
+                last.push(' ');
+            }
+            last.push_str(word);
+        }
+    }
+    for (i, row) in rows.into_iter().enumerate() {
+        line(if i == 0 { "outcome" } else { "" }, row);
+    }
     text += &s;
     text
 }
