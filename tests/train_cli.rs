@@ -214,3 +214,45 @@ fn a_killed_run_is_marked_incomplete_and_not_corrupt() {
     assert_eq!(config["steps"], 1_000_000);
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// `--print-config` shows every key a config file can set; fed back as `--config`, it resolves to
+/// the same config.
+#[test]
+fn print_config_round_trips_through_a_config_file() {
+    let bin = env!("CARGO_BIN_EXE_mixprec");
+    let first = std::process::Command::new(bin)
+        .args([
+            "train",
+            "--print-config",
+            "--recipe",
+            "fp16-static",
+            "--loss-scale",
+            "1024",
+            "--steps",
+            "7",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(json["steps"], 7);
+    assert_eq!(json["recipe"]["name"], "fp16-static");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, &first.stdout).unwrap();
+    let second = std::process::Command::new(bin)
+        .args(["train", "--print-config", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_eq!(first.stdout, second.stdout);
+}

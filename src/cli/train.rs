@@ -47,8 +47,12 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     capture_every: Option<u64>,
     /// The run directory to create (must not exist, or be empty).
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "print_config")]
+    out: Option<PathBuf>,
+    /// Print the resolved config (defaults, then the config file, then the flags) as JSON and
+    /// exit without training: every key a config file can set, as a starting point for one.
+    #[arg(long)]
+    print_config: bool,
 }
 
 fn parse_model(s: &str) -> Result<ModelKind, String> {
@@ -75,6 +79,13 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         capture_every: args.capture_every,
     })?;
+    if args.print_config {
+        writeln!(out, "{}", serde_json::to_string_pretty(&config)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(dir) = &args.out else {
+        anyhow::bail!("--out DIR is required (see --help)");
+    };
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::with_draw_target(Some(config.steps), ProgressDrawTarget::stderr());
         if let Ok(style) =
@@ -86,7 +97,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     } else {
         ProgressBar::hidden()
     };
-    let summary = run::run(&config, &args.out, &mut |r| {
+    let summary = run::run(&config, dir, &mut |r| {
         bar.inc(1);
         if r.step % 10 == 0 {
             bar.set_message(format!("loss {:.4}  scale {}", r.loss, r.loss_scale));
@@ -104,7 +115,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         summary.eval_metric.value,
         if summary.diverged { ", DIVERGED" } else { "" },
         summary.wall_seconds,
-        args.out.display()
+        dir.display()
     )?;
     Ok(ExitCode::SUCCESS)
 }
