@@ -13,7 +13,7 @@ use crate::train::run;
 /// captures.jsonl, summary.json). Flags override the config file.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A JSON config file (see the train::config module docs); flags override its values.
+    /// A JSON config file (`--print-config` shows every key); flags override its values.
     #[arg(long, value_name = "FILE.json")]
     config: Option<PathBuf>,
     /// Model: mlp, cnn, lstm or gan.
