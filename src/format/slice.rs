@@ -232,7 +232,8 @@ struct Kernel {
     /// inexact value away from zero (0) or toward zero (all ones), for each sign.
     h_positive: u32,
     h_negative: u32,
-    /// Subnormals off: results below the smallest normal become zero.
+    /// Subnormals off: results below the smallest normal become zero (a const parameter of the
+    /// loops, so that neither setting pays for the other's branch).
     flush: bool,
     /// Mantissa bits dropped: 23 - man_bits.
     s: u32,
@@ -331,17 +332,25 @@ impl Kernel {
 
     #[inline(always)]
     fn run(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
-        match self.mode {
-            NEAREST => self.run_mode::<NEAREST>(xs, lo, key),
-            STOCHASTIC => self.run_mode::<STOCHASTIC>(xs, lo, key),
-            _ => self.run_mode::<DIRECTED>(xs, lo, key),
+        match (self.mode, self.flush) {
+            (NEAREST, false) => self.run_mode::<NEAREST, false>(xs, lo, key),
+            (NEAREST, true) => self.run_mode::<NEAREST, true>(xs, lo, key),
+            (STOCHASTIC, false) => self.run_mode::<STOCHASTIC, false>(xs, lo, key),
+            (STOCHASTIC, true) => self.run_mode::<STOCHASTIC, true>(xs, lo, key),
+            (_, false) => self.run_mode::<DIRECTED, false>(xs, lo, key),
+            (_, true) => self.run_mode::<DIRECTED, true>(xs, lo, key),
         }
     }
 
     /// Blocks of 16 values with no nonzero value below the format's smallest normal (the common
     /// case for weights and activations) skip the subnormal-range arithmetic.
     #[inline(always)]
-    fn run_mode<const MODE: u8>(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
+    fn run_mode<const MODE: u8, const FLUSH: bool>(
+        &self,
+        xs: &mut [f32],
+        lo: u32,
+        key: BlockKey,
+    ) -> RoundCounts {
         const BLOCK: usize = 16;
         let mut counts = [0u32; 5];
         let mut blocks = xs.chunks_exact_mut(BLOCK);
@@ -356,13 +365,17 @@ impl Kernel {
             }
             match (small, special) {
                 (false, false) => self.ordinary_block::<MODE>(block, at, key),
-                (true, false) => self.block::<MODE, true, false>(block, at, key, &mut counts),
-                (false, true) => self.block::<MODE, false, true>(block, at, key, &mut counts),
-                (true, true) => self.block::<MODE, true, true>(block, at, key, &mut counts),
+                (true, false) => {
+                    self.block::<MODE, FLUSH, true, false>(block, at, key, &mut counts)
+                }
+                (false, true) => {
+                    self.block::<MODE, FLUSH, false, true>(block, at, key, &mut counts)
+                }
+                (true, true) => self.block::<MODE, FLUSH, true, true>(block, at, key, &mut counts),
             }
             at = at.wrapping_add(BLOCK as u32);
         }
-        self.block::<MODE, true, true>(blocks.into_remainder(), at, key, &mut counts);
+        self.block::<MODE, FLUSH, true, true>(blocks.into_remainder(), at, key, &mut counts);
         let [under, sub, over, nan, inf] = counts.map(u64::from);
         RoundCounts {
             underflow: under,
@@ -416,7 +429,7 @@ impl Kernel {
     /// and below the smallest normal; with `SPECIAL` false, none may be above the largest finite
     /// value (nor infinite or NaN).
     #[inline(always)]
-    fn block<const MODE: u8, const SMALL: bool, const SPECIAL: bool>(
+    fn block<const MODE: u8, const FLUSH: bool, const SMALL: bool, const SPECIAL: bool>(
         &self,
         xs: &mut [f32],
         lo: u32,
@@ -433,7 +446,7 @@ impl Kernel {
             let normal = |v: u32| k.round_normal::<MODE>(v, h);
             let r = if !SMALL || a >= k.min_normal_bits {
                 normal(a)
-            } else if k.flush {
+            } else if FLUSH {
                 // Only a value in the binade just under the smallest normal can round up to it.
                 // Where that binade holds f32 subnormals (whose bits have one leading bit fewer),
                 // double them first.
