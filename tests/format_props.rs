@@ -105,7 +105,7 @@ proptest! {
             // And exactly: never farther than the other neighbour.
             let up = rounder(f, Rounding::Up, true).round(x);
             let down = rounder(f, Rounding::Down, true).round(x);
-            prop_assert!(err <= (up - x).abs().min((x - down).abs()) + 0.0);
+            prop_assert!(err <= (up - x).abs().min((x - down).abs()));
         }
     }
 

@@ -197,6 +197,20 @@ fn every_pattern_decodes_and_encodes_to_itself() {
             }
         }
     }
+    // The decoding itself, against an implementation that shares nothing with it: the `half`
+    // crate's fp16 and bf16 (the exact-reference tests build their grids from `decode`).
+    for bits in 0..=u16::MAX {
+        for (f, want) in [
+            (FP16, half::f16::from_bits(bits).to_f64()),
+            (BF16, half::bf16::from_bits(bits).to_f64()),
+        ] {
+            let got = f.decode(u32::from(bits));
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{f} {bits:#06x}: {got:e} vs {want:e}"
+            );
+        }
+    }
     assert_eq!(FP16.encode(0.1), None);
     assert_eq!(FP16.encode(65536.0), None);
     assert_eq!(FP8_E4M3.encode(f64::INFINITY), None);

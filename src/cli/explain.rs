@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use super::formats::sci;
 use super::quantize::format_value;
 use super::round_args::RoundArgs;
 use crate::error::Error;
@@ -368,14 +369,6 @@ fn outcome(x: f64, r: f64, event: Event, rounder: &Rounder) -> String {
 
 fn hex(f: FloatFormat, bits: u32) -> String {
     format!("0x{bits:0w$x}", w = f.total_bits().div_ceil(4) as usize)
-}
-
-fn sci(x: f64) -> String {
-    if x == 0.0 {
-        "0".into()
-    } else {
-        format!("{x:.6e}")
-    }
 }
 
 /// The exact decimal expansion of a finite f64 (every binary fraction has one).
