@@ -41,8 +41,8 @@ pub use sweep::{Sweep, SweepAccumulator, SweepRow, sweep_from_histogram};
 /// the work is split across threads.
 pub const CHUNK: usize = 1 << 14;
 
-/// Chunks per rayon task.
-const CHUNKS_PER_TASK: usize = 16;
+/// Chunks per rayon task (64K values: a tensor of a million values makes 16 tasks).
+const CHUNKS_PER_TASK: usize = 4;
 
 /// Deterministic awkward values for the tests: random bit patterns, random magnitudes over a wide
 /// range, and the specials.

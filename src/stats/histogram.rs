@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 
 mod kernels;
 
-use kernels::{ChunkStats, count_f32_lanes, flush_lanes, scalars_f32, scalars_f64};
+use std::ops::Range;
+
+use kernels::{Bits, ChunkStats, Isa, LaneCounter};
 
 use super::{CHUNK, CHUNKS_PER_TASK};
 use crate::format::pow2;
@@ -187,36 +189,63 @@ impl Histogram {
 
     /// Adds the values of `xs` (one thread).
     pub fn add_f32(&mut self, xs: &[f32]) {
-        let sums = self.add_f32_counts(xs);
+        let sums = self.add_counts(xs);
         self.add_sums(&sums);
     }
 
     /// Adds the values of `xs` (one thread).
     pub fn add_f64(&mut self, xs: &[f64]) {
-        let sums = self.add_f64_counts(xs);
+        let sums = self.add_counts(xs);
         self.add_sums(&sums);
     }
 
     /// Adds the values of `xs` with rayon; bit-identical to [`Histogram::add_f32`].
     pub fn par_add_f32(&mut self, xs: &[f32]) {
-        self.par_add(xs, Histogram::add_f32_counts);
+        self.par_add(xs.len(), |h, r| h.add_counts(&xs[r]));
     }
 
     /// Adds the values of `xs` with rayon; bit-identical to [`Histogram::add_f64`].
     pub fn par_add_f64(&mut self, xs: &[f64]) {
-        self.par_add(xs, Histogram::add_f64_counts);
+        self.par_add(xs.len(), |h, r| h.add_counts(&xs[r]));
     }
 
-    /// Counts each task of `xs` into its own histogram with `counts` (called once per task, so
-    /// the per-element loops stay inside it), then merges the tasks in slice order: the result
-    /// does not depend on the thread count.
-    fn par_add<T: Sync>(&mut self, xs: &[T], counts: fn(&mut Histogram, &[T]) -> Vec<ChunkStats>) {
+    /// Adds the ratios `|num[i]| / |den[i]|` for every `i` with `den[i] != 0` (one thread); the
+    /// slices are paired up to the shorter one's length. Quotients are formed in f64, where the
+    /// quotient of two f32 values never rounds across a bin edge (an edge has at most 7
+    /// significant bits, and a quotient of 24-bit significands that is not exactly on it is at
+    /// least 2^-31 away in relative terms, far more than f64's rounding error), and no quotient
+    /// overflows.
+    pub fn add_ratios_f32(&mut self, num: &[f32], den: &[f32]) {
+        let sums = self.add_ratio_counts(num, den);
+        self.add_sums(&sums);
+    }
+
+    /// [`Histogram::add_ratios_f32`] with rayon; bit-identical to it.
+    pub fn par_add_ratios_f32(&mut self, num: &[f32], den: &[f32]) {
+        let n = num.len().min(den.len());
+        self.par_add(n, |h, r| h.add_ratio_counts(&num[r.clone()], &den[r]));
+    }
+
+    /// Counts each task (a range of [`CHUNK`]-aligned positions below `len`) into its own
+    /// histogram with `counts`, then merges the tasks in order: the result does not depend on
+    /// the thread count.
+    fn par_add(
+        &mut self,
+        len: usize,
+        counts: impl Fn(&mut Histogram, Range<usize>) -> Vec<ChunkStats> + Sync,
+    ) {
         let s = self.sub_bins_log2;
-        let parts: Vec<(Histogram, Vec<ChunkStats>)> = xs
-            .par_chunks(CHUNK * CHUNKS_PER_TASK)
-            .map(|task| {
+        let task = CHUNK * CHUNKS_PER_TASK;
+        if len <= task {
+            let sums = counts(self, 0..len);
+            self.add_sums(&sums);
+            return;
+        }
+        let parts: Vec<(Histogram, Vec<ChunkStats>)> = (0..len.div_ceil(task))
+            .into_par_iter()
+            .map(|t| {
                 let mut h = Histogram::new(s);
-                let sums = counts(&mut h, task);
+                let sums = counts(&mut h, t * task..((t + 1) * task).min(len));
                 (h, sums)
             })
             .collect();
@@ -328,63 +357,76 @@ impl Histogram {
     }
 
     /// Counts `xs` into the bins and scalar counters; returns each chunk's sums.
-    fn add_f32_counts(&mut self, xs: &[f32]) -> Vec<ChunkStats> {
-        let s = self.sub_bins_log2;
-        let stride = 256usize << s;
-        let shift = 23 - s;
-        // Four lanes of counters, so that runs of equal bins do not serialise on one counter.
-        let mut lanes = vec![0u32; 4 * stride];
-        let mut raw = vec![0u64; stride];
-        let mut chunks = Vec::with_capacity(xs.len().div_ceil(CHUNK));
-        for (n, chunk) in xs.chunks(CHUNK).enumerate() {
-            count_f32_lanes(&mut lanes, stride, shift, chunk);
-            let c = scalars_f32(chunk, true);
-            if c.subnormals > 0 {
-                for &x in chunk {
-                    let a = x.to_bits() & 0x7fff_ffff;
-                    if a != 0 && a < 0x0080_0000 {
-                        self.add_one_f64_bits(f64::from(f32::from_bits(a)).to_bits());
-                    }
-                }
-            }
-            self.add_scalars(&c);
-            chunks.push(c);
-            // u32 lanes hold at least 2^32 - 1 counts: flush long before.
-            if (n + 1) % (1 << 16) == 0 {
-                flush_lanes(&mut lanes, &mut raw, stride);
-            }
-        }
-        flush_lanes(&mut lanes, &mut raw, stride);
-        // Biased exponent 0 (zeros, subnormals) and 255 (inf, NaN) are counted elsewhere.
-        self.add_raw(&raw, (1 << s)..(255 << s), -(127 << s));
+    fn add_counts<T: Bits>(&mut self, xs: &[T]) -> Vec<ChunkStats> {
+        let isa = Isa::best();
+        let mut counter = LaneCounter::new::<T>(self.sub_bins_log2);
+        let chunks = xs
+            .chunks(CHUNK)
+            .map(|chunk| self.count_chunk(&mut counter, chunk, isa))
+            .collect();
+        self.add_lane_totals::<T>(counter);
         chunks
     }
 
-    /// Counts `xs` into the bins and scalar counters; returns each chunk's sums.
-    fn add_f64_counts(&mut self, xs: &[f64]) -> Vec<ChunkStats> {
-        let s = self.sub_bins_log2;
-        let stride = 2048usize << s;
-        let shift = 52 - s;
-        let mut raw = vec![0u64; stride];
-        let mut chunks = Vec::with_capacity(xs.len().div_ceil(CHUNK));
-        for chunk in xs.chunks(CHUNK) {
-            for &x in chunk {
-                raw[((x.to_bits() & !(1 << 63)) >> shift) as usize] += 1;
-            }
-            let c = scalars_f64(chunk);
-            if c.subnormals > 0 {
-                for &x in chunk {
-                    let a = x.to_bits() & !(1 << 63);
-                    if a != 0 && a < 1 << 52 {
-                        self.add_one_f64_bits(a);
+    /// [`Histogram::add_counts`] for the ratios of [`Histogram::add_ratios_f32`], one chunk of
+    /// pairs at a time.
+    fn add_ratio_counts(&mut self, num: &[f32], den: &[f32]) -> Vec<ChunkStats> {
+        let isa = Isa::best();
+        let mut counter = LaneCounter::new::<f64>(self.sub_bins_log2);
+        let mut ratios = vec![0f64; CHUNK];
+        let chunks = num
+            .chunks(CHUNK)
+            .zip(den.chunks(CHUNK))
+            .map(|(num, den)| {
+                // All quotients in one vector loop, then those of zero denominators squeezed
+                // out (when there are any).
+                for ((q, &n), &d) in ratios.iter_mut().zip(num).zip(den) {
+                    *q = f64::from(n.abs()) / f64::from(d.abs());
+                }
+                let zeros = den.iter().fold(0usize, |z, &d| z + usize::from(d == 0.0));
+                let mut kept = num.len().min(den.len());
+                if zeros > 0 {
+                    kept = 0;
+                    for (i, &d) in den.iter().enumerate().take(num.len()) {
+                        ratios[kept] = ratios[i];
+                        kept += usize::from(d != 0.0);
                     }
                 }
-            }
-            self.add_scalars(&c);
-            chunks.push(c);
-        }
-        self.add_raw(&raw, (1 << s)..(2047 << s), -(1023 << s));
+                self.count_chunk(&mut counter, &ratios[..kept], isa)
+            })
+            .collect();
+        self.add_lane_totals::<f64>(counter);
         chunks
+    }
+
+    /// Counts one chunk: its bins into `counter` (subnormals directly), its scalars into `self`.
+    fn count_chunk<T: Bits>(
+        &mut self,
+        counter: &mut LaneCounter,
+        chunk: &[T],
+        isa: Isa,
+    ) -> ChunkStats {
+        counter.count(chunk);
+        let c = kernels::scalars(chunk, isa);
+        if c.subnormals > 0 {
+            for &x in chunk {
+                let a = x.bits() & T::ABS;
+                if a != T::ZERO && a < T::MIN_NORMAL {
+                    self.add_one_f64_bits(T::widen(a).to_bits());
+                }
+            }
+        }
+        self.add_scalars(&c);
+        c
+    }
+
+    /// Adds the bins `counter` counted (biased exponents 0, zeros and subnormals, and all ones,
+    /// inf and NaN, are counted elsewhere).
+    fn add_lane_totals<T: Bits>(&mut self, counter: LaneCounter) {
+        let s = self.sub_bins_log2;
+        let all_ones = (1usize << T::EXP_BITS) - 1;
+        let bias = (all_ones / 2) as i32;
+        self.add_raw(&counter.totals(), (1 << s)..(all_ones << s), -(bias << s));
     }
 
     /// Sub-bins per octave, as a power of two.

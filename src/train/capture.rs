@@ -64,16 +64,13 @@ impl Observer {
     /// Adds the ratios `|w| / |u|` of layer `layer` for every nonzero `u` (computed in f64, so no
     /// ratio overflows).
     pub fn observe_updates<T: Real>(&mut self, layer: usize, weights: &[T], updates: &[T]) {
-        let ratios: Vec<f64> = weights
-            .iter()
-            .zip(updates)
-            .filter(|(_, u)| **u != T::zero())
-            .map(|(w, u)| w.abs().to_f64() / u.abs().to_f64())
-            .collect();
-        self.update_ratios
-            .entry(layer)
-            .or_insert_with(|| Histogram::new(CAPTURE_SUB_BINS_LOG2))
-            .add_f64(&ratios);
+        T::add_ratios_to_histogram(
+            self.update_ratios
+                .entry(layer)
+                .or_insert_with(|| Histogram::new(CAPTURE_SUB_BINS_LOG2)),
+            weights,
+            updates,
+        );
     }
 }
 

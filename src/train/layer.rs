@@ -68,6 +68,15 @@ impl<T: Real> Param<T> {
     }
 }
 
+/// Whether every gradient of `params` is finite (the loss scaler's overflow check).
+#[must_use]
+pub fn grads_finite<T: Real>(params: &[&mut Param<T>]) -> bool {
+    params.iter().all(|q| match q.grad.as_slice() {
+        Some(s) => T::all_finite(s),
+        None => q.grad.iter().all(|v| v.is_finite()),
+    })
+}
+
 /// A layer with an explicit backward pass.
 pub trait Layer<T: Real>: Send {
     /// Short kind name (`"linear"`, `"relu"`...), used in storage-point names.
@@ -81,6 +90,14 @@ pub trait Layer<T: Real>: Send {
     /// parameters' gradients and returns the gradient with respect to its input, stored as
     /// activation gradients.
     fn backward(&mut self, dy: Array2<T>, p: &mut Precision) -> Array2<T>;
+
+    /// [`Layer::backward`] for the first layer of a network, whose input (the data) needs no
+    /// gradient: sets the parameters' gradients only. Frameworks skip that work too (PyTorch
+    /// computes no gradient for an input that does not require one); layers whose input gradient
+    /// costs a GEMM override this to skip it.
+    fn backward_params(&mut self, dy: Array2<T>, p: &mut Precision) {
+        let _ = self.backward(dy, p);
+    }
 
     /// The trainable parameters.
     fn params(&self) -> Vec<&Param<T>> {

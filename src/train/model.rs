@@ -94,6 +94,19 @@ impl<T: Real> Sequential<T> {
         dy
     }
 
+    /// Backpropagates `dy` to set every parameter's gradient, without the gradient with respect
+    /// to the network's input (the first layer skips it, see [`Layer::backward_params`]).
+    pub fn backward_params(&mut self, mut dy: Array2<T>, p: &mut Precision) {
+        for (i, (layer, &site)) in self.layers.iter_mut().zip(&self.sites).enumerate().rev() {
+            p.enter(site);
+            if i == 0 {
+                layer.backward_params(dy, p);
+                return;
+            }
+            dy = layer.backward(dy, p);
+        }
+    }
+
     /// Every parameter, in layer order.
     #[must_use]
     pub fn params(&self) -> Vec<&Param<T>> {

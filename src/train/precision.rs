@@ -210,7 +210,10 @@ impl Precision {
     /// to the class's format (with per-tensor scaling for 8-bit formats when the recipe says so),
     /// counts what rounding did and notes the first inf/NaN.
     pub fn store<T: Real>(&mut self, class: Class, xs: &mut [T]) {
-        if self.recording {
+        // Unrounded master weights are exactly what the weight copy sees before rounding (the
+        // copy is taken from them), so observing them too would capture the same tensor twice.
+        let duplicate = class == Class::Master && !self.rounds(Class::Master);
+        if self.recording && !duplicate {
             if let Some(observer) = &mut self.observer {
                 observer.observe(self.current, class, xs);
             }
@@ -229,7 +232,7 @@ impl Precision {
                 self.counts[self.current][class.index()] += counts;
             }
         }
-        if self.recording && self.first_nonfinite.is_none() && !xs.iter().all(|v| v.is_finite()) {
+        if self.recording && self.first_nonfinite.is_none() && !T::all_finite(xs) {
             self.first_nonfinite = Some((self.current, class));
         }
     }

@@ -2,7 +2,7 @@
 
 use std::fmt::Debug;
 use std::iter::Sum;
-use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
+use std::ops::{AddAssign, BitAnd, DivAssign, MulAssign, SubAssign};
 
 use ndarray::{LinalgScalar, ScalarOperand};
 use num_traits::Float;
@@ -41,8 +41,33 @@ pub trait Real:
     /// Rounds `xs` in place with `rounder` as positions `start..` of its stochastic stream.
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts;
 
-    /// Adds `xs` to a log2-magnitude histogram.
+    /// Adds `xs` to a log2-magnitude histogram (in parallel when it is large; the result does
+    /// not depend on the thread count).
     fn add_to_histogram(h: &mut Histogram, xs: &[Self]);
+
+    /// Adds the ratios `|num[i]| / |den[i]|` of every nonzero `den[i]` to a histogram (formed in
+    /// f64; in parallel when large).
+    fn add_ratios_to_histogram(h: &mut Histogram, num: &[Self], den: &[Self]);
+
+    /// Whether no value of `xs` is inf or NaN. Written for the vectoriser (an OR over the
+    /// exponent fields of a block, then one test per block): every stored tensor is checked.
+    #[must_use]
+    fn all_finite(xs: &[Self]) -> bool;
+}
+
+/// Whether no value of `xs` has all the bits of `exponent` set in its pattern `bits(x)` (inf or
+/// NaN).
+#[inline(always)]
+fn no_all_ones_exponent<T: Copy, U: Copy + BitAnd<Output = U> + PartialEq>(
+    xs: &[T],
+    bits: fn(T) -> U,
+    exponent: U,
+) -> bool {
+    xs.chunks(256).all(|block| {
+        !block
+            .iter()
+            .fold(false, |any, &x| any | (bits(x) & exponent == exponent))
+    })
 }
 
 impl Real for f32 {
@@ -56,7 +81,13 @@ impl Real for f32 {
         rounder.round_f32_slice_at(xs, start)
     }
     fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
-        h.add_f32(xs);
+        h.par_add_f32(xs);
+    }
+    fn add_ratios_to_histogram(h: &mut Histogram, num: &[Self], den: &[Self]) {
+        h.par_add_ratios_f32(num, den);
+    }
+    fn all_finite(xs: &[Self]) -> bool {
+        no_all_ones_exponent(xs, f32::to_bits, 0x7f80_0000)
     }
 }
 
@@ -71,6 +102,18 @@ impl Real for f64 {
         rounder.round_f64_slice_at(xs, start)
     }
     fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
-        h.add_f64(xs);
+        h.par_add_f64(xs);
+    }
+    fn add_ratios_to_histogram(h: &mut Histogram, num: &[Self], den: &[Self]) {
+        let ratios: Vec<f64> = num
+            .iter()
+            .zip(den)
+            .filter(|(_, d)| **d != 0.0)
+            .map(|(n, d)| n.abs() / d.abs())
+            .collect();
+        h.par_add_f64(&ratios);
+    }
+    fn all_finite(xs: &[Self]) -> bool {
+        no_all_ones_exponent(xs, f64::to_bits, 0x7ff0_0000_0000_0000)
     }
 }

@@ -13,7 +13,9 @@
 //!   ([`crate::stats::Histogram`], one bin per power of two) of the FP32 values before rounding,
 //!   `rounding` the [`crate::format::RoundCounts`] of rounding them. Tensor classes: `weight`,
 //!   `activation`, `activation_grad`, `weight_grad`, `optimizer_state` (momentum, Adam's moments,
-//!   epsilon and denominator together), `update`, `master`. Layers: `input`, `"{i}.{kind}"`,
+//!   epsilon and denominator together), `update`, `master` (only when the master format rounds,
+//!   as in `fp16-pure`: FP32 master weights are exactly the values the `weight` entry shows
+//!   before rounding, so they are not captured twice). Layers: `input`, `"{i}.{kind}"`,
 //!   `loss`. Each `update_ratios` entry is `{"layer", "ratios"}`, the histogram of
 //!   `|w| / |update|` over that layer's nonzero updates.
 //! - `summary.json`: [`Summary`].

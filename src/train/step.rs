@@ -3,6 +3,7 @@
 use ndarray::{Array2, Axis};
 
 use super::capture::StepRecord;
+use super::layer::grads_finite;
 use super::loss::{Loss, Targets};
 use super::model::Sequential;
 use super::optim::{Optimizer, OptimizerConfig, UpdateStats};
@@ -89,9 +90,9 @@ impl Trainer {
         let factor = (f64::from(scale) * self.loss_multiplier) as f32;
         dz.mapv_inplace(|g| g * factor);
         p.store_array(Class::ActivationGrad, &mut dz);
-        self.model.backward(dz, p);
+        self.model.backward_params(dz, p);
         let mut params = self.model.params_mut();
-        let overflow = params.iter().any(|q| q.grad.iter().any(|g| !g.is_finite()));
+        let overflow = !grads_finite(&params);
         let skipped = self.scaler.update(overflow);
         let stats = if skipped {
             UpdateStats::default()

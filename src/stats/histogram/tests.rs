@@ -237,12 +237,60 @@ fn summaries() {
 }
 
 #[test]
-fn simd_build_of_the_chunk_loop_matches_the_baseline_one() {
+fn every_build_of_the_chunk_loop_gives_the_same_result() {
     for n in [0, 1, 9, 1023, CHUNK] {
         let xs = awkward_f32(n as u64 + 77, n);
-        assert_eq!(
-            kernels::scalars_f32(&xs, true),
-            kernels::scalars_f32(&xs, false)
-        );
+        let xs64: Vec<f64> = awkward_f32(n as u64 + 78, n)
+            .iter()
+            .map(|&x| f64::from(x) * 1e-290)
+            .collect();
+        let base = kernels::scalars(&xs, kernels::Isa::Baseline);
+        let base64 = kernels::scalars(&xs64, kernels::Isa::Baseline);
+        for isa in kernels::Isa::available() {
+            assert_eq!(kernels::scalars(&xs, isa), base, "{isa:?}");
+            assert_eq!(kernels::scalars(&xs64, isa), base64, "{isa:?}");
+        }
     }
+}
+
+#[test]
+fn ratios_match_quotients_formed_one_by_one() {
+    let n = 3 * CHUNK + 5;
+    let mut num = awkward_f32(5, n);
+    let mut den = awkward_f32(6, n);
+    // Quotients exactly on and just off bin edges, zero numerators and denominators.
+    num[..6].copy_from_slice(&[1.0, 1.0, 3.0, 0.0, 5.0, f32::from_bits(1)]);
+    den[..6].copy_from_slice(&[0.25, 1.0 + f32::EPSILON, 2.0, 7.0, 0.0, f32::MAX]);
+    for s in [0, 3] {
+        let mut got = Histogram::new(s);
+        got.add_ratios_f32(&num, &den);
+        let quotients: Vec<f64> = num
+            .iter()
+            .zip(&den)
+            .filter(|(_, d)| **d != 0.0)
+            .map(|(n, d)| f64::from(n.abs()) / f64::from(d.abs()))
+            .collect();
+        let want = Histogram::from_f64(s, &quotients);
+        assert_eq!(got.bins, want.bins, "s = {s}");
+        assert_eq!(
+            (got.first_bin, got.zeros, got.nan, got.pos_inf, got.amax),
+            (
+                want.first_bin,
+                want.zeros,
+                want.nan,
+                want.pos_inf,
+                want.amax
+            )
+        );
+        assert_eq!(got.min_nonzero, want.min_nonzero);
+        assert!((got.sum_abs - want.sum_abs).abs() <= 1e-12 * want.sum_abs);
+        let mut par = Histogram::new(s);
+        par.par_add_ratios_f32(&num, &den);
+        assert_eq!(par, got);
+        assert_eq!(par.sum_abs.to_bits(), got.sum_abs.to_bits());
+    }
+    // 4 = 1 / 0.25 is in the bin of 4; 1 / (1 + eps) is just below 1: the bin of 0.5.
+    let mut h = Histogram::new(0);
+    h.add_ratios_f32(&num[..2], &den[..2]);
+    assert_eq!(h.exponent_counts(), [(-1, 1), (0, 0), (1, 0), (2, 1)]);
 }

@@ -30,7 +30,8 @@ fn objective(layer: &mut dyn Layer<f64>, x: &Array2<f64>, r: &Array2<f64>) -> f6
     (&y * r).sum()
 }
 
-/// Checks `layer`'s input gradient and every parameter gradient at input `x`.
+/// Checks `layer`'s input gradient and every parameter gradient at input `x`, and that
+/// [`Layer::backward_params`] sets the same parameter gradients.
 ///
 /// # Panics
 /// When an analytic derivative and its central difference disagree.
@@ -56,6 +57,17 @@ pub fn check_layer(layer: &mut dyn Layer<f64>, x: &Array2<f64>, seed: u64) {
         );
     }
     let grads: Vec<Array2<f64>> = layer.params().iter().map(|q| q.grad.clone()).collect();
+    // The first-layer backward (no input gradient) sets the same parameter gradients.
+    layer.forward(x.clone(), &mut p);
+    layer.backward_params(r.clone(), &mut p);
+    for (k, grad) in grads.iter().enumerate() {
+        assert_eq!(
+            &layer.params()[k].grad,
+            grad,
+            "{}: backward_params, param {k}",
+            layer.kind()
+        );
+    }
     for (k, grad) in grads.iter().enumerate() {
         for idx in 0..grad.len() {
             let bump = |layer: &mut dyn Layer<f64>, d: f64| {

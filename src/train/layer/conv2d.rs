@@ -126,6 +126,35 @@ impl<T: Real> Conv2d<T> {
     }
 }
 
+impl<T: Real> Conv2d<T> {
+    /// Sets the weight and bias gradients from `dy`; returns the forward pass's im2col matrix
+    /// (taken: the caller puts it back) and `dy` as one row per output pixel, or `None` before
+    /// any forward pass.
+    fn backward_params_cols(
+        &mut self,
+        dy: &Array2<T>,
+        p: &mut Precision,
+    ) -> Option<(Array2<T>, Array2<T>)> {
+        let cols = self.cols.take()?;
+        let batch = dy.nrows();
+        let o = self.output_shape();
+        let hw = o.height * o.width;
+        let mut dy_cols = Array2::zeros((batch * hw, o.channels));
+        for n in 0..batch {
+            for c in 0..o.channels {
+                for q in 0..hw {
+                    dy_cols[[n * hw + q, c]] = dy[[n, c * hw + q]];
+                }
+            }
+        }
+        self.weight.grad = p.matmul(dy_cols.t(), cols.view(), Class::WeightGrad);
+        p.store_array(Class::WeightGrad, &mut self.weight.grad);
+        self.bias.grad = p.sum_rows(dy_cols.view(), Class::WeightGrad);
+        p.store_array(Class::WeightGrad, &mut self.bias.grad);
+        Some((cols, dy_cols))
+    }
+}
+
 impl<T: Real> Layer<T> for Conv2d<T> {
     fn kind(&self) -> &'static str {
         "conv2d"
@@ -158,23 +187,9 @@ impl<T: Real> Layer<T> for Conv2d<T> {
 
     fn backward(&mut self, dy: Array2<T>, p: &mut Precision) -> Array2<T> {
         let batch = dy.nrows();
-        let Some(cols) = self.cols.take() else {
+        let Some((cols, dy_cols)) = self.backward_params_cols(&dy, p) else {
             return Array2::zeros((batch, self.input.len()));
         };
-        let o = self.output_shape();
-        let hw = o.height * o.width;
-        let mut dy_cols = Array2::zeros((batch * hw, o.channels));
-        for n in 0..batch {
-            for c in 0..o.channels {
-                for q in 0..hw {
-                    dy_cols[[n * hw + q, c]] = dy[[n, c * hw + q]];
-                }
-            }
-        }
-        self.weight.grad = p.matmul(dy_cols.t(), cols.view(), Class::WeightGrad);
-        p.store_array(Class::WeightGrad, &mut self.weight.grad);
-        self.bias.grad = p.sum_rows(dy_cols.view(), Class::WeightGrad);
-        p.store_array(Class::WeightGrad, &mut self.bias.grad);
         let dcols = p.matmul(
             dy_cols.view(),
             self.weight.weight.view(),
@@ -185,6 +200,12 @@ impl<T: Real> Layer<T> for Conv2d<T> {
         p.store_array(Class::ActivationGrad, &mut dx);
         self.cols = Some(cols);
         dx
+    }
+
+    fn backward_params(&mut self, dy: Array2<T>, p: &mut Precision) {
+        if let Some((cols, _)) = self.backward_params_cols(&dy, p) {
+            self.cols = Some(cols);
+        }
     }
 
     fn params(&self) -> Vec<&Param<T>> {

@@ -35,6 +35,21 @@ impl<T: Real> Linear<T> {
     }
 }
 
+impl<T: Real> Linear<T> {
+    /// Sets the weight and bias gradients from `dy` (zero before any forward pass).
+    fn backward_params_ref(&mut self, dy: &Array2<T>, p: &mut Precision) {
+        let Some(x) = self.input.as_ref() else {
+            self.weight.grad.fill(T::zero());
+            self.bias.grad.fill(T::zero());
+            return;
+        };
+        self.weight.grad = p.matmul(dy.t(), x.view(), Class::WeightGrad);
+        p.store_array(Class::WeightGrad, &mut self.weight.grad);
+        self.bias.grad = p.sum_rows(dy.view(), Class::WeightGrad);
+        p.store_array(Class::WeightGrad, &mut self.bias.grad);
+    }
+}
+
 impl<T: Real> Layer<T> for Linear<T> {
     fn kind(&self) -> &'static str {
         "linear"
@@ -49,16 +64,14 @@ impl<T: Real> Layer<T> for Linear<T> {
     }
 
     fn backward(&mut self, dy: Array2<T>, p: &mut Precision) -> Array2<T> {
-        let Some(x) = self.input.as_ref() else {
-            return Array2::zeros((dy.nrows(), self.weight.weight.ncols()));
-        };
-        self.weight.grad = p.matmul(dy.t(), x.view(), Class::WeightGrad);
-        p.store_array(Class::WeightGrad, &mut self.weight.grad);
-        self.bias.grad = p.sum_rows(dy.view(), Class::WeightGrad);
-        p.store_array(Class::WeightGrad, &mut self.bias.grad);
+        self.backward_params_ref(&dy, p);
         let mut dx = p.matmul(dy.view(), self.weight.weight.view(), Class::ActivationGrad);
         p.store_array(Class::ActivationGrad, &mut dx);
         dx
+    }
+
+    fn backward_params(&mut self, dy: Array2<T>, p: &mut Precision) {
+        self.backward_params_ref(&dy, p);
     }
 
     fn params(&self) -> Vec<&Param<T>> {

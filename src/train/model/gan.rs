@@ -7,7 +7,7 @@ use super::{MlpConfig, Sequential};
 use crate::error::Error;
 use crate::train::capture::StepRecord;
 use crate::train::data::{RING_MODES, RING_RADIUS, RING_STD};
-use crate::train::layer::Activation;
+use crate::train::layer::{Activation, grads_finite};
 use crate::train::loss::{Loss, Targets};
 use crate::train::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use crate::train::precision::{Class, Precision};
@@ -155,11 +155,9 @@ impl GanTrainer {
         let mut target = Array2::zeros((2 * n, 1));
         target.slice_mut(ndarray::s![..n, ..]).fill(1.0);
         let (d_loss, g) = self.loss_grad(&logits, &target, scale)?;
-        self.discriminator.backward(g, &mut self.precision);
+        self.discriminator.backward_params(g, &mut self.precision);
         let mut d_params = self.discriminator.params_mut();
-        let d_overflow = d_params
-            .iter()
-            .any(|q| q.grad.iter().any(|v| !v.is_finite()));
+        let d_overflow = !grads_finite(&d_params);
         let skip_d = d_overflow && self.scaler.skips_on_overflow();
         let mut stats = UpdateStats::default();
         if !skip_d {
@@ -173,11 +171,9 @@ impl GanTrainer {
         let logits = self.discriminator.forward(fake, &mut self.precision);
         let (g_loss, g) = self.loss_grad(&logits, &Array2::ones((n, 1)), scale)?;
         let d_fake = self.discriminator.backward(g, &mut self.precision);
-        self.generator.backward(d_fake, &mut self.precision);
+        self.generator.backward_params(d_fake, &mut self.precision);
         let mut g_params = self.generator.params_mut();
-        let g_overflow = g_params
-            .iter()
-            .any(|q| q.grad.iter().any(|v| !v.is_finite()));
+        let g_overflow = !grads_finite(&g_params);
         let skip_g = g_overflow && self.scaler.skips_on_overflow();
         if !skip_g {
             stats += self
