@@ -1,8 +1,9 @@
 //! The user's data from a `.npz` archive, as `np.savez("data.npz", x=features, y=labels)` writes
 //! it: `x` a 2-D float array (`f4` or `f8`, either byte order, C or Fortran order) of one row per
 //! example, `y` a 1-D integer array (`i1`..`i8`, `u1`..`u8`) of class labels. Stored or
-//! deflated entries (`np.savez_compressed`) both work. The split is that of CSV files: the rows
-//! permuted by [`crate::train::Rng`] seeded with 0, the first 80% (rounded down) for training.
+//! deflated entries (`np.savez_compressed`) both work. The split is that of every user file
+//! ([`super::user_split`]): the rows permuted by [`crate::train::Rng`] seeded with 0, the first
+//! 80% (rounded down) for training.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -10,7 +11,7 @@ use std::path::Path;
 
 use ndarray::Array2;
 
-use super::Dataset;
+use super::{Dataset, MAX_CLASSES, user_split};
 use crate::error::Error;
 
 /// An array read from a `.npy` entry: its shape and its values widened to f64 or i64.
@@ -68,7 +69,7 @@ pub fn load(path: &Path) -> crate::Result<Dataset> {
             "x has {rows} rows of {cols} features and y {n} labels: need the same number, at least 2"
         )));
     }
-    if let Some(v) = yv.iter().find(|&&v| !(0..1_000_000).contains(&v)) {
+    if let Some(v) = yv.iter().find(|&&v| !(0..MAX_CLASSES as i64).contains(&v)) {
         return Err(bad(format!("label {v} is not a class index")));
     }
     if xv.iter().any(|v| !v.is_finite()) {
@@ -77,13 +78,7 @@ pub fn load(path: &Path) -> crate::Result<Dataset> {
     let x = Array2::from_shape_vec((*rows, *cols), xv.iter().map(|&v| v as f32).collect())
         .map_err(|e| bad(e.to_string()))?;
     let labels: Vec<usize> = yv.iter().map(|&v| v as usize).collect();
-    Ok(Dataset::split(
-        &path.display().to_string(),
-        &x,
-        &labels,
-        rows * 4 / 5,
-        0,
-    ))
+    Ok(user_split(path, &x, &labels))
 }
 
 /// Parses a `.npy` file (format versions 1 to 3). Fortran-order arrays are returned in C order.
