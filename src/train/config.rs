@@ -327,6 +327,69 @@ mod tests {
     }
 
     #[test]
+    fn new_keys_have_defaults_and_flags_override_them() {
+        // A config from before `labels` and `eval_every` existed.
+        let old: TrainConfig = serde_json::from_str(r#"{"dataset":"blobs"}"#).unwrap();
+        assert_eq!((old.labels.as_deref(), old.eval_every), (None, 0));
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(
+            json.get("labels").is_none() && json["eval_every"] == 0,
+            "{json}"
+        );
+        let mut c = old.clone();
+        c.apply(&Overrides {
+            dataset: Some("x.npy".into()),
+            labels: Some("y.npy".into()),
+            recipe: Some("fp16-master".into()),
+            rounding: Some(Rounding::Stochastic),
+            accumulation: Some(Accumulation::Storage),
+            overflow: Some(Overflow::Saturate),
+            eval_every: Some(5),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!((c.labels.as_deref(), c.eval_every), (Some("y.npy"), 5));
+        assert_eq!(serde_json::to_value(&c).unwrap()["labels"], "y.npy");
+        // The flags change the preset's options, and nothing else in it.
+        let r = &c.recipe;
+        assert_eq!(
+            (r.rounding, r.accumulation, r.overflow),
+            (
+                Rounding::Stochastic,
+                Accumulation::Storage,
+                Overflow::Saturate
+            )
+        );
+        let preset = Recipe::preset("fp16-master").unwrap();
+        assert_eq!(
+            Recipe {
+                rounding: preset.rounding,
+                accumulation: preset.accumulation,
+                overflow: preset.overflow,
+                ..r.clone()
+            },
+            preset
+        );
+        // --labels alone keeps the dataset; --dataset alone drops the old dataset's labels.
+        let mut d = c.clone();
+        d.apply(&Overrides {
+            labels: Some("z.npy".into()),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (d.dataset.as_str(), d.labels.as_deref()),
+            ("x.npy", Some("z.npy"))
+        );
+        d.apply(&Overrides {
+            dataset: Some("digits".into()),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(d.labels, None);
+    }
+
+    #[test]
     fn bad_configs_are_named() {
         let e = serde_json::from_str::<TrainConfig>(r#"{"stepz":5}"#)
             .unwrap_err()

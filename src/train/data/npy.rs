@@ -84,8 +84,12 @@ pub fn load(features: &Path, labels: Option<&Path>) -> crate::Result<Dataset> {
                 ));
             }
             let last: Vec<f64> = values.chunks_exact(cols).map(|r| r[cols - 1]).collect();
-            let labels = class_indices(&last)
-                .map_err(|p| bad(features, format!("last column (the labels): {p}")))?;
+            let labels = class_indices(&last).map_err(|p| {
+                bad(
+                    features,
+                    format!("without --labels the last column holds the labels: {p}"),
+                )
+            })?;
             (cols - 1, labels)
         }
     };
@@ -99,7 +103,10 @@ pub fn load(features: &Path, labels: Option<&Path>) -> crate::Result<Dataset> {
             if !f.is_finite() {
                 return Err(bad(
                     features,
-                    format!("feature {v} at row {r}, column {c} is not a finite f32"),
+                    format!(
+                        "feature {} at row {r}, column {c} is not a finite f32",
+                        show(v)
+                    ),
                 ));
             }
             xs.push(f);
@@ -107,6 +114,16 @@ pub fn load(features: &Path, labels: Option<&Path>) -> crate::Result<Dataset> {
     }
     let x = Array2::from_shape_vec((rows, width), xs).map_err(|e| bad(features, e.to_string()))?;
     Ok(user_split(features, &x, &labels))
+}
+
+/// `v` for a message: in full, or in scientific notation when it is huge (`1e300`, not 301
+/// digits).
+fn show(v: f64) -> String {
+    if v.abs() >= 1e15 {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
 }
 
 /// Every value as f64: exact for floats and for integers up to 2^53 (larger ones only ever
@@ -131,7 +148,8 @@ fn class_indices(values: &[f64]) -> Result<Vec<usize>, String> {
                 Ok(v as usize)
             } else {
                 Err(format!(
-                    "label {v} at index {i} is not a class index (an integer from 0 to {})",
+                    "label {} at index {i} is not a class index (an integer from 0 to {})",
+                    show(v),
                     MAX_CLASSES - 1
                 ))
             }
@@ -196,6 +214,7 @@ mod tests {
         w("y2.npy", &[2], &[0.0, 1.0]);
         w("yhalf.npy", &[3], &[0.0, 1.5, 1.0]);
         w("yneg.npy", &[3], &[0.0, -1.0, 1.0]);
+        w("ybig.npy", &[3], &[0.0, 1.0, 1.5e7]);
         w("y2d.npy", &[3, 2], &[0.0; 6]);
         write_npy(
             &p("big.npy"),
@@ -203,7 +222,7 @@ mod tests {
             TensorData::F64(&[1e300, 0.0, 1.0, 1.0]),
         )
         .unwrap();
-        let cases: [(&str, Option<&str>, &str); 10] = [
+        let cases: [(&str, Option<&str>, &str); 11] = [
             (
                 "flat.npy",
                 Some("y2.npy"),
@@ -233,6 +252,11 @@ mod tests {
                 "yhalf.npy: label 1.5 at index 1",
             ),
             ("x.npy", Some("yneg.npy"), "yneg.npy: label -1 at index 1"),
+            (
+                "x.npy",
+                Some("ybig.npy"),
+                "label 15000000 at index 2 is not a class index",
+            ),
             (
                 "x.npy",
                 Some("y2d.npy"),
