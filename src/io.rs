@@ -57,6 +57,7 @@ use std::path::{Path, PathBuf};
 use crate::{Error, Result};
 
 pub use atomic::write_atomic;
+pub(crate) use npy::read_npy_bytes;
 pub use npy::{NpyArray, NpyValues, read_npy, write_npy};
 pub use safetensors::write_safetensors;
 

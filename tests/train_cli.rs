@@ -351,7 +351,7 @@ fn bad_npy_datasets_are_one_line_and_exit_2() {
         ),
         (
             &["--dataset", &x, "--labels", &short],
-            "short.npy: 59 labels for the 60 rows",
+            "short.npy: 59 labels for 60 rows of features",
         ),
     ];
     for (args, needle) in cases {

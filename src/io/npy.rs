@@ -15,6 +15,7 @@ use super::safetensors::write_le;
 use super::{Scan, TensorData, TensorInfo, Values, bad_file, map_file, write_atomic};
 use crate::{Error, Result};
 
+pub(crate) use read::read_npy_bytes;
 pub use read::{NpyArray, NpyValues, read_npy};
 
 /// numpy pads the header so that the data starts at a multiple of this.

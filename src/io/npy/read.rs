@@ -241,7 +241,7 @@ impl IntDtype {
         let words = data.chunks_exact(self.size).map(word);
         if self.signed {
             let shift = 64 - 8 * self.size as u32;
-            // Sign-extend from `size` bytes: move the sign bit to bit 63, shift back arithmetically.
+            // Sign-extend from `size` bytes: the sign bit to bit 63, then an arithmetic shift back.
             NpyValues::I64(words.map(|w| ((w << shift) as i64) >> shift).collect())
         } else {
             NpyValues::U64(words.collect())

@@ -19,7 +19,7 @@ use ndarray::Array2;
 
 use super::{Dataset, MAX_CLASSES, user_split};
 use crate::error::Error;
-use crate::io::{NpyValues, read_npy};
+use crate::io::{NpyArray, NpyValues, read_npy};
 
 /// Loads the features at `features` and the labels at `labels` (or in the features' last
 /// column), and splits them.
@@ -29,14 +29,37 @@ use crate::io::{NpyValues, read_npy};
 /// for a file that is not a readable `.npy`, features that are not 2-D or not finite, labels that
 /// are not 1-D, not one per row, or not class indices, or fewer than two examples.
 pub fn load(features: &Path, labels: Option<&Path>) -> crate::Result<Dataset> {
-    let bad = |path: &Path, problem: String| Error::BadFile {
-        path: path.to_path_buf(),
+    let x = read_npy(features)?;
+    let y = labels.map(read_npy).transpose()?;
+    let (x, y) = examples(x, y).map_err(|(part, problem)| Error::BadFile {
+        path: match (part, labels) {
+            (Part::Labels, Some(path)) => path.to_path_buf(),
+            _ => features.to_path_buf(),
+        },
         problem,
-    };
-    let x = read_npy(features)?.into_c_order();
+    })?;
+    Ok(user_split(features, &x, &y))
+}
+
+/// Which array a problem is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Part {
+    Features,
+    Labels,
+}
+
+/// The examples (features as f32 rows, and class indices) that the arrays `x` and `y` hold, with
+/// the rules of the [module docs](self); `y` `None` takes the labels from `x`'s last column. A
+/// problem is returned with the array it is in.
+pub(super) fn examples(
+    x: NpyArray,
+    y: Option<NpyArray>,
+) -> Result<(Array2<f32>, Vec<usize>), (Part, String)> {
+    use Part::{Features, Labels};
+    let x = x.into_c_order();
     let &[rows, cols] = x.shape.as_slice() else {
-        return Err(bad(
-            features,
+        return Err((
+            Features,
             format!(
                 "features must be a 2-D array (one row per example), got shape {:?}",
                 x.shape
@@ -44,40 +67,35 @@ pub fn load(features: &Path, labels: Option<&Path>) -> crate::Result<Dataset> {
         ));
     };
     if rows < 2 {
-        return Err(bad(
-            features,
-            format!("{rows} rows: need at least two examples"),
-        ));
+        return Err((Features, format!("{rows} rows: need at least two examples")));
     }
     let values = widen(&x.values);
-    let (width, labels) = match labels {
-        Some(path) => {
-            let y = read_npy(path)?;
+    let (width, labels) = match y {
+        Some(y) => {
             let n = match y.shape.as_slice() {
                 &[n] | &[n, 1] => n,
                 shape => {
-                    return Err(bad(
-                        path,
+                    return Err((
+                        Labels,
                         format!("labels must be a 1-D array, got shape {shape:?}"),
                     ));
                 }
             };
             if n != rows {
-                return Err(bad(
-                    path,
-                    format!(
-                        "{n} labels for the {rows} rows of {}: need one label per row",
-                        features.display()
-                    ),
+                return Err((
+                    Labels,
+                    format!("{n} labels for {rows} rows of features: need one label per row"),
                 ));
             }
-            let labels = class_indices(&widen(&y.values)).map_err(|p| bad(path, p))?;
-            (cols, labels)
+            (
+                cols,
+                class_indices(&widen(&y.values)).map_err(|p| (Labels, p))?,
+            )
         }
         None => {
             if cols < 2 {
-                return Err(bad(
-                    features,
+                return Err((
+                    Features,
                     format!(
                         "{cols} column(s): without --labels the last column is the label, so at least two are needed"
                     ),
@@ -85,8 +103,8 @@ pub fn load(features: &Path, labels: Option<&Path>) -> crate::Result<Dataset> {
             }
             let last: Vec<f64> = values.chunks_exact(cols).map(|r| r[cols - 1]).collect();
             let labels = class_indices(&last).map_err(|p| {
-                bad(
-                    features,
+                (
+                    Features,
                     format!("without --labels the last column holds the labels: {p}"),
                 )
             })?;
@@ -94,15 +112,15 @@ pub fn load(features: &Path, labels: Option<&Path>) -> crate::Result<Dataset> {
         }
     };
     if width == 0 {
-        return Err(bad(features, "no feature columns".into()));
+        return Err((Features, "no feature columns".into()));
     }
     let mut xs = Vec::with_capacity(rows * width);
     for (r, row) in values.chunks_exact(cols).enumerate() {
         for (c, &v) in row[..width].iter().enumerate() {
             let f = v as f32;
             if !f.is_finite() {
-                return Err(bad(
-                    features,
+                return Err((
+                    Features,
                     format!(
                         "feature {} at row {r}, column {c} is not a finite f32",
                         show(v)
@@ -112,8 +130,8 @@ pub fn load(features: &Path, labels: Option<&Path>) -> crate::Result<Dataset> {
             xs.push(f);
         }
     }
-    let x = Array2::from_shape_vec((rows, width), xs).map_err(|e| bad(features, e.to_string()))?;
-    Ok(user_split(features, &x, &labels))
+    let x = Array2::from_shape_vec((rows, width), xs).map_err(|e| (Features, e.to_string()))?;
+    Ok((x, labels))
 }
 
 /// `v` for a message: in full, or in scientific notation when it is huge (`1e300`, not 301
@@ -244,7 +262,7 @@ mod tests {
             (
                 "x.npy",
                 Some("y2.npy"),
-                "y2.npy: 2 labels for the 3 rows of",
+                "y2.npy: 2 labels for 3 rows of features",
             ),
             (
                 "x.npy",
