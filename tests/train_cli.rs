@@ -486,3 +486,33 @@ fn eval_every_writes_the_test_metric_into_metrics() {
     assert_eq!(config["eval_every"], 10);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--print-config` shows the new keys: `labels` when given, `eval_every` always.
+#[test]
+fn print_config_shows_labels_and_eval_every() {
+    let r = bin()
+        .args([
+            "train",
+            "--print-config",
+            "--dataset",
+            "x.npy",
+            "--labels",
+            "y.npy",
+        ])
+        .args(["--eval-every", "7", "--rounding", "stochastic"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(
+        (json["labels"].as_str(), json["eval_every"].as_u64()),
+        (Some("y.npy"), Some(7))
+    );
+    assert_eq!(json["recipe"]["rounding"], "stochastic");
+    let plain = bin().args(["train", "--print-config"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert!(
+        json.get("labels").is_none() && json["eval_every"] == 0,
+        "{json}"
+    );
+}
