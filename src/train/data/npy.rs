@@ -282,9 +282,7 @@ mod tests {
             ),
         ];
         for (x, y, needle) in cases {
-            let e = load(&p(x), y.map(|y| p(y)).as_deref())
-                .unwrap_err()
-                .to_string();
+            let e = load(&p(x), y.map(&p).as_deref()).unwrap_err().to_string();
             assert!(e.contains(needle) && !e.contains('\n'), "{needle}: {e}");
         }
         // Without --labels the last column of x.npy (1, 3, 5) holds the labels.

@@ -123,8 +123,9 @@ fn with_and_without_eval(name: &str, config: &TrainConfig, every: u64) -> [(Stri
 }
 
 /// Periodic evaluation changes nothing in training: with stochastic rounding (whose stream an
-/// evaluation pass also draws from), fp8 scaling (whose amax history it must not feed) and the
-/// GAN (whose noise stream it samples), the files without the `eval` keys are the same bytes.
+/// evaluation pass also draws from), fp8 scaling (whose amax history it must not feed), the GAN
+/// (whose noise stream it samples) and every model kind, the files without the `eval` keys are
+/// the same bytes.
 #[test]
 fn periodic_evaluation_leaves_training_unchanged() {
     let stochastic = |recipe: &str| {
@@ -137,10 +138,26 @@ fn periodic_evaluation_leaves_training_unchanged() {
         dataset: "ring".into(),
         ..stochastic("fp16-dynamic")
     };
+    let cnn = TrainConfig {
+        model: ModelKind::Cnn,
+        cnn: crate::train::model::CnnConfig {
+            channels: 4,
+            hidden: 16,
+            ..Default::default()
+        },
+        ..stochastic("bf16-master")
+    };
+    let lstm = TrainConfig {
+        model: ModelKind::Lstm,
+        dataset: "recall".into(),
+        ..stochastic("fp16-dynamic")
+    };
     for (name, config) in [
         ("fp16", stochastic("fp16-master")),
         ("fp8", stochastic("fp8-hybrid")),
         ("gan", gan),
+        ("cnn", cnn),
+        ("lstm", lstm),
     ] {
         let [(with, s_with), (without, s_without)] = with_and_without_eval(name, &config, 4);
         let mut evals = Vec::new();
