@@ -19,6 +19,10 @@
 //! `F16` and `BF16` values are widened to `f32`, which is exact; `F64` stays `f64`; big-endian
 //! data is byte-swapped, also exactly. So the visitor sees [`Values::F32`] or [`Values::F64`].
 //!
+//! [`read_npy`] reads one whole `.npy` array into memory instead, integers (`i1`..`i8`,
+//! `u1`..`u8`, `b1`) as well as floats, with its shape and order: what a data set of features and
+//! class labels needs.
+//!
 //! # Memory
 //! Files are never loaded whole. `.safetensors` and `.npy` files are memory-mapped, and each chunk
 //! of at most [`CHUNK`] values is either viewed in place (little-endian `f32`/`f64` at an aligned
@@ -53,7 +57,8 @@ use std::path::{Path, PathBuf};
 use crate::{Error, Result};
 
 pub use atomic::write_atomic;
-pub use npy::write_npy;
+pub(crate) use npy::read_npy_bytes;
+pub use npy::{NpyArray, NpyValues, read_npy, write_npy};
 pub use safetensors::write_safetensors;
 
 /// The most values passed to the visitor of [`scan`] in one call (2^20: 4 MiB of `f32`).

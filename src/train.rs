@@ -28,8 +28,8 @@
 //! ```
 //! Flags override the config file ([`config::TrainConfig`]); the run directory's contents are
 //! described in [`run`]. Models: MLP, CNN, LSTM, GAN ([`model`]); data: the embedded UCI digits,
-//! synthetic blobs, spirals, the `recall` sequence task, the `ring` of Gaussians, a CSV or `.npz`
-//! file ([`data`]); recipes: [`recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
+//! synthetic blobs, spirals, the `recall` sequence task, the `ring` of Gaussians, a CSV, `.npz` or
+//! `.npy` file ([`data`]); recipes: [`recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
 //! loss scaling: [`scaler`].
 
 pub mod capture;

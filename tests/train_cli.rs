@@ -256,3 +256,263 @@ fn print_config_round_trips_through_a_config_file() {
     );
     assert_eq!(first.stdout, second.stdout);
 }
+
+/// The numpy-written fixtures (tests/data/make_train_npy.py).
+fn fixture(name: &str) -> String {
+    format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn metrics_lines(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The same examples as features (f4, Fortran order) with labels (i1) in a second file, and as
+/// one f8 array with the label in the last column: the same data set, so the same run.
+#[test]
+fn npy_datasets_from_numpy_with_or_without_a_labels_file() {
+    let (a, b) = (fresh("npy-xy"), fresh("npy-x-y"));
+    let (x, y, xy) = (
+        fixture("train_x.npy"),
+        fixture("train_y.npy"),
+        fixture("train_xy.npy"),
+    );
+    let ra = train(&a, "1", &["--dataset", &xy]);
+    assert!(
+        ra.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ra.stderr)
+    );
+    let rb = train(&b, "1", &["--dataset", &x, "--labels", &y]);
+    assert!(
+        rb.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rb.stderr)
+    );
+    for file in ["metrics.jsonl", "captures.jsonl"] {
+        assert_eq!(
+            std::fs::read(a.join(file)).unwrap(),
+            std::fs::read(b.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    assert_eq!(summary_without_time(&a), summary_without_time(&b));
+    // Three well-separated blobs: learnt in 25 steps.
+    let accuracy = summary_without_time(&a)["eval_metric"]["value"]
+        .as_f64()
+        .unwrap();
+    assert!(accuracy >= 0.9, "{accuracy}");
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.join("config.json")).unwrap()).unwrap();
+    assert_eq!(
+        (config["dataset"].as_str(), config["labels"].as_str()),
+        (Some(x.as_str()), Some(y.as_str()))
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.join("config.json")).unwrap()).unwrap();
+    assert!(config.get("labels").is_none(), "{config}");
+    for d in [a, b] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+#[test]
+fn bad_npy_datasets_are_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.npy");
+    mixprec::io::write_npy(&short, &[59], mixprec::io::TensorData::F32(&[1.0; 59])).unwrap();
+    let short = short.display().to_string();
+    let (x, y, xy) = (
+        fixture("train_x.npy"),
+        fixture("train_y.npy"),
+        fixture("train_xy.npy"),
+    );
+    let out = dir.path().join("run");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--labels", &y], "invalid labels"),
+        (
+            &["--dataset", &x, "--labels", "/nonexistent/y.npy"],
+            "/nonexistent/y.npy",
+        ),
+        (
+            &["--dataset", &x, "--labels", &xy],
+            "train_xy.npy: labels must be a 1-D array",
+        ),
+        (
+            &["--dataset", &y],
+            "train_y.npy: features must be a 2-D array",
+        ),
+        (
+            &["--dataset", &x],
+            "train_x.npy: without --labels the last column holds the labels: label 1.05",
+        ),
+        (
+            &["--dataset", &x, "--labels", &short],
+            "short.npy: 59 labels for 60 rows of features",
+        ),
+    ];
+    for (args, needle) in cases {
+        let r = bin()
+            .arg("train")
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("mixprec: ") && err.contains(needle) && err.trim().lines().count() == 1,
+            "{args:?}: {err}"
+        );
+        assert!(!out.exists(), "{args:?}");
+    }
+}
+
+/// `--rounding`, `--accumulation` and `--overflow` set the recipe's options in config.json.
+#[test]
+fn recipe_option_flags_reach_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("small.json");
+    std::fs::write(&cfg, r#"{"mlp": {"width": 16}, "recipe": "fp16-master"}"#).unwrap();
+    let run = |name: &str, flags: &[&str]| {
+        let out = dir.path().join(name);
+        let r = bin()
+            .args(["train", "--steps", "2", "--batch", "8", "--config"])
+            .arg(&cfg)
+            .args(flags)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+        config["recipe"].clone()
+    };
+    let plain = run("plain", &[]);
+    assert_eq!(
+        (
+            &plain["rounding"],
+            &plain["accumulation"],
+            &plain["overflow"]
+        ),
+        (&"nearest-even".into(), &"fp32".into(), &"ieee".into())
+    );
+    for (flag, value) in [
+        ("rounding", "stochastic"),
+        ("rounding", "toward-zero"),
+        ("accumulation", "storage"),
+        ("overflow", "saturate"),
+    ] {
+        let recipe = run(&format!("{flag}-{value}"), &[&format!("--{flag}"), value]);
+        assert_eq!(recipe[flag], value, "--{flag} {value}");
+        assert_eq!(recipe["weights"], "fp16");
+    }
+    for (flag, value, needle) in [
+        ("--rounding", "sideways", "rounding mode 'sideways'"),
+        ("--accumulation", "fp16", "accumulation 'fp16'"),
+        ("--overflow", "wrap", "'wrap'"),
+    ] {
+        let r = bin()
+            .args(["train", flag, value, "--out"])
+            .arg(dir.path().join("bad"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(needle) && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
+}
+
+/// Stochastic rounding is a different run from nearest-even, and the same seed gives the same
+/// stochastic run.
+#[test]
+fn stochastic_rounding_is_seeded_and_differs_from_nearest_even() {
+    let dirs = [fresh("sr1"), fresh("sr2"), fresh("rne")];
+    for (dir, mode) in dirs
+        .iter()
+        .zip(["stochastic", "stochastic", "nearest-even"])
+    {
+        let r = train(dir, "2", &["--rounding", mode]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    }
+    let read = |d: &Path| std::fs::read_to_string(d.join("metrics.jsonl")).unwrap();
+    assert_eq!(read(&dirs[0]), read(&dirs[1]));
+    assert_eq!(
+        summary_without_time(&dirs[0]),
+        summary_without_time(&dirs[1])
+    );
+    let (sr, rne) = (metrics_lines(&dirs[0]), metrics_lines(&dirs[2]));
+    let differ = sr
+        .iter()
+        .zip(&rne)
+        .filter(|(a, b)| a["loss"] != b["loss"])
+        .count();
+    assert!(differ >= 20, "{differ} of 25 losses differ");
+    for d in dirs {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// `--eval-every N`: the test metric on the lines of steps N, 2N, ..., under the summary's name.
+#[test]
+fn eval_every_writes_the_test_metric_into_metrics() {
+    let dir = fresh("eval-every");
+    let r = train(&dir, "1", &["--eval-every", "10"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let lines = metrics_lines(&dir);
+    let steps: Vec<u64> = lines
+        .iter()
+        .filter(|l| l.get("eval").is_some())
+        .map(|l| l["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [10, 20]);
+    let summary = summary_without_time(&dir);
+    let eval = &lines[19]["eval"];
+    assert_eq!(eval["name"], summary["eval_metric"]["name"]);
+    assert!(
+        (0.0..=1.0).contains(&eval["value"].as_f64().unwrap()),
+        "{eval}"
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["eval_every"], 10);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--print-config` shows the new keys: `labels` when given, `eval_every` always.
+#[test]
+fn print_config_shows_labels_and_eval_every() {
+    let r = bin()
+        .args([
+            "train",
+            "--print-config",
+            "--dataset",
+            "x.npy",
+            "--labels",
+            "y.npy",
+        ])
+        .args(["--eval-every", "7", "--rounding", "stochastic"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(
+        (json["labels"].as_str(), json["eval_every"].as_u64()),
+        (Some("y.npy"), Some(7))
+    );
+    assert_eq!(json["recipe"]["rounding"], "stochastic");
+    let plain = bin().args(["train", "--print-config"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert!(
+        json.get("labels").is_none() && json["eval_every"] == 0,
+        "{json}"
+    );
+}

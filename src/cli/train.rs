@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::format::{Overflow, Rounding};
 use crate::train::config::{ModelKind, Overrides, TrainConfig};
+use crate::train::recipe::Accumulation;
 use crate::train::run;
 
 /// Train a model under a precision recipe and write a run directory (config.json, metrics.jsonl,
@@ -20,13 +22,29 @@ pub struct Args {
     #[arg(long, value_parser = parse_model)]
     model: Option<ModelKind>,
     /// Data set: digits, blobs, spirals, recall (a sequence task), ring (for the GAN), a CSV
-    /// file (features, then an integer label) or a .npz with arrays x (features) and y (labels).
+    /// file (features, then an integer label), a .npz with arrays x (features) and y (labels), or
+    /// a .npy of features (2-D; labels from --labels, else its last column).
     #[arg(long, value_name = "NAME|PATH")]
     dataset: Option<String>,
+    /// With a .npy dataset: a .npy of its labels (1-D, one integer class index per row).
+    #[arg(long, value_name = "Y.npy")]
+    labels: Option<String>,
     /// Precision recipe: fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, bf16-master,
     /// fp8-hybrid.
     #[arg(long, value_name = "NAME")]
     recipe: Option<String>,
+    /// Rounding mode at every storage point (overrides the recipe's): nearest-even, stochastic,
+    /// toward-zero, up or down.
+    #[arg(long, value_name = "MODE", value_parser = parse_rounding)]
+    rounding: Option<Rounding>,
+    /// Where matrix-product sums are kept (overrides the recipe's): fp32, or storage (rounded to
+    /// the output's format after every addition; slow).
+    #[arg(long, value_name = "fp32|storage", value_parser = parse_accumulation)]
+    accumulation: Option<Accumulation>,
+    /// Overflow rule at every storage point (overrides the recipe's): ieee (infinity) or
+    /// saturate (clamp to the largest finite value).
+    #[arg(long, value_name = "ieee|saturate", value_parser = parse_overflow)]
+    overflow: Option<Overflow>,
     /// Loss scale: the static scale (or the initial dynamic scale); turns a recipe without
     /// scaling into a static one.
     #[arg(long, value_name = "S")]
@@ -46,6 +64,10 @@ pub struct Args {
     /// Capture storage-point summaries every N steps (0: never).
     #[arg(long, value_name = "N")]
     capture_every: Option<u64>,
+    /// Evaluate the test metric every N steps, into that step's metrics.jsonl line as "eval"
+    /// (0: only at the end).
+    #[arg(long, value_name = "N")]
+    eval_every: Option<u64>,
     /// The run directory to create (must not exist, or be empty).
     #[arg(long, value_name = "DIR", required_unless_present = "print_config")]
     out: Option<PathBuf>,
@@ -56,6 +78,18 @@ pub struct Args {
 }
 
 fn parse_model(s: &str) -> Result<ModelKind, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+fn parse_rounding(s: &str) -> Result<Rounding, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+fn parse_accumulation(s: &str) -> Result<Accumulation, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+fn parse_overflow(s: &str) -> Result<Overflow, String> {
     s.parse().map_err(|e: crate::Error| e.to_string())
 }
 
@@ -71,13 +105,18 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     config.apply(&Overrides {
         model: args.model,
         dataset: args.dataset.clone(),
+        labels: args.labels.clone(),
         recipe: args.recipe.clone(),
+        rounding: args.rounding,
+        accumulation: args.accumulation,
+        overflow: args.overflow,
         loss_scale: args.loss_scale,
         steps: args.steps,
         batch: args.batch,
         lr: args.lr,
         seed: args.seed,
         capture_every: args.capture_every,
+        eval_every: args.eval_every,
     })?;
     if args.print_config {
         writeln!(out, "{}", serde_json::to_string_pretty(&config)?)?;

@@ -1,10 +1,12 @@
-//! `.npy` files: reading through a memory map, and writing.
+//! `.npy` files: reading through a memory map (chunks of floats for [`super::scan`], or a whole
+//! array of floats or integers with [`read_npy`]), and writing.
 //!
 //! Layout: the magic `\x93NUMPY`, a version byte pair, the dict length (2 bytes in 1.0, 4 in 2.0
 //! and 3.0), the dict (see [`header`]), then the raw data, which must be exactly as long as the
 //! shape and dtype say.
 
 pub(crate) mod header;
+mod read;
 
 use std::path::Path;
 
@@ -12,6 +14,9 @@ use super::decode::{Decoder, visit_mapped};
 use super::safetensors::write_le;
 use super::{Scan, TensorData, TensorInfo, Values, bad_file, map_file, write_atomic};
 use crate::{Error, Result};
+
+pub(crate) use read::read_npy_bytes;
+pub use read::{NpyArray, NpyValues, read_npy};
 
 /// numpy pads the header so that the data starts at a multiple of this.
 const ALIGN: usize = 64;
@@ -24,23 +29,7 @@ pub(super) fn scan(
 ) -> Result<Scan> {
     let map = map_file(path)?;
     let bytes: &[u8] = &map;
-    let prelude = header::prelude_len(bytes).map_err(|e| bad_file(path, e))?;
-    let dict_len = bytes
-        .get(..prelude)
-        .ok_or_else(|| "truncated .npy header: incomplete header length".to_string())
-        .and_then(header::dict_len)
-        .map_err(|e| bad_file(path, e))?;
-    let data_start = prelude + dict_len;
-    let dict = bytes.get(prelude..data_start).ok_or_else(|| {
-        bad_file(
-            path,
-            format!(
-                "truncated .npy header: it says {dict_len} bytes, the file ends {} bytes in",
-                bytes.len() - prelude
-            ),
-        )
-    })?;
-    let head = header::parse(dict).map_err(|e| bad_file(path, e))?;
+    let (head, data_start) = split_header(bytes).map_err(|e| bad_file(path, e))?;
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -80,6 +69,23 @@ pub(super) fn scan(
     );
     found.read.push(info);
     Ok(found)
+}
+
+/// The parsed header of a whole `.npy` file in `bytes`, and where its data starts.
+pub(crate) fn split_header(bytes: &[u8]) -> std::result::Result<(header::Header, usize), String> {
+    let prelude = header::prelude_len(bytes)?;
+    let dict_len = bytes
+        .get(..prelude)
+        .ok_or_else(|| "truncated .npy header: incomplete header length".to_string())
+        .and_then(header::dict_len)?;
+    let data_start = prelude + dict_len;
+    let dict = bytes.get(prelude..data_start).ok_or_else(|| {
+        format!(
+            "truncated .npy header: it says {dict_len} bytes, the file ends {} bytes in",
+            bytes.len() - prelude
+        )
+    })?;
+    Ok((header::parse(dict)?, data_start))
 }
 
 /// Checks that `shape` holds exactly `n` values (for the writers).

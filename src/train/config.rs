@@ -13,11 +13,12 @@
 //!   "recipe": "fp16-dynamic",
 //!   "optimizer": { "kind": "adam", "lr": 0.001 },
 //!   "loss_multiplier": 1.0,
-//!   "steps": 800, "batch": 128, "seed": 0, "capture_every": 100
+//!   "steps": 800, "batch": 128, "seed": 0, "capture_every": 100, "eval_every": 0
 //! }
 //! ```
 //! `recipe` is a preset name or a full [`Recipe`] object (the resolved config always holds the
-//! object).
+//! object). A `.npy` dataset takes its labels from `"labels": "Y.npy"` (absent: the features'
+//! last column); the key is written only when set.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -26,9 +27,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
-use super::recipe::Recipe;
+use super::recipe::{Accumulation, Recipe};
 use super::scaler::LossScaling;
 use crate::error::Error;
+use crate::format::{Overflow, Rounding};
 
 /// Which model to train.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,9 +78,13 @@ pub struct TrainConfig {
     pub lstm: LstmConfig,
     /// GAN sizes (used when `model` is `gan`).
     pub gan: GanConfig,
-    /// A built-in data set (`digits`, `blobs`, `spirals`, `recall`, `ring`), or a `.csv` or
-    /// `.npz` path.
+    /// A built-in data set (`digits`, `blobs`, `spirals`, `recall`, `ring`), or a `.csv`,
+    /// `.npz` or `.npy` path.
     pub dataset: String,
+    /// With a `.npy` dataset: the `.npy` file of its labels (a 1-D array of class indices).
+    /// `None` (the key absent): the dataset's last column holds the labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<String>,
     /// The precision recipe.
     #[serde(deserialize_with = "recipe_or_name")]
     pub recipe: Recipe,
@@ -96,6 +102,9 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Capture tensors every this many steps (0: never).
     pub capture_every: u64,
+    /// Evaluate the test metric every this many steps, into that step's `metrics.jsonl` line
+    /// (0: only at the end, into `summary.json`). Evaluation does not change training.
+    pub eval_every: u64,
 }
 
 impl Default for TrainConfig {
@@ -107,6 +116,7 @@ impl Default for TrainConfig {
             lstm: LstmConfig::default(),
             gan: GanConfig::default(),
             dataset: "digits".into(),
+            labels: None,
             recipe: Recipe::fp32(),
             optimizer: OptimizerConfig::Adam {
                 lr: 1e-3,
@@ -119,6 +129,7 @@ impl Default for TrainConfig {
             batch: 128,
             seed: 0,
             capture_every: 100,
+            eval_every: 0,
         }
     }
 }
@@ -147,8 +158,16 @@ pub struct Overrides {
     pub model: Option<ModelKind>,
     /// `--dataset`.
     pub dataset: Option<String>,
+    /// `--labels`.
+    pub labels: Option<String>,
     /// `--recipe` (a preset name).
     pub recipe: Option<String>,
+    /// `--rounding`.
+    pub rounding: Option<Rounding>,
+    /// `--accumulation`.
+    pub accumulation: Option<Accumulation>,
+    /// `--overflow`.
+    pub overflow: Option<Overflow>,
     /// `--loss-scale`.
     pub loss_scale: Option<f32>,
     /// `--steps`.
@@ -161,6 +180,8 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// `--capture-every`.
     pub capture_every: Option<u64>,
+    /// `--eval-every`.
+    pub eval_every: Option<u64>,
 }
 
 impl TrainConfig {
@@ -180,9 +201,12 @@ impl TrainConfig {
         })
     }
 
-    /// Applies `o`. `--recipe` replaces the whole recipe with a preset; `--loss-scale S` then sets
-    /// the static scale (static recipes), the initial scale (dynamic recipes), or turns a recipe
-    /// without loss scaling into a static one with scale `S`.
+    /// Applies `o`. `--dataset` replaces the labels file too (with `--labels`, or none: labels
+    /// belong to their dataset). `--recipe` replaces the whole recipe with a preset; then
+    /// `--rounding`, `--accumulation` and `--overflow` set those options of the recipe (preset or
+    /// the config file's), and `--loss-scale S` sets the static scale (static recipes), the
+    /// initial scale (dynamic recipes), or turns a recipe without loss scaling into a static one
+    /// with scale `S`.
     ///
     /// # Errors
     /// [`Error::InvalidValue`] for an unknown recipe name.
@@ -192,9 +216,21 @@ impl TrainConfig {
         }
         if let Some(d) = &o.dataset {
             self.dataset.clone_from(d);
+            self.labels.clone_from(&o.labels);
+        } else if o.labels.is_some() {
+            self.labels.clone_from(&o.labels);
         }
         if let Some(r) = &o.recipe {
             self.recipe = Recipe::preset(r)?;
+        }
+        if let Some(r) = o.rounding {
+            self.recipe.rounding = r;
+        }
+        if let Some(a) = o.accumulation {
+            self.recipe.accumulation = a;
+        }
+        if let Some(v) = o.overflow {
+            self.recipe.overflow = v;
         }
         if let Some(s) = o.loss_scale {
             self.recipe.loss_scaling = match self.recipe.loss_scaling {
@@ -219,6 +255,9 @@ impl TrainConfig {
         }
         if let Some(v) = o.capture_every {
             self.capture_every = v;
+        }
+        if let Some(v) = o.eval_every {
+            self.eval_every = v;
         }
         Ok(())
     }
@@ -285,6 +324,69 @@ mod tests {
         // The resolved config round-trips.
         let json = serde_json::to_string(&c2).unwrap();
         assert_eq!(serde_json::from_str::<TrainConfig>(&json).unwrap(), c2);
+    }
+
+    #[test]
+    fn new_keys_have_defaults_and_flags_override_them() {
+        // A config from before `labels` and `eval_every` existed.
+        let old: TrainConfig = serde_json::from_str(r#"{"dataset":"blobs"}"#).unwrap();
+        assert_eq!((old.labels.as_deref(), old.eval_every), (None, 0));
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(
+            json.get("labels").is_none() && json["eval_every"] == 0,
+            "{json}"
+        );
+        let mut c = old.clone();
+        c.apply(&Overrides {
+            dataset: Some("x.npy".into()),
+            labels: Some("y.npy".into()),
+            recipe: Some("fp16-master".into()),
+            rounding: Some(Rounding::Stochastic),
+            accumulation: Some(Accumulation::Storage),
+            overflow: Some(Overflow::Saturate),
+            eval_every: Some(5),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!((c.labels.as_deref(), c.eval_every), (Some("y.npy"), 5));
+        assert_eq!(serde_json::to_value(&c).unwrap()["labels"], "y.npy");
+        // The flags change the preset's options, and nothing else in it.
+        let r = &c.recipe;
+        assert_eq!(
+            (r.rounding, r.accumulation, r.overflow),
+            (
+                Rounding::Stochastic,
+                Accumulation::Storage,
+                Overflow::Saturate
+            )
+        );
+        let preset = Recipe::preset("fp16-master").unwrap();
+        assert_eq!(
+            Recipe {
+                rounding: preset.rounding,
+                accumulation: preset.accumulation,
+                overflow: preset.overflow,
+                ..r.clone()
+            },
+            preset
+        );
+        // --labels alone keeps the dataset; --dataset alone drops the old dataset's labels.
+        let mut d = c.clone();
+        d.apply(&Overrides {
+            labels: Some("z.npy".into()),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (d.dataset.as_str(), d.labels.as_deref()),
+            ("x.npy", Some("z.npy"))
+        );
+        d.apply(&Overrides {
+            dataset: Some("digits".into()),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(d.labels, None);
     }
 
     #[test]

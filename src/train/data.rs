@@ -1,9 +1,10 @@
-//! Data sets: the embedded UCI digits, deterministic synthetic sets and the user's CSV and `.npz`
-//! files.
+//! Data sets: the embedded UCI digits, deterministic synthetic sets and the user's CSV, `.npz` and
+//! `.npy` files.
 //! Every set is a fixed train/test split of features (f32 rows) and integer labels.
 
 mod csv;
 mod digits;
+mod npy;
 mod npz;
 mod synthetic;
 
@@ -21,6 +22,17 @@ use crate::error::Error;
 
 /// The names of the built-in sets.
 pub const BUILTIN: [&str; 5] = ["digits", "blobs", "spirals", "recall", "ring"];
+
+/// Labels of the user's files are class indices below this (a larger value is surely not a
+/// class index but a regression target or an id).
+const MAX_CLASSES: usize = 1_000_000;
+
+/// The split of every user file (CSV, `.npz`, `.npy`): the rows permuted by [`Rng`] seeded with
+/// 0, the first 80% (rounded down, at least 1) for training; named by the (features') path.
+fn user_split(path: &Path, x: &Array2<f32>, labels: &[usize]) -> Dataset {
+    let train = (labels.len() * 4 / 5).max(1);
+    Dataset::split(&path.display().to_string(), x, labels, train, 0)
+}
 
 /// A classification data set with a fixed train/test split.
 #[derive(Clone, Debug)]
@@ -41,13 +53,33 @@ pub struct Dataset {
 
 impl Dataset {
     /// The built-in set `name`, or a CSV file (`.csv`) or NumPy archive (`.npz`, arrays `x` and
-    /// `y`) at that path.
-    /// Synthetic sets are drawn from `seed`; the digits split and CSV split are fixed.
+    /// `y`) at that path. Synthetic sets are drawn from `seed`; the digits split and the split of
+    /// user files are fixed.
     ///
     /// # Errors
     /// [`Error::InvalidValue`] for an unknown name; [`Error::Io`] or [`Error::BadFile`] for a file
     /// that cannot be read or parsed.
     pub fn load(name: &str, seed: u64) -> crate::Result<Dataset> {
+        Dataset::load_with_labels(name, None, seed)
+    }
+
+    /// [`Dataset::load`], plus features in a `.npy` file (a 2-D array) with their labels in the
+    /// `.npy` file `labels` (a 1-D array of class indices) or, when `labels` is `None`, in the
+    /// features' last column.
+    ///
+    /// # Errors
+    /// As [`Dataset::load`]; [`Error::InvalidValue`] for `labels` with a data set that is not a
+    /// `.npy` file (the others hold their labels).
+    pub fn load_with_labels(name: &str, labels: Option<&str>, seed: u64) -> crate::Result<Dataset> {
+        if let Some(labels) = labels {
+            if !name.ends_with(".npy") {
+                return Err(Error::InvalidValue {
+                    what: "labels",
+                    value: labels.to_string(),
+                    expected: "a labels file only with a .npy dataset (built-in sets, CSV and .npz files hold their labels)",
+                });
+            }
+        }
         match name {
             "digits" => digits(),
             "blobs" => Ok(blobs(seed)),
@@ -56,10 +88,11 @@ impl Dataset {
             "ring" => Ok(ring(seed)),
             _ if name.ends_with(".csv") => csv::load(Path::new(name)),
             _ if name.ends_with(".npz") => npz::load(Path::new(name)),
+            _ if name.ends_with(".npy") => npy::load(Path::new(name), labels.map(Path::new)),
             _ => Err(Error::InvalidValue {
                 what: "dataset",
                 value: name.to_string(),
-                expected: "digits, blobs, spirals, recall, ring, or a path ending in .csv or .npz",
+                expected: "digits, blobs, spirals, recall, ring, or a path ending in .csv, .npz or .npy",
             }),
         }
     }

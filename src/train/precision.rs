@@ -91,6 +91,8 @@ pub struct Precision {
     counts: Vec<[RoundCounts; 7]>,
     first_nonfinite: Option<(usize, Class)>,
     stream: u64,
+    /// The stream position when recording was turned off, restored when it is turned back on.
+    paused_stream: u64,
     recording: bool,
     amax: BTreeMap<(usize, Class), VecDeque<f32>>,
     observer: Option<Observer>,
@@ -121,6 +123,7 @@ impl Precision {
             counts: Vec::new(),
             first_nonfinite: None,
             stream: 0,
+            paused_stream: 0,
             recording: true,
             amax: BTreeMap::new(),
             observer: None,
@@ -168,8 +171,15 @@ impl Precision {
     }
 
     /// Whether stores are counted (off during evaluation, so that eval passes do not mix into
-    /// the training step's counts; values are rounded either way).
+    /// the training step's counts; values are rounded either way). Turning recording back on
+    /// also rewinds the stochastic-rounding stream to where it was turned off, so an evaluation
+    /// pass leaves training exactly as it would have been without it.
     pub fn set_recording(&mut self, on: bool) {
+        if self.recording && !on {
+            self.paused_stream = self.stream;
+        } else if !self.recording && on {
+            self.stream = self.paused_stream;
+        }
         self.recording = on;
     }
 

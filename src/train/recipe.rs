@@ -47,6 +47,31 @@ pub enum Accumulation {
     Storage,
 }
 
+impl FromStr for Accumulation {
+    type Err = Error;
+    /// The serde names: `fp32` or `storage`.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "fp32" => Ok(Accumulation::Fp32),
+            "storage" => Ok(Accumulation::Storage),
+            _ => Err(Error::InvalidValue {
+                what: "accumulation",
+                value: s.to_string(),
+                expected: "fp32 or storage",
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for Accumulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Accumulation::Fp32 => "fp32",
+            Accumulation::Storage => "storage",
+        })
+    }
+}
+
 /// Which operations run in FP32 whatever the storage formats (what mixed-precision frameworks
 /// keep in FP32 by default). Setting a field to `false` rounds that operation's results to the
 /// storage format instead.
@@ -281,5 +306,16 @@ mod tests {
         assert_eq!(r.rounding, Rounding::Stochastic);
         assert_eq!(r.fp32_ops, Fp32Ops::default());
         assert!(serde_json::from_str::<Recipe>(r#"{"name":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn accumulation_parses_and_prints_its_serde_names() {
+        for a in [Accumulation::Fp32, Accumulation::Storage] {
+            let name = a.to_string();
+            assert_eq!(serde_json::to_string(&a).unwrap(), format!("\"{name}\""));
+            assert_eq!(name.parse::<Accumulation>().unwrap(), a);
+        }
+        let e = "fp16".parse::<Accumulation>().unwrap_err().to_string();
+        assert!(e.contains("'fp16'") && e.contains("fp32 or storage"), "{e}");
     }
 }

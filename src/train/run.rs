@@ -6,7 +6,12 @@
 //!   loss, unscaled; `null` when not finite), `loss_scale` (the scale this step's backward used),
 //!   `overflow`, `skipped`, `updates_lost` (share of nonzero updates that changed no master
 //!   weight) and, when some stored value was inf or NaN, `first_nonfinite`
-//!   (`{"layer": "4.linear", "tensor": "activation_grad"}`).
+//!   (`{"layer": "4.linear", "tensor": "activation_grad"}`). With `eval_every` N > 0, the lines of
+//!   steps N, 2N, ... end with `eval`, the test metric after that step's update, named as in the
+//!   summary: `"eval": {"name": "test_accuracy", "value": 0.93}`. Evaluation changes nothing in
+//!   training (it rounds as training does but counts nothing, and leaves the stochastic-rounding
+//!   stream and the GAN's noise where they were): the other keys are the same with and without
+//!   it, byte for byte.
 //! - `captures.jsonl`: one [`CaptureRecord`] per capture step (every `capture_every` steps, and
 //!   the first): `{"step", "sites": [...], "update_ratios": [...]}`. Each site is a storage point,
 //!   `{"layer", "tensor", "values", "rounding"}`: `values` is the log2 histogram
@@ -89,6 +94,14 @@ pub struct EvalMetric {
     pub name: String,
     /// Its value.
     pub value: f64,
+}
+
+/// A line of `metrics.jsonl` on an evaluation step: the step's record, then `eval`.
+#[derive(Serialize)]
+struct EvalLine<'a> {
+    #[serde(flatten)]
+    record: &'a StepRecord,
+    eval: &'a EvalMetric,
 }
 
 /// `summary.json`.
@@ -244,7 +257,7 @@ impl Job {
 /// features that are not token ids.
 pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
     config.validate()?;
-    let data = Dataset::load(&config.dataset, config.seed)?;
+    let data = Dataset::load_with_labels(&config.dataset, config.labels.as_deref(), config.seed)?;
     let mut p = Precision::new(&config.recipe, config.seed);
     if config.model == ModelKind::Gan {
         if data.name != "ring" {
@@ -329,7 +342,7 @@ pub fn run(
     let start = Instant::now();
     let mut batches = Batches::new(data.train_y.len(), Rng::derive(config.seed, 2));
     let (mut skipped, mut overflows, mut trailing_skips) = (0u64, 0u64, 0u64);
-    let mut last = None;
+    let (mut last, mut last_eval) = (None, None);
     for step in 1..=config.steps {
         let capture = config.capture_every > 0 && (step == 1 || step % config.capture_every == 0);
         if capture {
@@ -347,12 +360,26 @@ pub fn run(
         } else {
             0
         };
-        metrics.write(&record)?;
+        if config.eval_every > 0 && step % config.eval_every == 0 {
+            let eval = job.evaluate(&data);
+            metrics.write(&EvalLine {
+                record: &record,
+                eval: &eval,
+            })?;
+            last_eval = Some(eval);
+        } else {
+            last_eval = None;
+            metrics.write(&record)?;
+        }
         progress(&record);
         last = Some(record);
     }
     let final_loss = last.map_or(f64::NAN, |r| r.loss);
-    let eval_metric = job.evaluate(&data);
+    // An evaluation after the last step is the final one: the same model, the same rounding.
+    let eval_metric = match last_eval {
+        Some(eval) => eval,
+        None => job.evaluate(&data),
+    };
     let weights_finite = job.weights_finite();
     let summary = Summary {
         recipe: config.recipe.name.clone(),
@@ -428,110 +455,4 @@ fn capture_record(step: u64, observer: &Observer, p: &Precision) -> CaptureRecor
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn small(recipe: &str) -> TrainConfig {
-        TrainConfig {
-            recipe: crate::train::Recipe::preset(recipe).unwrap(),
-            steps: 12,
-            batch: 32,
-            capture_every: 5,
-            mlp: crate::train::model::MlpConfig {
-                width: 32,
-                ..Default::default()
-            },
-            ..TrainConfig::default()
-        }
-    }
-
-    fn tempdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("mixprec-run-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    }
-
-    #[test]
-    fn writes_the_contract_files() {
-        let dir = tempdir("contract");
-        let mut seen = 0;
-        let s = run(&small("fp16-dynamic"), &dir, &mut |_| seen += 1).unwrap();
-        assert_eq!(seen, 12);
-        assert_eq!(
-            (s.recipe.as_str(), s.steps, s.diverged),
-            ("fp16-dynamic", 12, false)
-        );
-        let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
-        assert_eq!(metrics.lines().count(), 12);
-        let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
-        let steps: Vec<u64> = captures
-            .lines()
-            .map(|l| serde_json::from_str::<CaptureRecord>(l).unwrap().step)
-            .collect();
-        assert_eq!(steps, vec![1, 5, 10]);
-        let summary: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
-        for key in [
-            "recipe",
-            "steps",
-            "skipped_steps",
-            "diverged",
-            "final_loss",
-            "eval_metric",
-            "wall_seconds",
-        ] {
-            assert!(summary.get(key).is_some(), "{key}");
-        }
-        assert!(!dir.join("INCOMPLETE").exists());
-        let config: TrainConfig =
-            serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
-        assert_eq!(config, small("fp16-dynamic"));
-        // A second run into the same directory is refused.
-        assert!(
-            run(&small("fp32"), &dir, &mut |_| {})
-                .unwrap_err()
-                .to_string()
-                .contains("not empty")
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn capture_sees_every_storage_point() {
-        let dir = tempdir("capture");
-        run(&small("fp16-pure"), &dir, &mut |_| {}).unwrap();
-        let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
-        let first: CaptureRecord = serde_json::from_str(captures.lines().next().unwrap()).unwrap();
-        let has = |layer: &str, tensor: Class| {
-            first
-                .sites
-                .iter()
-                .any(|s| s.layer == layer && s.tensor == tensor)
-        };
-        assert!(has("input", Class::Activation));
-        assert!(has("0.linear", Class::Weight) && has("0.linear", Class::WeightGrad));
-        assert!(has("0.linear", Class::OptimizerState) && has("0.linear", Class::Master));
-        assert!(has("loss", Class::ActivationGrad));
-        // Adam's epsilon underflows in fp16 state, once per parameter tensor per step.
-        let eps = first
-            .sites
-            .iter()
-            .find(|s| s.layer == "0.linear" && s.tensor == Class::OptimizerState)
-            .unwrap();
-        assert!(eps.rounding.underflow >= 2, "{eps:?}");
-        // Histograms hold every value stored; update ratios are there for every linear layer.
-        let w = first
-            .sites
-            .iter()
-            .find(|s| s.layer == "0.linear" && s.tensor == Class::Weight)
-            .unwrap();
-        assert_eq!(w.values.count(), 64 * 32 + 32);
-        let layers: Vec<&str> = first
-            .update_ratios
-            .iter()
-            .map(|u| u.layer.as_str())
-            .collect();
-        assert_eq!(layers, ["0.linear", "2.linear", "4.linear"]);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

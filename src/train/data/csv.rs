@@ -1,13 +1,13 @@
 //! The user's data from a CSV file: one example per line, numeric features, then an integer
 //! class label in the last column. A first line that does not parse as numbers is a header and
-//! is skipped. The split is fixed: the rows permuted by [`crate::train::Rng`] seeded with 0, the
-//! first 80% (rounded down) for training.
+//! is skipped. The split is that of every user file ([`super::user_split`]): the rows permuted by
+//! [`crate::train::Rng`] seeded with 0, the first 80% (rounded down, at least 1) for training.
 
 use std::path::Path;
 
 use ndarray::Array2;
 
-use super::Dataset;
+use super::{Dataset, MAX_CLASSES, user_split};
 use crate::error::Error;
 
 /// Loads and splits `path`.
@@ -48,7 +48,7 @@ pub fn load(path: &Path) -> crate::Result<Dataset> {
                 i + 1
             )));
         }
-        if !(label >= 0.0 && label.fract() == 0.0 && label < 1e6) {
+        if !(label >= 0.0 && label.fract() == 0.0 && label < MAX_CLASSES as f64) {
             return Err(bad(format!(
                 "line {}: label {label} is not a class index",
                 i + 1
@@ -76,14 +76,7 @@ pub fn load(path: &Path) -> crate::Result<Dataset> {
     let width = rows[0].len();
     let x = Array2::from_shape_vec((rows.len(), width), rows.concat())
         .map_err(|e| bad(e.to_string()))?;
-    let train = rows.len() * 4 / 5;
-    Ok(Dataset::split(
-        &path.display().to_string(),
-        &x,
-        &labels,
-        train.max(1),
-        0,
-    ))
+    Ok(user_split(path, &x, &labels))
 }
 
 #[cfg(test)]

@@ -198,11 +198,15 @@ impl GanTrainer {
     }
 
     /// `n` generated points (rounded as in training, not counted).
+    /// The noise stream is put back afterwards, so that sampling (an evaluation) leaves training
+    /// exactly as it would have been without it.
     pub fn sample(&mut self, n: usize) -> Array2<f32> {
+        let noise = self.rng.clone();
         self.precision.set_recording(false);
         let z = self.sample_noise(n);
         let x = self.generator.forward(z, &mut self.precision);
         self.precision.set_recording(true);
+        self.rng = noise;
         x
     }
 
