@@ -2,8 +2,9 @@
 //! (64-256-256-10, batch 128), the digits CNN (batch 128) and the peer-anchor MLP
 //! (784-1024-1024-10, batch 256, random data, ReLU, SGD, cross-entropy).
 //!
-//! Baseline measured in the same run: the six f32 GEMMs of the MLP's forward and backward pass
-//! (ndarray `dot`), the floor any implementation of the step pays.
+//! Baseline measured in the same run: the f32 GEMMs of the MLP's forward and backward pass (the
+//! training core's `gemm`), the floor any implementation of the step pays. Threads: rayon's
+//! (`RAYON_NUM_THREADS`), for the GEMMs and the capture histograms alike.
 //!
 //! `cargo bench --bench train`; results and ratios in `reports/perf/train.md`.
 
@@ -16,6 +17,7 @@ use mixprec::train::data::digits;
 use mixprec::train::loss::{Loss, Targets};
 use mixprec::train::model::{CnnConfig, MlpConfig};
 use mixprec::train::optim::OptimizerConfig;
+use mixprec::train::precision::gemm;
 use mixprec::train::step::Trainer;
 use mixprec::train::{Precision, Recipe, Rng};
 use ndarray::{Array2, s};
@@ -86,7 +88,8 @@ fn bench_steps(
     g.finish();
 }
 
-/// The six GEMMs of one forward and backward pass through linear layers of `widths`.
+/// The GEMMs of one forward and backward pass through linear layers of `widths` (the first layer
+/// computes no input gradient), with the training core's GEMM.
 fn gemm_floor(c: &mut Criterion, group: &str, batch: usize, widths: &[usize]) {
     let mut rng = Rng::new(5);
     let mut random =
@@ -101,10 +104,13 @@ fn gemm_floor(c: &mut Criterion, group: &str, batch: usize, widths: &[usize]) {
         .measurement_time(Duration::from_secs(3));
     g.bench_function("baseline: f32 GEMMs only", |b| {
         b.iter(|| {
-            for (x, w, dy) in &layers {
-                black_box(x.dot(&w.t()));
-                black_box(dy.t().dot(x));
-                black_box(dy.dot(w));
+            for (i, (x, w, dy)) in layers.iter().enumerate() {
+                black_box(gemm(x.view(), w.t()));
+                black_box(gemm(dy.t(), x.view()));
+                // The first layer's input needs no gradient.
+                if i > 0 {
+                    black_box(gemm(dy.view(), w.view()));
+                }
             }
         });
     });

@@ -33,7 +33,6 @@ fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
         .arg("--out")
         .arg(out)
         .env("RAYON_NUM_THREADS", threads)
-        .env("MATMUL_NUM_THREADS", threads)
         .output()
         .unwrap()
 }

@@ -199,14 +199,6 @@ pub fn apply_update<T: Real>(
         }
     }
     let mut stats = UpdateStats::default();
-    let mut count = |u: T, before: T, after: T| {
-        if u != T::zero() {
-            stats.nonzero += 1;
-            if after == before {
-                stats.lost += 1;
-            }
-        }
-    };
     if p.rounds(Class::Master) {
         // Whether an update was lost shows only after rounding: keep the old values.
         let before = param.master.clone();
@@ -215,14 +207,30 @@ pub fn apply_update<T: Real>(
         Zip::from(&update)
             .and(&before)
             .and(&param.master)
-            .for_each(|&u, &b, &a| count(u, b, a));
+            .for_each(|&u, &b, &a| {
+                let moved = u != T::zero();
+                stats.nonzero += u64::from(moved);
+                stats.lost += u64::from(moved && a == b);
+            });
     } else {
-        // FP32 master weights: the sum is the stored value, so compare while adding.
-        Zip::from(&mut param.master).and(&update).for_each(|m, &u| {
+        // FP32 master weights: the sum is the stored value, so compare while adding, on slices
+        // with local counters (the loop vectorises).
+        if !param.master.is_standard_layout() {
+            param.master = param.master.as_standard_layout().into_owned();
+        }
+        let update = update.as_standard_layout();
+        let (Some(master), Some(update)) = (param.master.as_slice_mut(), update.as_slice()) else {
+            unreachable!("standard-layout arrays are slices");
+        };
+        let (mut nonzero, mut lost) = (0u64, 0u64);
+        for (m, &u) in master.iter_mut().zip(update) {
             let before = *m;
-            *m += u;
-            count(u, before, *m);
-        });
+            *m = before + u;
+            let moved = u != T::zero();
+            nonzero += u64::from(moved);
+            lost += u64::from(moved && *m == before);
+        }
+        stats += UpdateStats { nonzero, lost };
         param.sync(p);
     }
     stats

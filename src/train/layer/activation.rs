@@ -92,34 +92,36 @@ impl<T: Real> Layer<T> for ActivationLayer<T> {
         };
         let (half, one) = (T::of(0.5), T::one());
         let mut dx = dy;
-        let activation = self.activation;
-        Zip::from(&mut dx).and(kept).for_each(|d, &k| {
-            let derivative = match activation {
-                Activation::Relu => {
-                    if k > T::zero() {
-                        one
-                    } else {
-                        T::zero()
-                    }
-                }
-                Activation::Tanh => one - k * k,
-                Activation::Sigmoid => k * (one - k),
-                Activation::Gelu => {
-                    let u = T::of(SQRT_2_OVER_PI) * (k + T::of(GELU_C) * k * k * k);
-                    let t = u.tanh();
-                    half * (one + t)
-                        + half
-                            * k
-                            * (one - t * t)
-                            * T::of(SQRT_2_OVER_PI)
-                            * (one + T::of(3.0 * GELU_C) * k * k)
-                }
-            };
-            *d *= derivative;
-        });
+        // One loop per function (the match outside), so that each vectorises.
+        match self.activation {
+            // A select, as PyTorch's threshold_backward: an inf gradient does not become NaN
+            // through an inactive unit.
+            Activation::Relu => combine(
+                &mut dx,
+                kept,
+                |d, k| if k > T::zero() { d } else { T::zero() },
+            ),
+            Activation::Tanh => combine(&mut dx, kept, |d, k| d * (one - k * k)),
+            Activation::Sigmoid => combine(&mut dx, kept, |d, k| d * (k * (one - k))),
+            Activation::Gelu => combine(&mut dx, kept, |d, k| {
+                let u = T::of(SQRT_2_OVER_PI) * (k + T::of(GELU_C) * k * k * k);
+                let t = u.tanh();
+                d * (half * (one + t)
+                    + half
+                        * k
+                        * (one - t * t)
+                        * T::of(SQRT_2_OVER_PI)
+                        * (one + T::of(3.0 * GELU_C) * k * k))
+            }),
+        }
         p.store_array(Class::ActivationGrad, &mut dx);
         dx
     }
+}
+
+/// `d = f(d, k)` elementwise over `dx` and `kept`.
+fn combine<T: Real>(dx: &mut Array2<T>, kept: &Array2<T>, f: impl Fn(T, T) -> T) {
+    Zip::from(dx).and(kept).for_each(|d, &k| *d = f(*d, k));
 }
 
 #[cfg(test)]
