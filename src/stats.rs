@@ -42,7 +42,7 @@ pub use sweep::{Sweep, SweepAccumulator, SweepRow, sweep_from_histogram};
 pub const CHUNK: usize = 1 << 14;
 
 /// Chunks per rayon task (64K values: a tensor of a million values makes 16 tasks).
-const CHUNKS_PER_TASK: usize = 4;
+const CHUNKS_PER_TASK: usize = 1;
 
 /// Deterministic awkward values for the tests: random bit patterns, random magnitudes over a wide
 /// range, and the specials.

@@ -236,7 +236,7 @@ impl Histogram {
     ) {
         let s = self.sub_bins_log2;
         let task = CHUNK * CHUNKS_PER_TASK;
-        if len <= task {
+        if len <= task || rayon::current_num_threads() == 1 {
             let sums = counts(self, 0..len);
             self.add_sums(&sums);
             return;

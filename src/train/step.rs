@@ -77,6 +77,14 @@ impl Trainer {
         x: &Array2<f32>,
         targets: Targets<'_, f32>,
     ) -> crate::Result<StepRecord> {
+        on_worker(|| self.step_here(x, targets))
+    }
+
+    fn step_here(
+        &mut self,
+        x: &Array2<f32>,
+        targets: Targets<'_, f32>,
+    ) -> crate::Result<StepRecord> {
         self.step += 1;
         let p = &mut self.precision;
         p.begin_step();
@@ -150,6 +158,14 @@ impl Trainer {
             .count();
         correct as f64 / labels.len().max(1) as f64
     }
+}
+
+/// Runs `f` on one of rayon's worker threads (in place when already on one): the parallel GEMMs
+/// and histograms inside a step then share work by stealing, instead of each being handed over
+/// to the pool, and waited for, from a thread outside it. Results do not depend on where `f`
+/// runs.
+pub fn on_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    rayon::scope(|_| f())
 }
 
 #[cfg(test)]

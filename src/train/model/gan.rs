@@ -139,6 +139,10 @@ impl GanTrainer {
     /// # Errors
     /// Only if the loss rejects its targets (which cannot happen for matching shapes).
     pub fn step(&mut self, real: &Array2<f32>) -> crate::Result<StepRecord> {
+        crate::train::step::on_worker(|| self.step_here(real))
+    }
+
+    fn step_here(&mut self, real: &Array2<f32>) -> crate::Result<StepRecord> {
         self.step += 1;
         self.precision.begin_step();
         let n = real.nrows();
