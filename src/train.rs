@@ -48,7 +48,7 @@ pub mod scaler;
 pub mod step;
 
 pub use config::TrainConfig;
-pub use precision::{Class, Precision, Site};
+pub use precision::{Class, Key, Precision, Site};
 pub use real::Real;
 pub use recipe::Recipe;
 pub use rng::Rng;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::precision::{Class, Site};
+use super::precision::{Key, Site};
 use super::real::Real;
 use crate::stats::Histogram;
 
@@ -42,8 +42,9 @@ pub const CAPTURE_SUB_BINS_LOG2: u32 = 0;
 /// [`super::precision::Precision`] for those steps only), and the update-to-weight ratios.
 #[derive(Clone, Debug, Default)]
 pub struct Observer {
-    /// Per (layer index, class): log2 histogram of the FP32 values before rounding.
-    pub values: BTreeMap<(usize, Class), Histogram>,
+    /// Per storage point (layer index, class, part): log2 histogram of the FP32 values before
+    /// rounding.
+    pub values: BTreeMap<Key, Histogram>,
     /// Per layer index: histogram of `|w| / |update|` over the nonzero updates of that step
     /// (`w` the master weight before the update; 0 when the weight is 0). An update is lost in
     /// a format with `p` mantissa bits when the ratio exceeds about `2^(p+1)` (2^11 in fp16).
@@ -51,11 +52,11 @@ pub struct Observer {
 }
 
 impl Observer {
-    /// Adds `xs`, stored as `class` by layer `layer`.
-    pub fn observe<T: Real>(&mut self, layer: usize, class: Class, xs: &[T]) {
+    /// Adds `xs`, stored at storage point `key`.
+    pub fn observe<T: Real>(&mut self, key: Key, xs: &[T]) {
         T::add_to_histogram(
             self.values
-                .entry((layer, class))
+                .entry(key)
                 .or_insert_with(|| Histogram::new(CAPTURE_SUB_BINS_LOG2)),
             xs,
         );
@@ -77,17 +78,17 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::precision::Class;
 
     #[test]
     fn observer_histograms_values_and_update_ratios() {
         let mut o = Observer::default();
         o.observe(
-            0,
-            Class::Activation,
+            (0, Class::Activation, ""),
             &[0.0f32, 1e-3, -4.0, f32::NAN, f32::INFINITY],
         );
-        o.observe(0, Class::Activation, &[2.0f32]);
-        let h = &o.values[&(0, Class::Activation)];
+        o.observe((0, Class::Activation, ""), &[2.0f32]);
+        let h = &o.values[&(0, Class::Activation, "")];
         assert_eq!((h.count(), h.zeros(), h.nonfinite()), (6, 1, 2));
         assert_eq!(h.amax(), 4.0);
         assert_eq!(h.min_nonzero(), Some(f64::from(1e-3f32)));

@@ -77,6 +77,10 @@ pub struct Site {
     pub tensor: Class,
 }
 
+/// A storage point: layer index, tensor class and part (`""` for the class as a whole; see
+/// [`Precision::set_part`]).
+pub type Key = (usize, Class, &'static str);
+
 /// Rounds, counts and checks values at the storage points of one model under one recipe.
 ///
 /// Layers are registered once ([`Precision::register`]) and the model says which one is running
@@ -88,13 +92,14 @@ pub struct Precision {
     rounders: [Option<Rounder>; 7],
     layers: Vec<String>,
     current: usize,
-    counts: Vec<[RoundCounts; 7]>,
+    part: &'static str,
+    counts: BTreeMap<Key, RoundCounts>,
     first_nonfinite: Option<(usize, Class)>,
     stream: u64,
     /// The stream position when recording was turned off, restored when it is turned back on.
     paused_stream: u64,
     recording: bool,
-    amax: BTreeMap<(usize, Class), VecDeque<f32>>,
+    amax: BTreeMap<Key, VecDeque<f32>>,
     observer: Option<Observer>,
 }
 
@@ -120,7 +125,8 @@ impl Precision {
             rounders,
             layers: Vec::new(),
             current: 0,
-            counts: Vec::new(),
+            part: "",
+            counts: BTreeMap::new(),
             first_nonfinite: None,
             stream: 0,
             paused_stream: 0,
@@ -147,7 +153,6 @@ impl Precision {
     /// Adds a layer (storage-point owner) called `name` and returns its index.
     pub fn register(&mut self, name: &str) -> usize {
         self.layers.push(name.to_string());
-        self.counts.push([RoundCounts::default(); 7]);
         self.layers.len() - 1
     }
 
@@ -157,16 +162,24 @@ impl Precision {
         &self.layers
     }
 
-    /// Makes layer `index` the owner of the following stores.
+    /// Makes layer `index` the owner of the following stores (of the whole class: the part is
+    /// reset).
     pub fn enter(&mut self, index: usize) {
         self.current = index;
+        self.part = "";
+    }
+
+    /// Names the part of a class the following stores of the current layer hold, when a layer
+    /// stores several tensors of one class (the optimizer's state: `"adam_m"`, `"adam_v"`...):
+    /// each part is counted, captured and (fp8) scaled on its own. Until the next
+    /// [`Precision::enter`].
+    pub fn set_part(&mut self, part: &'static str) {
+        self.part = part;
     }
 
     /// Clears the per-step counts and the first non-finite site.
     pub fn begin_step(&mut self) {
-        for c in &mut self.counts {
-            *c = [RoundCounts::default(); 7];
-        }
+        self.counts.clear();
         self.first_nonfinite = None;
     }
 
@@ -193,12 +206,19 @@ impl Precision {
         self.observer.take()
     }
 
-    /// This step's rounding counts of layer `layer` and class `class`.
+    /// This step's rounding counts of layer `layer` and class `class` (all parts).
     #[must_use]
     pub fn counts(&self, layer: usize, class: Class) -> RoundCounts {
         self.counts
-            .get(layer)
-            .map_or_else(RoundCounts::default, |c| c[class.index()])
+            .range((layer, class, "")..)
+            .take_while(|((l, c, _), _)| (*l, *c) == (layer, class))
+            .fold(RoundCounts::default(), |sum, (_, &c)| sum + c)
+    }
+
+    /// This step's rounding counts of one storage point.
+    #[must_use]
+    pub fn part_counts(&self, key: Key) -> RoundCounts {
+        self.counts.get(&key).copied().unwrap_or_default()
     }
 
     /// The first storage point this step where a stored value was inf or NaN.
@@ -225,7 +245,7 @@ impl Precision {
         let duplicate = class == Class::Master && !self.rounds(Class::Master);
         if self.recording && !duplicate {
             if let Some(observer) = &mut self.observer {
-                observer.observe(self.current, class, xs);
+                observer.observe((self.current, class, self.part), xs);
             }
         }
         if let Some(rounder) = self.rounders[class.index()] {
@@ -239,7 +259,10 @@ impl Precision {
             };
             self.stream = self.stream.wrapping_add(xs.len() as u64);
             if self.recording {
-                self.counts[self.current][class.index()] += counts;
+                *self
+                    .counts
+                    .entry((self.current, class, self.part))
+                    .or_default() += counts;
             }
         }
         if self.recording && self.first_nonfinite.is_none() && !T::all_finite(xs) {
@@ -290,7 +313,10 @@ impl Precision {
         class: Class,
         xs: &mut [T],
     ) -> RoundCounts {
-        let history = self.amax.entry((self.current, class)).or_default();
+        let history = self
+            .amax
+            .entry((self.current, class, self.part))
+            .or_default();
         let amax_hist = history.iter().copied().fold(0.0f32, f32::max);
         let scale = if amax_hist > 0.0 && amax_hist.is_finite() {
             rounder.format().max() / f64::from(amax_hist) / 2f64.powi(scaling.margin)

@@ -17,8 +17,9 @@
 //!   `{"layer", "tensor", "values", "rounding"}`: `values` is the log2 histogram
 //!   ([`crate::stats::Histogram`], one bin per power of two) of the FP32 values before rounding,
 //!   `rounding` the [`crate::format::RoundCounts`] of rounding them. Tensor classes: `weight`,
-//!   `activation`, `activation_grad`, `weight_grad`, `optimizer_state` (momentum, Adam's moments,
-//!   epsilon and denominator together), `update`, `master` (only when the master format rounds,
+//!   `activation`, `activation_grad`, `weight_grad`, `optimizer_state` (one entry per part, named
+//!   by the site's `part` key: `momentum`, or Adam's `adam_m`, `adam_v`, `adam_eps` and
+//!   `adam_denominator`), `update`, `master` (only when the master format rounds,
 //!   as in `fp16-pure`: FP32 master weights are exactly the values the `weight` entry shows
 //!   before rounding, so they are not captured twice). Layers: `input`, `"{i}.{kind}"`,
 //!   `loss`. Each `update_ratios` entry is `{"layer", "ratios"}`, the histogram of
@@ -59,6 +60,10 @@ pub struct SiteCapture {
     pub layer: String,
     /// Tensor class.
     pub tensor: Class,
+    /// Which tensor of the class, when the layer stores several (the optimizer's state:
+    /// `momentum`; Adam's `adam_m`, `adam_v`, `adam_eps`, `adam_denominator`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub part: Option<String>,
     /// Log2 histogram of the FP32 values before rounding (with zeros, NaN, infinities, amax,
     /// smallest nonzero magnitude, sums): `mixprec::stats::Histogram`'s serde form.
     pub values: Histogram,
@@ -432,11 +437,12 @@ fn capture_record(step: u64, observer: &Observer, p: &Precision) -> CaptureRecor
     let sites = observer
         .values
         .iter()
-        .map(|(&(layer, tensor), values)| SiteCapture {
+        .map(|(&(layer, tensor, part), values)| SiteCapture {
             layer: name(layer),
             tensor,
+            part: (!part.is_empty()).then(|| part.to_string()),
             values: values.clone(),
-            rounding: p.counts(layer, tensor),
+            rounding: p.part_counts((layer, tensor, part)),
         })
         .collect();
     let update_ratios = observer

@@ -71,10 +71,14 @@ impl<T: Real> Optimizer<T> for Adam<T> {
                     *m = b1 * *m + (T::one() - b1) * g;
                     *v = b2 * *v + (T::one() - b2) * g * g;
                 });
+            p.set_part("adam_m");
             p.store_array(Class::OptimizerState, m);
+            p.set_part("adam_v");
             p.store_array(Class::OptimizerState, v);
+            p.set_part("adam_eps");
             let eps = p.store_scalar(Class::OptimizerState, T::of(self.eps));
             let mut denom = v.mapv(|v| (v / c2).sqrt() + eps);
+            p.set_part("adam_denominator");
             p.store_array(Class::OptimizerState, &mut denom);
             let mut update = m.clone();
             Zip::from(&mut update)

@@ -53,6 +53,7 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
                 } else {
                     &self.velocity[i] * mu + &g
                 };
+                p.set_part("momentum");
                 p.store_array(Class::OptimizerState, &mut v);
                 let update = v.mapv(|x| -lr * x);
                 if first {

@@ -83,13 +83,34 @@ fn capture_sees_every_storage_point() {
     assert!(has("0.linear", Class::Weight) && has("0.linear", Class::WeightGrad));
     assert!(has("0.linear", Class::OptimizerState) && has("0.linear", Class::Master));
     assert!(has("loss", Class::ActivationGrad));
-    // Adam's epsilon underflows in fp16 state, once per parameter tensor per step.
-    let eps = first
-        .sites
-        .iter()
-        .find(|s| s.layer == "0.linear" && s.tensor == Class::OptimizerState)
-        .unwrap();
-    assert!(eps.rounding.underflow >= 2, "{eps:?}");
+    // Adam's state has one entry per part; epsilon underflows in fp16 state, once per parameter
+    // tensor (weight and bias) per step, and is the only part with a count of 2.
+    let part = |name: &str| {
+        first
+            .sites
+            .iter()
+            .find(|s| {
+                s.layer == "0.linear"
+                    && s.tensor == Class::OptimizerState
+                    && s.part.as_deref() == Some(name)
+            })
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let eps = part("adam_eps");
+    assert_eq!(
+        (eps.values.count(), eps.rounding.underflow),
+        (2, 2),
+        "{eps:?}"
+    );
+    assert_eq!(part("adam_m").values.count(), 64 * 32 + 32);
+    assert_eq!(part("adam_v").values.count(), 64 * 32 + 32);
+    assert_eq!(part("adam_denominator").values.count(), 64 * 32 + 32);
+    assert!(
+        first
+            .sites
+            .iter()
+            .all(|s| s.part.is_none() || s.tensor == Class::OptimizerState)
+    );
     // Histograms hold every value stored; update ratios are there for every linear layer.
     let w = first
         .sites
