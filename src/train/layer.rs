@@ -25,7 +25,7 @@ pub use linear::Linear;
 pub use lstm::Lstm;
 
 use super::precision::{Class, Precision};
-use super::real::Real;
+use super::real::{Real, zip_chunks};
 use super::rng::Rng;
 
 /// A trainable tensor: the master copy the optimizer updates, the copy in the weight format the
@@ -63,7 +63,12 @@ impl<T: Real> Param<T> {
     pub fn sync(&mut self, p: &mut Precision) {
         p.enter(self.site);
         p.store_array(Class::Master, &mut self.master);
-        self.weight.assign(&self.master);
+        match (self.weight.as_slice_mut(), self.master.as_slice()) {
+            (Some(w), Some(m)) if w.len() == m.len() => {
+                zip_chunks(w, m, <[T]>::copy_from_slice, |(), ()| ());
+            }
+            _ => self.weight.assign(&self.master),
+        }
         p.store_array(Class::Weight, &mut self.weight);
     }
 }

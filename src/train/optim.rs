@@ -14,7 +14,7 @@ pub use sgd::Sgd;
 
 use super::layer::Param;
 use super::precision::{Class, Precision};
-use super::real::Real;
+use super::real::{Real, zip_chunks};
 use crate::error::Error;
 
 /// An optimizer and its hyperparameters.
@@ -222,15 +222,25 @@ pub fn apply_update<T: Real>(
         let (Some(master), Some(update)) = (param.master.as_slice_mut(), update.as_slice()) else {
             unreachable!("standard-layout arrays are slices");
         };
-        let (mut nonzero, mut lost) = (0u64, 0u64);
-        for (m, &u) in master.iter_mut().zip(update) {
-            let before = *m;
-            *m = before + u;
-            let moved = u != T::zero();
-            nonzero += u64::from(moved);
-            lost += u64::from(moved && *m == before);
-        }
-        stats += UpdateStats { nonzero, lost };
+        stats += zip_chunks(
+            master,
+            update,
+            |master, update| {
+                let (mut nonzero, mut lost) = (0u64, 0u64);
+                for (m, &u) in master.iter_mut().zip(update) {
+                    let before = *m;
+                    *m = before + u;
+                    let moved = u != T::zero();
+                    nonzero += u64::from(moved);
+                    lost += u64::from(moved && *m == before);
+                }
+                UpdateStats { nonzero, lost }
+            },
+            |mut a, b| {
+                a += b;
+                a
+            },
+        );
         param.sync(p);
     }
     stats

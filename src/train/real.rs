@@ -58,16 +58,22 @@ pub trait Real:
 /// Whether no value of `xs` has all the bits of `exponent` set in its pattern `bits(x)` (inf or
 /// NaN).
 #[inline(always)]
-fn no_all_ones_exponent<T: Copy, U: Copy + BitAnd<Output = U> + PartialEq>(
+fn no_all_ones_exponent<T: Copy + Sync, U: Copy + Sync + BitAnd<Output = U> + PartialEq>(
     xs: &[T],
-    bits: fn(T) -> U,
+    bits: impl Fn(T) -> U + Copy + Sync,
     exponent: U,
 ) -> bool {
-    xs.chunks(256).all(|block| {
+    let block_ok = |block: &[T]| {
         !block
             .iter()
             .fold(false, |any, &x| any | (bits(x) & exponent == exponent))
-    })
+    };
+    if xs.len() < 2 * PAR_CHUNK || rayon::current_num_threads() == 1 {
+        return xs.chunks(256).all(block_ok);
+    }
+    use rayon::prelude::*;
+    xs.par_chunks(PAR_CHUNK)
+        .all(|chunk| chunk.chunks(256).all(block_ok))
 }
 
 impl Real for f32 {
@@ -115,5 +121,84 @@ impl Real for f64 {
     }
     fn all_finite(xs: &[Self]) -> bool {
         no_all_ones_exponent(xs, f64::to_bits, 0x7ff0_0000_0000_0000)
+    }
+}
+
+/// Elements per parallel task in [`zip_chunks`]; slices shorter than two tasks run on the calling
+/// thread.
+const PAR_CHUNK: usize = 1 << 15;
+
+/// Applies `f` to matching chunks of `dst` and `src` (paired up to the shorter length), on
+/// rayon's threads when the slices are long, and sums what the chunks return. The weight-sized
+/// elementwise passes of a step (the update, adding it to the master weights, refreshing the
+/// weight copy) go through here. Each element is computed the same way wherever it runs, and the
+/// chunk results are combined by `add`, so a result is independent of the thread count when
+/// `add` is associative (integer counts are).
+pub fn zip_chunks<T: Send + Sync, U: Sync, R: Send + Default>(
+    dst: &mut [T],
+    src: &[U],
+    f: impl Fn(&mut [T], &[U]) -> R + Sync,
+    add: impl Fn(R, R) -> R + Sync + Send,
+) -> R {
+    use rayon::prelude::*;
+    let n = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    if n < 2 * PAR_CHUNK || rayon::current_num_threads() == 1 {
+        return f(dst, src);
+    }
+    dst.par_chunks_mut(PAR_CHUNK)
+        .zip(src.par_chunks(PAR_CHUNK))
+        .map(|(d, s)| f(d, s))
+        .reduce(R::default, add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn parallel_passes_match_the_sequential_ones() {
+        let n = 5 * PAR_CHUNK + 123;
+        let src: Vec<f32> = (0..n).map(|i| ((i % 7) as f32 - 3.0) * 1e-3).collect();
+        let results: Vec<(Vec<f32>, u64)> = [1, 2, 3]
+            .map(|threads| {
+                pool(threads).install(|| {
+                    let mut dst = vec![1.0f32; n];
+                    let zeros = zip_chunks(
+                        &mut dst,
+                        &src,
+                        |d, s| {
+                            d.iter_mut().zip(s).for_each(|(d, &s)| *d += s);
+                            s.iter().filter(|&&s| s == 0.0).count() as u64
+                        },
+                        |a, b| a + b,
+                    );
+                    (dst, zeros)
+                })
+            })
+            .into();
+        let zeros = src.iter().filter(|&&s| s == 0.0).count() as u64;
+        assert!(zeros > 0 && results[0].1 == zeros);
+        assert!(results.iter().all(|r| *r == results[0]));
+        for threads in [1, 2] {
+            pool(threads).install(|| {
+                let mut xs = vec![1.0f32; n];
+                assert!(f32::all_finite(&xs));
+                xs[n - 1] = f32::NAN;
+                assert!(!f32::all_finite(&xs));
+                xs[n - 1] = 1.0;
+                xs[3 * PAR_CHUNK] = f32::NEG_INFINITY;
+                assert!(!f32::all_finite(&xs));
+                let ys = vec![f64::INFINITY; 3];
+                assert!(!f64::all_finite(&ys) && f64::all_finite(&[]));
+            });
+        }
     }
 }

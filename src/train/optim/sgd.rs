@@ -5,7 +5,7 @@ use ndarray::Array2;
 use super::{Optimizer, UpdateStats, apply_update, unscaled};
 use crate::train::layer::Param;
 use crate::train::precision::{Class, Precision};
-use crate::train::real::Real;
+use crate::train::real::{Real, zip_chunks};
 
 /// SGD with heavy-ball momentum (PyTorch's form):
 /// ```text
@@ -44,7 +44,18 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
         for (i, param) in params.iter_mut().enumerate() {
             let update = if self.momentum == 0.0 {
                 // One pass: unscale (in FP32), then scale by the learning rate, as two passes would.
-                param.grad.mapv(|g| -lr * (g * inv_scale))
+                let step = |g: T| -lr * (g * inv_scale);
+                let mut update = Array2::zeros(param.grad.dim());
+                match (update.as_slice_mut(), param.grad.as_slice()) {
+                    (Some(u), Some(g)) => zip_chunks(
+                        u,
+                        g,
+                        |u, g| u.iter_mut().zip(g).for_each(|(u, &g)| *u = step(g)),
+                        |(), ()| (),
+                    ),
+                    _ => update = param.grad.mapv(step),
+                }
+                update
             } else {
                 let g = unscaled(param, inv_scale);
                 p.enter(param.site);
