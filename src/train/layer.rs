@@ -69,7 +69,11 @@ impl<T: Real> Param<T> {
             }
             _ => self.weight.assign(&self.master),
         }
-        p.store_array(Class::Weight, &mut self.weight);
+        // An unrounded copy of the master weights (just checked for inf/NaN) needs no second
+        // check; it is still observed on capture steps.
+        if p.rounds(Class::Weight) || p.capturing() {
+            p.store_array(Class::Weight, &mut self.weight);
+        }
     }
 }
 
