@@ -3,8 +3,8 @@
 //!
 //! Every tensor is a matrix with one row per example: images are flattened channel-major
 //! (`c * h * w + y * w + x`), so a layer that needs a shape keeps it itself, and flattening an
-//! image for a linear layer is the identity (there is no `Flatten` layer because there is
-//! nothing for it to do).
+//! image for a linear layer is the identity: [`Flatten`] marks where a model does it, as in other
+//! frameworks, and stores nothing (a flatten is a view, not a new tensor).
 
 mod activation;
 #[cfg(test)]
@@ -18,7 +18,7 @@ mod lstm;
 use ndarray::Array2;
 
 pub use activation::{Activation, ActivationLayer};
-pub use conv2d::{Conv2d, ImageShape, MaxPool2d};
+pub use conv2d::{Conv2d, Flatten, ImageShape, MaxPool2d};
 pub use embedding::Embedding;
 pub use layernorm::LayerNorm;
 pub use linear::Linear;

@@ -217,6 +217,30 @@ impl<T: Real> Layer<T> for Conv2d<T> {
     }
 }
 
+/// Flattens images (channels, height, width) into feature vectors for a linear layer: with one
+/// row per example already in channel-major order, the identity in both directions
+/// (`dL/dx = dL/dy`).
+#[derive(Clone, Copy, Debug)]
+pub struct Flatten {
+    /// The shape of the images flattened.
+    pub shape: ImageShape,
+}
+
+impl<T: Real> Layer<T> for Flatten {
+    fn kind(&self) -> &'static str {
+        "flatten"
+    }
+
+    fn forward(&mut self, x: Array2<T>, _: &mut Precision) -> Array2<T> {
+        debug_assert_eq!(x.ncols(), self.shape.len());
+        x
+    }
+
+    fn backward(&mut self, dy: Array2<T>, _: &mut Precision) -> Array2<T> {
+        dy
+    }
+}
+
 /// Max pooling over non-overlapping `k × k` windows (stride `k`; rows and columns that do not
 /// fill a window are dropped). The gradient goes to the first maximum of each window.
 #[derive(Clone, Debug)]
@@ -299,6 +323,18 @@ impl<T: Real> Layer<T> for MaxPool2d {
 mod tests {
     use super::*;
     use crate::train::layer::check::{check_layer, random};
+
+    #[test]
+    fn flatten_gradient_check() {
+        let mut rng = Rng::new(12);
+        let shape = ImageShape {
+            channels: 2,
+            height: 3,
+            width: 2,
+        };
+        let x = random((3, shape.len()), &mut rng);
+        check_layer(&mut Flatten { shape }, &x, 13);
+    }
 
     #[test]
     fn conv_gradient_check() {

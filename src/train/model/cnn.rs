@@ -4,12 +4,12 @@ use serde::{Deserialize, Serialize};
 
 use super::Sequential;
 use crate::error::Error;
-use crate::train::layer::{Activation, ActivationLayer, Conv2d, ImageShape, MaxPool2d};
+use crate::train::layer::{Activation, ActivationLayer, Conv2d, Flatten, ImageShape, MaxPool2d};
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;
 
-/// `conv 3x3 (pad 1) -> ReLU -> maxpool 2 -> linear -> ReLU -> linear`, on `side × side`
+/// `conv 3x3 (pad 1) -> ReLU -> maxpool 2 -> flatten -> linear -> ReLU -> linear`, on `side × side`
 /// one-channel images.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -88,10 +88,12 @@ impl CnnConfig {
         let site = model.next_site("relu", p);
         model.push(Box::new(ActivationLayer::new(Activation::Relu)), site);
         let pool = MaxPool2d::new(conv_out, 2);
-        let pooled = pool.output_shape().len();
+        let pooled = pool.output_shape();
         let site = model.next_site("maxpool2d", p);
         model.push(Box::new(pool), site);
-        model.push_linear(pooled, self.hidden, self.init_scale, p, rng);
+        let site = model.next_site("flatten", p);
+        model.push(Box::new(Flatten { shape: pooled }), site);
+        model.push_linear(pooled.len(), self.hidden, self.init_scale, p, rng);
         let site = model.next_site("relu", p);
         model.push(Box::new(ActivationLayer::new(Activation::Relu)), site);
         model.push_linear(self.hidden, outputs, self.init_scale, p, rng);
