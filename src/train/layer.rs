@@ -77,13 +77,14 @@ impl<T: Real> Param<T> {
     }
 }
 
-/// Whether every gradient of `params` is finite (the loss scaler's overflow check).
+/// Whether every gradient of `params` was stored finite this step (the loss scaler's overflow
+/// check): every layer stores its parameters' final gradients as [`Class::WeightGrad`] at the
+/// parameters' site, and that store checks them, so they need no second pass.
 #[must_use]
-pub fn grads_finite<T: Real>(params: &[&mut Param<T>]) -> bool {
-    params.iter().all(|q| match q.grad.as_slice() {
-        Some(s) => T::all_finite(s),
-        None => q.grad.iter().all(|v| v.is_finite()),
-    })
+pub fn grads_finite<T: Real>(params: &[&mut Param<T>], p: &Precision) -> bool {
+    params
+        .iter()
+        .all(|q| !p.stored_nonfinite(q.site, Class::WeightGrad))
 }
 
 /// A layer with an explicit backward pass.

@@ -5,7 +5,7 @@
 //! products go through [`Precision::matmul`] so that the recipe's accumulation rule applies. The
 //! layers never look at the recipe themselves.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use ndarray::{Array2, ArrayView2, Axis};
 use serde::{Deserialize, Serialize};
@@ -95,6 +95,7 @@ pub struct Precision {
     part: &'static str,
     counts: BTreeMap<Key, RoundCounts>,
     first_nonfinite: Option<(usize, Class)>,
+    nonfinite: BTreeSet<(usize, Class)>,
     stream: u64,
     /// The stream position when recording was turned off, restored when it is turned back on.
     paused_stream: u64,
@@ -128,6 +129,7 @@ impl Precision {
             part: "",
             counts: BTreeMap::new(),
             first_nonfinite: None,
+            nonfinite: BTreeSet::new(),
             stream: 0,
             paused_stream: 0,
             recording: true,
@@ -181,6 +183,7 @@ impl Precision {
     pub fn begin_step(&mut self) {
         self.counts.clear();
         self.first_nonfinite = None;
+        self.nonfinite.clear();
     }
 
     /// Whether stores are counted (off during evaluation, so that eval passes do not mix into
@@ -230,6 +233,12 @@ impl Precision {
         })
     }
 
+    /// Whether a value stored this step as class `class` of layer `layer` was inf or NaN.
+    #[must_use]
+    pub fn stored_nonfinite(&self, layer: usize, class: Class) -> bool {
+        self.nonfinite.contains(&(layer, class))
+    }
+
     /// Whether class `class` is rounded (its format is not fp32).
     #[must_use]
     pub fn rounds(&self, class: Class) -> bool {
@@ -265,8 +274,10 @@ impl Precision {
                     .or_default() += counts;
             }
         }
-        if self.recording && self.first_nonfinite.is_none() && !T::all_finite(xs) {
-            self.first_nonfinite = Some((self.current, class));
+        let site = (self.current, class);
+        if self.recording && !self.nonfinite.contains(&site) && !T::all_finite(xs) {
+            self.nonfinite.insert(site);
+            self.first_nonfinite.get_or_insert(site);
         }
     }
 

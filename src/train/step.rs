@@ -100,7 +100,7 @@ impl Trainer {
         p.store_array(Class::ActivationGrad, &mut dz);
         self.model.backward_params(dz, p);
         let mut params = self.model.params_mut();
-        let overflow = !grads_finite(&params);
+        let overflow = !grads_finite(&params, p);
         let skipped = self.scaler.update(overflow);
         let stats = if skipped {
             UpdateStats::default()

@@ -7,8 +7,8 @@
 
 use ndarray::Array2;
 
-use super::Layer;
-use crate::train::precision::Precision;
+use super::{Layer, Param};
+use crate::train::precision::{Class, Precision};
 use crate::train::rng::Rng;
 
 const H: f64 = 1e-6;
@@ -57,6 +57,30 @@ pub fn check_layer(layer: &mut dyn Layer<f64>, x: &Array2<f64>, seed: u64) {
         );
     }
     let grads: Vec<Array2<f64>> = layer.params().iter().map(|q| q.grad.clone()).collect();
+    // A NaN in dy reaches the parameter gradients, and their WeightGrad store flags it (the loss
+    // scaler's overflow check reads that flag instead of scanning the gradients again).
+    if !layer.params().is_empty() {
+        let mut nan = r.clone();
+        nan[[0, 0]] = f64::NAN;
+        layer.forward(x.clone(), &mut p);
+        p.begin_step();
+        layer.backward(nan, &mut p);
+        let params = layer.params();
+        for q in &params {
+            let bad = |o: &&&Param<f64>| o.grad.iter().any(|v| !v.is_finite());
+            let at_site = params.iter().filter(|o| o.site == q.site).any(|o| bad(&o));
+            assert_eq!(
+                p.stored_nonfinite(q.site, Class::WeightGrad),
+                at_site,
+                "{}: non-finite flag of {}",
+                layer.kind(),
+                q.name
+            );
+            assert!(at_site, "{}: NaN did not reach {}", layer.kind(), q.name);
+        }
+        layer.forward(x.clone(), &mut p);
+        layer.backward(r.clone(), &mut p);
+    }
     // The first-layer backward (no input gradient) sets the same parameter gradients.
     layer.forward(x.clone(), &mut p);
     layer.backward_params(r.clone(), &mut p);

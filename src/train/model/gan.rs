@@ -161,7 +161,7 @@ impl GanTrainer {
         let (d_loss, g) = self.loss_grad(&logits, &target, scale)?;
         self.discriminator.backward_params(g, &mut self.precision);
         let mut d_params = self.discriminator.params_mut();
-        let d_overflow = !grads_finite(&d_params);
+        let d_overflow = !grads_finite(&d_params, &self.precision);
         let skip_d = d_overflow && self.scaler.skips_on_overflow();
         let mut stats = UpdateStats::default();
         if !skip_d {
@@ -177,7 +177,7 @@ impl GanTrainer {
         let d_fake = self.discriminator.backward(g, &mut self.precision);
         self.generator.backward_params(d_fake, &mut self.precision);
         let mut g_params = self.generator.params_mut();
-        let g_overflow = !grads_finite(&g_params);
+        let g_overflow = !grads_finite(&g_params, &self.precision);
         let skip_g = g_overflow && self.scaler.skips_on_overflow();
         if !skip_g {
             stats += self
