@@ -1,11 +1,11 @@
 """PyTorch peer of benches/train.rs's anchor: one training step of an MLP 784-1024-1024-10 (ReLU,
 plain SGD lr 0.01, cross-entropy) on a random batch of 256, in fp32 and under bf16 autocast.
 
-    python3 benches/peers/train_step.py --threads 2
+    benches/peers/run.sh train --threads 2
 
 Prints the median time per step over --steps steps after --warmup steps, for each mode. Needs
-torch (CPU build); reports/perf/train.md records its output beside `cargo bench --bench train`
-measured in the same session.
+torch (run.sh installs it); reports/perf/train.md records its output beside
+`cargo bench --bench train` measured in the same session, in interleaved rounds.
 """
 
 import argparse
