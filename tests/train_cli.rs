@@ -47,7 +47,7 @@ fn summary_without_time(dir: &Path) -> serde_json::Value {
 #[test]
 fn same_seed_same_files_whatever_the_threads() {
     let (a, b) = (fresh("t1"), fresh("t2"));
-    // Wide enough that the GEMMs are split across matrixmultiply's threads.
+    // Wide enough that the GEMMs are split across threads.
     let ra = train(&a, "1", &[]);
     assert!(
         ra.status.success(),
@@ -514,4 +514,66 @@ fn print_config_shows_labels_and_eval_every() {
         json.get("labels").is_none() && json["eval_every"] == 0,
         "{json}"
     );
+}
+
+/// Every model, and an MLP wide enough that the weight-sized passes and the capture histograms
+/// split across threads, gives the same files with 1 and 3 threads.
+#[test]
+fn every_model_is_the_same_whatever_the_threads() {
+    let configs = [
+        (
+            "wide-mlp",
+            r#"{"model": "mlp", "mlp": {"depth": 2, "width": 384}, "recipe": "fp16-dynamic", "optimizer": {"kind": "sgd", "lr": 0.01, "momentum": 0.9}}"#,
+        ),
+        ("cnn", r#"{"model": "cnn", "recipe": "fp8-hybrid"}"#),
+        (
+            "lstm",
+            r#"{"model": "lstm", "dataset": "recall", "recipe": "bf16-master"}"#,
+        ),
+        (
+            "gan",
+            r#"{"model": "gan", "dataset": "ring", "recipe": "fp16-dynamic"}"#,
+        ),
+    ];
+    for (name, json) in configs {
+        let dir = fresh(&format!("threads-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("c.json");
+        std::fs::write(&cfg, json).unwrap();
+        let outs: Vec<PathBuf> = ["1", "3"]
+            .iter()
+            .map(|threads| {
+                let out = dir.join(format!("run-{threads}"));
+                let r = bin()
+                    .arg("train")
+                    .arg("--config")
+                    .arg(&cfg)
+                    .args(["--steps", "12", "--batch", "32", "--capture-every", "4"])
+                    .arg("--out")
+                    .arg(&out)
+                    .env("RAYON_NUM_THREADS", threads)
+                    .output()
+                    .unwrap();
+                assert!(
+                    r.status.success(),
+                    "{name}: {}",
+                    String::from_utf8_lossy(&r.stderr)
+                );
+                out
+            })
+            .collect();
+        for file in ["metrics.jsonl", "captures.jsonl"] {
+            assert_eq!(
+                std::fs::read(outs[0].join(file)).unwrap(),
+                std::fs::read(outs[1].join(file)).unwrap(),
+                "{name}: {file}"
+            );
+        }
+        assert_eq!(
+            summary_without_time(&outs[0]),
+            summary_without_time(&outs[1]),
+            "{name}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
