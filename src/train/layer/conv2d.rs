@@ -124,9 +124,7 @@ impl<T: Real> Conv2d<T> {
             }
         }
     }
-}
 
-impl<T: Real> Conv2d<T> {
     /// Sets the weight and bias gradients from `dy`; returns the forward pass's im2col matrix
     /// (taken: the caller puts it back) and `dy` as one row per output pixel, or `None` before
     /// any forward pass.
