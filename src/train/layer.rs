@@ -61,13 +61,22 @@ impl<T: Real> Param<T> {
     /// Rounds the master copy to its format and refreshes the weight copy from it (at
     /// initialisation, and after every update).
     pub fn sync(&mut self, p: &mut Precision) {
+        self.store_master_and_weight(p, true);
+    }
+
+    /// Stores the master copy and then the weight copy: refreshed from the master copy when
+    /// `copy`, already equal to it otherwise (the caller wrote both, and the master format does
+    /// not round).
+    pub(crate) fn store_master_and_weight(&mut self, p: &mut Precision, copy: bool) {
         p.enter(self.site);
         p.store_array(Class::Master, &mut self.master);
-        match (self.weight.as_slice_mut(), self.master.as_slice()) {
-            (Some(w), Some(m)) if w.len() == m.len() => {
-                zip_chunks(w, m, <[T]>::copy_from_slice, |(), ()| ());
+        if copy {
+            match (self.weight.as_slice_mut(), self.master.as_slice()) {
+                (Some(w), Some(m)) if w.len() == m.len() => {
+                    zip_chunks(w, m, <[T]>::copy_from_slice, |(), ()| ());
+                }
+                _ => self.weight.assign(&self.master),
             }
-            _ => self.weight.assign(&self.master),
         }
         // An unrounded copy of the master weights (just checked for inf/NaN) needs no second
         // check; it is still observed on capture steps.

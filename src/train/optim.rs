@@ -14,7 +14,7 @@ pub use sgd::Sgd;
 
 use super::layer::Param;
 use super::precision::{Class, Precision};
-use super::real::{Real, zip_chunks};
+use super::real::{Real, zip2_chunks};
 use crate::error::Error;
 
 /// An optimizer and its hyperparameters.
@@ -213,23 +213,31 @@ pub fn apply_update<T: Real>(
                 stats.lost += u64::from(moved && a == b);
             });
     } else {
-        // FP32 master weights: the sum is the stored value, so compare while adding, on slices
-        // with local counters (the loop vectorises).
-        if !param.master.is_standard_layout() {
-            param.master = param.master.as_standard_layout().into_owned();
+        // FP32 master weights: the sum is the stored value, so compare while adding, and write
+        // the weight copy in the same pass, on slices with local counters (the loop vectorises).
+        for a in [&mut param.master, &mut param.weight] {
+            if !a.is_standard_layout() {
+                *a = a.as_standard_layout().into_owned();
+            }
         }
         let update = update.as_standard_layout();
-        let (Some(master), Some(update)) = (param.master.as_slice_mut(), update.as_slice()) else {
+        let (Some(master), Some(weight), Some(update)) = (
+            param.master.as_slice_mut(),
+            param.weight.as_slice_mut(),
+            update.as_slice(),
+        ) else {
             unreachable!("standard-layout arrays are slices");
         };
-        stats += zip_chunks(
+        stats += zip2_chunks(
             master,
+            weight,
             update,
-            |master, update| {
+            |master, weight, update| {
                 let (mut nonzero, mut lost) = (0u64, 0u64);
-                for (m, &u) in master.iter_mut().zip(update) {
+                for ((m, w), &u) in master.iter_mut().zip(weight).zip(update) {
                     let before = *m;
                     *m = before + u;
+                    *w = *m;
                     let moved = u != T::zero();
                     nonzero += u64::from(moved);
                     lost += u64::from(moved && *m == before);
@@ -241,7 +249,7 @@ pub fn apply_update<T: Real>(
                 a
             },
         );
-        param.sync(p);
+        param.store_master_and_weight(p, false);
     }
     stats
 }
