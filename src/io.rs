@@ -59,6 +59,25 @@ use crate::{Error, Result};
 pub use atomic::write_atomic;
 pub(crate) use npy::read_npy_bytes;
 pub use npy::{NpyArray, NpyValues, read_npy, write_npy};
+
+/// A `.npy` file (version 1.0) written by hand for tests: header `descr`, `shape` (Python tuple
+/// text, e.g. `"(2, 3)"`), order, then `data` as given (which may disagree with the header).
+#[cfg(test)]
+pub(crate) fn test_npy(descr: &str, shape: &str, fortran: bool, data: &[u8]) -> Vec<u8> {
+    let mut dict = format!(
+        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
+        if fortran { "True" } else { "False" }
+    );
+    while (10 + dict.len() + 1) % 64 != 0 {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
 pub use safetensors::write_safetensors;
 
 /// The most values passed to the visitor of [`scan`] in one call (2^20: 4 MiB of `f32`).

@@ -252,23 +252,7 @@ impl IntDtype {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A `.npy` file by hand: header `descr`, `shape` (Python tuple text), order, raw data.
-    fn npy(descr: &str, shape: &str, fortran: bool, data: &[u8]) -> Vec<u8> {
-        let mut dict = format!(
-            "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
-            if fortran { "True" } else { "False" }
-        );
-        while (10 + dict.len() + 1) % 64 != 0 {
-            dict.push(' ');
-        }
-        dict.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
-        out.extend_from_slice(dict.as_bytes());
-        out.extend_from_slice(data);
-        out
-    }
+    use crate::io::test_npy as npy;
 
     #[test]
     fn every_integer_width_and_order() {

@@ -61,23 +61,8 @@ pub fn load(path: &Path) -> crate::Result<Dataset> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::test_npy as npy;
     use std::io::Write;
-
-    fn npy(descr: &str, shape: &str, fortran: bool, data: &[u8]) -> Vec<u8> {
-        let mut header = format!(
-            "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
-            if fortran { "True" } else { "False" }
-        );
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        out.extend_from_slice(header.as_bytes());
-        out.extend_from_slice(data);
-        out
-    }
 
     fn npz(name: &str, entries: &[(&str, Vec<u8>)]) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("mixprec-npz-{}", std::process::id()));
