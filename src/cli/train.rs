@@ -68,6 +68,10 @@ pub struct Args {
     /// (0: only at the end).
     #[arg(long, value_name = "N")]
     eval_every: Option<u64>,
+    /// Every N steps, also run the step in FP32 from the same weights and batch and record in
+    /// shadow.jsonl how much of each gradient was lost (0: never; classifiers only).
+    #[arg(long, value_name = "N")]
+    shadow_every: Option<u64>,
     /// The run directory to create (must not exist, or be empty).
     #[arg(long, value_name = "DIR", required_unless_present = "print_config")]
     out: Option<PathBuf>,
@@ -117,6 +121,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         capture_every: args.capture_every,
         eval_every: args.eval_every,
+        shadow_every: args.shadow_every,
     })?;
     if args.print_config {
         writeln!(out, "{}", serde_json::to_string_pretty(&config)?)?;

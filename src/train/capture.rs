@@ -1,38 +1,12 @@
-//! What a run records: per step the loss, loss scale, overflow and skip flags and the first
-//! storage point that held an inf or NaN; on capture steps, per layer and tensor class, a summary
-//! of the values before rounding and the counts of what rounding did; per layer, how many updates
-//! were lost to the master weights' format (swamping).
+//! What a capture step sees: per storage point, the histogram of the values before rounding; per
+//! layer, the update-to-weight ratios (swamping). The records written from it are in
+//! [`super::run::schema`].
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::precision::{Key, Site};
+use super::precision::Key;
 use super::real::Real;
 use crate::stats::Histogram;
-
-/// One training step, as written to `metrics.jsonl`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StepRecord {
-    /// 1-based step number.
-    pub step: u64,
-    /// The mean loss of the batch, unscaled.
-    pub loss: f64,
-    /// The loss scale this step's backward pass used.
-    pub loss_scale: f64,
-    /// Whether a weight gradient held an inf or NaN.
-    pub overflow: bool,
-    /// Whether the optimizer step was skipped (overflow under loss scaling).
-    pub skipped: bool,
-    /// On overflow, the first storage point where an inf or NaN was stored.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub first_nonfinite: Option<Site>,
-    /// Updates that changed no master weight, over nonzero updates, this step.
-    pub updates_lost: f64,
-    /// The GAN's generator loss (`loss` is then the discriminator's).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub generator_loss: Option<f64>,
-}
 
 /// Octaves are split into `2^CAPTURE_SUB_BINS_LOG2` sub-bins in captured histograms: one bin
 /// per power of two, the resolution at which underflow and overflow thresholds are read.
@@ -96,34 +70,5 @@ mod tests {
         o.observe_updates(3, &[1.0f32, 0.0, 5.0], &[2f32.powi(-12), 1.0, 0.0]);
         let r = &o.update_ratios[&3];
         assert_eq!((r.count(), r.zeros(), r.amax()), (2, 1, 4096.0));
-    }
-
-    #[test]
-    fn step_record_json_has_the_contract_keys() {
-        let r = StepRecord {
-            step: 3,
-            loss: 0.5,
-            loss_scale: 65536.0,
-            overflow: true,
-            skipped: true,
-            first_nonfinite: Some(Site {
-                layer: "2.linear".into(),
-                tensor: Class::ActivationGrad,
-            }),
-            updates_lost: 0.0,
-            generator_loss: None,
-        };
-        let v: serde_json::Value = serde_json::to_value(&r).unwrap();
-        for key in [
-            "step",
-            "loss",
-            "loss_scale",
-            "overflow",
-            "skipped",
-            "first_nonfinite",
-        ] {
-            assert!(v.get(key).is_some(), "{key} missing in {v}");
-        }
-        assert_eq!(v["first_nonfinite"]["tensor"], "activation_grad");
     }
 }

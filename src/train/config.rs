@@ -105,6 +105,15 @@ pub struct TrainConfig {
     /// Evaluate the test metric every this many steps, into that step's `metrics.jsonl` line
     /// (0: only at the end, into `summary.json`). Evaluation does not change training.
     pub eval_every: u64,
+    /// Every this many steps (0: never), also run the step in FP32 from the same weights and
+    /// batch, and record in `shadow.jsonl` how far the run's gradients are from FP32's
+    /// (classifiers only). The shadow changes nothing in training. Written only when set.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub shadow_every: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Default for TrainConfig {
@@ -130,6 +139,7 @@ impl Default for TrainConfig {
             seed: 0,
             capture_every: 100,
             eval_every: 0,
+            shadow_every: 0,
         }
     }
 }
@@ -182,10 +192,13 @@ pub struct Overrides {
     pub capture_every: Option<u64>,
     /// `--eval-every`.
     pub eval_every: Option<u64>,
+    /// `--shadow-every`.
+    pub shadow_every: Option<u64>,
 }
 
 impl TrainConfig {
-    /// Reads a config file.
+    /// Reads a config file (a run directory's `config.json` too: its `schema` key is
+    /// skipped, so a run can be repeated from its directory).
     ///
     /// # Errors
     /// [`Error::Io`] when it cannot be read; [`Error::BadFile`] with serde's message (naming the
@@ -195,10 +208,15 @@ impl TrainConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        serde_json::from_str(&text).map_err(|e| Error::BadFile {
+        let bad = |e: serde_json::Error| Error::BadFile {
             path: path.to_path_buf(),
             problem: e.to_string(),
-        })
+        };
+        let mut value: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
+        if let Some(object) = value.as_object_mut() {
+            object.remove("schema");
+        }
+        serde_json::from_value(value).map_err(bad)
     }
 
     /// Applies `o`. `--dataset` replaces the labels file too (with `--labels`, or none: labels
@@ -259,6 +277,9 @@ impl TrainConfig {
         if let Some(v) = o.eval_every {
             self.eval_every = v;
         }
+        if let Some(v) = o.shadow_every {
+            self.shadow_every = v;
+        }
         Ok(())
     }
 
@@ -285,6 +306,14 @@ impl TrainConfig {
                 "loss_multiplier",
                 self.loss_multiplier.to_string(),
                 "a positive finite number",
+            );
+        }
+        if self.shadow_every > 0 && self.model == ModelKind::Gan {
+            return bad(
+                "shadow_every",
+                self.shadow_every.to_string(),
+                "0 for the gan (the FP32 shadow compares one backward pass; the GAN's step has \
+                 two, each after an update)",
             );
         }
         self.mlp.validate()?;

@@ -159,6 +159,18 @@ pub struct UpdateStats {
     pub lost: u64,
 }
 
+impl UpdateStats {
+    /// Lost updates over nonzero updates (0 when there were none): `updates_lost`.
+    #[must_use]
+    pub fn lost_share(&self) -> f64 {
+        if self.nonzero == 0 {
+            0.0
+        } else {
+            self.lost as f64 / self.nonzero as f64
+        }
+    }
+}
+
 impl std::ops::AddAssign for UpdateStats {
     fn add_assign(&mut self, o: UpdateStats) {
         self.nonzero += o.nonzero;

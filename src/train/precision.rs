@@ -77,6 +77,22 @@ pub struct Site {
     pub tensor: Class,
 }
 
+/// What the stores of one tensor class held in one step, and what rounding did to them (the
+/// per-step accounting of `metrics.jsonl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreCounts {
+    /// Values stored.
+    pub stored: u64,
+    /// Nonzero finite values that became zero.
+    pub underflow: u64,
+    /// Nonzero results below the smallest normal.
+    pub subnormal: u64,
+    /// Finite values whose rounded magnitude exceeded the format's largest value.
+    pub overflow: u64,
+    /// Values that were inf or NaN before rounding.
+    pub nonfinite: u64,
+}
+
 /// A storage point: layer index, tensor class and part (`""` for the class as a whole; see
 /// [`Precision::set_part`]).
 pub type Key = (usize, Class, &'static str);
@@ -102,6 +118,9 @@ pub struct Precision {
     recording: bool,
     amax: BTreeMap<Key, VecDeque<f32>>,
     observer: Option<Observer>,
+    tally: [StoreCounts; 7],
+    grad_amax: f64,
+    taps: Option<BTreeMap<(usize, Class), Vec<f32>>>,
 }
 
 impl Precision {
@@ -135,6 +154,9 @@ impl Precision {
             recording: true,
             amax: BTreeMap::new(),
             observer: None,
+            tally: [StoreCounts::default(); 7],
+            grad_amax: 0.0,
+            taps: None,
         }
     }
 
@@ -184,6 +206,41 @@ impl Precision {
         self.counts.clear();
         self.first_nonfinite = None;
         self.nonfinite.clear();
+        self.tally = [StoreCounts::default(); 7];
+        self.grad_amax = 0.0;
+        if let Some(taps) = &mut self.taps {
+            taps.clear();
+        }
+    }
+
+    /// This step's counts per tensor class, summed over layers (classes with no store absent).
+    #[must_use]
+    pub fn class_counts(&self) -> BTreeMap<Class, StoreCounts> {
+        Class::ALL
+            .iter()
+            .zip(&self.tally)
+            .filter(|(_, t)| t.stored > 0)
+            .map(|(&c, &t)| (c, t))
+            .collect()
+    }
+
+    /// The largest finite magnitude stored this step as an activation or weight gradient, before
+    /// rounding, divided by the loss scale `scale`; `None` when there was none.
+    #[must_use]
+    pub fn grad_amax_unscaled(&self, scale: f32) -> Option<f64> {
+        (self.grad_amax > 0.0).then(|| self.grad_amax / f64::from(scale))
+    }
+
+    /// Turns on (or off) keeping a copy of every gradient stored (after rounding), per layer and
+    /// class, for comparison with an FP32 shadow step ([`Precision::take_taps`]); cleared by
+    /// [`Precision::begin_step`].
+    pub fn set_taps(&mut self, on: bool) {
+        self.taps = on.then(BTreeMap::new);
+    }
+
+    /// The gradients kept since the step began (in store order within a layer and class).
+    pub fn take_taps(&mut self) -> BTreeMap<(usize, Class), Vec<f32>> {
+        self.taps.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Whether stores are counted (off during evaluation, so that eval passes do not mix into
@@ -257,7 +314,21 @@ impl Precision {
                 observer.observe((self.current, class, self.part), xs);
             }
         }
-        if let Some(rounder) = self.rounders[class.index()] {
+        let gradient = matches!(class, Class::ActivationGrad | Class::WeightGrad);
+        // Gradients get one pass before rounding for their largest finite magnitude; unrounded,
+        // that pass is also their finiteness check.
+        let mut finite_before = None;
+        if self.recording && gradient {
+            let (amax, finite) = T::finite_amax(xs);
+            self.grad_amax = self.grad_amax.max(amax);
+            finite_before = Some(finite);
+        }
+        let rounder = self.rounders[class.index()];
+        let tally = &mut self.tally[class.index()];
+        if self.recording {
+            tally.stored += xs.len() as u64;
+        }
+        if let Some(rounder) = rounder {
             let fp8 = self
                 .recipe
                 .fp8_scaling
@@ -268,16 +339,39 @@ impl Precision {
             };
             self.stream = self.stream.wrapping_add(xs.len() as u64);
             if self.recording {
+                let tally = &mut self.tally[class.index()];
+                tally.underflow += counts.underflow;
+                tally.subnormal += counts.subnormal;
+                tally.overflow += counts.overflow;
+                tally.nonfinite += counts.nan + counts.infinite;
                 *self
                     .counts
                     .entry((self.current, class, self.part))
                     .or_default() += counts;
             }
         }
-        let site = (self.current, class);
-        if self.recording && !self.nonfinite.contains(&site) && !T::all_finite(xs) {
+        if !self.recording {
+            return;
+        }
+        let finite = match (rounder, finite_before) {
+            (None, Some(finite)) => finite,
+            _ => T::all_finite(xs),
+        };
+        if !finite {
+            if rounder.is_none() {
+                let bad = xs.iter().filter(|v| !v.is_finite()).count();
+                self.tally[class.index()].nonfinite += bad as u64;
+            }
+            let site = (self.current, class);
             self.nonfinite.insert(site);
             self.first_nonfinite.get_or_insert(site);
+        }
+        if gradient {
+            if let Some(taps) = &mut self.taps {
+                taps.entry((self.current, class))
+                    .or_default()
+                    .extend(xs.iter().map(|&v| Real::to_f64(v) as f32));
+            }
         }
     }
 

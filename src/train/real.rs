@@ -53,6 +53,41 @@ pub trait Real:
     /// exponent fields of a block, then one test per block): every stored tensor is checked.
     #[must_use]
     fn all_finite(xs: &[Self]) -> bool;
+
+    /// The largest finite magnitude in `xs` (0 when none) and whether every value is finite, in
+    /// one pass (a maximum over the magnitudes' bit patterns, which order as the magnitudes do;
+    /// the result does not depend on the thread count).
+    #[must_use]
+    fn finite_amax(xs: &[Self]) -> (f64, bool);
+}
+
+/// [`Real::finite_amax`] over bit patterns: `abs(x)` is `bits(x) & magnitude`, finite when below
+/// `inf` (the pattern of infinity).
+#[inline(always)]
+fn finite_amax_bits<T: Copy + Sync, U: Copy + Sync + Send + Ord + Default + BitAnd<Output = U>>(
+    xs: &[T],
+    bits: impl Fn(T) -> U + Copy + Sync,
+    magnitude: U,
+    inf: U,
+) -> (U, bool) {
+    let block = |block: &[T]| {
+        block
+            .iter()
+            .fold((U::default(), U::default()), |(m, worst), &x| {
+                let a = bits(x) & magnitude;
+                let finite = if a < inf { a } else { U::default() };
+                (m.max(finite), worst.max(a))
+            })
+    };
+    let (m, worst) = if xs.len() < 2 * PAR_CHUNK || rayon::current_num_threads() == 1 {
+        block(xs)
+    } else {
+        use rayon::prelude::*;
+        xs.par_chunks(PAR_CHUNK)
+            .map(block)
+            .reduce(|| (U::default(), U::default()), |a, b| (a.0.max(b.0), a.1.max(b.1)))
+    };
+    (m, worst < inf)
 }
 
 /// Whether no value of `xs` has all the bits of `exponent` set in its pattern `bits(x)` (inf or
@@ -95,6 +130,10 @@ impl Real for f32 {
     fn all_finite(xs: &[Self]) -> bool {
         no_all_ones_exponent(xs, f32::to_bits, 0x7f80_0000)
     }
+    fn finite_amax(xs: &[Self]) -> (f64, bool) {
+        let (m, finite) = finite_amax_bits(xs, f32::to_bits, 0x7fff_ffff, 0x7f80_0000);
+        (f64::from(f32::from_bits(m)), finite)
+    }
 }
 
 impl Real for f64 {
@@ -121,6 +160,15 @@ impl Real for f64 {
     }
     fn all_finite(xs: &[Self]) -> bool {
         no_all_ones_exponent(xs, f64::to_bits, 0x7ff0_0000_0000_0000)
+    }
+    fn finite_amax(xs: &[Self]) -> (f64, bool) {
+        let (m, finite) = finite_amax_bits(
+            xs,
+            f64::to_bits,
+            0x7fff_ffff_ffff_ffff,
+            0x7ff0_0000_0000_0000,
+        );
+        (f64::from_bits(m), finite)
     }
 }
 
@@ -212,6 +260,15 @@ mod tests {
                 assert!(!f32::all_finite(&xs));
                 let ys = vec![f64::INFINITY; 3];
                 assert!(!f64::all_finite(&ys) && f64::all_finite(&[]));
+                // The largest finite magnitude skips the infinity and the NaN, wherever they are.
+                xs[7] = -3.5;
+                xs[2 * PAR_CHUNK + 5] = f32::NAN;
+                assert_eq!(f32::finite_amax(&xs), (3.5, false));
+                xs[3 * PAR_CHUNK] = 1.0;
+                xs[2 * PAR_CHUNK + 5] = 1.0;
+                assert_eq!(f32::finite_amax(&xs), (3.5, true));
+                assert_eq!(f64::finite_amax(&[-0.0, f64::NAN, -2.0]), (2.0, false));
+                assert_eq!(f64::finite_amax(&[]), (0.0, true));
             });
         }
     }

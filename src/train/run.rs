@@ -1,189 +1,98 @@
-//! A whole training run written to a run directory.
+//! A whole training run, and the run directory it writes: the one module that owns the
+//! directory's schema ([`schema`]), its writer ([`RunWriter`]) and its reader ([`RunDir`]).
 //!
-//! # The run directory (an interface contract)
-//! - `config.json`: the full resolved [`TrainConfig`] (the recipe as an object).
-//! - `metrics.jsonl`: one [`StepRecord`] per line, in step order: `step`, `loss` (the batch's mean
-//!   loss, unscaled; `null` when not finite), `loss_scale` (the scale this step's backward used),
-//!   `overflow`, `skipped`, `updates_lost` (share of nonzero updates that changed no master
-//!   weight) and, when some stored value was inf or NaN, `first_nonfinite`
-//!   (`{"layer": "4.linear", "tensor": "activation_grad"}`). With `eval_every` N > 0, the lines of
-//!   steps N, 2N, ... end with `eval`, the test metric after that step's update, named as in the
-//!   summary: `"eval": {"name": "test_accuracy", "value": 0.93}`. Evaluation changes nothing in
-//!   training (it rounds as training does but counts nothing, and leaves the stochastic-rounding
-//!   stream and the GAN's noise where they were): the other keys are the same with and without
-//!   it, byte for byte.
+//! # The run directory (an interface contract, schema version 1)
+//! Other commands (`report`, studies, replay) and other writers (the PyTorch recorder) use this
+//! format; it changes only compatibly, with [`schema::SCHEMA`].
+//! - `config.json`: `"schema": 1`, then the full resolved [`TrainConfig`] (the recipe as an
+//!   object). Written atomically before the first step; `mixprec train --config` accepts it, so a
+//!   run can be repeated from its directory.
+//! - `metrics.jsonl`: one [`StepRecord`] per line, in step order: `step`, `loss` (the batch's
+//!   mean loss, unscaled; `null` when not finite), `loss_scale` (the scale this step's backward
+//!   used), `overflow`, `skipped`, `updates_lost` (share of nonzero updates that changed no master
+//!   weight), when some stored value was inf or NaN `first_nonfinite` (`{"layer": "4.linear",
+//!   "tensor": "activation_grad"}`), for the GAN `generator_loss`, then the step's accounting:
+//!   `grad_amax` (the largest finite magnitude of the activation and weight gradients before
+//!   rounding, divided by the loss scale; `null` when none) and `counts`, per tensor class summed
+//!   over layers, `{"stored", "underflow", "subnormal", "overflow", "nonfinite"}` (see
+//!   [`StoreCounts`](super::precision::StoreCounts); classes with no store that step are absent). With `eval_every` N > 0, the
+//!   lines of steps N, 2N, ... end with `eval`, the test metric after that step's update, named
+//!   as in the summary: `"eval": {"name": "test_accuracy", "value": 0.93}`. Evaluation changes
+//!   nothing in training (it rounds as training does but counts nothing, and leaves the
+//!   stochastic-rounding stream and the GAN's noise where they were): the other keys are the same
+//!   with and without it, byte for byte.
 //! - `captures.jsonl`: one [`CaptureRecord`] per capture step (every `capture_every` steps, and
-//!   the first): `{"step", "sites": [...], "update_ratios": [...]}`. Each site is a storage point,
-//!   `{"layer", "tensor", "values", "rounding"}`: `values` is the log2 histogram
-//!   ([`crate::stats::Histogram`], one bin per power of two) of the FP32 values before rounding,
-//!   `rounding` the [`crate::format::RoundCounts`] of rounding them. Tensor classes: `weight`,
-//!   `activation`, `activation_grad`, `weight_grad`, `optimizer_state` (one entry per part, named
-//!   by the site's `part` key: `momentum`, or Adam's `adam_m`, `adam_v`, `adam_eps` and
-//!   `adam_denominator`), `update`, `master` (only when the master format rounds,
-//!   as in `fp16-pure`: FP32 master weights are exactly the values the `weight` entry shows
-//!   before rounding, so they are not captured twice). Layers: `input`, `"{i}.{kind}"`,
-//!   `loss`. Each `update_ratios` entry is `{"layer", "ratios"}`, the histogram of
-//!   `|w| / |update|` over that layer's nonzero updates.
-//! - `summary.json`: [`Summary`].
-//! - `INCOMPLETE`: present while the run is going; a run directory with this file (or without
-//!   `summary.json`) is a run that was killed. Every other file is written to a temporary name and
-//!   renamed when complete, so no file is ever half-written.
+//!   the first): `{"step", "loss_scale", "sites": [...], "update_ratios": [...]}`. Each site is a
+//!   storage point, `{"layer", "tensor", "part"?, "values", "rounding"}`: `values` is the log2
+//!   histogram ([`crate::stats::Histogram`], one bin per power of two) of the FP32 values before
+//!   rounding (gradients scaled by `loss_scale`), `rounding` the [`crate::format::RoundCounts`]
+//!   of rounding them. Tensor classes: `weight`, `activation`, `activation_grad`, `weight_grad`,
+//!   `optimizer_state` (one entry per part, named by the site's `part` key: `momentum`, or Adam's
+//!   `adam_m`, `adam_v`, `adam_eps` and `adam_denominator`), `update`, `master` (only when the
+//!   master format rounds, as in `fp16-pure`: FP32 master weights are exactly the values the
+//!   `weight` entry shows before rounding, so they are not captured twice). Layers: `input`,
+//!   `"{i}.{kind}"` (`"g.{i}.{kind}"`, `"d.{i}.{kind}"` in the GAN), `loss`. Each
+//!   `update_ratios` entry is `{"layer", "ratios"}`, the histogram of `|w| / |update|` over that
+//!   layer's nonzero updates.
+//! - `shadow.jsonl` (only with `shadow_every` N > 0): on steps N, 2N, ... one [`ShadowRecord`]:
+//!   the same step run in FP32 from the same master weights and batch, compared per layer and
+//!   gradient class with the run's gradients (divided by the loss scale): `relative_error`,
+//!   `cosine`, `zeroed` (share of FP32's nonzero values that are zero in the run) and
+//!   `norm_lost` (share of FP32's squared norm in those values). The shadow changes nothing
+//!   else: the other logs and the summary are the same bytes with and without it.
+//! - `summary.json`: `"schema": 1`, then [`Summary`]; written atomically at the end.
+//! - `INCOMPLETE`: present from before the first step until the end; a run directory with this
+//!   file (or without `summary.json`) was killed, crashed, or is still going.
 //!
-//! Runs are deterministic: the same config gives bit-identical `metrics.jsonl`, `captures.jsonl`
-//! and `summary.json` (except its `wall_seconds`) whatever the number of threads.
+//! The logs are append-only under their final names. Each line is serialised whole and the
+//! lines reach the file at least every 2 seconds, at every capture step and at the end (then
+//! synced, with the directory), so a killed run can be read up to its last flushed line; the
+//! reader ignores a cut-off last line of an unfinished run. Training into a directory that holds
+//! an unfinished run, or anything else, is refused.
+//!
+//! Runs are deterministic: the same config gives bit-identical `metrics.jsonl`, `captures.jsonl`,
+//! `shadow.jsonl` and `summary.json` (except its `wall_seconds`) whatever the number of threads.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+mod reader;
+pub mod schema;
+mod writer;
+
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Instant;
 
-use ndarray::Axis;
-use serde::{Deserialize, Serialize};
+use ndarray::{Array2, Axis};
 
-use super::capture::{Observer, StepRecord};
+pub use reader::{Records, RunDir};
+pub use schema::{
+    CaptureRecord, EvalMetric, ShadowRecord, ShadowSite, SiteCapture, StepRecord, Summary,
+    UpdateRatios,
+};
+pub use writer::RunWriter;
+
+use super::capture::Observer;
 use super::config::{ModelKind, TrainConfig};
 use super::data::{Batches, Dataset};
 use super::loss::{Loss, Targets};
 use super::model::{GanTrainer, Sequential, vocabulary};
 use super::precision::{Class, Precision};
+use super::recipe::Recipe;
 use super::rng::Rng;
 use super::step::Trainer;
 use crate::error::Error;
-use crate::format::RoundCounts;
-use crate::io::write_atomic;
-use crate::stats::Histogram;
 
-/// One storage point on a capture step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SiteCapture {
-    /// Layer name.
-    pub layer: String,
-    /// Tensor class.
-    pub tensor: Class,
-    /// Which tensor of the class, when the layer stores several (the optimizer's state:
-    /// `momentum`; Adam's `adam_m`, `adam_v`, `adam_eps`, `adam_denominator`); absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub part: Option<String>,
-    /// Log2 histogram of the FP32 values before rounding (with zeros, NaN, infinities, amax,
-    /// smallest nonzero magnitude, sums): `mixprec::stats::Histogram`'s serde form.
-    pub values: Histogram,
-    /// What rounding did to them.
-    pub rounding: RoundCounts,
-}
-
-/// The update-to-weight ratios of one layer on a capture step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct UpdateRatios {
-    /// Layer name.
-    pub layer: String,
-    /// Histogram of `|w| / |update|` over the layer's nonzero updates (`w` the master weight
-    /// before the update). In fp16 an update is lost when the ratio exceeds about 2^11.
-    pub ratios: Histogram,
-}
-
-/// One line of `captures.jsonl`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CaptureRecord {
-    /// The step captured.
-    pub step: u64,
-    /// Every storage point written that step, in layer order then class order.
-    pub sites: Vec<SiteCapture>,
-    /// Per layer with parameters that were updated (none on a skipped step).
-    pub update_ratios: Vec<UpdateRatios>,
-}
-
-/// The evaluation of the trained model.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EvalMetric {
-    /// What is measured: `test_accuracy` for classifiers, `modes_covered` (0 to 8) for the GAN.
-    pub name: String,
-    /// Its value.
-    pub value: f64,
-}
-
-/// A line of `metrics.jsonl` on an evaluation step: the step's record, then `eval`.
-#[derive(Serialize)]
-struct EvalLine<'a> {
-    #[serde(flatten)]
-    record: &'a StepRecord,
-    eval: &'a EvalMetric,
-}
-
+/// `config.json`.
+pub const CONFIG: &str = "config.json";
+/// `metrics.jsonl`.
+pub const METRICS: &str = "metrics.jsonl";
+/// `captures.jsonl`.
+pub const CAPTURES: &str = "captures.jsonl";
+/// `shadow.jsonl`.
+pub const SHADOW: &str = "shadow.jsonl";
 /// `summary.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    /// The recipe's name.
-    pub recipe: String,
-    /// Steps run.
-    pub steps: u64,
-    /// Steps whose update was skipped (overflow under loss scaling).
-    pub skipped_steps: u64,
-    /// Steps whose gradients held an inf or NaN.
-    pub overflow_steps: u64,
-    /// True when the final loss or a weight is not finite, or the last `min(20, steps)` steps were
-    /// all skipped (the loss scale can no longer make gradients finite).
-    pub diverged: bool,
-    /// The last step's batch loss (the discriminator's for the GAN; `null` when not finite).
-    pub final_loss: f64,
-    /// The test-set metric.
-    pub eval_metric: EvalMetric,
-    /// Trainable scalars.
-    pub parameters: usize,
-    /// Wall-clock time of the run (the one field that differs between identical runs).
-    pub wall_seconds: f64,
-}
-
-fn temp_name(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.partial"))
-}
-
-fn json_line<T: Serialize>(w: &mut impl Write, value: &T, path: &Path) -> crate::Result<()> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    serde_json::to_writer(&mut *w, value).map_err(|e| io(e.into()))?;
-    w.write_all(b"\n").map_err(io)
-}
-
-/// A JSONL file written under a temporary name and renamed by [`Stream::finish`].
-struct Stream {
-    path: PathBuf,
-    tmp: PathBuf,
-    out: BufWriter<File>,
-}
-
-impl Stream {
-    fn create(path: PathBuf) -> crate::Result<Stream> {
-        let tmp = temp_name(&path);
-        let file = File::create(&tmp).map_err(|source| Error::Io {
-            path: tmp.clone(),
-            source,
-        })?;
-        Ok(Stream {
-            path,
-            tmp,
-            out: BufWriter::new(file),
-        })
-    }
-
-    fn write<T: Serialize>(&mut self, value: &T) -> crate::Result<()> {
-        json_line(&mut self.out, value, &self.tmp)
-    }
-
-    fn finish(mut self) -> crate::Result<()> {
-        let io = |source| Error::Io {
-            path: self.path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        std::fs::rename(&self.tmp, &self.path).map_err(io)
-    }
-}
+pub const SUMMARY: &str = "summary.json";
+/// The marker of an unfinished run.
+pub const INCOMPLETE: &str = "INCOMPLETE";
 
 /// What a run trains: a classifier, or the GAN.
 pub enum Job {
@@ -202,18 +111,14 @@ impl Job {
         }
     }
 
-    /// One step on the training examples `idx` of `data`.
+    /// One step on the batch `x` with labels `y` (ignored by the GAN).
     ///
     /// # Errors
     /// Targets that do not fit the loss.
-    pub fn step(&mut self, data: &Dataset, idx: &[usize]) -> crate::Result<StepRecord> {
-        let x = data.train_x.select(Axis(0), idx);
+    pub fn step(&mut self, x: &Array2<f32>, y: &[usize]) -> crate::Result<StepRecord> {
         match self {
-            Job::Classifier(t) => {
-                let y: Vec<usize> = idx.iter().map(|&i| data.train_y[i]).collect();
-                t.step(&x, Targets::Labels(&y))
-            }
-            Job::Gan(g) => g.step(&x),
+            Job::Classifier(t) => t.step(x, Targets::Labels(y)),
+            Job::Gan(g) => g.step(x),
         }
     }
 
@@ -263,7 +168,7 @@ impl Job {
 pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
     config.validate()?;
     let data = Dataset::load_with_labels(&config.dataset, config.labels.as_deref(), config.seed)?;
-    let mut p = Precision::new(&config.recipe, config.seed);
+    let p = Precision::new(&config.recipe, config.seed);
     if config.model == ModelKind::Gan {
         if data.name != "ring" {
             return Err(Error::InvalidValue {
@@ -281,6 +186,12 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
         )?;
         return Ok((data, Job::Gan(gan)));
     }
+    let trainer = classifier(config, &data, p)?;
+    Ok((data, Job::Classifier(trainer)))
+}
+
+/// The classifier `config` describes on `data`, with storage points `p`.
+fn classifier(config: &TrainConfig, data: &Dataset, mut p: Precision) -> crate::Result<Trainer> {
     let input = p.register("input");
     let mut rng = Rng::derive(config.seed, 1);
     let model = match config.model {
@@ -299,10 +210,10 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
     };
     let mut trainer = Trainer::new(model, p, input, &config.optimizer, Loss::CrossEntropy);
     trainer.set_loss_multiplier(config.loss_multiplier);
-    Ok((data, Job::Classifier(trainer)))
+    Ok(trainer)
 }
 
-/// Runs `config` and writes the run directory `dir` (which must not exist or be empty).
+/// Runs `config` and writes the run directory `dir` (which must not exist, or be empty).
 /// `progress` is called after every step.
 ///
 /// ```
@@ -324,25 +235,25 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
 /// ```
 ///
 /// # Errors
-/// A bad config or data set (before anything is written), a non-empty `dir`, or a failed write.
+/// A bad config or data set (before anything is written), a directory that is not empty, or a
+/// failed write (the directory then keeps its `INCOMPLETE` marker).
 pub fn run(
     config: &TrainConfig,
     dir: &Path,
     progress: &mut dyn FnMut(&StepRecord),
 ) -> crate::Result<Summary> {
     let (data, mut job) = build(config)?;
-    prepare_dir(dir)?;
-    let marker = dir.join("INCOMPLETE");
-    write_atomic(&marker, |w| {
-        w.write_all(b"this run has not finished (or was killed)\n")
-    })?;
-    let config_json = serde_json::to_vec_pretty(config).map_err(|e| Error::BadFile {
-        path: dir.join("config.json"),
-        problem: e.to_string(),
-    })?;
-    write_atomic(&dir.join("config.json"), |w| w.write_all(&config_json))?;
-    let mut metrics = Stream::create(dir.join("metrics.jsonl"))?;
-    let mut captures = Stream::create(dir.join("captures.jsonl"))?;
+    // The FP32 twin of a classifier, for the shadow steps (its own storage points and weights:
+    // nothing of the run's state or random streams is touched).
+    let mut shadow = match &job {
+        Job::Classifier(_) if config.shadow_every > 0 => Some(classifier(
+            config,
+            &data,
+            Precision::new(&Recipe::fp32(), config.seed),
+        )?),
+        _ => None,
+    };
+    let mut out = RunWriter::create(dir, config, shadow.is_some())?;
 
     let start = Instant::now();
     let mut batches = Batches::new(data.train_y.len(), Rng::derive(config.seed, 2));
@@ -354,9 +265,32 @@ pub fn run(
             job.precision().set_observer(Some(Observer::default()));
         }
         let idx = batches.next_batch(config.batch);
-        let record = job.step(&data, &idx)?;
+        let x = data.train_x.select(Axis(0), &idx);
+        let y: Vec<usize> = idx.iter().map(|&i| data.train_y[i]).collect();
+        let shadow_now = config.shadow_every > 0 && step % config.shadow_every == 0;
+        let twin = match (&mut shadow, &mut job) {
+            (Some(twin), Job::Classifier(t)) if shadow_now => {
+                let loss = twin.shadow_of(t, &x, Targets::Labels(&y))?;
+                t.precision.set_taps(true);
+                Some((twin, loss))
+            }
+            _ => None,
+        };
+        let mut record = job.step(&x, &y)?;
         if let Some(observer) = job.precision().take_observer() {
-            captures.write(&capture_record(step, &observer, job.precision()))?;
+            out.capture(&capture_record(&record, &observer, job.precision()))?;
+        }
+        if let Some((twin, loss)) = twin {
+            let run_taps = job.precision().take_taps();
+            job.precision().set_taps(false);
+            let names = twin.precision.layers().to_vec();
+            out.shadow(&shadow_record(
+                &record,
+                loss,
+                &run_taps,
+                &twin.precision.take_taps(),
+                &names,
+            ))?;
         }
         skipped += u64::from(record.skipped);
         overflows += u64::from(record.overflow);
@@ -365,17 +299,10 @@ pub fn run(
         } else {
             0
         };
-        if config.eval_every > 0 && step % config.eval_every == 0 {
-            let eval = job.evaluate(&data);
-            metrics.write(&EvalLine {
-                record: &record,
-                eval: &eval,
-            })?;
-            last_eval = Some(eval);
-        } else {
-            last_eval = None;
-            metrics.write(&record)?;
-        }
+        last_eval = (config.eval_every > 0 && step % config.eval_every == 0)
+            .then(|| job.evaluate(&data));
+        record.eval.clone_from(&last_eval);
+        out.step(&record)?;
         progress(&record);
         last = Some(record);
     }
@@ -387,6 +314,7 @@ pub fn run(
     };
     let weights_finite = job.weights_finite();
     let summary = Summary {
+        schema: schema::SCHEMA,
         recipe: config.recipe.name.clone(),
         steps: config.steps,
         skipped_steps: skipped,
@@ -399,40 +327,11 @@ pub fn run(
         parameters: job.parameter_count(),
         wall_seconds: start.elapsed().as_secs_f64(),
     };
-    metrics.finish()?;
-    captures.finish()?;
-    let summary_json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::BadFile {
-        path: dir.join("summary.json"),
-        problem: e.to_string(),
-    })?;
-    write_atomic(&dir.join("summary.json"), |w| w.write_all(&summary_json))?;
-    std::fs::remove_file(&marker).map_err(|source| Error::Io {
-        path: marker,
-        source,
-    })?;
+    out.finish(&summary)?;
     Ok(summary)
 }
 
-fn prepare_dir(dir: &Path) -> crate::Result<()> {
-    let io = |source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    if dir.exists() {
-        let mut entries = std::fs::read_dir(dir).map_err(io)?;
-        if entries.next().is_some() {
-            return Err(Error::BadFile {
-                path: dir.to_path_buf(),
-                problem: "the output directory exists and is not empty (choose a new one)".into(),
-            });
-        }
-        Ok(())
-    } else {
-        std::fs::create_dir_all(dir).map_err(io)
-    }
-}
-
-fn capture_record(step: u64, observer: &Observer, p: &Precision) -> CaptureRecord {
+fn capture_record(record: &StepRecord, observer: &Observer, p: &Precision) -> CaptureRecord {
     let name = |layer: usize| p.layers().get(layer).cloned().unwrap_or_default();
     let sites = observer
         .values
@@ -454,9 +353,73 @@ fn capture_record(step: u64, observer: &Observer, p: &Precision) -> CaptureRecor
         })
         .collect();
     CaptureRecord {
-        step,
+        step: record.step,
+        loss_scale: Some(record.loss_scale),
         sites,
         update_ratios,
+    }
+}
+
+/// The run's gradients (`run`, scaled by the step's loss scale) against the FP32 shadow's
+/// (`fp32`, loss scale 1), per layer (named by `names`) and gradient class.
+fn shadow_record(
+    record: &StepRecord,
+    loss: f64,
+    run: &BTreeMap<(usize, Class), Vec<f32>>,
+    fp32: &BTreeMap<(usize, Class), Vec<f32>>,
+    names: &[String],
+) -> ShadowRecord {
+    let inv = 1.0 / record.loss_scale;
+    let sites = run
+        .iter()
+        .filter_map(|(key, g)| {
+            let g32 = fp32.get(key).filter(|g32| g32.len() == g.len())?;
+            Some(compare(names.get(key.0)?.clone(), key.1, g, g32, inv))
+        })
+        .collect();
+    ShadowRecord {
+        step: record.step,
+        loss_scale: record.loss_scale,
+        loss,
+        sites,
+    }
+}
+
+/// One gradient tensor `g * inv` against its FP32 twin `g32`, in f64.
+fn compare(layer: String, tensor: Class, g: &[f32], g32: &[f32], inv: f64) -> ShadowSite {
+    let (mut diff2, mut norm2, mut run2, mut dot, mut lost2) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    let (mut nonzero, mut zeroed) = (0u64, 0u64);
+    for (&a, &b) in g.iter().zip(g32) {
+        let (a, b) = (f64::from(a) * inv, f64::from(b));
+        diff2 += (a - b) * (a - b);
+        norm2 += b * b;
+        run2 += a * a;
+        dot += a * b;
+        if b != 0.0 {
+            nonzero += 1;
+            if a == 0.0 {
+                zeroed += 1;
+                lost2 += b * b;
+            }
+        }
+    }
+    let share = |part: f64, whole: f64| if whole > 0.0 { part / whole } else { 0.0 };
+    ShadowSite {
+        layer,
+        tensor,
+        values: g.len() as u64,
+        relative_error: if norm2 > 0.0 {
+            (diff2 / norm2).sqrt()
+        } else {
+            f64::NAN
+        },
+        cosine: if norm2 > 0.0 && run2 > 0.0 {
+            dot / (norm2 * run2).sqrt()
+        } else {
+            f64::NAN
+        },
+        zeroed: share(zeroed as f64, nonzero as f64),
+        norm_lost: share(lost2, norm2),
     }
 }
 

@@ -2,12 +2,12 @@
 
 use ndarray::{Array2, Axis};
 
-use super::capture::StepRecord;
 use super::layer::grads_finite;
 use super::loss::{Loss, Targets};
 use super::model::Sequential;
 use super::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use super::precision::{Class, Precision};
+use super::run::schema::StepRecord;
 use super::scaler::LossScaler;
 
 /// A model with its optimizer, loss scaler and storage points: everything one step needs.
@@ -86,19 +86,9 @@ impl Trainer {
         targets: Targets<'_, f32>,
     ) -> crate::Result<StepRecord> {
         self.step += 1;
-        let p = &mut self.precision;
-        p.begin_step();
-        p.enter(self.input_site);
-        let mut x = x.clone();
-        p.store_array(Class::Activation, &mut x);
-        let z = self.model.forward(x, p);
-        p.enter(self.loss_site);
-        let (loss, mut dz) = self.loss.evaluate(&z, targets, p)?;
         let scale = self.scaler.scale();
-        let factor = (f64::from(scale) * self.loss_multiplier) as f32;
-        dz.mapv_inplace(|g| g * factor);
-        p.store_array(Class::ActivationGrad, &mut dz);
-        self.model.backward_params(dz, p);
+        let loss = self.forward_backward(x, targets, scale)?;
+        let p = &mut self.precision;
         let mut params = self.model.params_mut();
         let overflow = !grads_finite(&params, p);
         let skipped = self.scaler.update(overflow);
@@ -114,13 +104,57 @@ impl Trainer {
             overflow,
             skipped,
             first_nonfinite: p.first_nonfinite(),
-            updates_lost: if stats.nonzero == 0 {
-                0.0
-            } else {
-                stats.lost as f64 / stats.nonzero as f64
-            },
+            updates_lost: stats.lost_share(),
             generator_loss: None,
+            grad_amax: p.grad_amax_unscaled(scale),
+            counts: p.class_counts(),
+            eval: None,
         })
+    }
+
+    /// Begins a step and runs forward, loss and the backward pass scaled by `scale` (and the
+    /// loss multiplier), which sets every parameter's gradient; returns the loss.
+    fn forward_backward(
+        &mut self,
+        x: &Array2<f32>,
+        targets: Targets<'_, f32>,
+        scale: f32,
+    ) -> crate::Result<f64> {
+        let p = &mut self.precision;
+        p.begin_step();
+        p.enter(self.input_site);
+        let mut x = x.clone();
+        p.store_array(Class::Activation, &mut x);
+        let z = self.model.forward(x, p);
+        p.enter(self.loss_site);
+        let (loss, mut dz) = self.loss.evaluate(&z, targets, p)?;
+        let factor = (f64::from(scale) * self.loss_multiplier) as f32;
+        dz.mapv_inplace(|g| g * factor);
+        p.store_array(Class::ActivationGrad, &mut dz);
+        self.model.backward_params(dz, p);
+        Ok(loss)
+    }
+
+    /// The FP32 shadow of the next step of `run` (a trainer of the same model under the `fp32`
+    /// recipe): takes `run`'s master weights as its weights, and computes the loss and gradients
+    /// of batch `x` with loss scale 1, keeping the gradients ([`Precision::take_taps`]). Changes
+    /// nothing in `run`.
+    ///
+    /// # Errors
+    /// As [`Trainer::step`].
+    pub fn shadow_of(
+        &mut self,
+        run: &Trainer,
+        x: &Array2<f32>,
+        targets: Targets<'_, f32>,
+    ) -> crate::Result<f64> {
+        for (mine, theirs) in self.model.params_mut().into_iter().zip(run.model.params()) {
+            mine.master.assign(&theirs.master);
+            mine.weight.assign(&theirs.master);
+        }
+        self.loss_multiplier = run.loss_multiplier;
+        self.precision.set_taps(true);
+        on_worker(|| self.forward_backward(x, targets, 1.0))
     }
 
     /// The model's outputs for `x` (rounded as in training, not counted), in chunks of 1,024 rows.

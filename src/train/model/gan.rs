@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{MlpConfig, Sequential};
 use crate::error::Error;
-use crate::train::capture::StepRecord;
+use crate::train::run::schema::StepRecord;
 use crate::train::data::{RING_MODES, RING_RADIUS, RING_STD};
 use crate::train::layer::{Activation, grads_finite};
 use crate::train::loss::{Loss, Targets};
@@ -192,12 +192,11 @@ impl GanTrainer {
             overflow: d_overflow || g_overflow,
             skipped: skip_d || skip_g,
             first_nonfinite: self.precision.first_nonfinite(),
-            updates_lost: if stats.nonzero == 0 {
-                0.0
-            } else {
-                stats.lost as f64 / stats.nonzero as f64
-            },
+            updates_lost: stats.lost_share(),
             generator_loss: Some(g_loss),
+            grad_amax: self.precision.grad_amax_unscaled(scale),
+            counts: self.precision.class_counts(),
+            eval: None,
         })
     }
 

@@ -1,6 +1,7 @@
 //! Tests of whole runs: the run directory's files, capture, periodic evaluation.
 
 use super::*;
+use std::path::PathBuf;
 
 fn small(recipe: &str) -> TrainConfig {
     TrainConfig {
@@ -55,7 +56,7 @@ fn writes_the_contract_files() {
     }
     assert!(!dir.join("INCOMPLETE").exists());
     let config: TrainConfig =
-        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        TrainConfig::from_file(&dir.join("config.json")).unwrap();
     assert_eq!(config, small("fp16-dynamic"));
     // A second run into the same directory is refused.
     assert!(
@@ -240,4 +241,179 @@ fn evaluation_lines_follow_training() {
         "{accuracy:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The reader gives back what the writer wrote, typed: eval lines, schema versions, the summary.
+#[test]
+fn the_reader_reads_what_the_writer_wrote() {
+    let dir = tempdir("reader");
+    let config = TrainConfig {
+        eval_every: 4,
+        ..small("fp16-dynamic")
+    };
+    let summary = run(&config, &dir, &mut |_| {}).unwrap();
+    let r = RunDir::open(&dir).unwrap();
+    assert!(r.is_complete() && r.schema == schema::SCHEMA);
+    assert_eq!(r.summary.as_ref(), Some(&summary));
+    assert_eq!(r.train_config().unwrap(), config);
+    assert_eq!(r.recipe_name(), "fp16-dynamic");
+    let steps: Vec<StepRecord> = r.steps().unwrap().map(Result::unwrap).collect();
+    assert_eq!(steps.len(), 12);
+    let evals: Vec<u64> = steps
+        .iter()
+        .filter(|s| s.eval.is_some())
+        .map(|s| s.step)
+        .collect();
+    assert_eq!(evals, [4, 8, 12]);
+    assert_eq!(
+        steps[11].eval.as_ref().unwrap().value,
+        summary.eval_metric.value
+    );
+    let captures: Vec<CaptureRecord> = r.captures().unwrap().map(Result::unwrap).collect();
+    assert_eq!(captures.len(), 3);
+    assert!(r.shadow().unwrap().is_none());
+    // Both JSON files carry the version first; config.json is a valid --config.
+    for name in [CONFIG, SUMMARY] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        assert!(text.starts_with("{\n  \"schema\": 1,"), "{name}: {text}");
+    }
+    assert_eq!(TrainConfig::from_file(&dir.join(CONFIG)).unwrap(), config);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A run cut short: the marker stays, the logs hold whole lines up to the cut, a cut-off last
+/// line is ignored, a bad line in the middle is an error naming it, and training into the
+/// directory again says that it holds an unfinished run.
+#[test]
+fn an_unfinished_run_is_read_up_to_its_last_whole_line() {
+    let dir = tempdir("unfinished");
+    run(&small("fp16-master"), &dir, &mut |_| {}).unwrap();
+    std::fs::remove_file(dir.join(SUMMARY)).unwrap();
+    std::fs::write(dir.join(INCOMPLETE), "killed\n").unwrap();
+    let metrics = std::fs::read_to_string(dir.join(METRICS)).unwrap();
+    let cut = metrics.match_indices('\n').nth(6).unwrap().0 + 20;
+    std::fs::write(dir.join(METRICS), &metrics[..cut]).unwrap();
+    let r = RunDir::open(&dir).unwrap();
+    assert!(!r.is_complete() && r.summary.is_none());
+    let steps: Vec<u64> = r.steps().unwrap().map(|s| s.unwrap().step).collect();
+    assert_eq!(steps, [1, 2, 3, 4, 5, 6, 7]);
+    let e = run(&small("fp32"), &dir, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("unfinished run"), "{e}");
+    // In the middle of the file, a bad line is an error with its number.
+    let mut lines: Vec<&str> = metrics.lines().collect();
+    lines[2] = "{\"step\": 3,";
+    std::fs::write(dir.join(METRICS), lines.join("\n") + "\n").unwrap();
+    let results: Vec<_> = RunDir::open(&dir).unwrap().steps().unwrap().collect();
+    assert_eq!(results.len(), 3);
+    let e = results[2].as_ref().unwrap_err().to_string();
+    assert!(e.contains("metrics.jsonl: line 3"), "{e}");
+    // Not a run directory at all.
+    let e = RunDir::open(&dir.join("nothing")).unwrap_err().to_string();
+    assert!(e.contains("not a run directory"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The per-step counts agree with the captures, which are formed by another path (histograms of
+/// the values before rounding, and the rounding counts per site): on capture steps the values
+/// stored per class are the captured values, and the rounding counts are their sums; `grad_amax`
+/// is the captured gradients' amax over the loss scale.
+#[test]
+fn per_step_counts_agree_with_the_captures() {
+    for recipe in ["fp16-master", "fp16-pure", "fp8-hybrid", "fp32"] {
+        let dir = tempdir(&format!("counts-{recipe}"));
+        let mut config = small(recipe);
+        config.loss_multiplier = 2f64.powi(-20); // some gradients underflow in fp16
+        run(&config, &dir, &mut |_| {}).unwrap();
+        let r = RunDir::open(&dir).unwrap();
+        let steps: Vec<StepRecord> = r.steps().unwrap().map(Result::unwrap).collect();
+        for c in r.captures().unwrap().map(Result::unwrap) {
+            let s = &steps[c.step as usize - 1];
+            assert_eq!(c.loss_scale, Some(s.loss_scale));
+            for class in Class::ALL {
+                let sites: Vec<&SiteCapture> =
+                    c.sites.iter().filter(|x| x.tensor == class).collect();
+                let counts = s.counts.get(&class).copied().unwrap_or_default();
+                if class == Class::Master && recipe != "fp16-pure" {
+                    assert!(sites.is_empty());
+                    continue;
+                }
+                let stored: u64 = sites.iter().map(|x| x.values.count()).sum();
+                let under: u64 = sites.iter().map(|x| x.rounding.underflow).sum();
+                let sub: u64 = sites.iter().map(|x| x.rounding.subnormal).sum();
+                let nonfinite: u64 = sites.iter().map(|x| x.values.nonfinite()).sum();
+                let what = format!("{recipe} step {} {class:?}", c.step);
+                assert_eq!(counts.stored, stored, "{what}");
+                assert_eq!((counts.underflow, counts.subnormal), (under, sub), "{what}");
+                assert_eq!(counts.nonfinite, nonfinite, "{what}");
+            }
+            let amax = c
+                .sites
+                .iter()
+                .filter(|x| matches!(x.tensor, Class::ActivationGrad | Class::WeightGrad))
+                .map(|x| x.values.amax())
+                .fold(0.0, f64::max);
+            let want = (amax > 0.0).then(|| amax / s.loss_scale);
+            assert_eq!(s.grad_amax, want, "{recipe}");
+        }
+        // The loss multiplier makes low-precision gradients underflow, and the counts say so.
+        let under: u64 = steps
+            .iter()
+            .map(|s| s.counts[&Class::ActivationGrad].underflow)
+            .sum();
+        assert_eq!(under > 0, recipe != "fp32", "{recipe}: {under}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// The FP32 shadow changes nothing in training, and measures what it should: an fp32 run equals
+/// its shadow exactly; an fp16 run without loss scaling whose gradients underflow loses most of
+/// the earlier layers' gradients, while its rounding counts there say nothing underflowed.
+#[test]
+fn the_shadow_changes_nothing_and_measures_the_loss() {
+    let mut underflowing = small("fp16-master");
+    underflowing.loss_multiplier = 2f64.powi(-28);
+    for (name, config) in [("fp32", small("fp32")), ("fp16", underflowing)] {
+        let files = [0, 3].map(|shadow_every| {
+            let dir = tempdir(&format!("shadow-{name}-{shadow_every}"));
+            let config = TrainConfig {
+                shadow_every,
+                ..config.clone()
+            };
+            let s = run(&config, &dir, &mut |_| {}).unwrap();
+            let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+            let logs = read(METRICS) + &read(CAPTURES);
+            let shadow: Vec<ShadowRecord> = RunDir::open(&dir)
+                .unwrap()
+                .shadow()
+                .unwrap()
+                .map(|r| r.map(Result::unwrap).collect())
+                .unwrap_or_default();
+            std::fs::remove_dir_all(&dir).unwrap();
+            (logs, Summary { wall_seconds: 0.0, ..s }, shadow)
+        });
+        assert!(files[0].0 == files[1].0, "{name}: logs differ");
+        assert_eq!(files[0].1, files[1].1, "{name}");
+        assert!(files[0].2.is_empty());
+        let shadow = &files[1].2;
+        assert_eq!(shadow.iter().map(|r| r.step).collect::<Vec<_>>(), [3, 6, 9, 12]);
+        let first = &shadow[0];
+        let layers: Vec<(&str, Class)> = first
+            .sites
+            .iter()
+            .map(|s| (s.layer.as_str(), s.tensor))
+            .collect();
+        assert!(layers.contains(&("0.linear", Class::WeightGrad)));
+        assert!(layers.contains(&("loss", Class::ActivationGrad)));
+        for s in &first.sites {
+            if name == "fp32" {
+                assert_eq!(
+                    (s.relative_error, s.cosine, s.zeroed, s.norm_lost),
+                    (0.0, 1.0, 0.0, 0.0),
+                    "{s:?}"
+                );
+            } else if s.layer == "0.linear" {
+                assert!(s.norm_lost > 0.9 && s.zeroed > 0.9, "{s:?}");
+            }
+        }
+    }
 }

@@ -1,0 +1,260 @@
+//! Reads a run directory, finished or not: typed records, streamed line by line.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::schema::{CaptureRecord, SCHEMA, ShadowRecord, StepRecord, Summary};
+use super::{CAPTURES, CONFIG, INCOMPLETE, METRICS, SHADOW, SUMMARY};
+use crate::error::Error;
+use crate::train::TrainConfig;
+
+/// A run directory opened for reading.
+///
+/// ```
+/// use mixprec::train::{Recipe, TrainConfig, run::{RunDir, run}};
+///
+/// let config = TrainConfig { recipe: Recipe::preset("fp16-dynamic")?, steps: 4, batch: 16,
+///     capture_every: 2, ..TrainConfig::default() };
+/// let dir = std::env::temp_dir().join(format!("mixprec-doc-read-{}", std::process::id()));
+/// # let _ = std::fs::remove_dir_all(&dir);
+/// run(&config, &dir, &mut |_| {})?;
+/// let run = RunDir::open(&dir)?;
+/// assert!(run.is_complete());
+/// let losses: Vec<f64> = run.steps()?.map(|r| r.map(|r| r.loss)).collect::<Result<_, _>>()?;
+/// assert_eq!(losses.len(), 4);
+/// assert_eq!(run.captures()?.count(), 3); // steps 1, 2 and 4
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RunDir {
+    /// The directory.
+    pub path: PathBuf,
+    /// The schema version of `config.json` (0: written before versions existed).
+    pub schema: u32,
+    /// `config.json` as written, without its `schema` key.
+    pub config: Value,
+    /// `summary.json`, when the run finished.
+    pub summary: Option<Summary>,
+    /// Whether the `INCOMPLETE` marker is there (or `summary.json` is missing): the run was killed
+    /// or is still going.
+    pub incomplete: bool,
+}
+
+impl RunDir {
+    /// Opens `dir`: reads `config.json` and, when there, `summary.json`.
+    ///
+    /// # Errors
+    /// No run directory at `dir` (no `config.json`), unreadable or malformed files, or a schema
+    /// newer than this version of mixprec reads.
+    pub fn open(dir: &Path) -> crate::Result<RunDir> {
+        if !dir.is_dir() {
+            return Err(Error::BadFile {
+                path: dir.to_path_buf(),
+                problem: "not a run directory (no such directory)".into(),
+            });
+        }
+        let config_path = dir.join(CONFIG);
+        if !config_path.exists() {
+            return Err(Error::BadFile {
+                path: dir.to_path_buf(),
+                problem: "not a run directory (no config.json)".into(),
+            });
+        }
+        let mut config = read_json(&config_path)?;
+        let schema = take_schema(&mut config, &config_path)?;
+        let summary_path = dir.join(SUMMARY);
+        let summary = if summary_path.exists() {
+            let mut value = read_json(&summary_path)?;
+            let version = take_schema(&mut value, &summary_path)?;
+            let mut summary: Summary =
+                serde_json::from_value(value).map_err(|e| Error::BadFile {
+                    path: summary_path.clone(),
+                    problem: e.to_string(),
+                })?;
+            summary.schema = version;
+            Some(summary)
+        } else {
+            None
+        };
+        let incomplete = summary.is_none() || dir.join(INCOMPLETE).exists();
+        Ok(RunDir {
+            path: dir.to_path_buf(),
+            schema,
+            config,
+            summary,
+            incomplete,
+        })
+    }
+
+    /// Whether the run finished (a summary and no `INCOMPLETE` marker).
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        !self.incomplete
+    }
+
+    /// The config as a [`TrainConfig`] (runs written by `mixprec train`).
+    ///
+    /// # Errors
+    /// A config that is not a `train` config.
+    pub fn train_config(&self) -> crate::Result<TrainConfig> {
+        serde_json::from_value(self.config.clone()).map_err(|e| Error::BadFile {
+            path: self.path.join(CONFIG),
+            problem: e.to_string(),
+        })
+    }
+
+    /// The recipe's name, from the config (`"?"` when it has none).
+    #[must_use]
+    pub fn recipe_name(&self) -> String {
+        self.config
+            .pointer("/recipe/name")
+            .or_else(|| self.config.get("recipe"))
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()
+    }
+
+    /// The lines of `metrics.jsonl`, in step order.
+    ///
+    /// # Errors
+    /// A missing or unreadable log (each line's own error comes from the iterator).
+    pub fn steps(&self) -> crate::Result<Records<StepRecord>> {
+        self.log(METRICS)
+    }
+
+    /// The lines of `captures.jsonl`.
+    ///
+    /// # Errors
+    /// As [`RunDir::steps`].
+    pub fn captures(&self) -> crate::Result<Records<CaptureRecord>> {
+        self.log(CAPTURES)
+    }
+
+    /// The lines of `shadow.jsonl`, when the run had an FP32 shadow.
+    ///
+    /// # Errors
+    /// As [`RunDir::steps`].
+    pub fn shadow(&self) -> crate::Result<Option<Records<ShadowRecord>>> {
+        let exists = self.path.join(SHADOW).exists();
+        exists.then(|| self.log(SHADOW)).transpose()
+    }
+
+    fn log<T: DeserializeOwned>(&self, name: &str) -> crate::Result<Records<T>> {
+        let mut path = self.path.join(name);
+        // Schema 0 kept the logs of an unfinished run under a hidden temporary name.
+        let legacy = self.path.join(format!(".{name}.partial"));
+        if !path.exists() && legacy.exists() {
+            path = legacy;
+        }
+        let file = File::open(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Records {
+            reader: BufReader::new(file),
+            path,
+            line: 0,
+            buffer: Vec::new(),
+            tolerate_cut: self.incomplete,
+            done: false,
+            _record: PhantomData,
+        })
+    }
+}
+
+/// The records of a JSON-lines log, read one line at a time (memory independent of its length).
+/// In an unfinished run a last line without its newline (cut off when the run was killed) is
+/// ignored; anywhere else a line that does not parse is an error naming the file and line.
+pub struct Records<T> {
+    reader: BufReader<File>,
+    path: PathBuf,
+    line: u64,
+    buffer: Vec<u8>,
+    tolerate_cut: bool,
+    done: bool,
+    _record: PhantomData<T>,
+}
+
+impl<T: DeserializeOwned> Iterator for Records<T> {
+    type Item = crate::Result<T>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        self.buffer.clear();
+        match self.reader.read_until(b'\n', &mut self.buffer) {
+            Ok(0) => {
+                self.done = true;
+                return None;
+            }
+            Ok(_) => {}
+            Err(source) => {
+                self.done = true;
+                return Some(Err(Error::Io {
+                    path: self.path.clone(),
+                    source,
+                }));
+            }
+        }
+        self.line += 1;
+        let whole = self.buffer.last() == Some(&b'\n');
+        if !whole && self.tolerate_cut {
+            self.done = true;
+            return None;
+        }
+        let parsed = serde_json::from_slice(&self.buffer).map_err(|e| Error::BadFile {
+            path: self.path.clone(),
+            problem: format!(
+                "line {}: {}{e}",
+                self.line,
+                if whole { "" } else { "cut off: " }
+            ),
+        });
+        if parsed.is_err() {
+            self.done = true;
+        }
+        Some(parsed)
+    }
+}
+
+fn read_json(path: &Path) -> crate::Result<Value> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::BadFile {
+        path: path.to_path_buf(),
+        problem: e.to_string(),
+    })
+}
+
+/// Removes and checks the `schema` key of a JSON object (absent: 0).
+fn take_schema(value: &mut Value, path: &Path) -> crate::Result<u32> {
+    let bad = |problem: String| Error::BadFile {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let Value::Object(object) = value else {
+        return Err(bad("expected a JSON object".into()));
+    };
+    let version = match object.remove("schema") {
+        None => 0,
+        Some(v) => v
+            .as_u64()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| bad(format!("schema {v} is not a version number")))?,
+    };
+    if version > SCHEMA {
+        return Err(bad(format!(
+            "schema {version} is newer than this mixprec reads ({SCHEMA}); upgrade mixprec"
+        )));
+    }
+    Ok(version)
+}

@@ -1,0 +1,188 @@
+//! The records of a run directory, one type per kind of line or file (see [`super`] for the
+//! contract). Every writer (`train`, and anything else that makes run directories) and every
+//! reader (`report`, studies, replay) goes through these types.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::format::RoundCounts;
+use crate::stats::Histogram;
+use crate::train::precision::{Class, Site, StoreCounts};
+
+/// The version of the run directory's schema, written as `"schema"` in `config.json` and
+/// `summary.json`. Readers accept this version and runs written before versions existed (no key:
+/// version 0, which had no per-step counts, no `grad_amax` and no shadow).
+pub const SCHEMA: u32 = 1;
+
+/// One training step: a line of `metrics.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// 1-based step number.
+    pub step: u64,
+    /// The mean loss of the batch, unscaled (`null` in the file when not finite).
+    #[serde(with = "nullable")]
+    pub loss: f64,
+    /// The loss scale this step's backward pass used.
+    pub loss_scale: f64,
+    /// Whether a weight gradient held an inf or NaN.
+    pub overflow: bool,
+    /// Whether the optimizer step was skipped (overflow under loss scaling).
+    pub skipped: bool,
+    /// On overflow, the first storage point where an inf or NaN was stored.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub first_nonfinite: Option<Site>,
+    /// Updates that changed no master weight, over nonzero updates, this step.
+    pub updates_lost: f64,
+    /// The GAN's generator loss (`loss` is then the discriminator's).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub generator_loss: Option<f64>,
+    /// The largest finite magnitude among this step's activation and weight gradients, before
+    /// rounding, divided by the loss scale (not by `loss_multiplier`, which is part of the loss):
+    /// the step overflows a format at scale `S` when `grad_amax * S` rounds above its largest
+    /// value. `None` when no gradient value was finite and nonzero.
+    #[serde(default)]
+    pub grad_amax: Option<f64>,
+    /// Per tensor class, summed over layers: what this step's stores held and what rounding did
+    /// to them. Classes with no store this step are absent (a skipped step stores no update).
+    #[serde(default)]
+    pub counts: BTreeMap<Class, StoreCounts>,
+    /// On evaluation steps (`eval_every`), the test metric after this step's update.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub eval: Option<EvalMetric>,
+}
+
+/// One storage point on a capture step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SiteCapture {
+    /// Layer name.
+    pub layer: String,
+    /// Tensor class.
+    pub tensor: Class,
+    /// Which tensor of the class, when the layer stores several (the optimizer's state:
+    /// `momentum`; Adam's `adam_m`, `adam_v`, `adam_eps`, `adam_denominator`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub part: Option<String>,
+    /// Log2 histogram of the FP32 values before rounding (with zeros, NaN, infinities, amax,
+    /// smallest nonzero magnitude, sums): `mixprec::stats::Histogram`'s serde form.
+    pub values: Histogram,
+    /// What rounding did to them.
+    pub rounding: RoundCounts,
+}
+
+/// The update-to-weight ratios of one layer on a capture step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UpdateRatios {
+    /// Layer name.
+    pub layer: String,
+    /// Histogram of `|w| / |update|` over the layer's nonzero updates (`w` the master weight
+    /// before the update). In fp16 an update is lost when the ratio exceeds about 2^11.
+    pub ratios: Histogram,
+}
+
+/// One line of `captures.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaptureRecord {
+    /// The step captured.
+    pub step: u64,
+    /// The loss scale that step's backward pass used: gradient histograms divided by it are the
+    /// unscaled gradients (exactly, for a power of two). Absent in schema 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
+    /// Every storage point written that step, in layer order then class order.
+    pub sites: Vec<SiteCapture>,
+    /// Per layer with parameters that were updated (none on a skipped step).
+    pub update_ratios: Vec<UpdateRatios>,
+}
+
+/// One gradient tensor (a layer's tensor class) compared with the FP32 shadow step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShadowSite {
+    /// Layer name.
+    pub layer: String,
+    /// `activation_grad` or `weight_grad`.
+    pub tensor: Class,
+    /// Values compared.
+    pub values: u64,
+    /// `||g / S - g32|| / ||g32||`, `g` the run's stored gradient, `S` the loss scale, `g32`
+    /// the shadow's (`null` when not finite, or when `g32` is all zero).
+    #[serde(with = "nullable")]
+    pub relative_error: f64,
+    /// `<g, g32> / (||g|| ||g32||)` (`null` when either is zero or not finite).
+    #[serde(with = "nullable")]
+    pub cosine: f64,
+    /// Of the values nonzero in FP32, the share that are zero in the run.
+    pub zeroed: f64,
+    /// The share of FP32's squared norm held by the values that are zero in the run.
+    pub norm_lost: f64,
+}
+
+/// One line of `shadow.jsonl`: a step also run in FP32 from the same weights and batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShadowRecord {
+    /// The step.
+    pub step: u64,
+    /// Its loss scale.
+    pub loss_scale: f64,
+    /// The FP32 step's loss.
+    #[serde(with = "nullable")]
+    pub loss: f64,
+    /// Per layer and gradient class, in the order the backward pass stored them.
+    pub sites: Vec<ShadowSite>,
+}
+
+/// The evaluation of the trained model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalMetric {
+    /// What is measured: `test_accuracy` for classifiers, `modes_covered` (0 to 8) for the GAN.
+    pub name: String,
+    /// Its value.
+    pub value: f64,
+}
+
+/// `summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The schema version ([`SCHEMA`]; 0 when absent).
+    #[serde(default)]
+    pub schema: u32,
+    /// The recipe's name.
+    pub recipe: String,
+    /// Steps run.
+    pub steps: u64,
+    /// Steps whose update was skipped (overflow under loss scaling).
+    pub skipped_steps: u64,
+    /// Steps whose gradients held an inf or NaN.
+    pub overflow_steps: u64,
+    /// True when the final loss or a weight is not finite, or the last `min(20, steps)` steps were
+    /// all skipped (the loss scale can no longer make gradients finite).
+    pub diverged: bool,
+    /// The last step's batch loss (the discriminator's for the GAN; `null` when not finite).
+    #[serde(with = "nullable")]
+    pub final_loss: f64,
+    /// The test-set metric.
+    pub eval_metric: EvalMetric,
+    /// Trainable scalars.
+    pub parameters: usize,
+    /// Wall-clock time of the run (the one field that differs between identical runs).
+    pub wall_seconds: f64,
+}
+
+/// A non-finite `f64` as JSON `null`, and `null` read back as NaN (JSON has no inf or NaN;
+/// serde_json writes them as `null` but cannot read that back into an `f64`).
+mod nullable {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `with` signature
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if x.is_finite() {
+            s.serialize_f64(*x)
+        } else {
+            s.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
+}

@@ -1,0 +1,215 @@
+//! Writes a run directory: `config.json` and `summary.json` atomically, the logs append-only
+//! under their final names, each line written whole.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::schema::{CaptureRecord, SCHEMA, ShadowRecord, StepRecord, Summary};
+use super::{CAPTURES, CONFIG, INCOMPLETE, METRICS, SHADOW, SUMMARY};
+use crate::error::Error;
+use crate::io::write_atomic;
+
+/// The longest a written line waits in memory before it reaches the file.
+const FLUSH_EVERY: Duration = Duration::from_secs(2);
+
+/// Bytes of lines kept in memory before they are written regardless of time.
+const BUFFER: usize = 1 << 20;
+
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// An append-only JSON-lines log. Lines are serialised whole into a buffer that is written with
+/// one `write_all` when flushed, so the file only ever ends in the middle of a line if the
+/// process dies inside that call; readers ignore such a cut-off last line.
+struct Log {
+    path: PathBuf,
+    file: File,
+    buffer: Vec<u8>,
+}
+
+impl Log {
+    fn create(path: PathBuf) -> crate::Result<Log> {
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io_error(&path))?;
+        Ok(Log {
+            path,
+            file,
+            buffer: Vec::with_capacity(BUFFER),
+        })
+    }
+
+    fn push<T: Serialize>(&mut self, value: &T) -> crate::Result<()> {
+        serde_json::to_writer(&mut self.buffer, value).map_err(|e| Error::Io {
+            path: self.path.clone(),
+            source: e.into(),
+        })?;
+        self.buffer.push(b'\n');
+        if self.buffer.len() >= BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> crate::Result<()> {
+        if !self.buffer.is_empty() {
+            self.file
+                .write_all(&self.buffer)
+                .map_err(io_error(&self.path))?;
+            self.buffer.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> crate::Result<()> {
+        self.flush()?;
+        self.file.sync_all().map_err(io_error(&self.path))
+    }
+}
+
+/// The writer of one run directory. Create it with [`RunWriter::create`], append records, and
+/// [`RunWriter::finish`] with the summary; a writer dropped unfinished (a failed or killed run)
+/// leaves the `INCOMPLETE` marker and every line it wrote before its last flush.
+pub struct RunWriter {
+    dir: PathBuf,
+    metrics: Log,
+    captures: Log,
+    shadow: Option<Log>,
+    flushed: Instant,
+}
+
+impl RunWriter {
+    /// Creates `dir` (or takes it when it exists and is empty), writes the `INCOMPLETE` marker and
+    /// `config.json` (`config` with `"schema"` first), and opens the logs; `shadow.jsonl` only
+    /// when `shadow` is true.
+    ///
+    /// # Errors
+    /// A directory that holds an unfinished run or anything else, or a failed write.
+    pub fn create(dir: &Path, config: &impl Serialize, shadow: bool) -> crate::Result<RunWriter> {
+        prepare_dir(dir)?;
+        write_atomic(&dir.join(INCOMPLETE), |w| {
+            w.write_all(b"this run has not finished (or was killed)\n")
+        })?;
+        write_json(&dir.join(CONFIG), config)?;
+        Ok(RunWriter {
+            dir: dir.to_path_buf(),
+            metrics: Log::create(dir.join(METRICS))?,
+            captures: Log::create(dir.join(CAPTURES))?,
+            shadow: shadow.then(|| Log::create(dir.join(SHADOW))).transpose()?,
+            flushed: Instant::now(),
+        })
+    }
+
+    /// Appends a line to `metrics.jsonl` (reaching the file within [`FLUSH_EVERY`]).
+    ///
+    /// # Errors
+    /// A failed write.
+    pub fn step(&mut self, record: &StepRecord) -> crate::Result<()> {
+        self.metrics.push(record)?;
+        if self.flushed.elapsed() >= FLUSH_EVERY {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Appends a line to `captures.jsonl` and writes every log out.
+    ///
+    /// # Errors
+    /// A failed write.
+    pub fn capture(&mut self, record: &CaptureRecord) -> crate::Result<()> {
+        self.captures.push(record)?;
+        self.flush()
+    }
+
+    /// Appends a line to `shadow.jsonl` (ignored when the writer was created without it).
+    ///
+    /// # Errors
+    /// A failed write.
+    pub fn shadow(&mut self, record: &ShadowRecord) -> crate::Result<()> {
+        match &mut self.shadow {
+            Some(log) => log.push(record),
+            None => Ok(()),
+        }
+    }
+
+    fn flush(&mut self) -> crate::Result<()> {
+        self.metrics.flush()?;
+        self.captures.flush()?;
+        if let Some(log) = &mut self.shadow {
+            log.flush()?;
+        }
+        self.flushed = Instant::now();
+        Ok(())
+    }
+
+    /// Syncs the logs, writes `summary.json` (with `"schema"`), removes the marker and syncs the
+    /// directory.
+    ///
+    /// # Errors
+    /// A failed write.
+    pub fn finish(self, summary: &Summary) -> crate::Result<()> {
+        self.metrics.finish()?;
+        self.captures.finish()?;
+        if let Some(log) = self.shadow {
+            log.finish()?;
+        }
+        write_json(&self.dir.join(SUMMARY), summary)?;
+        let marker = self.dir.join(INCOMPLETE);
+        std::fs::remove_file(&marker).map_err(io_error(&marker))?;
+        // The renames and the removal are durable once the directory itself is synced.
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_error(&self.dir))
+    }
+}
+
+/// `value` as pretty JSON with `"schema": SCHEMA` as its first key, written atomically.
+fn write_json(path: &Path, value: &impl Serialize) -> crate::Result<()> {
+    let bad = |e: serde_json::Error| Error::BadFile {
+        path: path.to_path_buf(),
+        problem: e.to_string(),
+    };
+    let mut object = Map::new();
+    object.insert("schema".into(), Value::from(SCHEMA));
+    match serde_json::to_value(value).map_err(bad)? {
+        Value::Object(fields) => object.extend(fields.into_iter().filter(|(k, _)| k != "schema")),
+        other => {
+            object.insert("value".into(), other);
+        }
+    }
+    let bytes = serde_json::to_vec_pretty(&object).map_err(bad)?;
+    write_atomic(path, |w| w.write_all(&bytes))
+}
+
+fn prepare_dir(dir: &Path) -> crate::Result<()> {
+    if !dir.exists() {
+        return std::fs::create_dir_all(dir).map_err(io_error(dir));
+    }
+    if dir.join(INCOMPLETE).exists() {
+        return Err(Error::BadFile {
+            path: dir.to_path_buf(),
+            problem: "holds an unfinished run (INCOMPLETE: killed, or still running); \
+                      `mixprec report` can still read it; train into a new directory"
+                .into(),
+        });
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
+    if entries.next().is_some() {
+        return Err(Error::BadFile {
+            path: dir.to_path_buf(),
+            problem: "the output directory exists and is not empty (choose a new one)".into(),
+        });
+    }
+    Ok(())
+}
