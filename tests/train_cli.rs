@@ -177,7 +177,7 @@ fn bad_input_is_one_line_and_exit_2() {
 }
 
 #[test]
-fn a_killed_run_is_marked_incomplete_and_not_corrupt() {
+fn a_killed_run_is_marked_incomplete_and_readable() {
     let out = fresh("killed");
     let mut child = bin()
         .args([
@@ -187,16 +187,19 @@ fn a_killed_run_is_marked_incomplete_and_not_corrupt() {
             "--batch",
             "8",
             "--capture-every",
-            "0",
+            "50",
             "--out",
         ])
         .arg(&out)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the run has started writing, then kill it mid-run.
+    // Wait until some lines have reached the log (every 2 s at the latest), then kill the run.
     let started = std::time::Instant::now();
-    while !out.join("config.json").exists() && started.elapsed().as_secs() < 60 {
+    let metrics = out.join("metrics.jsonl");
+    while std::fs::metadata(&metrics).map_or(0, |m| m.len()) == 0
+        && started.elapsed().as_secs() < 60
+    {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -204,13 +207,20 @@ fn a_killed_run_is_marked_incomplete_and_not_corrupt() {
     child.wait().unwrap();
     assert!(out.join("INCOMPLETE").exists());
     assert!(!out.join("summary.json").exists());
-    assert!(
-        !out.join("metrics.jsonl").exists(),
-        "metrics are published only when complete"
-    );
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
-    assert_eq!(config["steps"], 1_000_000);
+    let run = mixprec::train::run::RunDir::open(&out).unwrap();
+    assert!(!run.is_complete());
+    assert_eq!(run.config["steps"], 1_000_000);
+    // Every line read is whole, in order from step 1.
+    let steps: Vec<u64> = run.steps().unwrap().map(|r| r.unwrap().step).collect();
+    assert!(!steps.is_empty());
+    assert!(steps.iter().enumerate().all(|(i, &s)| s == i as u64 + 1));
+    let captures: Vec<u64> = run.captures().unwrap().map(|r| r.unwrap().step).collect();
+    assert_eq!(captures[0], 1);
+    // Training into it again says what it holds.
+    let again = bin().args(["train", "--steps", "1", "--out"]).arg(&out).output().unwrap();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(err.contains("holds an unfinished run"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
 
