@@ -5,6 +5,7 @@ mod analyze;
 mod explain;
 mod formats;
 mod quantize;
+mod report;
 mod round_args;
 mod train;
 
@@ -35,6 +36,7 @@ enum Command {
     Quantize(quantize::Args),
     Analyze(analyze::Args),
     Train(train::Args),
+    Report(report::Args),
 }
 
 /// Parses `args` (with the program name first), runs the command and returns its exit code.
@@ -91,6 +93,7 @@ where
         Command::Quantize(args) => quantize::run(&args, &mut out)?,
         Command::Analyze(args) => analyze::run(&args, &mut out)?,
         Command::Train(args) => train::run(&args, &mut out)?,
+        Command::Report(args) => report::run(&args, &mut out)?,
     };
     out.flush()?;
     Ok(code)

@@ -6,7 +6,13 @@
 //! is read at run time. Files are written atomically (rendered in memory, then written through a
 //! temporary file renamed over the target).
 
+pub mod charts;
+pub mod page;
 pub mod plot;
+pub mod runs;
+
+pub use page::Report;
+pub use runs::{ReportOptions, RunData};
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -109,7 +115,7 @@ impl Chart {
     }
 }
 
-fn draw_error(path: &Path, e: String) -> Error {
+pub(crate) fn draw_error(path: &Path, e: String) -> Error {
     Error::Io {
         path: path.to_path_buf(),
         source: std::io::Error::other(format!("cannot draw the chart: {e}")),
@@ -124,11 +130,23 @@ pub fn write_png(
     path: &Path,
     draw: &dyn Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> DrawOutcome,
 ) -> Result<()> {
+    write_png_sized(path, SIZE, draw)
+}
+
+/// [`write_png`] at `size` pixels.
+///
+/// # Errors
+/// [`Error::Io`] naming `path`.
+pub fn write_png_sized(
+    path: &Path,
+    size: (u32, u32),
+    draw: &dyn Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> DrawOutcome,
+) -> Result<()> {
     register_font();
-    let (w, h) = SIZE;
+    let (w, h) = size;
     let mut rgb = vec![0u8; (w * h * 3) as usize];
     {
-        let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
         root.fill(&WHITE)
             .map_err(|e| draw_error(path, e.to_string()))?;
         draw(&root).map_err(|e| draw_error(path, e))?;

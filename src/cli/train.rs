@@ -68,8 +68,8 @@ pub struct Args {
     /// (0: only at the end).
     #[arg(long, value_name = "N")]
     eval_every: Option<u64>,
-    /// Every N steps, also run the step in FP32 from the same weights and batch and record in
-    /// shadow.jsonl how much of each gradient was lost (0: never; classifiers only).
+    /// On step 1 and every N steps, also run the step in FP32 from the same weights and batch,
+    /// recording in shadow.jsonl how much of each gradient was lost (0: never; classifiers only).
     #[arg(long, value_name = "N")]
     shadow_every: Option<u64>,
     /// The run directory to create (must not exist, or be empty).

@@ -105,7 +105,7 @@ pub struct TrainConfig {
     /// Evaluate the test metric every this many steps, into that step's `metrics.jsonl` line
     /// (0: only at the end, into `summary.json`). Evaluation does not change training.
     pub eval_every: u64,
-    /// Every this many steps (0: never), also run the step in FP32 from the same weights and
+    /// On the first step and every this many steps (0: never), also run the step in FP32 from the same weights and
     /// batch, and record in `shadow.jsonl` how far the run's gradients are from FP32's
     /// (classifiers only). The shadow changes nothing in training. Written only when set.
     #[serde(skip_serializing_if = "is_zero")]

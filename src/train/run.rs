@@ -34,7 +34,7 @@
 //!   `"{i}.{kind}"` (`"g.{i}.{kind}"`, `"d.{i}.{kind}"` in the GAN), `loss`. Each
 //!   `update_ratios` entry is `{"layer", "ratios"}`, the histogram of `|w| / |update|` over that
 //!   layer's nonzero updates.
-//! - `shadow.jsonl` (only with `shadow_every` N > 0): on steps N, 2N, ... one [`ShadowRecord`]:
+//! - `shadow.jsonl` (only with `shadow_every` N > 0): on steps 1, N, 2N, ... one [`ShadowRecord`]:
 //!   the same step run in FP32 from the same master weights and batch, compared per layer and
 //!   gradient class with the run's gradients (divided by the loss scale): `relative_error`,
 //!   `cosine`, `zeroed` (share of FP32's nonzero values that are zero in the run) and
@@ -267,7 +267,8 @@ pub fn run(
         let idx = batches.next_batch(config.batch);
         let x = data.train_x.select(Axis(0), &idx);
         let y: Vec<usize> = idx.iter().map(|&i| data.train_y[i]).collect();
-        let shadow_now = config.shadow_every > 0 && step % config.shadow_every == 0;
+        let shadow_now =
+            config.shadow_every > 0 && (step == 1 || step % config.shadow_every == 0);
         let twin = match (&mut shadow, &mut job) {
             (Some(twin), Job::Classifier(t)) if shadow_now => {
                 let loss = twin.shadow_of(t, &x, Targets::Labels(&y))?;

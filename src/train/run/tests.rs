@@ -395,7 +395,7 @@ fn the_shadow_changes_nothing_and_measures_the_loss() {
         assert_eq!(files[0].1, files[1].1, "{name}");
         assert!(files[0].2.is_empty());
         let shadow = &files[1].2;
-        assert_eq!(shadow.iter().map(|r| r.step).collect::<Vec<_>>(), [3, 6, 9, 12]);
+        assert_eq!(shadow.iter().map(|r| r.step).collect::<Vec<_>>(), [1, 3, 6, 9, 12]);
         let first = &shadow[0];
         let layers: Vec<(&str, Class)> = first
             .sites

@@ -1,0 +1,505 @@
+//! The charts of run reports: one function each, taking plain data (curves, bands, bins, zones,
+//! a grid of values) and generic over the plotters backend, so the same code draws the SVG in
+//! the HTML page and the PNG beside it.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::plot::DrawResult;
+use crate::stats::Histogram;
+
+const FONT: &str = "sans-serif";
+
+/// One colour per run (Okabe-Ito, then greys): runs keep their colour in every chart.
+pub const RUN_COLORS: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
+    RGBColor(128, 128, 128),
+];
+
+/// The colour of run `i`.
+#[must_use]
+pub fn run_color(i: usize) -> RGBColor {
+    RUN_COLORS[i % RUN_COLORS.len()]
+}
+
+/// Colours of the outcome classes of rounding (as in `analyze`'s charts).
+pub const UNDERFLOW: RGBColor = RGBColor(213, 94, 0);
+/// Subnormal results.
+pub const SUBNORMAL: RGBColor = RGBColor(230, 159, 0);
+/// Normal results.
+pub const NORMAL: RGBColor = RGBColor(0, 158, 115);
+/// Overflow.
+pub const OVERFLOW: RGBColor = RGBColor(204, 121, 167);
+
+/// How the y axis maps values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Axis {
+    /// As they are.
+    Linear,
+    /// log10, labelled with the values.
+    Log10,
+    /// log2, labelled `2^k`.
+    Log2,
+}
+
+impl Axis {
+    fn map(self, y: f64) -> Option<f64> {
+        let v = match self {
+            Axis::Linear => y,
+            Axis::Log10 => y.log10(),
+            Axis::Log2 => y.log2(),
+        };
+        v.is_finite().then_some(v)
+    }
+
+    fn label(self, v: f64) -> String {
+        match self {
+            Axis::Linear => format!("{v:.3}")
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string(),
+            Axis::Log10 => format!("{:.2e}", 10f64.powf(v)),
+            Axis::Log2 => format!("2^{v:.0}"),
+        }
+    }
+}
+
+/// A curve.
+#[derive(Clone, Debug)]
+pub struct Line {
+    /// Legend entry.
+    pub name: String,
+    /// Colour.
+    pub color: RGBColor,
+    /// `(x, y)`, in data units (the axis maps y).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A band between two curves, `(x, low, high)` in data units.
+#[derive(Clone, Debug)]
+pub struct Band {
+    /// Legend entry.
+    pub name: String,
+    /// Colour (drawn translucent).
+    pub color: RGBColor,
+    /// `(x, low, high)`.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// Curves, bands and marked points over a shared x axis.
+#[derive(Clone, Debug)]
+pub struct LineChart {
+    /// Title.
+    pub title: String,
+    /// x axis description, with units.
+    pub x_desc: String,
+    /// y axis description, with units.
+    pub y_desc: String,
+    /// y mapping.
+    pub axis: Axis,
+    /// Curves.
+    pub lines: Vec<Line>,
+    /// Bands (drawn under the curves).
+    pub bands: Vec<Band>,
+    /// Points drawn as crosses (events such as skipped steps), as curves of no line.
+    pub marks: Vec<Line>,
+}
+
+/// Draws a [`LineChart`].
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -> DrawResult<DB> {
+    let axis = c.axis;
+    let mapped = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        pts.iter()
+            .filter_map(|&(x, y)| Some((x, axis.map(y)?)))
+            .collect()
+    };
+    let all_y = c
+        .lines
+        .iter()
+        .chain(&c.marks)
+        .flat_map(|l| mapped(&l.points))
+        .chain(c.bands.iter().flat_map(|b| {
+            let edges: Vec<(f64, f64)> = b
+                .points
+                .iter()
+                .flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)])
+                .collect();
+            mapped(&edges)
+        }));
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in all_y {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if x1 - x0 < 1e-9 {
+        x1 = x0 + 1.0;
+    }
+    let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.5 });
+    let (y0, y1) = (y0 - pad, y1 + pad);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(90)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    chart
+        .configure_mesh()
+        .light_line_style(RGBColor(235, 235, 235))
+        .x_desc(&c.x_desc)
+        .y_desc(&c.y_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| axis.label(*y))
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    for b in &c.bands {
+        let his: Vec<(f64, f64)> = b.points.iter().map(|&(x, _, hi)| (x, hi)).collect();
+        let los: Vec<(f64, f64)> = b.points.iter().rev().map(|&(x, lo, _)| (x, lo)).collect();
+        let mut poly = mapped(&his);
+        poly.extend(mapped(&los));
+        let color = b.color;
+        chart
+            .draw_series(std::iter::once(Polygon::new(poly, color.mix(0.18).filled())))?
+            .label(&b.name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.3).filled()));
+    }
+    for l in &c.lines {
+        let color = l.color;
+        chart
+            .draw_series(LineSeries::new(mapped(&l.points), color.stroke_width(2)))?
+            .label(&l.name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+    }
+    for m in &c.marks {
+        let color = m.color;
+        chart
+            .draw_series(
+                mapped(&m.points)
+                    .into_iter()
+                    .map(|p| Cross::new(p, 5, color.stroke_width(2))),
+            )?
+            .label(&m.name)
+            .legend(move |(x, y)| Cross::new((x + 9, y), 5, color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font((FONT, 15))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
+/// A zone edge at or beyond this (log2) is open-ended: it does not widen the axis.
+pub const OPEN_ZONE: f64 = 150.0;
+
+/// A region of the x axis of a [`Log2Histograms`] (a format's zone).
+#[derive(Clone, Debug)]
+pub struct Zone {
+    /// From (log2).
+    pub from: f64,
+    /// To (log2).
+    pub to: f64,
+    /// Colour (drawn translucent).
+    pub color: RGBColor,
+    /// Legend entry.
+    pub label: String,
+}
+
+/// Histograms of log2 magnitudes drawn as outlines over zones.
+#[derive(Clone, Debug)]
+pub struct Log2Histograms {
+    /// Title.
+    pub title: String,
+    /// x axis description.
+    pub x_desc: String,
+    /// Zones.
+    pub zones: Vec<Zone>,
+    /// `(legend, colour, bars)`; bars `(log2 lower, log2 upper, percent per octave)`.
+    pub series: Vec<(String, RGBColor, Vec<(f64, f64, f64)>)>,
+}
+
+/// The bars of `h` shifted by `shift` octaves: percent of its finite nonzero values per octave.
+#[must_use]
+pub fn bars(h: &Histogram, shift: f64) -> Vec<(f64, f64, f64)> {
+    let n = h.finite_nonzero().max(1) as f64;
+    h.bins()
+        .filter(|b| b.count > 0)
+        .map(|b| {
+            let (x0, x1) = (b.log2_lower, b.upper.log2());
+            (x0 + shift, x1 + shift, 100.0 * b.count as f64 / n / (x1 - x0))
+        })
+        .collect()
+}
+
+/// Draws [`Log2Histograms`].
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn log2_histograms<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &Log2Histograms,
+) -> DrawResult<DB> {
+    let xs = c
+        .series
+        .iter()
+        .flat_map(|(_, _, b)| b.iter().flat_map(|&(a, b, _)| [a, b]))
+        .chain(
+            c.zones
+                .iter()
+                .flat_map(|z| [z.from, z.to])
+                .filter(|v| v.abs() < OPEN_ZONE),
+        );
+    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+    for x in xs {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+    }
+    if x0 > x1 {
+        (x0, x1) = (-30.0, 20.0);
+    }
+    let (x0, x1) = ((x0 - 2.0).floor(), (x1 + 2.0).ceil());
+    let ymax = c
+        .series
+        .iter()
+        .flat_map(|(_, _, b)| b.iter().map(|b| b.2))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x0..x1, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc(&c.x_desc)
+        .y_desc("values per octave (%)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    for z in &c.zones {
+        let color = z.color;
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(z.from.max(x0), 0.0), (z.to.min(x1), ymax)],
+                color.mix(0.16).filled(),
+            )))?
+            .label(&z.label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.4).filled()));
+    }
+    for (name, color, b) in &c.series {
+        let color = *color;
+        chart
+            .draw_series(LineSeries::new(outline(b), color.stroke_width(2)))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font((FONT, 15))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()?;
+    Ok(())
+}
+
+/// The outline of bars `(x0, x1, height)`, down to zero across gaps.
+fn outline(bars: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
+    let mut pts = Vec::with_capacity(bars.len() * 4 + 2);
+    let mut prev_end = f64::NAN;
+    for &(a, b, y) in bars {
+        if a != prev_end {
+            if prev_end.is_finite() {
+                pts.push((prev_end, 0.0));
+            }
+            pts.push((a, 0.0));
+        }
+        pts.push((a, y));
+        pts.push((b, y));
+        prev_end = b;
+    }
+    if prev_end.is_finite() {
+        pts.push((prev_end, 0.0));
+    }
+    pts
+}
+
+/// Values in `[0, 1]` on a grid of rows (layers) and columns (steps).
+#[derive(Clone, Debug)]
+pub struct Heatmap {
+    /// Title.
+    pub title: String,
+    /// What a cell's value is (the colour bar's label).
+    pub value_desc: String,
+    /// Row labels, top to bottom.
+    pub rows: Vec<String>,
+    /// Column labels (steps), left to right.
+    pub cols: Vec<u64>,
+    /// `values[row][col]`; NaN where there is no value.
+    pub values: Vec<Vec<f64>>,
+}
+
+/// Light grey (0) to vermillion (1).
+fn heat(v: f64) -> RGBColor {
+    let v = v.clamp(0.0, 1.0);
+    let mix = |a: u8, b: u8| (f64::from(a) + (f64::from(b) - f64::from(a)) * v).round() as u8;
+    RGBColor(mix(245, 170), mix(245, 40), mix(245, 0))
+}
+
+/// Draws a [`Heatmap`] with a colour bar.
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Heatmap) -> DrawResult<DB> {
+    let (w, _) = root.dim_in_pixel();
+    let (main, bar) = root.split_horizontally(w.saturating_sub(130));
+    let (nr, nc) = (c.rows.len().max(1), c.cols.len().max(1));
+    let label_width = c.rows.iter().map(String::len).max().unwrap_or(4).clamp(6, 28) as u32 * 9;
+    let row_font = if nr > 40 { 10 } else { 14 };
+    let mut chart = ChartBuilder::on(&main)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(label_width)
+        .build_cartesian_2d(0.0..nc as f64, 0.0..nr as f64)?;
+    let cols = c.cols.clone();
+    let rows = c.rows.clone();
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("step")
+        .y_labels(nr.min(60))
+        .x_labels(nc.min(12))
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            cols.get(i).map(ToString::to_string).unwrap_or_default()
+        })
+        .y_label_formatter(&|y| {
+            let i = y.floor() as usize;
+            // Row 0 is drawn at the top.
+            rows.get(rows.len().saturating_sub(i + 1))
+                .cloned()
+                .unwrap_or_default()
+        })
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, row_font))
+        .draw()?;
+    let cells = c.values.iter().enumerate().flat_map(|(r, row)| {
+        row.iter().enumerate().map(move |(col, &v)| {
+            let y = (nr - 1 - r) as f64;
+            let color = if v.is_finite() { heat(v) } else { WHITE };
+            Rectangle::new([(col as f64, y), (col as f64 + 1.0, y + 1.0)], color.filled())
+        })
+    });
+    chart.draw_series(cells)?;
+    let mut scale = ChartBuilder::on(&bar)
+        .margin_top(60)
+        .margin_bottom(66)
+        .margin_right(16)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0.0..1.0, 0.0..100.0)?;
+    scale
+        .configure_mesh()
+        .disable_mesh()
+        .disable_x_axis()
+        .y_desc(&c.value_desc)
+        .y_label_formatter(&|y| format!("{y:.0}%"))
+        .axis_desc_style((FONT, 15))
+        .label_style((FONT, 13))
+        .draw()?;
+    scale.draw_series((0..100).map(|i| {
+        let v = f64::from(i);
+        Rectangle::new([(0.0, v), (1.0, v + 1.0)], heat(v / 100.0).filled())
+    }))?;
+    Ok(())
+}
+
+/// Stacked shares over capture steps: one bar per step, one colour per outcome.
+#[derive(Clone, Debug)]
+pub struct StackedShares {
+    /// Title.
+    pub title: String,
+    /// The steps.
+    pub steps: Vec<u64>,
+    /// `(legend, colour, share per step)`, stacked bottom to top.
+    pub layers: Vec<(String, RGBColor, Vec<f64>)>,
+}
+
+/// Draws [`StackedShares`].
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn stacked_shares<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &StackedShares,
+) -> DrawResult<DB> {
+    let n = c.steps.len().max(1);
+    let steps = c.steps.clone();
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n as f64, 0.0..100.0)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("capture step")
+        .y_desc("share of values stored (%)")
+        .x_labels(n.min(12))
+        .x_label_formatter(&|x| {
+            steps
+                .get(x.floor() as usize)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        })
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    let mut base = vec![0.0; n];
+    for (name, color, shares) in &c.layers {
+        let color = *color;
+        let rects: Vec<_> = shares
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let (y0, y1) = (base[i], base[i] + 100.0 * s);
+                base[i] = y1;
+                Rectangle::new([(i as f64 + 0.1, y0), (i as f64 + 0.9, y1)], color.filled())
+            })
+            .collect();
+        chart
+            .draw_series(rects)?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.3))
+        .label_font((FONT, 15))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    Ok(())
+}

@@ -1,0 +1,503 @@
+//! What a report shows of one run directory, read in one streaming pass over its logs: memory
+//! depends on the number of captures and layers, not on the number of steps.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::format::{FP16, FP32, FloatFormat};
+use crate::stats::{Histogram, Recommendation, recommend, sweep_from_histogram};
+use crate::train::precision::Class;
+use crate::train::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary};
+
+/// Points kept per curve; longer runs keep every `2^j`-th step.
+const MAX_POINTS: usize = 2000;
+/// Steps listed per kind of event (skipped, overflow); the counts are always whole.
+const MAX_EVENTS: usize = 2000;
+/// The loss scales (log2, of the unscaled gradients) over which windows are searched.
+pub const WINDOW_SCALES: std::ops::RangeInclusive<i32> = -24..=48;
+/// The largest share of gradient values allowed to underflow at a window's low edge (as
+/// `analyze`'s default `--max-underflow`).
+pub const MAX_UNDERFLOW: f64 = 0.001;
+
+/// How to read the runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReportOptions {
+    /// The format gradients are judged against (zones, windows); default: each run's gradient
+    /// format, or fp16 for a run whose gradients are fp32.
+    pub format: Option<FloatFormat>,
+    /// The capture step of the histogram figures (default: the first capture).
+    pub step: Option<u64>,
+}
+
+/// A curve over steps, thinned to at most [`MAX_POINTS`] points by keeping every `stride`-th
+/// step (doubling the stride when full), and the last point.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Curve {
+    /// `(step, value)`.
+    pub points: Vec<(u64, f64)>,
+    #[serde(skip)]
+    stride: u64,
+    #[serde(skip)]
+    last: Option<(u64, f64)>,
+}
+
+impl Curve {
+    fn push(&mut self, step: u64, value: f64) {
+        self.stride = self.stride.max(1);
+        if step % self.stride == 0 {
+            self.points.push((step, value));
+            if self.points.len() > MAX_POINTS {
+                self.stride *= 2;
+                let stride = self.stride;
+                self.points.retain(|(s, _)| s % stride == 0);
+            }
+        }
+        self.last = Some((step, value));
+    }
+
+    fn finish(&mut self) {
+        if let Some(last) = self.last {
+            if self.points.last() != Some(&last) {
+                self.points.push(last);
+            }
+        }
+    }
+}
+
+/// Steps on which something happened: all counted, the first [`MAX_EVENTS`] listed.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Events {
+    /// How many.
+    pub count: u64,
+    /// The first steps.
+    pub steps: Vec<u64>,
+}
+
+impl Events {
+    fn add(&mut self, step: u64) {
+        self.count += 1;
+        if self.steps.len() < MAX_EVENTS {
+            self.steps.push(step);
+        }
+    }
+}
+
+/// Steps whose first inf or NaN was stored at one site.
+#[derive(Clone, Debug, Serialize)]
+pub struct NonfiniteSite {
+    /// Layer.
+    pub layer: String,
+    /// Tensor class.
+    pub tensor: Class,
+    /// Steps.
+    pub steps: u64,
+    /// The first of them.
+    pub first: u64,
+    /// The last.
+    pub last: u64,
+}
+
+/// What rounding did to a set of values, as shares of the values stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Shares {
+    /// Values.
+    pub values: u64,
+    /// Nonzero finite values that became zero.
+    pub underflow: f64,
+    /// Nonzero results below the smallest normal.
+    pub subnormal: f64,
+    /// Finite nonzero values kept as normal numbers.
+    pub normal: f64,
+    /// Finite values that overflowed.
+    pub overflow: f64,
+    /// Values that were zero before rounding.
+    pub zero: f64,
+    /// Values that were inf or NaN before rounding.
+    pub nonfinite: f64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    values: u64,
+    underflow: u64,
+    subnormal: u64,
+    overflow: u64,
+    zero: u64,
+    nonfinite: u64,
+}
+
+impl Tally {
+    fn add(&mut self, site: &crate::train::run::SiteCapture) {
+        let h = &site.values;
+        self.values += h.count();
+        self.underflow += site.rounding.underflow;
+        self.subnormal += site.rounding.subnormal;
+        self.overflow += site.rounding.overflow;
+        self.zero += h.zeros();
+        self.nonfinite += h.nonfinite();
+    }
+
+    fn shares(self) -> Shares {
+        let n = self.values.max(1) as f64;
+        let share = |c: u64| c as f64 / n;
+        let normal = self
+            .values
+            .saturating_sub(self.underflow + self.subnormal + self.overflow + self.zero)
+            .saturating_sub(self.nonfinite);
+        Shares {
+            values: self.values,
+            underflow: share(self.underflow),
+            subnormal: share(self.subnormal),
+            normal: share(normal),
+            overflow: share(self.overflow),
+            zero: share(self.zero),
+            nonfinite: share(self.nonfinite),
+        }
+    }
+}
+
+/// One capture step, summarised.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaptureSummary {
+    /// The step.
+    pub step: u64,
+    /// Its loss scale.
+    pub loss_scale: f64,
+    /// Per tensor class, over all layers.
+    pub classes: BTreeMap<Class, Shares>,
+    /// Per layer and gradient class (`activation_grad`, `weight_grad`).
+    pub gradients: Vec<(String, Class, Shares)>,
+    /// The loss-scale window of the unscaled gradients (activation and weight gradients pooled),
+    /// from the captured histograms as `analyze` computes it ([`sweep_from_histogram`],
+    /// [`recommend`] with margin 0 and [`MAX_UNDERFLOW`]), in log2 of the scale.
+    pub window: Recommendation,
+}
+
+/// The histograms of one capture step drawn in the figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepHistograms {
+    /// The step.
+    pub step: u64,
+    /// Its loss scale.
+    pub loss_scale: f64,
+    /// Activation gradients of every layer pooled, as stored (scaled by the loss scale).
+    pub activation_grads: Histogram,
+    /// Per layer, as stored.
+    pub layers: Vec<(String, Histogram)>,
+    /// Per layer: `|w| / |update|`.
+    pub update_ratios: Vec<(String, Histogram)>,
+}
+
+/// One shadow comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShadowPoint {
+    /// Step.
+    pub step: u64,
+    /// Layer.
+    pub layer: String,
+    /// Gradient class.
+    pub tensor: Class,
+    /// Share of FP32's squared norm lost (zero in the run).
+    pub norm_lost: f64,
+    /// Share of FP32's nonzero values zero in the run.
+    pub zeroed: f64,
+    /// `||g - g32|| / ||g32||` (NaN: not finite).
+    pub relative_error: f64,
+}
+
+/// Everything a report shows of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunData {
+    /// The label in legends: the recipe, made unique among the runs compared.
+    pub name: String,
+    /// The directory.
+    pub dir: String,
+    /// The recipe's name.
+    pub recipe: String,
+    /// Whether the run finished.
+    pub complete: bool,
+    /// The summary, when it finished.
+    pub summary: Option<Summary>,
+    /// `config.json` (without `schema`).
+    pub config: Value,
+    /// The format of each tensor class.
+    pub formats: BTreeMap<Class, String>,
+    /// The format gradients are judged against.
+    pub grad_format: FloatFormat,
+    /// Mantissa bits of the master weights (swamping threshold `2^(p+1)`).
+    pub master_mantissa_bits: u32,
+    /// Steps read from `metrics.jsonl`.
+    pub steps_read: u64,
+    /// Loss per step.
+    pub loss: Curve,
+    /// Loss scale per step.
+    pub loss_scale: Curve,
+    /// `updates_lost` per step.
+    pub updates_lost: Curve,
+    /// `grad_amax` per step.
+    pub grad_amax: Curve,
+    /// Evaluations (`eval`), all of them.
+    pub eval: Vec<(u64, f64)>,
+    /// The metric's name.
+    pub eval_name: Option<String>,
+    /// Skipped steps.
+    pub skipped: Events,
+    /// `(step, loss scale)` of the first skipped steps, to mark on loss-scale charts.
+    pub skip_marks: Vec<(u64, f64)>,
+    /// Steps whose gradients held inf or NaN.
+    pub overflow: Events,
+    /// Where the first inf or NaN of each overflow step was stored.
+    pub nonfinite: Vec<NonfiniteSite>,
+    /// The capture steps.
+    pub captures: Vec<CaptureSummary>,
+    /// The histograms of the chosen capture step.
+    pub histograms: Option<StepHistograms>,
+    /// The FP32 shadow's comparisons.
+    pub shadow: Vec<ShadowPoint>,
+}
+
+impl RunData {
+    /// Reads the run directory `dir`.
+    ///
+    /// # Errors
+    /// Not a run directory, an unreadable or malformed log line, or a `--step` that is not a
+    /// capture step of the run.
+    pub fn read(dir: &Path, options: &ReportOptions) -> crate::Result<RunData> {
+        let run = RunDir::open(dir)?;
+        let formats: BTreeMap<Class, String> = Class::ALL
+            .iter()
+            .filter_map(|&c| Some((c, class_format(&run.config, c)?.to_string())))
+            .collect();
+        let format_of = |c: Class| class_format(&run.config, c).unwrap_or(FP32);
+        let run_grad_format = format_of(Class::ActivationGrad);
+        let grad_format = options.format.unwrap_or(if run_grad_format == FP32 {
+            FP16
+        } else {
+            run_grad_format
+        });
+        let mut data = RunData {
+            name: run.recipe_name(),
+            dir: dir.display().to_string(),
+            recipe: run.recipe_name(),
+            complete: run.is_complete(),
+            summary: run.summary.clone(),
+            config: run.config.clone(),
+            formats,
+            grad_format,
+            master_mantissa_bits: format_of(Class::Master).man_bits(),
+            steps_read: 0,
+            loss: Curve::default(),
+            loss_scale: Curve::default(),
+            updates_lost: Curve::default(),
+            grad_amax: Curve::default(),
+            eval: Vec::new(),
+            eval_name: None,
+            skipped: Events::default(),
+            skip_marks: Vec::new(),
+            overflow: Events::default(),
+            nonfinite: Vec::new(),
+            captures: Vec::new(),
+            histograms: None,
+            shadow: Vec::new(),
+        };
+        let mut nonfinite: BTreeMap<(String, Class), NonfiniteSite> = BTreeMap::new();
+        for record in run.steps()? {
+            data.add_step(&record?, &mut nonfinite);
+        }
+        data.nonfinite = nonfinite.into_values().collect();
+        data.nonfinite.sort_by_key(|s| std::cmp::Reverse(s.steps));
+        for curve in [
+            &mut data.loss,
+            &mut data.loss_scale,
+            &mut data.updates_lost,
+            &mut data.grad_amax,
+        ] {
+            curve.finish();
+        }
+        for record in run.captures()? {
+            let record = record?;
+            let chosen = options.step.map_or(data.histograms.is_none(), |s| s == record.step);
+            if chosen {
+                data.histograms = Some(step_histograms(&record));
+            }
+            data.captures.push(data.summarise(&record));
+        }
+        if let (Some(step), None) = (options.step, &data.histograms) {
+            let steps: Vec<String> = data.captures.iter().map(|c| c.step.to_string()).collect();
+            return Err(crate::Error::BadFile {
+                path: dir.to_path_buf(),
+                problem: format!(
+                    "step {step} was not captured (capture steps: {})",
+                    if steps.is_empty() {
+                        "none".into()
+                    } else {
+                        steps.join(", ")
+                    }
+                ),
+            });
+        }
+        if let Some(records) = run.shadow()? {
+            for record in records {
+                data.add_shadow(&record?);
+            }
+        }
+        Ok(data)
+    }
+
+    fn add_step(&mut self, r: &StepRecord, nonfinite: &mut BTreeMap<(String, Class), NonfiniteSite>) {
+        self.steps_read += 1;
+        self.loss.push(r.step, r.loss);
+        self.loss_scale.push(r.step, r.loss_scale);
+        self.updates_lost.push(r.step, r.updates_lost);
+        if let Some(a) = r.grad_amax {
+            self.grad_amax.push(r.step, a);
+        }
+        if let Some(e) = &r.eval {
+            self.eval.push((r.step, e.value));
+            self.eval_name.get_or_insert_with(|| e.name.clone());
+        }
+        if r.skipped {
+            self.skipped.add(r.step);
+            if self.skip_marks.len() < MAX_EVENTS {
+                self.skip_marks.push((r.step, r.loss_scale));
+            }
+        }
+        if r.overflow {
+            self.overflow.add(r.step);
+        }
+        if let Some(site) = &r.first_nonfinite {
+            let entry = nonfinite
+                .entry((site.layer.clone(), site.tensor))
+                .or_insert_with(|| NonfiniteSite {
+                    layer: site.layer.clone(),
+                    tensor: site.tensor,
+                    steps: 0,
+                    first: r.step,
+                    last: r.step,
+                });
+            entry.steps += 1;
+            entry.last = r.step;
+        }
+    }
+
+    fn summarise(&self, r: &CaptureRecord) -> CaptureSummary {
+        let mut classes: BTreeMap<Class, Tally> = BTreeMap::new();
+        let mut gradients: Vec<(String, Class, Tally)> = Vec::new();
+        let mut pooled = Histogram::new(0);
+        for site in &r.sites {
+            classes.entry(site.tensor).or_default().add(site);
+            if matches!(site.tensor, Class::ActivationGrad | Class::WeightGrad) {
+                match gradients
+                    .iter_mut()
+                    .find(|(l, c, _)| *l == site.layer && *c == site.tensor)
+                {
+                    Some((_, _, t)) => t.add(site),
+                    None => {
+                        let mut t = Tally::default();
+                        t.add(site);
+                        gradients.push((site.layer.clone(), site.tensor, t));
+                    }
+                }
+                if site.values.sub_bins_log2() == pooled.sub_bins_log2() {
+                    pooled.merge(&site.values);
+                }
+            }
+        }
+        let loss_scale = r.loss_scale.unwrap_or(1.0);
+        CaptureSummary {
+            step: r.step,
+            loss_scale,
+            classes: classes.into_iter().map(|(c, t)| (c, t.shares())).collect(),
+            gradients: gradients
+                .into_iter()
+                .map(|(l, c, t)| (l, c, t.shares()))
+                .collect(),
+            window: unscaled_window(&pooled, loss_scale, self.grad_format),
+        }
+    }
+
+    fn add_shadow(&mut self, r: &ShadowRecord) {
+        for s in &r.sites {
+            self.shadow.push(ShadowPoint {
+                step: r.step,
+                layer: s.layer.clone(),
+                tensor: s.tensor,
+                norm_lost: s.norm_lost,
+                zeroed: s.zeroed,
+                relative_error: s.relative_error,
+            });
+        }
+    }
+
+    /// The final metric: the summary's, or the last evaluation of an unfinished run.
+    #[must_use]
+    pub fn metric(&self) -> Option<(String, f64)> {
+        match &self.summary {
+            Some(s) => Some((s.eval_metric.name.clone(), s.eval_metric.value)),
+            None => self
+                .eval
+                .last()
+                .map(|&(_, v)| (self.eval_name.clone().unwrap_or_default(), v)),
+        }
+    }
+}
+
+/// The window of the gradients summarised by `h`, captured scaled by `loss_scale`: the sweep of
+/// the captured values over scales `2^(k - log2 S)` is the sweep of the unscaled values over
+/// `2^k` (exact when `S` is a power of two, as every scaler's scales are).
+#[must_use]
+pub fn unscaled_window(h: &Histogram, loss_scale: f64, format: FloatFormat) -> Recommendation {
+    let shift = loss_scale.log2().round() as i32;
+    let (lo, hi) = (*WINDOW_SCALES.start(), *WINDOW_SCALES.end());
+    let (sweep, _) = sweep_from_histogram(h, format, (lo - shift)..=(hi - shift));
+    let r = recommend(&sweep, 0, MAX_UNDERFLOW);
+    let back = |k: Option<i32>| k.map(|k| k + shift);
+    Recommendation {
+        log2_scale: back(r.log2_scale),
+        min_log2_scale: back(r.min_log2_scale),
+        max_log2_scale: back(r.max_log2_scale),
+    }
+}
+
+fn step_histograms(r: &CaptureRecord) -> StepHistograms {
+    let mut pooled = Histogram::new(0);
+    let mut layers = Vec::new();
+    for site in r.sites.iter().filter(|s| s.tensor == Class::ActivationGrad) {
+        if site.values.sub_bins_log2() == pooled.sub_bins_log2() {
+            pooled.merge(&site.values);
+        }
+        layers.push((site.layer.clone(), site.values.clone()));
+    }
+    StepHistograms {
+        step: r.step,
+        loss_scale: r.loss_scale.unwrap_or(1.0),
+        activation_grads: pooled,
+        layers,
+        update_ratios: r
+            .update_ratios
+            .iter()
+            .map(|u| (u.layer.clone(), u.ratios.clone()))
+            .collect(),
+    }
+}
+
+/// The format of class `class` in a run's config (`recipe.<field>`).
+fn class_format(config: &Value, class: Class) -> Option<FloatFormat> {
+    let field = match class {
+        Class::Weight => "weights",
+        Class::Activation => "activations",
+        Class::ActivationGrad => "activation_grads",
+        Class::WeightGrad => "weight_grads",
+        Class::OptimizerState | Class::Update => "optimizer_state",
+        Class::Master => "master_weights",
+    };
+    config
+        .get("recipe")?
+        .get(field)?
+        .as_str()?
+        .parse()
+        .ok()
+}
