@@ -109,6 +109,18 @@ pub struct LineChart {
     pub bands: Vec<Band>,
     /// Points drawn as crosses (events such as skipped steps), as curves of no line.
     pub marks: Vec<Line>,
+    /// Where the legend goes: the corner the data leaves free.
+    pub legend: Corner,
+}
+
+/// A corner of a chart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Corner {
+    /// Upper right.
+    #[default]
+    UpperRight,
+    /// Lower right.
+    LowerRight,
 }
 
 /// Draws a [`LineChart`].
@@ -158,7 +170,9 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         .build_cartesian_2d(x0..x1, y0..y1)?;
     chart
         .configure_mesh()
-        .light_line_style(RGBColor(235, 235, 235))
+        .max_light_lines(1)
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(225, 225, 225))
         .x_desc(&c.x_desc)
         .y_desc(&c.y_desc)
         .x_label_formatter(&|x| format!("{x:.0}"))
@@ -200,7 +214,10 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
         .label_font((FONT, 15))
-        .position(SeriesLabelPosition::UpperRight)
+        .position(match c.legend {
+            Corner::UpperRight => SeriesLabelPosition::UpperRight,
+            Corner::LowerRight => SeriesLabelPosition::LowerRight,
+        })
         .draw()?;
     Ok(())
 }
@@ -376,29 +393,32 @@ pub fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Heatmap) -
     let (nr, nc) = (c.rows.len().max(1), c.cols.len().max(1));
     let label_width = c.rows.iter().map(String::len).max().unwrap_or(4).clamp(6, 28) as u32 * 9;
     let row_font = if nr > 40 { 10 } else { 14 };
+    // Cells are centred on integer coordinates, so that ticks (and labels) fall on them.
     let mut chart = ChartBuilder::on(&main)
         .caption(&c.title, (FONT, 24))
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(label_width)
-        .build_cartesian_2d(0.0..nc as f64, 0.0..nr as f64)?;
+        .build_cartesian_2d(-0.5..nc as f64 - 0.5, -0.5..nr as f64 - 0.5)?;
     let cols = c.cols.clone();
     let rows = c.rows.clone();
+    let at = |v: f64, n: usize| {
+        let i = v.round();
+        ((v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n).then_some(i as usize)
+    };
     chart
         .configure_mesh()
         .disable_mesh()
         .x_desc("step")
-        .y_labels(nr.min(60))
-        .x_labels(nc.min(12))
+        .y_labels(nr + 1)
+        .x_labels(nc.min(12) + 1)
         .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            cols.get(i).map(ToString::to_string).unwrap_or_default()
+            at(*x, cols.len()).map(|i| cols[i].to_string()).unwrap_or_default()
         })
+        // Row 0 is drawn at the top.
         .y_label_formatter(&|y| {
-            let i = y.floor() as usize;
-            // Row 0 is drawn at the top.
-            rows.get(rows.len().saturating_sub(i + 1))
-                .cloned()
+            at(*y, rows.len())
+                .map(|i| rows[rows.len() - 1 - i].clone())
                 .unwrap_or_default()
         })
         .axis_desc_style((FONT, 18))
@@ -406,9 +426,9 @@ pub fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Heatmap) -
         .draw()?;
     let cells = c.values.iter().enumerate().flat_map(|(r, row)| {
         row.iter().enumerate().map(move |(col, &v)| {
-            let y = (nr - 1 - r) as f64;
+            let (x, y) = (col as f64, (nr - 1 - r) as f64);
             let color = if v.is_finite() { heat(v) } else { WHITE };
-            Rectangle::new([(col as f64, y), (col as f64 + 1.0, y + 1.0)], color.filled())
+            Rectangle::new([(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)], color.filled())
         })
     });
     chart.draw_series(cells)?;

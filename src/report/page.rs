@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::charts::{
-    self, Axis, Band, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone, run_color,
+    self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone, run_color,
 };
 use super::runs::{RunData, WINDOW_SCALES};
 use crate::format::FloatFormat;
@@ -652,6 +652,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
             lines: lines_of(runs, |r| curve(&r.loss.points)),
             bands: vec![],
             marks: vec![],
+            legend: Corner::UpperRight,
         }),
     });
     if runs.iter().any(|r| !r.eval.is_empty()) {
@@ -668,6 +669,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
                 lines: lines_of(runs, |r| curve(&r.eval)),
                 bands: vec![],
                 marks: vec![],
+                legend: Corner::LowerRight,
             }),
         });
     }
@@ -688,6 +690,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
                 .filter(|(_, r)| !r.skip_marks.is_empty())
                 .map(|(i, r)| Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks) })
                 .collect(),
+            legend: Corner::UpperRight,
         }),
     });
     for (i, r) in runs.iter().enumerate() {
@@ -841,7 +844,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     }
     out.push(window_figure(runs));
     for (i, r) in runs.iter().enumerate() {
-        let Some(h) = r.histograms.as_ref().filter(|h| !h.update_ratios.is_empty()) else { continue };
+        let Some(h) = r.update_ratios.as_ref().filter(|h| !h.layers.is_empty()) else { continue };
         let t = f64::from(r.master_mantissa_bits + 1);
         out.push(Figure {
             id: format!("swamping-{i}"),
@@ -854,7 +857,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
                     Zone { from: -2.0 * charts::OPEN_ZONE, to: t, color: charts::NORMAL, label: "update changes the weight".into() },
                     Zone { from: t, to: 2.0 * charts::OPEN_ZONE, color: charts::UNDERFLOW, label: format!("lost: above 2^{t}") },
                 ],
-                series: per_layer(&h.update_ratios, 0.0),
+                series: per_layer(&h.layers, 0.0),
             }),
         });
     }
@@ -870,6 +873,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
             lines: lines_of(runs, |r| curve(&r.updates_lost.points)),
             bands: vec![],
             marks: vec![],
+            legend: Corner::UpperRight,
         }),
     });
     out
@@ -916,6 +920,7 @@ fn window_figure(runs: &[RunData]) -> Figure {
             lines,
             bands,
             marks,
+            legend: Corner::LowerRight,
         }),
     }
 }

@@ -187,8 +187,15 @@ pub struct StepHistograms {
     pub activation_grads: Histogram,
     /// Per layer, as stored.
     pub layers: Vec<(String, Histogram)>,
+}
+
+/// The update-to-weight ratios of one capture step, per layer.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepRatios {
+    /// The step.
+    pub step: u64,
     /// Per layer: `|w| / |update|`.
-    pub update_ratios: Vec<(String, Histogram)>,
+    pub layers: Vec<(String, Histogram)>,
 }
 
 /// One shadow comparison.
@@ -253,8 +260,11 @@ pub struct RunData {
     pub nonfinite: Vec<NonfiniteSite>,
     /// The capture steps.
     pub captures: Vec<CaptureSummary>,
-    /// The histograms of the chosen capture step.
+    /// The gradient histograms of the chosen capture step (default: the first).
     pub histograms: Option<StepHistograms>,
+    /// The update ratios of the chosen capture step (default: the last with updates, where
+    /// swamping has had the run's length to build up).
+    pub update_ratios: Option<StepRatios>,
     /// The FP32 shadow's comparisons.
     pub shadow: Vec<ShadowPoint>,
 }
@@ -301,6 +311,7 @@ impl RunData {
             nonfinite: Vec::new(),
             captures: Vec::new(),
             histograms: None,
+            update_ratios: None,
             shadow: Vec::new(),
         };
         let mut nonfinite: BTreeMap<(String, Class), NonfiniteSite> = BTreeMap::new();
@@ -322,6 +333,19 @@ impl RunData {
             let chosen = options.step.map_or(data.histograms.is_none(), |s| s == record.step);
             if chosen {
                 data.histograms = Some(step_histograms(&record));
+            }
+            let ratios_wanted = options
+                .step
+                .map_or(!record.update_ratios.is_empty(), |s| s == record.step);
+            if ratios_wanted {
+                data.update_ratios = Some(StepRatios {
+                    step: record.step,
+                    layers: record
+                        .update_ratios
+                        .iter()
+                        .map(|u| (u.layer.clone(), u.ratios.clone()))
+                        .collect(),
+                });
             }
             data.captures.push(data.summarise(&record));
         }
@@ -476,11 +500,6 @@ fn step_histograms(r: &CaptureRecord) -> StepHistograms {
         loss_scale: r.loss_scale.unwrap_or(1.0),
         activation_grads: pooled,
         layers,
-        update_ratios: r
-            .update_ratios
-            .iter()
-            .map(|u| (u.layer.clone(), u.ratios.clone()))
-            .collect(),
     }
 }
 
