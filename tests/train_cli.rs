@@ -217,7 +217,11 @@ fn a_killed_run_is_marked_incomplete_and_readable() {
     let captures: Vec<u64> = run.captures().unwrap().map(|r| r.unwrap().step).collect();
     assert_eq!(captures[0], 1);
     // Training into it again says what it holds.
-    let again = bin().args(["train", "--steps", "1", "--out"]).arg(&out).output().unwrap();
+    let again = bin()
+        .args(["train", "--steps", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&again.stderr);
     assert_eq!(again.status.code(), Some(2));
     assert!(err.contains("holds an unfinished run"), "{err}");

@@ -187,16 +187,23 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         poly.extend(mapped(&los));
         let color = b.color;
         chart
-            .draw_series(std::iter::once(Polygon::new(poly, color.mix(0.18).filled())))?
+            .draw_series(std::iter::once(Polygon::new(
+                poly,
+                color.mix(0.18).filled(),
+            )))?
             .label(&b.name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.3).filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.3).filled())
+            });
     }
     for l in &c.lines {
         let color = l.color;
         chart
             .draw_series(LineSeries::new(mapped(&l.points), color.stroke_width(2)))?
             .label(&l.name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+            });
     }
     for m in &c.marks {
         let color = m.color;
@@ -259,7 +266,11 @@ pub fn bars(h: &Histogram, shift: f64) -> Vec<(f64, f64, f64)> {
         .filter(|b| b.count > 0)
         .map(|b| {
             let (x0, x1) = (b.log2_lower, b.upper.log2());
-            (x0 + shift, x1 + shift, 100.0 * b.count as f64 / n / (x1 - x0))
+            (
+                x0 + shift,
+                x1 + shift,
+                100.0 * b.count as f64 / n / (x1 - x0),
+            )
         })
         .collect()
 }
@@ -321,14 +332,18 @@ pub fn log2_histograms<DB: DrawingBackend>(
                 color.mix(0.16).filled(),
             )))?
             .label(&z.label)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.4).filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.4).filled())
+            });
     }
     for (name, color, b) in &c.series {
         let color = *color;
         chart
             .draw_series(LineSeries::new(outline(b), color.stroke_width(2)))?
             .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+            });
     }
     chart
         .configure_series_labels()
@@ -391,7 +406,14 @@ pub fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Heatmap) -
     let (w, _) = root.dim_in_pixel();
     let (main, bar) = root.split_horizontally(w.saturating_sub(130));
     let (nr, nc) = (c.rows.len().max(1), c.cols.len().max(1));
-    let label_width = c.rows.iter().map(String::len).max().unwrap_or(4).clamp(6, 28) as u32 * 9;
+    let label_width = c
+        .rows
+        .iter()
+        .map(String::len)
+        .max()
+        .unwrap_or(4)
+        .clamp(6, 28) as u32
+        * 9;
     let row_font = if nr > 40 { 10 } else { 14 };
     // Cells are centred on integer coordinates, so that ticks (and labels) fall on them.
     let mut chart = ChartBuilder::on(&main)
@@ -413,7 +435,9 @@ pub fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Heatmap) -
         .y_labels(nr + 1)
         .x_labels(nc.min(12) + 1)
         .x_label_formatter(&|x| {
-            at(*x, cols.len()).map(|i| cols[i].to_string()).unwrap_or_default()
+            at(*x, cols.len())
+                .map(|i| cols[i].to_string())
+                .unwrap_or_default()
         })
         // Row 0 is drawn at the top.
         .y_label_formatter(&|y| {

@@ -13,7 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::charts::{
-    self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone, run_color,
+    self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone,
+    run_color,
 };
 use super::runs::{RunData, WINDOW_SCALES};
 use crate::format::FloatFormat;
@@ -429,7 +430,11 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
             say(
                 format!(
                     "{n} diverged: final loss {}, {} of {} steps skipped, {} steps with inf or NaN gradients.",
-                    if s.final_loss.is_finite() { format!("{:.4}", s.final_loss) } else { "not finite".into() },
+                    if s.final_loss.is_finite() {
+                        format!("{:.4}", s.final_loss)
+                    } else {
+                        "not finite".into()
+                    },
                     s.skipped_steps,
                     s.steps,
                     s.overflow_steps
@@ -469,7 +474,9 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                     .map(|c| {
                         c.gradients
                             .iter()
-                            .filter(|(l, k, _)| *k == Class::WeightGrad && shadow.iter().any(|p| p.layer == *l))
+                            .filter(|(l, k, _)| {
+                                *k == Class::WeightGrad && shadow.iter().any(|p| p.layer == *l)
+                            })
                             .map(|g| g.2.underflow)
                             .fold(0.0, f64::max)
                     });
@@ -488,22 +495,34 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
             }
             match window_name(&c.window) {
                 Some(w) if r.formats.get(class).is_some_and(|f| f == "fp32") => {
-                    let _ = write!(text, " Stored in {}, loss scales {w} would keep them.", r.grad_format);
+                    let _ = write!(
+                        text,
+                        " Stored in {}, loss scales {w} would keep them.",
+                        r.grad_format
+                    );
                 }
                 Some(w) => {
                     let _ = write!(
                         text,
                         " Loss scales {w} would have kept all but {} of them; this run used {}.",
                         pct(super::runs::MAX_UNDERFLOW),
-                        if c.loss_scale == 1.0 { "none".into() } else { scale_name(c.loss_scale) }
+                        if c.loss_scale == 1.0 {
+                            "none".into()
+                        } else {
+                            scale_name(c.loss_scale)
+                        }
                     );
                 }
-                None => text.push_str(" No single loss scale keeps them all in range: see section 6."),
+                None => {
+                    text.push_str(" No single loss scale keeps them all in range: see section 6.")
+                }
             }
             say(text, &format!("underflow-{i}"));
         } else if !r.captures.is_empty() {
             say(
-                format!("{n}: no gradient tensor lost 1% or more of its values to underflow at any capture step."),
+                format!(
+                    "{n}: no gradient tensor lost 1% or more of its values to underflow at any capture step."
+                ),
                 &format!("shares-{i}"),
             );
         }
@@ -511,7 +530,10 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
             let worst = r.shadow.iter().map(|p| p.norm_lost).fold(0.0, f64::max);
             if worst < 0.01 {
                 say(
-                    format!("{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}).", pct(worst)),
+                    format!(
+                        "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}).",
+                        pct(worst)
+                    ),
                     &format!("shadow-{i}"),
                 );
             }
@@ -527,7 +549,10 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                 }
             })
             .collect();
-        let judged = r.formats.get(&Class::ActivationGrad).is_some_and(|f| f != "fp32");
+        let judged = r
+            .formats
+            .get(&Class::ActivationGrad)
+            .is_some_and(|f| f != "fp32");
         if let (Some(first), true) = (outside.first(), judged) {
             say(
                 format!(
@@ -542,10 +567,28 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
             );
         }
         if r.overflow.count > 0 {
-            let site = r
+            let earliest = r.nonfinite.iter().min_by_key(|s| s.first);
+            let mut site = earliest.map_or(String::new(), |s| {
+                format!(
+                    "; the first inf or NaN was stored at step {} in {} {}",
+                    s.first,
+                    s.layer,
+                    s.tensor.name()
+                )
+            });
+            if let Some(most) = r
                 .nonfinite
                 .first()
-                .map_or(String::new(), |s| format!("; most often first at {} {} ({} steps)", s.layer, s.tensor.name(), s.steps));
+                .filter(|m| earliest.is_some_and(|e| e.first != m.first || e.layer != m.layer))
+            {
+                let _ = write!(
+                    site,
+                    ", and on {} steps first in {} {}",
+                    most.steps,
+                    most.layer,
+                    most.tensor.name()
+                );
+            }
             say(
                 format!(
                     "{n}: {} steps had inf or NaN gradients, {} were skipped{site}.",
@@ -592,7 +635,11 @@ fn window_sentence(r: &RunData) -> String {
     );
     if windows.len() > 1 {
         let (_, l, h) = windows[windows.len() - 1];
-        let _ = write!(s, " and 2^{l}..2^{h} at step {}", windows[windows.len() - 1].0);
+        let _ = write!(
+            s,
+            " and 2^{l}..2^{h} at step {}",
+            windows[windows.len() - 1].0
+        );
     }
     if bottom <= top {
         let _ = write!(
@@ -617,10 +664,30 @@ fn zones(f: FloatFormat) -> Vec<Zone> {
     let min_normal = f64::from(f.emin());
     let max = f.max().log2();
     vec![
-        Zone { from: -2.0 * charts::OPEN_ZONE, to: lost, color: charts::UNDERFLOW, label: format!("underflow in {f} (rounds to 0)") },
-        Zone { from: lost, to: min_normal, color: charts::SUBNORMAL, label: "subnormal".into() },
-        Zone { from: min_normal, to: max, color: charts::NORMAL, label: "normal".into() },
-        Zone { from: max, to: 2.0 * charts::OPEN_ZONE, color: charts::OVERFLOW, label: "overflow".into() },
+        Zone {
+            from: -2.0 * charts::OPEN_ZONE,
+            to: lost,
+            color: charts::UNDERFLOW,
+            label: format!("underflow in {f} (rounds to 0)"),
+        },
+        Zone {
+            from: lost,
+            to: min_normal,
+            color: charts::SUBNORMAL,
+            label: "subnormal".into(),
+        },
+        Zone {
+            from: min_normal,
+            to: max,
+            color: charts::NORMAL,
+            label: "normal".into(),
+        },
+        Zone {
+            from: max,
+            to: 2.0 * charts::OPEN_ZONE,
+            color: charts::OVERFLOW,
+            label: "overflow".into(),
+        },
     ]
 }
 
@@ -631,7 +698,11 @@ fn curve(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
 fn lines_of(runs: &[RunData], f: impl Fn(&RunData) -> Vec<(f64, f64)>) -> Vec<Line> {
     runs.iter()
         .enumerate()
-        .map(|(i, r)| Line { name: r.name.clone(), color: run_color(i), points: f(r) })
+        .map(|(i, r)| Line {
+            name: r.name.clone(),
+            color: run_color(i),
+            points: f(r),
+        })
         .collect()
 }
 
@@ -639,7 +710,9 @@ fn lines_of(runs: &[RunData], f: impl Fn(&RunData) -> Vec<(f64, f64)>) -> Vec<Li
 #[allow(clippy::too_many_lines)] // one list of figures, read top to bottom as the page is
 fn figures(runs: &[RunData]) -> Vec<Figure> {
     let mut out = Vec::new();
-    let positive = runs.iter().all(|r| r.loss.points.iter().all(|p| !(p.1 <= 0.0)));
+    let positive = runs
+        .iter()
+        .all(|r| r.loss.points.iter().all(|p| !(p.1 <= 0.0)));
     out.push(Figure {
         id: "loss".into(),
         section: 3,
@@ -656,7 +729,10 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
         }),
     });
     if runs.iter().any(|r| !r.eval.is_empty()) {
-        let name = runs.iter().find_map(|r| r.eval_name.clone()).unwrap_or_default();
+        let name = runs
+            .iter()
+            .find_map(|r| r.eval_name.clone())
+            .unwrap_or_default();
         out.push(Figure {
             id: "metric".into(),
             section: 3,
@@ -705,7 +781,10 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
             for class in [Class::ActivationGrad, Class::WeightGrad] {
                 if let Some(x) = c.classes.get(&class) {
                     let v = x.values as f64;
-                    for (t, share) in t.iter_mut().zip([1.0, x.underflow, x.subnormal, x.normal, x.overflow]) {
+                    for (t, share) in
+                        t.iter_mut()
+                            .zip([1.0, x.underflow, x.subnormal, x.normal, x.overflow])
+                    {
                         *t += share * v;
                     }
                 }
@@ -810,14 +889,27 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
         let s = h.loss_scale.log2();
         let at = r.captures.iter().find(|c| c.step == h.step);
         let rec = at.and_then(|c| c.window.max_log2_scale);
-        let mut series = vec![
-            ("unscaled gradients".to_string(), charts::RUN_COLORS[7], charts::bars(&h.activation_grads, -s)),
-        ];
+        let mut series = vec![(
+            "unscaled gradients".to_string(),
+            charts::RUN_COLORS[7],
+            charts::bars(&h.activation_grads, -s),
+        )];
         if h.loss_scale != 1.0 {
-            series.push((format!("as stored: scaled by the run's {}", scale_name(h.loss_scale)), run_color(i), charts::bars(&h.activation_grads, 0.0)));
+            series.push((
+                format!(
+                    "as stored: scaled by the run's {}",
+                    scale_name(h.loss_scale)
+                ),
+                run_color(i),
+                charts::bars(&h.activation_grads, 0.0),
+            ));
         }
         if let Some(k) = rec {
-            series.push((format!("scaled by the recommended 2^{k}"), charts::RUN_COLORS[0], charts::bars(&h.activation_grads, f64::from(k) - s)));
+            series.push((
+                format!("scaled by the recommended 2^{k}"),
+                charts::RUN_COLORS[0],
+                charts::bars(&h.activation_grads, f64::from(k) - s),
+            ));
         }
         out.push(Figure {
             id: format!("figure3-{i}"),
@@ -835,7 +927,10 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
             section: 5,
             caption: format!("{}: the same, per layer, unscaled.", r.name),
             chart: Chart::Histograms(Log2Histograms {
-                title: format!("{}: activation gradients per layer at step {}", r.name, h.step),
+                title: format!(
+                    "{}: activation gradients per layer at step {}",
+                    r.name, h.step
+                ),
                 x_desc: "log2 |gradient| (unscaled)".into(),
                 zones: zones(r.grad_format),
                 series: per_layer(&h.layers, -s),
@@ -844,7 +939,9 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     }
     out.push(window_figure(runs));
     for (i, r) in runs.iter().enumerate() {
-        let Some(h) = r.update_ratios.as_ref().filter(|h| !h.layers.is_empty()) else { continue };
+        let Some(h) = r.update_ratios.as_ref().filter(|h| !h.layers.is_empty()) else {
+            continue;
+        };
         let t = f64::from(r.master_mantissa_bits + 1);
         out.push(Figure {
             id: format!("swamping-{i}"),
@@ -879,7 +976,10 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     out
 }
 
-fn per_layer(hists: &[(String, Histogram)], shift: f64) -> Vec<(String, RGBColor, Vec<(f64, f64, f64)>)> {
+fn per_layer(
+    hists: &[(String, Histogram)],
+    shift: f64,
+) -> Vec<(String, RGBColor, Vec<(f64, f64, f64)>)> {
     hists
         .iter()
         .enumerate()
@@ -901,11 +1001,23 @@ fn window_figure(runs: &[RunData]) -> Figure {
             })
             .collect();
         if !pts.is_empty() {
-            bands.push(Band { name: format!("{}: window in {}", r.name, r.grad_format), color: run_color(i), points: pts });
+            bands.push(Band {
+                name: format!("{}: window in {}", r.name, r.grad_format),
+                color: run_color(i),
+                points: pts,
+            });
         }
-        lines.push(Line { name: format!("{}: loss scale", r.name), color: run_color(i), points: curve(&r.loss_scale.points) });
+        lines.push(Line {
+            name: format!("{}: loss scale", r.name),
+            color: run_color(i),
+            points: curve(&r.loss_scale.points),
+        });
         if !r.skip_marks.is_empty() {
-            marks.push(Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks) });
+            marks.push(Line {
+                name: format!("{}: skipped", r.name),
+                color: run_color(i),
+                points: curve(&r.skip_marks),
+            });
         }
     }
     Figure {
@@ -934,9 +1046,11 @@ fn render_svg(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| super::draw_error(path, e.to_string()))?;
+        root.fill(&WHITE)
+            .map_err(|e| super::draw_error(path, e.to_string()))?;
         draw(&root).map_err(|e| super::draw_error(path, e))?;
-        root.present().map_err(|e| super::draw_error(path, e.to_string()))?;
+        root.present()
+            .map_err(|e| super::draw_error(path, e.to_string()))?;
     }
     Ok(svg)
 }

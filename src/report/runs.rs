@@ -330,7 +330,9 @@ impl RunData {
         }
         for record in run.captures()? {
             let record = record?;
-            let chosen = options.step.map_or(data.histograms.is_none(), |s| s == record.step);
+            let chosen = options
+                .step
+                .map_or(data.histograms.is_none(), |s| s == record.step);
             if chosen {
                 data.histograms = Some(step_histograms(&record));
             }
@@ -371,7 +373,11 @@ impl RunData {
         Ok(data)
     }
 
-    fn add_step(&mut self, r: &StepRecord, nonfinite: &mut BTreeMap<(String, Class), NonfiniteSite>) {
+    fn add_step(
+        &mut self,
+        r: &StepRecord,
+        nonfinite: &mut BTreeMap<(String, Class), NonfiniteSite>,
+    ) {
         self.steps_read += 1;
         self.loss.push(r.step, r.loss);
         self.loss_scale.push(r.step, r.loss_scale);
@@ -513,10 +519,5 @@ fn class_format(config: &Value, class: Class) -> Option<FloatFormat> {
         Class::OptimizerState | Class::Update => "optimizer_state",
         Class::Master => "master_weights",
     };
-    config
-        .get("recipe")?
-        .get(field)?
-        .as_str()?
-        .parse()
-        .ok()
+    config.get("recipe")?.get(field)?.as_str()?.parse().ok()
 }

@@ -83,9 +83,10 @@ fn finite_amax_bits<T: Copy + Sync, U: Copy + Sync + Send + Ord + Default + BitA
         block(xs)
     } else {
         use rayon::prelude::*;
-        xs.par_chunks(PAR_CHUNK)
-            .map(block)
-            .reduce(|| (U::default(), U::default()), |a, b| (a.0.max(b.0), a.1.max(b.1)))
+        xs.par_chunks(PAR_CHUNK).map(block).reduce(
+            || (U::default(), U::default()),
+            |a, b| (a.0.max(b.0), a.1.max(b.1)),
+        )
     };
     (m, worst < inf)
 }

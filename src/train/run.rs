@@ -267,8 +267,7 @@ pub fn run(
         let idx = batches.next_batch(config.batch);
         let x = data.train_x.select(Axis(0), &idx);
         let y: Vec<usize> = idx.iter().map(|&i| data.train_y[i]).collect();
-        let shadow_now =
-            config.shadow_every > 0 && (step == 1 || step % config.shadow_every == 0);
+        let shadow_now = config.shadow_every > 0 && (step == 1 || step % config.shadow_every == 0);
         let twin = match (&mut shadow, &mut job) {
             (Some(twin), Job::Classifier(t)) if shadow_now => {
                 let loss = twin.shadow_of(t, &x, Targets::Labels(&y))?;
@@ -300,8 +299,8 @@ pub fn run(
         } else {
             0
         };
-        last_eval = (config.eval_every > 0 && step % config.eval_every == 0)
-            .then(|| job.evaluate(&data));
+        last_eval =
+            (config.eval_every > 0 && step % config.eval_every == 0).then(|| job.evaluate(&data));
         record.eval.clone_from(&last_eval);
         out.step(&record)?;
         progress(&record);

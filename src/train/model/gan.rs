@@ -5,13 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use super::{MlpConfig, Sequential};
 use crate::error::Error;
-use crate::train::run::schema::StepRecord;
 use crate::train::data::{RING_MODES, RING_RADIUS, RING_STD};
 use crate::train::layer::{Activation, grads_finite};
 use crate::train::loss::{Loss, Targets};
 use crate::train::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use crate::train::precision::{Class, Precision};
 use crate::train::rng::Rng;
+use crate::train::run::schema::StepRecord;
 use crate::train::scaler::LossScaler;
 
 /// Generator `noise -> width^depth -> 2` and discriminator `2 -> width^depth -> 1` MLPs (ReLU),

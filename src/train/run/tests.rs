@@ -55,8 +55,7 @@ fn writes_the_contract_files() {
         assert!(summary.get(key).is_some(), "{key}");
     }
     assert!(!dir.join("INCOMPLETE").exists());
-    let config: TrainConfig =
-        TrainConfig::from_file(&dir.join("config.json")).unwrap();
+    let config: TrainConfig = TrainConfig::from_file(&dir.join("config.json")).unwrap();
     assert_eq!(config, small("fp16-dynamic"));
     // A second run into the same directory is refused.
     assert!(
@@ -297,7 +296,9 @@ fn an_unfinished_run_is_read_up_to_its_last_whole_line() {
     assert!(!r.is_complete() && r.summary.is_none());
     let steps: Vec<u64> = r.steps().unwrap().map(|s| s.unwrap().step).collect();
     assert_eq!(steps, [1, 2, 3, 4, 5, 6, 7]);
-    let e = run(&small("fp32"), &dir, &mut |_| {}).unwrap_err().to_string();
+    let e = run(&small("fp32"), &dir, &mut |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unfinished run"), "{e}");
     // In the middle of the file, a bad line is an error with its number.
     let mut lines: Vec<&str> = metrics.lines().collect();
@@ -389,13 +390,23 @@ fn the_shadow_changes_nothing_and_measures_the_loss() {
                 .map(|r| r.map(Result::unwrap).collect())
                 .unwrap_or_default();
             std::fs::remove_dir_all(&dir).unwrap();
-            (logs, Summary { wall_seconds: 0.0, ..s }, shadow)
+            (
+                logs,
+                Summary {
+                    wall_seconds: 0.0,
+                    ..s
+                },
+                shadow,
+            )
         });
         assert!(files[0].0 == files[1].0, "{name}: logs differ");
         assert_eq!(files[0].1, files[1].1, "{name}");
         assert!(files[0].2.is_empty());
         let shadow = &files[1].2;
-        assert_eq!(shadow.iter().map(|r| r.step).collect::<Vec<_>>(), [1, 3, 6, 9, 12]);
+        assert_eq!(
+            shadow.iter().map(|r| r.step).collect::<Vec<_>>(),
+            [1, 3, 6, 9, 12]
+        );
         let first = &shadow[0];
         let layers: Vec<(&str, Class)> = first
             .sites
