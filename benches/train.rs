@@ -19,7 +19,7 @@ use mixprec::train::model::{CnnConfig, MlpConfig};
 use mixprec::train::optim::OptimizerConfig;
 use mixprec::train::precision::gemm;
 use mixprec::train::step::Trainer;
-use mixprec::train::{Precision, Recipe, Rng};
+use mixprec::train::{Precision, Real, Recipe, Rng};
 use ndarray::{Array2, s};
 
 const RECIPES: [&str; 4] = ["fp32", "fp16-dynamic", "bf16-master", "fp8-hybrid"];
@@ -117,6 +117,53 @@ fn gemm_floor(c: &mut Criterion, group: &str, batch: usize, widths: &[usize]) {
     g.finish();
 }
 
+/// The per-step accounting of `metrics.jsonl` (counts per class, `grad_amax`), against the step
+/// that pays it: the step as it is, and the accounting's own work measured alone on the same
+/// sizes: the gradients' largest-finite-magnitude pass (every activation and weight gradient of
+/// the step) and writing the step's record as a JSON line. Cost = alone / step.
+fn accounting(
+    c: &mut Criterion,
+    group: &str,
+    net: &Net,
+    x: &Array2<f32>,
+    y: &[usize],
+    optimizer: OptimizerConfig,
+) {
+    let mut t = trainer(net, "fp16-dynamic", x.ncols(), 10, optimizer);
+    let record = t.step(x, Targets::Labels(y)).expect("labels fit");
+    // The gradients a step stores: every weight gradient, and the activation gradient of every
+    // layer but the first (its input needs none), as the step stores them.
+    let weight_grads: usize = t.model.params().iter().map(|q| q.grad.len()).sum();
+    let mut widths: Vec<usize> = t
+        .model
+        .params()
+        .iter()
+        .filter(|q| q.name == "weight")
+        .map(|q| q.grad.nrows())
+        .collect();
+    widths.pop();
+    let activation_grads = x.nrows() * (2 * widths.iter().sum::<usize>() + 10);
+    let grads: Vec<f32> = (0..weight_grads + activation_grads)
+        .map(|i| (i % 97) as f32 * 1e-3)
+        .collect();
+    let mut g = c.benchmark_group(group);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    g.bench_function("fp16-dynamic step (with accounting)", |b| {
+        b.iter(|| black_box(t.step(x, Targets::Labels(y)).expect("labels fit")));
+    });
+    let mut line = Vec::with_capacity(4096);
+    g.bench_function("accounting alone (gradient amax pass + JSON line)", |b| {
+        b.iter(|| {
+            line.clear();
+            serde_json::to_writer(&mut line, &record).expect("serialisable");
+            black_box((f32::finite_amax(&grads), line.len()))
+        });
+    });
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
     let data = digits().expect("embedded digits");
     let x = data.train_x.slice(s![..128, ..]).to_owned();
@@ -127,6 +174,14 @@ fn benches(c: &mut Criterion) {
         beta2: 0.999,
         eps: 1e-8,
     };
+    accounting(
+        c,
+        "accounting/digits-mlp",
+        &Net::Mlp(MlpConfig::default()),
+        &x,
+        y,
+        adam,
+    );
     gemm_floor(c, "digits-mlp", 128, &[64, 256, 256, 10]);
     bench_steps(
         c,
@@ -160,6 +215,14 @@ fn benches(c: &mut Criterion) {
         width: 1024,
         ..MlpConfig::default()
     });
+    accounting(
+        c,
+        "accounting/mlp-784-1024-1024-10",
+        &big,
+        &big_x,
+        &big_y,
+        sgd,
+    );
     bench_steps(c, "mlp-784-1024-1024-10", &big, &big_x, &big_y, 10, sgd);
 }
 

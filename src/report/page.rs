@@ -442,6 +442,10 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                 "loss",
             );
         }
+        let rounds_gradients = r
+            .formats
+            .get(&Class::ActivationGrad)
+            .is_some_and(|f| f != "fp32");
         // Underflow: the first capture step where a gradient tensor lost 1% or more.
         let worst = r.captures.iter().find_map(|c| {
             c.gradients
@@ -518,7 +522,7 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                 }
             }
             say(text, &format!("underflow-{i}"));
-        } else if !r.captures.is_empty() {
+        } else if !r.captures.is_empty() && rounds_gradients {
             say(
                 format!(
                     "{n}: no gradient tensor lost 1% or more of its values to underflow at any capture step."
@@ -526,9 +530,37 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                 &format!("shares-{i}"),
             );
         }
-        if !r.shadow.is_empty() {
-            let worst = r.shadow.iter().map(|p| p.norm_lost).fold(0.0, f64::max);
-            if worst < 0.01 {
+        if !r.shadow.is_empty() && rounds_gradients {
+            // Where the run's (or the shadow's) gradients were not finite, nothing is compared.
+            let compared: Vec<_> = r
+                .shadow
+                .iter()
+                .filter(|p| p.relative_error.is_finite())
+                .collect();
+            let worst = compared.iter().map(|p| p.norm_lost).fold(0.0, f64::max);
+            let steps = |points: &[&super::runs::ShadowPoint]| {
+                let mut s: Vec<u64> = points.iter().map(|p| p.step).collect();
+                s.dedup();
+                s.len()
+            };
+            let all: Vec<_> = r.shadow.iter().collect();
+            if compared.len() < r.shadow.len() {
+                let bad: Vec<_> = r
+                    .shadow
+                    .iter()
+                    .filter(|p| !p.relative_error.is_finite())
+                    .collect();
+                say(
+                    format!(
+                        "{n}: at {} of {} shadow steps (first at step {}) some gradient was not finite in the run or in the FP32 shadow from its weights: there is nothing to compare.",
+                        steps(&bad),
+                        steps(&all),
+                        bad[0].step
+                    ),
+                    &format!("shadow-{i}"),
+                );
+            }
+            if !compared.is_empty() && worst < 0.01 {
                 say(
                     format!(
                         "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}).",
