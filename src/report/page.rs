@@ -197,6 +197,7 @@ impl Report {
                     section id="information" {
                         h2 { "4. Information lost and preserved" }
                         p { "What rounding did to the gradients stored at each capture step (activation and weight gradients of every layer), and per layer the share that underflowed to zero. With an FP32 shadow, the share of each layer's FP32 gradient norm that the run lost (zero in the run, not in FP32), whatever the layer where it was lost." }
+                        (self.classes_table())
                         (figure(4))
                     }
                     section id="figure3" {
@@ -244,6 +245,34 @@ impl Report {
                             td { (r.metric().map_or("?".into(), |(n, v)| format!("{n} {v:.4}"))) }
                             td { (r.summary.as_ref().map_or("?".into(), |s| format!("{:.1}", s.wall_seconds))) }
                             td { (if r.complete { "finished" } else { "UNFINISHED (killed or running)" }) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Per run and tensor class, at the last capture step: what rounding did, in percent of
+    /// the values stored.
+    fn classes_table(&self) -> Markup {
+        html! {
+            table {
+                thead { tr {
+                    th { "run" } th { "step" } th { "tensor class" } th { "format" } th { "values" }
+                    th { "underflow (%)" } th { "subnormal (%)" } th { "normal (%)" } th { "overflow (%)" } th { "zero before rounding (%)" } th { "inf or NaN (%)" }
+                } }
+                tbody {
+                    @for r in &self.runs {
+                        @if let Some(c) = r.captures.last() {
+                            @for (class, x) in &c.classes {
+                                tr {
+                                    td { (r.name) } td { (c.step) } td { (class.name()) }
+                                    td { (r.formats.get(class).map_or("?", String::as_str)) }
+                                    td { (x.values) }
+                                    td { (pct_cell(x.underflow)) } td { (pct_cell(x.subnormal)) } td { (pct_cell(x.normal)) }
+                                    td { (pct_cell(x.overflow)) } td { (pct_cell(x.zero)) } td { (pct_cell(x.nonfinite)) }
+                                }
+                            }
                         }
                     }
                 }
@@ -375,6 +404,11 @@ fn differing_keys(runs: &[RunData]) -> Vec<String> {
         .filter(|k| flat.iter().any(|m| m.get(*k) != flat[0].get(*k)))
         .map(|k| k.trim_start_matches('/').replace('/', "."))
         .collect()
+}
+
+/// A share as a percent with its digits (no unit: the column says it), small values kept.
+fn pct_cell(x: f64) -> String {
+    pct(x).trim_end_matches('%').to_string()
 }
 
 fn pct(x: f64) -> String {
@@ -570,17 +604,7 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                 );
             }
         }
-        let outside: Vec<_> = r
-            .captures
-            .iter()
-            .filter(|c| {
-                let k = c.loss_scale.log2();
-                match (c.window.min_log2_scale, c.window.max_log2_scale) {
-                    (Some(lo), Some(hi)) if lo <= hi => k < f64::from(lo) || k > f64::from(hi),
-                    _ => false,
-                }
-            })
-            .collect();
+        let outside = outside_window(r);
         let judged = r
             .formats
             .get(&Class::ActivationGrad)
@@ -645,6 +669,20 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
     out
 }
 
+/// The capture steps whose loss scale was outside that step's window.
+fn outside_window(r: &RunData) -> Vec<&super::runs::CaptureSummary> {
+    r.captures
+        .iter()
+        .filter(|c| {
+            let k = c.loss_scale.log2();
+            match (c.window.min_log2_scale, c.window.max_log2_scale) {
+                (Some(lo), Some(hi)) if lo <= hi => k < f64::from(lo) || k > f64::from(hi),
+                _ => false,
+            }
+        })
+        .collect()
+}
+
 /// In words: where the scaler was against the window, and GradScaler settings that keep it.
 fn window_sentence(r: &RunData) -> String {
     let windows: Vec<_> = r
@@ -684,6 +722,20 @@ fn window_sentence(r: &RunData) -> String {
             s,
             ". No one scale lay in every window (the lowest upper edge 2^{top} is below the highest lower edge 2^{bottom}): a dynamic scaler must move; GradScaler(init_scale=2.0**{hi}) starts inside."
         );
+    }
+    let outside = outside_window(r);
+    match outside.first() {
+        Some(first) => {
+            let _ = write!(
+                s,
+                " The run's loss scale left the window at {} of {} capture steps, first at step {} ({}).",
+                outside.len(),
+                r.captures.len(),
+                first.step,
+                scale_name(first.loss_scale)
+            );
+        }
+        None => s.push_str(" The run's loss scale stayed inside the window at every capture step."),
     }
     let range = format!("2^{}..2^{}", WINDOW_SCALES.start(), WINDOW_SCALES.end());
     let _ = write!(s, " (Windows searched over {range}.)");
