@@ -1,0 +1,1 @@
+//! The pipeline on small in-memory tensors, against hand-worked numbers.
