@@ -646,7 +646,7 @@ fn advise(sweep: &Sweep, options: &AnalysisOptions) -> Option<Advice> {
         works,
         limited_by,
         overflow_log2_scale: k_over,
-        scaling_needed: !(works && unscaled_ok && log2_scale == Some(0)),
+        scaling_needed: !(works && unscaled_ok && r.max_log2_scale.is_some_and(|hi| hi >= 0)),
         near_overflow,
         grad_scaler: GradScalerAdvice {
             init_scale: init.map(pow2),

@@ -151,6 +151,12 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
             }
         }
     };
+    if let (false, Limit::Overflow, Some(lo)) = (r.scaling_needed, r.limited_by, r.min_log2_scale) {
+        s += &format!(
+            " (2^0 would do too: underflow is within {pct} from 2^{lo} up; the largest safe \
+             scale keeps the most small values.)"
+        );
+    }
     if r.works {
         s += &match (r.limited_by, r.grad_scaler.log2_init_scale) {
             (Limit::Scales, _) if !r.scaling_needed => format!(

@@ -20,7 +20,7 @@ const F32_MIN_LOG2: i32 = -149;
 /// The exponent of `2^k` or `2**k`, if `text` is written that way; `Err` with a reason if it
 /// starts that way but the exponent is not an integer.
 fn power_of_two(text: &str) -> Option<Result<i64, &'static str>> {
-    let t = text.trim();
+    let t: String = text.split_whitespace().collect();
     let rest = t.strip_prefix("2**").or_else(|| t.strip_prefix("2^"))?;
     let rest = rest.trim();
     let digits = rest.strip_prefix('-').unwrap_or(rest);

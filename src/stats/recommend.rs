@@ -256,6 +256,54 @@ mod tests {
     use crate::format::{BF16, FP16};
     use crate::stats::SweepAccumulator;
 
+    #[test]
+    fn overflow_exponent_is_exact_where_products_overflow_binary64() {
+        use crate::format::{FP8_E4M3, FP8_E5M2};
+        // Reference: round amax * 2^k, formed in two exact steps (2^k alone may not be finite).
+        let overflows = |f: FloatFormat, x: f64, k: i32| {
+            let r = Rounder::new(f, RoundOptions::default());
+            let h = k / 2;
+            r.round_at(x * 2f64.powi(h) * 2f64.powi(k - h), 0).1 == Event::Overflow
+        };
+        let mut rng = crate::stats::testdata::Rng(11);
+        for f in [FP16, BF16, FP8_E4M3, FP8_E5M2, "e2m1".parse().unwrap()] {
+            let mut xs = vec![
+                f64::MAX,
+                5e-324,
+                1e-310,
+                1e300,
+                65504.0,
+                65520.0,
+                448.0,
+                464.0,
+            ];
+            xs.extend((0..300).map(|_| f64::from_bits(rng.next_u64() >> 1)));
+            for x in xs.into_iter().filter(|x| x.is_finite() && *x != 0.0) {
+                let k = overflow_log2_scale(f, x).unwrap();
+                assert!(overflows(f, x, k), "{f} {x:e} at 2^{k}");
+                assert!(!overflows(f, x, k - 1), "{f} {x:e} at 2^{}", k - 1);
+            }
+        }
+        assert_eq!(overflow_log2_scale(FP16, f64::NAN), None);
+    }
+
+    #[test]
+    fn window_top_never_trusts_an_overflowing_product() {
+        // Issue 10: [1e10, 1e-3] over -2000..2000 recommended 2^1000, and [1e300, 1] 2^32.
+        let mut acc = SweepAccumulator::new(FP16);
+        acc.add_f32(&[1e10, 1e-3]);
+        let r = recommend(&acc.sweep(-2000..=2000), 0, 0.001);
+        assert_eq!(r.max_log2_scale, Some(-18));
+        let mut acc = SweepAccumulator::new(FP16);
+        acc.add_f64(&[1e300, 1.0]);
+        let s = acc.sweep(0..=32);
+        let r = recommend(&s, 0, 0.001);
+        assert_eq!(r.max_log2_scale, None);
+        assert!(s.rows.iter().all(|row| row.overflow >= 1));
+        // A margin that would push k + margin past i32 is fine too.
+        assert_eq!(recommend(&s, i32::MAX, 0.001).max_log2_scale, None);
+    }
+
     fn sweep(xs: &[f32], ks: std::ops::RangeInclusive<i32>) -> Sweep {
         let mut acc = SweepAccumulator::new(FP16);
         acc.add_f32(xs);
