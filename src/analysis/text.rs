@@ -166,9 +166,10 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
             (_, Some(init)) => {
                 let from_default = match settles {
                     s if s < 16 => format!(
-                        "; from the default init_scale 2^16 it would skip {} steps backing off \
+                        "; from the default init_scale 2^16 it would skip {} step{} backing off \
                          to it",
-                        16 - s
+                        16 - s,
+                        if s == 15 { "" } else { "s" }
                     ),
                     s if s > 16 => format!(
                         "; from the default init_scale 2^16 it grows there in {} x \
@@ -185,7 +186,7 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
             }
             (_, None) => String::new(),
         };
-    } else if r.overflow_log2_scale - 1 >= o.lo {
+    } else if r.overflow_log2_scale > o.lo {
         let under = t.sweep.row(settles).map_or_else(
             || "an unknown share (outside --scales)".to_string(),
             |row| format!("{}%", percent_of(row.underflow, n)),

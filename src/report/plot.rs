@@ -595,7 +595,7 @@ pub fn heatmap<DB: DrawingBackend>(
 /// the decades, at most about 560 pixels high.
 fn colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, vmax: f64) -> DrawResult<DB> {
     let (_, h) = area.dim_in_pixel();
-    let (x, y0) = (14, 40);
+    let (x, y0) = (14, 64);
     let len = (h as i32 - 110).clamp(100, 560);
     let title = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Left, VPos::Bottom));
     area.draw(&Text::new(

@@ -71,7 +71,7 @@ pub fn recommend(sweep: &Sweep, margin: i32, max_underflow: f64) -> Recommendati
         None => Some(last.log2_scale),
         Some(k_over) => {
             let top = (i64::from(k_over) - 1 - i64::from(margin)).min(hi);
-            (top >= lo).then(|| top as i32)
+            (top >= lo).then_some(top as i32)
         }
     };
     let allowed = max_underflow * sweep.finite_nonzero() as f64;
