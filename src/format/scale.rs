@@ -38,7 +38,9 @@ fn power_of_two(text: &str) -> Option<Result<i64, &'static str>> {
     })
 }
 
-/// Parses a loss scale (see the [module docs](self)) into the f32 a scaler holds.
+/// Parses a loss scale into the f32 a scaler holds: `2^k` or `2**k` (`k` a whole number, spaces
+/// allowed), or a decimal number (`65536`, `6.5e4`, rounded to the nearest f32). It must be
+/// positive and within f32's range: 2^-149 up to the largest finite f32, just under 2^128.
 ///
 /// `what` names the option or key in the error (`--loss-scale`, `init_scale`).
 ///
