@@ -19,17 +19,20 @@
 //!     path: "grads.safetensors".into(),
 //! };
 //! let mut w = TensorInput::new(info("w"), options.format);
-//! w.add(Values::F32(&[12.5, 1e-3, -2e-4]));
+//! w.add(Values::F32(&[12.5]));
+//! w.add(Values::F32(&vec![1e-3; 4000]));
 //! let mut b = TensorInput::new(info("b"), options.format);
-//! b.add(Values::F32(&[1e-9, 3e-9, 2e-3]));
+//! b.add(Values::F32(&[1e-13, 3e-13, 2e-3]));
 //! let a = analyze(vec![w, b], Vec::new(), &options);
 //! let rec = a.recommendation.as_ref().unwrap();
 //! // 12.5 * 2^12 = 51200 is finite in fp16, 12.5 * 2^13 is not.
 //! assert_eq!(rec.log2_scale, Some(12));
 //! assert_eq!(rec.overflow_log2_scale, 13);
-//! // b loses 2 of its 3 values at 2^12 (1e-9 * 2^12 is below half fp16's min subnormal).
+//! // b loses 2 of its 3 values at 2^12 (1e-13 * 2^12 is below half fp16's min subnormal): 67%
+//! // of b, but 0.05% of all the values, within the pooled 0.1%. b's own window starts at 2^19.
 //! assert_eq!(rec.excluded_tensors, ["b"]);
 //! assert_eq!(a.windows[0].name, "b");
+//! assert_eq!(a.windows[0].window.min_log2_scale, Some(19));
 //! ```
 
 pub mod text;

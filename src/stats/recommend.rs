@@ -107,7 +107,8 @@ pub fn recommend(sweep: &Sweep, margin: i32, max_underflow: f64) -> Recommendati
 /// // 65504 is fp16's max; 65520 rounds up to infinity.
 /// assert_eq!(overflow_log2_scale(FP16, 65504.0), Some(1));
 /// assert_eq!(overflow_log2_scale(FP16, 65520.0), Some(0));
-/// assert_eq!(overflow_log2_scale(FP16, 1e300), Some(-981));
+/// // 1e300 = 1.33 * 2^996: 2^(996 - 981) * 1.33 = 2^15 * 1.33 is finite, 2^16 * 1.33 is not.
+/// assert_eq!(overflow_log2_scale(FP16, 1e300), Some(-980));
 /// assert_eq!(overflow_log2_scale(FP16, 0.0), None);
 /// ```
 #[must_use]
