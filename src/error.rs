@@ -26,6 +26,44 @@ pub enum Error {
         /// What would have been accepted.
         expected: &'static str,
     },
+    /// A loss scale (or its log2) that cannot be used, with the reason.
+    #[error("{what} '{value}': {problem}")]
+    BadScale {
+        /// Which option or key.
+        what: String,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The same file given twice (another spelling of its path, or a link to it).
+    #[error(
+        "{} is the same file as {}: give each file once (its values would be counted twice)",
+        second.display(),
+        first.display()
+    )]
+    SameFile {
+        /// The file as first given.
+        first: PathBuf,
+        /// The same file, given again.
+        second: PathBuf,
+    },
+    /// A tensor asked for by name that no file holds.
+    #[error("--tensor '{name}': no tensor of that name in {files}")]
+    NoSuchTensor {
+        /// The name asked for.
+        name: String,
+        /// The files searched, comma-separated.
+        files: String,
+    },
+    /// Files that hold no tensor of a float dtype.
+    #[error("no float tensors to analyze in {files} ({skipped} skipped for their dtype)")]
+    NoFloatTensors {
+        /// The files, comma-separated.
+        files: String,
+        /// How many tensors were skipped for their dtype.
+        skipped: usize,
+    },
     /// A line of numeric input that does not parse.
     #[error("input line {line}: '{text}' is not a number")]
     NotANumber {

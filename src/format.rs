@@ -21,6 +21,7 @@
 mod encode;
 mod random;
 mod round;
+mod scale;
 mod slice;
 
 use std::fmt;
@@ -32,6 +33,7 @@ use crate::error::Error;
 
 pub use random::stochastic_bits;
 pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};
+pub use scale::{deserialize_loss_scale, parse_log2_scale, parse_loss_scale};
 pub use slice::{KernelPath, RoundCounts};
 
 /// A binary floating-point format with a sign bit, `exp_bits` exponent bits and `man_bits`

@@ -2,10 +2,11 @@
 //!
 //! Exact low-precision rounding ([`mod@format`]), and on top of it tensor range analysis, an
 //! instrumented training core and reports. Data flows one way: `format` -> `stats` -> `io` ->
-//! `train` -> `report` -> `cli`.
+//! `analysis` / `train` -> `report` -> `cli`.
 
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod cli;
 pub mod error;
 pub mod format;

@@ -5,6 +5,10 @@
 //! DejaVu Sans, embedded in the binary (see `src/report/DejaVuSans-LICENSE.txt`): no system font
 //! is read at run time. Files are written atomically (rendered in memory, then written through a
 //! temporary file renamed over the target).
+//!
+//! Every file written here is signed (a PNG `tEXt` chunk `Software: mixprec`, an SVG comment), and
+//! [`analyze_plots`] replaces an existing plot file only if it carries that signature: a user's
+//! own `histogram.png` in the directory is never overwritten.
 
 pub mod charts;
 pub mod page;
@@ -20,6 +24,7 @@ use std::sync::OnceLock;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::analysis::Analysis;
 use crate::format::FloatFormat;
 use crate::io::write_atomic;
 use crate::stats::{Histogram, Recommendation, Sweep};
@@ -39,8 +44,19 @@ pub fn register_font() {
 /// What drawing a chart gives: nothing, or the backend's complaint in words.
 pub type DrawOutcome = std::result::Result<(), String>;
 
-/// Width and height of every chart, in pixels (SVG user units).
+/// Width and height of every chart, in pixels (SVG user units); the heatmap grows taller with
+/// the number of tensors ([`heatmap_size`]).
 pub const SIZE: (u32, u32) = (1100, 650);
+
+/// The size of the heatmap of `rows` tensors: [`SIZE`] up to 28 rows, then 16 pixels a row
+/// (150 tensors: 1100 x 2648).
+#[must_use]
+pub fn heatmap_size(rows: usize) -> (u32, u32) {
+    let rows = u32::try_from(rows)
+        .unwrap_or(u32::MAX)
+        .min(plot::HEATMAP_MAX_ROWS as u32);
+    (SIZE.0, SIZE.1.max(200 + 16 * rows))
+}
 
 /// What the `analyze` plots show.
 pub struct AnalyzePlots<'a> {
@@ -54,16 +70,126 @@ pub struct AnalyzePlots<'a> {
     pub recommendation: Recommendation,
     /// The largest share of values allowed to underflow (the window's low edge).
     pub max_underflow: f64,
-    /// Each tensor's name and histogram, in order.
-    pub tensors: Vec<(&'a str, &'a Histogram)>,
+    /// Each tensor's label (its name, with its file when there are several) and histogram, in
+    /// order.
+    pub tensors: Vec<(String, &'a Histogram)>,
+}
+
+impl<'a> AnalyzePlots<'a> {
+    /// The plot data of an analysis.
+    #[must_use]
+    pub fn new(a: &'a Analysis) -> Self {
+        let several = a.several_files();
+        let recommendation = a.recommendation.as_ref().map_or(
+            Recommendation {
+                log2_scale: None,
+                min_log2_scale: None,
+                max_log2_scale: None,
+            },
+            |r| Recommendation {
+                log2_scale: r.log2_scale,
+                min_log2_scale: r.min_log2_scale,
+                max_log2_scale: r.max_log2_scale,
+            },
+        );
+        AnalyzePlots {
+            format: a.format,
+            total: &a.total.histogram,
+            sweep: &a.total.sweep,
+            recommendation,
+            max_underflow: a.options.max_underflow,
+            tensors: a
+                .tensors
+                .iter()
+                .map(|t| (t.label(several), &t.histogram))
+                .collect(),
+        }
+    }
+}
+
+/// The files [`analyze_plots`] may write in its directory.
+pub const ANALYZE_PLOT_FILES: [&str; 6] = [
+    "histogram.png",
+    "histogram.svg",
+    "sweep.png",
+    "sweep.svg",
+    "heatmap.png",
+    "heatmap.svg",
+];
+
+/// The PNG text chunk and the SVG comment that mark a file as written by mixprec.
+const PNG_SIGNATURE: &[u8] = b"tEXtSoftware\0mixprec";
+const SVG_SIGNATURE: &str = "<!-- written by mixprec -->";
+
+/// Whether the file at `path` carries mixprec's signature (in its first 4 KiB).
+fn written_by_mixprec(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4096);
+    let read = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut head));
+    read.is_ok()
+        && (head
+            .windows(PNG_SIGNATURE.len())
+            .any(|w| w == PNG_SIGNATURE)
+            || head
+                .windows(SVG_SIGNATURE.len())
+                .any(|w| w == SVG_SIGNATURE.as_bytes()))
+}
+
+/// Checks that [`analyze_plots`] can write into `dir` without replacing anything mixprec did not
+/// write: `dir` is missing (it will be created) or a directory, and each of
+/// [`ANALYZE_PLOT_FILES`] in it is missing or a plot mixprec wrote.
+///
+/// # Errors
+/// [`Error::BadFile`] naming `dir` when it exists and is not a directory, or naming the file
+/// that mixprec would replace but did not write.
+pub fn check_plots_dir(dir: &Path) -> Result<()> {
+    let bad = |path: &Path, problem: &str| Error::BadFile {
+        path: path.to_path_buf(),
+        problem: problem.to_string(),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => {
+            return Err(bad(
+                dir,
+                "exists and is not a directory; --plots needs a directory (created if missing)",
+            ));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(Error::Io {
+                path: dir.to_path_buf(),
+                source: e,
+            });
+        }
+    }
+    for name in ANALYZE_PLOT_FILES {
+        let path = dir.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Err(_) => {}
+            Ok(m) if m.is_file() && written_by_mixprec(&path) => {}
+            Ok(_) => {
+                return Err(bad(
+                    &path,
+                    "exists and was not written by mixprec; not replacing it (move it, or choose \
+                     another --plots directory)",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes the `analyze` plots into `dir` (created if needed): `histogram.{png,svg}`,
-/// `sweep.{png,svg}`, and with several tensors `heatmap.{png,svg}`. Returns the paths written.
+/// `sweep.{png,svg}`, and with several tensors `heatmap.{png,svg}` (with one tensor, a heatmap
+/// mixprec wrote there earlier is removed, so that the directory describes this analysis only).
+/// Returns the paths written.
 ///
 /// # Errors
-/// [`Error::Io`] if the directory or a file cannot be written, or a chart cannot be drawn.
+/// [`check_plots_dir`]'s; [`Error::Io`] if the directory or a file cannot be written, or a
+/// chart cannot be drawn.
 pub fn analyze_plots(dir: &Path, p: &AnalyzePlots<'_>) -> Result<Vec<std::path::PathBuf>> {
+    check_plots_dir(dir)?;
     std::fs::create_dir_all(dir).map_err(|e| Error::Io {
         path: dir.to_path_buf(),
         source: e,
@@ -71,14 +197,29 @@ pub fn analyze_plots(dir: &Path, p: &AnalyzePlots<'_>) -> Result<Vec<std::path::
     let mut charts = vec![Chart::Histogram, Chart::Sweep];
     if p.tensors.len() > 1 {
         charts.push(Chart::Heatmap);
+    } else {
+        for ext in ["png", "svg"] {
+            // check_plots_dir saw that any file of this name is mixprec's own.
+            let stale = dir.join(format!("heatmap.{ext}"));
+            if stale.is_file() {
+                std::fs::remove_file(&stale).map_err(|e| Error::Io {
+                    path: stale.clone(),
+                    source: e,
+                })?;
+            }
+        }
     }
     let mut written = Vec::new();
     for chart in charts {
+        let size = match chart {
+            Chart::Heatmap => heatmap_size(p.tensors.len()),
+            _ => SIZE,
+        };
         let path = dir.join(format!("{}.png", chart.name()));
-        write_png(&path, &|area| chart.draw(area, p))?;
+        write_png(&path, size, &|area| chart.draw(area, p))?;
         written.push(path);
         let path = dir.join(format!("{}.svg", chart.name()));
-        write_svg(&path, &|area| chart.draw(area, p))?;
+        write_svg(&path, size, &|area| chart.draw(area, p))?;
         written.push(path);
     }
     Ok(written)
@@ -122,29 +263,19 @@ pub(crate) fn draw_error(path: &Path, e: String) -> Error {
     }
 }
 
-/// Renders a chart into memory and writes it as a PNG, atomically.
+/// Renders a chart of `size` pixels into memory and writes it as a PNG (signed with a `tEXt`
+/// chunk `Software: mixprec`), atomically.
 ///
 /// # Errors
 /// [`Error::Io`] naming `path`.
 pub fn write_png(
-    path: &Path,
-    draw: &dyn Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> DrawOutcome,
-) -> Result<()> {
-    write_png_sized(path, SIZE, draw)
-}
-
-/// [`write_png`] at `size` pixels.
-///
-/// # Errors
-/// [`Error::Io`] naming `path`.
-pub fn write_png_sized(
     path: &Path,
     size: (u32, u32),
     draw: &dyn Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> DrawOutcome,
 ) -> Result<()> {
     register_font();
     let (w, h) = size;
-    let mut rgb = vec![0u8; (w * h * 3) as usize];
+    let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
         root.fill(&WHITE)
@@ -160,6 +291,8 @@ pub fn write_png_sized(
         // Charts are flat colours: per-row adaptive filters make them smaller for little time.
         enc.set_compression(png::Compression::Default);
         enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+        enc.add_text_chunk("Software".to_string(), "mixprec".to_string())
+            .map_err(std::io::Error::other)?;
         let mut writer = enc.write_header().map_err(std::io::Error::other)?;
         writer
             .write_image_data(&rgb)
@@ -168,22 +301,41 @@ pub fn write_png_sized(
     })
 }
 
-/// Renders a chart into an SVG string and writes it, atomically.
+/// Renders a chart of `size` pixels into an SVG string and writes it, atomically.
 ///
 /// # Errors
 /// [`Error::Io`] naming `path`.
 pub fn write_svg(
     path: &Path,
+    size: (u32, u32),
     draw: &dyn Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawOutcome,
 ) -> Result<()> {
+    let svg = render_svg(path, size, draw)?;
+    write_atomic(path, |out| out.write_all(svg.as_bytes()))
+}
+
+/// Renders a chart of `size` pixels into an SVG string (signed with a comment after the opening
+/// tag); `path` names the chart in errors.
+///
+/// # Errors
+/// [`Error::Io`] naming `path`.
+pub fn render_svg(
+    path: &Path,
+    size: (u32, u32),
+    draw: &dyn Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawOutcome,
+) -> Result<String> {
+    register_font();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE)
             .map_err(|e| draw_error(path, e.to_string()))?;
         draw(&root).map_err(|e| draw_error(path, e))?;
         root.present()
             .map_err(|e| draw_error(path, e.to_string()))?;
     }
-    write_atomic(path, |out| out.write_all(svg.as_bytes()))
+    if let Some(end) = svg.find('>') {
+        svg.insert_str(end + 1, &format!("\n{SVG_SIGNATURE}"));
+    }
+    Ok(svg)
 }

@@ -147,15 +147,46 @@ fn json_meets_the_contract_and_counts_are_exact() {
     let out = stdout(&o);
     assert_eq!(out.trim().lines().count(), 1, "one JSON object on one line");
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(keys(&v), ["format", "tensors", "total", "recommendation"]);
+    // The keys of the first version come first, in their order; later ones are added after.
+    assert_eq!(
+        keys(&v),
+        [
+            "format",
+            "tensors",
+            "total",
+            "recommendation",
+            "windows",
+            "explanation",
+            "skipped",
+            "options"
+        ]
+    );
     assert_eq!(v["format"], "fp16");
     assert_eq!(
         keys(&v["recommendation"]),
-        ["log2_scale", "min_log2_scale", "max_log2_scale"]
+        [
+            "log2_scale",
+            "min_log2_scale",
+            "max_log2_scale",
+            "works",
+            "limited_by",
+            "overflow_log2_scale",
+            "scaling_needed",
+            "near_overflow",
+            "grad_scaler",
+            "excluded_tensors"
+        ]
     );
     assert_eq!(
         keys(&v["total"]),
-        ["count", "zeros", "nonfinite", "amax", "sweep"]
+        [
+            "count",
+            "zeros",
+            "nonfinite",
+            "amax",
+            "sweep",
+            "min_nonzero"
+        ]
     );
     check_sweep(&v["total"], 0, 32);
     let ts = v["tensors"].as_array().unwrap();
@@ -163,8 +194,21 @@ fn json_meets_the_contract_and_counts_are_exact() {
     for (t, (name, xs)) in ts.iter().zip(&tensors) {
         assert_eq!(
             keys(t),
-            ["name", "count", "zeros", "nonfinite", "amax", "sweep"]
+            [
+                "name",
+                "count",
+                "zeros",
+                "nonfinite",
+                "amax",
+                "sweep",
+                "file",
+                "dtype",
+                "shape",
+                "min_nonzero",
+                "window"
+            ]
         );
+        assert_eq!(t["file"], path.to_str().unwrap());
         assert_eq!(t["name"], *name);
         assert_eq!(t["count"].as_u64().unwrap(), xs.len() as u64);
         check_sweep(t, 0, 32);
@@ -191,6 +235,16 @@ fn json_meets_the_contract_and_counts_are_exact() {
     let r = Rounder::new(FP16, RoundOptions::default());
     assert!(r.round(amax * 2f64.powi(kmax)).is_finite());
     assert!(!r.round(amax * 2f64.powi(kmax + 1)).is_finite());
+    assert_eq!(
+        rec["overflow_log2_scale"].as_i64().unwrap() as i32,
+        kmax + 1
+    );
+    assert_eq!(rec["limited_by"], "overflow");
+    // GradScaler: start at the recommended scale; a dynamic one settles just below overflow.
+    let gs = &rec["grad_scaler"];
+    assert_eq!(gs["init_scale"].as_f64().unwrap(), 2f64.powi(kmax));
+    assert_eq!(gs["settles_log2_scale"].as_i64().unwrap() as i32, kmax);
+    assert_eq!(rec["near_overflow"], true);
 }
 
 #[test]
@@ -208,10 +262,17 @@ fn table_output_is_readable() {
         "log2 scale",
         "<- recommended",
         "bf16",
+        "worst first",
     ] {
         assert!(out.contains(needle), "{needle} in\n{out}");
     }
-    assert!(out.contains("Use a loss scale of 2^"), "{out}");
+    // bf16's range makes scaling unnecessary: say so rather than "use 2^32".
+    assert!(
+        out.contains("Loss scaling is unnecessary for bf16") && out.contains("2^0 to 2^32 works"),
+        "{out}"
+    );
+    assert!(!out.contains("Use a loss scale of 2^32"), "{out}");
+    assert!(out.contains("log2_scale: 0 "), "{out}");
 }
 
 #[test]
@@ -283,8 +344,13 @@ fn tensor_filter_and_scales() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     check_sweep(&v["total"], -3, 3);
-    // amax 2e-3 stays finite far beyond 2^3: the largest scale of the range.
-    assert_eq!(v["recommendation"]["log2_scale"], 3);
+    // amax 2e-3 stays finite far beyond 2^3: only the range bounds the window, and 2^0 keeps
+    // every value, so no scaling is needed.
+    let rec = &v["recommendation"];
+    assert_eq!(rec["max_log2_scale"], 3);
+    assert_eq!(rec["limited_by"], "scales");
+    assert_eq!(rec["scaling_needed"], false);
+    assert_eq!(rec["log2_scale"], 0);
 }
 
 #[test]
@@ -420,4 +486,405 @@ fn several_files_at_once() {
     assert_eq!(v["tensors"].as_array().unwrap().len(), 4);
     assert_eq!(v["tensors"][3]["name"], "extra");
     assert_eq!(v["total"]["count"].as_u64().unwrap(), 5002 + 3000 + 3 + 2);
+}
+
+/// A .npy of `xs` (f32 or f64) at `name` in `files`.
+fn npy_f32(files: &Files, name: &str, xs: &[f32]) -> PathBuf {
+    let path = files.path(name);
+    write_npy(&path, &[xs.len()], TensorData::F32(xs)).unwrap();
+    path
+}
+
+fn npy_f64(files: &Files, name: &str, xs: &[f64]) -> PathBuf {
+    let path = files.path(name);
+    write_npy(&path, &[xs.len()], TensorData::F64(xs)).unwrap();
+    path
+}
+
+fn json_of(args: &[&str]) -> Value {
+    let o = mixprec(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+/// The window's top agrees with the sweep printed beside it, and with rounding amax itself:
+/// nothing overflows up to max_log2_scale, amax overflows one scale later (or the range ends).
+fn check_window_against_sweep(v: &Value, format: FloatFormat, amax: f64) {
+    let rec = &v["recommendation"];
+    let sweep = v["total"]["sweep"].as_array().unwrap();
+    let hi = sweep.last().unwrap()["log2_scale"].as_i64().unwrap();
+    let r = Rounder::new(format, RoundOptions::default());
+    // amax * 2^k, exactly when finite in binary64, else certainly overflowing.
+    let overflows = |k: i64| {
+        let e = amax.log2().floor() as i64 + k;
+        if e > 1000 {
+            return true;
+        }
+        if e < -1000 {
+            return false;
+        }
+        // Two exact steps: 2^k alone may not be a finite f64 (5e-324 * 2^1124).
+        let half = (k / 2) as i32;
+        !r.round(amax * 2f64.powi(half) * 2f64.powi(k as i32 - half))
+            .is_finite()
+    };
+    match rec["max_log2_scale"].as_i64() {
+        Some(max) => {
+            for row in sweep {
+                let k = row["log2_scale"].as_i64().unwrap();
+                if k <= max {
+                    assert_eq!(
+                        row["overflow"], 0,
+                        "overflow at 2^{k} <= max 2^{max}: {rec}"
+                    );
+                }
+            }
+            assert!(!overflows(max), "{rec}");
+            assert!(max == hi || overflows(max + 1), "{rec}");
+        }
+        None => assert!(
+            sweep
+                .iter()
+                .all(|row| row["overflow"].as_u64().unwrap() > 0)
+        ),
+    }
+    let k_over = rec["overflow_log2_scale"].as_i64().unwrap();
+    assert!(overflows(k_over) && !overflows(k_over - 1), "{rec}");
+    if let (Some(lo), Some(max)) = (
+        rec["min_log2_scale"].as_i64(),
+        rec["max_log2_scale"].as_i64(),
+    ) {
+        assert_eq!(rec["works"], lo <= max, "{rec}");
+    }
+}
+
+#[test]
+fn recommendation_never_overflows_beyond_binary64() {
+    // Issue 10, failure 1: amax * 2^k overflowed binary64 and passed the "finite" check.
+    let files = Files::new();
+    let a = npy_f32(&files, "a.npy", &[1e10, 1e-3]);
+    let v = json_of(&[
+        "analyze",
+        a.to_str().unwrap(),
+        "--json",
+        "--scales=-2000..2000",
+    ]);
+    // 1e10 = 1.16 * 2^33: 2^33 * 2^-18 = 32768 is finite in fp16, 2^33 * 2^-17 = 65536 is not.
+    assert_eq!(v["recommendation"]["max_log2_scale"], -18);
+    assert_eq!(v["recommendation"]["overflow_log2_scale"], -17);
+    check_window_against_sweep(&v, FP16, 1e10);
+    let b = npy_f64(&files, "b.npy", &[1e300, 1.0]);
+    let v = json_of(&["analyze", b.to_str().unwrap(), "--json"]);
+    assert!(v["recommendation"]["log2_scale"].is_null(), "{v}");
+    assert!(v["recommendation"]["max_log2_scale"].is_null(), "{v}");
+    assert_eq!(v["recommendation"]["works"], false);
+    check_window_against_sweep(&v, FP16, 1e300);
+    let o = mixprec(&["analyze", b.to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("amax 1.000e300 overflows at every scale of the range"),
+        "{}",
+        stdout(&o)
+    );
+    // Extremes of binary64, in every format, over the widest range.
+    for (i, x) in [1.7e308, 1e-300, 5e-324, 65504.0, 65520.0, 448.0, 464.0]
+        .into_iter()
+        .enumerate()
+    {
+        let p = npy_f64(&files, &format!("x{i}.npy"), &[x]);
+        for f in ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "fp32", "e2m1"] {
+            let v = json_of(&[
+                "analyze",
+                p.to_str().unwrap(),
+                "--json",
+                "--format",
+                f,
+                "--scales=-2000..2000",
+            ]);
+            check_window_against_sweep(&v, f.parse().unwrap(), x);
+        }
+    }
+}
+
+#[test]
+fn nothing_to_scale_is_said() {
+    let files = Files::new();
+    let empty = npy_f32(&files, "empty.npy", &[]);
+    let nans = npy_f32(&files, "nans.npy", &[f32::NAN, f32::INFINITY, 0.0, -0.0]);
+    for (p, needle) in [
+        (&empty, "Nothing to scale: the tensors hold no values"),
+        (
+            &nans,
+            "none of the 4 values is finite and nonzero (2 zero, 2 NaN or infinite)",
+        ),
+    ] {
+        let o = mixprec(&["analyze", p.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains(needle), "{out}");
+        assert!(!out.contains("Use a loss scale"), "{out}");
+        let v = json_of(&["analyze", p.to_str().unwrap(), "--json"]);
+        assert!(v["recommendation"].is_null(), "{v}");
+        assert!(v["tensors"][0]["window"].is_null(), "{v}");
+        assert_eq!(v["windows"].as_array().unwrap().len(), 0);
+    }
+}
+
+#[test]
+fn per_tensor_windows_name_the_excluded_tensor() {
+    // A large weight gradient and a small bias gradient, 32% of whose values are so small that
+    // they underflow at the pooled recommendation: pooled, they are 0.03% of the values.
+    let files = Files::new();
+    let path = files.path("model.safetensors");
+    let mut weight = values(7, 100_000, -10.0, 2.9);
+    // amax 10: 10 * 2^12 = 40960 is finite in fp16, 10 * 2^13 is not.
+    weight[1] = 10.0;
+    let mut bias = vec![1e-2f32; 100];
+    for b in bias.iter_mut().take(32) {
+        *b = 1e-13;
+    }
+    write_safetensors(
+        &path,
+        &[
+            ("weight", &[weight.len()], TensorData::F32(&weight)),
+            ("bias", &[bias.len()], TensorData::F32(&bias)),
+        ],
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let v = json_of(&["analyze", p, "--json"]);
+    let rec = &v["recommendation"];
+    assert_eq!(rec["log2_scale"], 12);
+    assert_eq!(rec["works"], true);
+    assert_eq!(rec["excluded_tensors"], serde_json::json!(["bias"]));
+    let w = &v["windows"];
+    assert_eq!(w[0]["name"], "bias", "worst first: {w}");
+    assert_eq!(w[0]["excludes_recommended"], true);
+    assert_eq!(w[0]["underflow_share"].as_f64(), Some(0.32));
+    // 1e-13 * 2^19 = 5.2e-14 * 1e6 is above half fp16's min subnormal (2^-25); 2^18 is not.
+    // 1e-2 * 2^22 = 41943 is finite, 2^23 overflows.
+    assert_eq!(
+        (
+            w[0]["min_log2_scale"].as_i64(),
+            w[0]["max_log2_scale"].as_i64()
+        ),
+        (Some(19), Some(22))
+    );
+    assert_eq!(w[1]["name"], "weight");
+    assert_eq!(w[1]["excludes_recommended"], false);
+    assert_eq!(v["tensors"][1]["window"]["min_log2_scale"], 19);
+    let out = stdout(&mixprec(&["analyze", p]));
+    assert!(
+        out.contains(
+            "hides 1 tensor whose own window excludes 2^12: bias (32.0% of its values underflow \
+             at 2^12; its own window 2^19..2^22)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("bias ") && l.ends_with("excludes 12")),
+        "{out}"
+    );
+}
+
+#[test]
+fn shares_in_tables_are_percent_with_their_digits() {
+    let files = Files::new();
+    // One value in 4 million underflows at 2^0: 2.50e-5 %, not 0.
+    let mut xs = vec![1.0f32; 3_999_999];
+    xs.push(1e-12);
+    let p = npy_f32(&files, "g.npy", &xs);
+    let out = stdout(&mixprec(&[
+        "analyze",
+        p.to_str().unwrap(),
+        "--scales",
+        "0..1",
+    ]));
+    let row0 = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Sweep"))
+        .find(|l| l.starts_with("0 "))
+        .unwrap();
+    let cells: Vec<&str> = row0.split_whitespace().collect();
+    // underflow, subnormal, normal, overflow, energy lost ((1e-12)^2 / 4e6 of the squared norm:
+    // 2.5e-29 %), rel. error.
+    assert_eq!(cells[1], "2.50e-5", "{row0}");
+    assert!(cells[3].starts_with("99.9999"), "{row0}");
+    assert_eq!(cells[4], "0", "{row0}");
+    assert_eq!(cells[5], "2.50e-29", "{row0}");
+    // No cell carries its own unit: the table's caption gives it.
+    assert!(cells.iter().all(|c| !c.ends_with('%')), "{row0}");
+}
+
+#[test]
+fn several_files_get_a_file_column_and_one_file_twice_is_an_error() {
+    let files = Files::new();
+    let a = npy_f32(&files, "a.npy", &[1.0, 2.0]);
+    let b = npy_f32(&files, "b.npy", &[3.0]);
+    let (pa, pb) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let out = stdout(&mixprec(&["analyze", pa, pb]));
+    let header = out.lines().nth(2).unwrap();
+    assert!(
+        header.starts_with("tensor ") && header.contains(" file  dtype"),
+        "{out}"
+    );
+    assert!(out.contains(pa) && out.contains(pb), "{out}");
+    let one = stdout(&mixprec(&["analyze", pa]));
+    assert!(!one.contains("  file  "), "{one}");
+    let v = json_of(&["analyze", pa, pb, "--json"]);
+    assert_eq!(v["tensors"][1]["file"], pb);
+    // The same file twice, by the same path, another spelling, or a link.
+    let other = format!("{}/./a.npy", files.dir.path().display());
+    let link = files.path("link.npy");
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    for second in [pa, other.as_str(), link.to_str().unwrap()] {
+        assert_bad(&["analyze", pa, pb, second], "is the same file as");
+    }
+}
+
+#[test]
+fn plots_never_replace_a_file_mixprec_did_not_write() {
+    let files = Files::new();
+    let (path, _) = files.grads();
+    let p = path.to_str().unwrap();
+    // Not a directory: a regular file, a device.
+    let file = files.path("plots.txt");
+    std::fs::write(&file, "mine").unwrap();
+    assert_bad(
+        &["analyze", p, "--plots", file.to_str().unwrap()],
+        "exists and is not a directory",
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    assert_bad(
+        &["analyze", p, "--plots", "/dev/full"],
+        "/dev/full: exists and is not a directory",
+    );
+    // A user's own histogram.png: left alone, nothing else written.
+    let dir = files.path("plots");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("histogram.png"), "my own picture").unwrap();
+    let d = dir.to_str().unwrap();
+    assert_bad(
+        &["analyze", p, "--plots", d],
+        "histogram.png: exists and was not written by mixprec",
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("histogram.png")).unwrap(),
+        "my own picture"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    // mixprec's own plots are replaced; a stale heatmap goes when there is one tensor.
+    std::fs::remove_file(dir.join("histogram.png")).unwrap();
+    for _ in 0..2 {
+        let o = mixprec(&["analyze", p, "--plots", d]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
+    let o = mixprec(&["analyze", p, "--tensor", "tiny", "--plots", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
+    assert!(!dir.join("heatmap.png").exists());
+}
+
+/// The PNG's (width, height) from its IHDR chunk.
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+#[test]
+fn heatmap_grows_with_the_tensors() {
+    let files = Files::new();
+    let path = files.path("many.safetensors");
+    let data: Vec<(String, Vec<f32>)> = (0..150)
+        .map(|i| {
+            (
+                format!("layers.{}.w{}", i / 10, i % 10),
+                values(i, 50, -20.0 - (i % 7) as f64, 0.0),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, [usize; 1], TensorData<'_>)> = data
+        .iter()
+        .map(|(n, v)| (n.as_str(), [v.len()], TensorData::F32(v)))
+        .collect();
+    let refs: Vec<(&str, &[usize], TensorData<'_>)> = refs
+        .iter()
+        .map(|(n, s, d)| (*n, s.as_slice(), *d))
+        .collect();
+    write_safetensors(&path, &refs).unwrap();
+    let dir = files.path("plots");
+    let o = mixprec(&[
+        "analyze",
+        path.to_str().unwrap(),
+        "--plots",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let png = std::fs::read(dir.join("heatmap.png")).unwrap();
+    assert_eq!(png_size(&png), (1100, 200 + 16 * 150));
+    let svg = std::fs::read_to_string(dir.join("heatmap.svg")).unwrap();
+    assert!(
+        svg.contains("layers.14.w9") && svg.contains("subnormal at 2^"),
+        "labels and edges"
+    );
+    assert_eq!(
+        png_size(&std::fs::read(dir.join("sweep.png")).unwrap()),
+        (1100, 650)
+    );
+}
+
+#[test]
+fn loss_scales_are_read_as_powers_of_two() {
+    let v = |args: &[&str]| -> Value {
+        let mut all = vec!["train", "--print-config", "--recipe", "fp16-dynamic"];
+        all.extend_from_slice(args);
+        json_of(&all)
+    };
+    for (text, want) in [("2^10", 1024.0), ("2**-2", 0.25), ("65536", 65536.0)] {
+        let c = v(&["--loss-scale", text]);
+        assert_eq!(
+            c["recipe"]["loss_scaling"]["init_scale"].as_f64(),
+            Some(want),
+            "{text}"
+        );
+    }
+    for (text, needle) in [
+        ("0", "a loss scale must be positive"),
+        ("-1", "a loss scale must be positive"),
+        ("1e308", "out of f32's range"),
+        ("2^128", "out of f32's range"),
+        ("2^0.5", "whole number"),
+    ] {
+        assert_bad(
+            &["train", "--print-config", &format!("--loss-scale={text}")],
+            needle,
+        );
+    }
+    // The same forms in a config file.
+    let files = Files::new();
+    let config = files.path("c.json");
+    let mut c = v(&[]);
+    c["recipe"]["loss_scaling"]["init_scale"] = Value::from("2^12");
+    std::fs::write(&config, c.to_string()).unwrap();
+    let got = json_of(&[
+        "train",
+        "--print-config",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        got["recipe"]["loss_scaling"]["init_scale"].as_f64(),
+        Some(4096.0)
+    );
+    // And in --scales.
+    let (path, _) = files.grads();
+    let v = json_of(&[
+        "analyze",
+        path.to_str().unwrap(),
+        "--json",
+        "--scales",
+        "2^-2..2^3",
+    ]);
+    check_sweep(&v["total"], -2, 3);
 }

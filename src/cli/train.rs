@@ -46,8 +46,8 @@ pub struct Args {
     #[arg(long, value_name = "ieee|saturate", value_parser = parse_overflow)]
     overflow: Option<Overflow>,
     /// Loss scale: the static scale (or the initial dynamic scale); turns a recipe without
-    /// scaling into a static one.
-    #[arg(long, value_name = "S")]
+    /// scaling into a static one. A power of two (2^16, 2**16) or a number (65536).
+    #[arg(long, value_name = "S", value_parser = parse_loss_scale)]
     loss_scale: Option<f32>,
     /// Optimizer steps.
     #[arg(long, value_name = "N")]
@@ -83,6 +83,14 @@ pub struct Args {
 
 fn parse_model(s: &str) -> Result<ModelKind, String> {
     s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
+fn parse_loss_scale(s: &str) -> Result<f32, String> {
+    // clap already names the flag and the value: keep only the reason.
+    crate::format::parse_loss_scale("--loss-scale", s).map_err(|e| match e {
+        crate::Error::BadScale { problem, .. } => problem,
+        e => e.to_string(),
+    })
 }
 
 fn parse_rounding(s: &str) -> Result<Rounding, String> {

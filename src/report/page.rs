@@ -124,10 +124,10 @@ impl Report {
         for f in &self.figure_data {
             let size = f.chart.size();
             let svg_path = figures_dir.join(format!("{}.svg", f.id));
-            let svg = render_svg(&svg_path, size, &|a| f.chart.draw(a))?;
+            let svg = super::render_svg(&svg_path, size, &|a| f.chart.draw(a))?;
             write_atomic(&svg_path, |w| w.write_all(svg.as_bytes()))?;
             let png_path = figures_dir.join(format!("{}.png", f.id));
-            super::write_png_sized(&png_path, size, &|a| f.chart.draw(a))?;
+            super::write_png(&png_path, size, &|a| f.chart.draw(a))?;
             svgs.insert(f.id.clone(), svg);
         }
         let json = serde_json::to_vec_pretty(self).map_err(|e| Error::BadFile {
@@ -1119,22 +1119,4 @@ fn window_figure(runs: &[RunData]) -> Figure {
             legend: Corner::LowerRight,
         }),
     }
-}
-
-fn render_svg(
-    path: &Path,
-    size: (u32, u32),
-    draw: &dyn Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> super::DrawOutcome,
-) -> Result<String> {
-    super::register_font();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| super::draw_error(path, e.to_string()))?;
-        draw(&root).map_err(|e| super::draw_error(path, e))?;
-        root.present()
-            .map_err(|e| super::draw_error(path, e.to_string()))?;
-    }
-    Ok(svg)
 }

@@ -380,8 +380,98 @@ fn shade(t: f64) -> RGBColor {
     RGBColor(lerp(255.0, 8.0), lerp(255.0, 48.0), lerp(255.0, 107.0))
 }
 
+/// The most rows the heatmap draws: beyond it, tensors are grouped by name prefix
+/// ([`heatmap_rows`]).
+pub const HEATMAP_MAX_ROWS: usize = 300;
+
+/// One heatmap row: its label and the share of its values per binary exponent.
+type HeatRow = (String, Vec<(i32, f64)>);
+
+/// The heatmap's rows: one per tensor, in order, up to [`HEATMAP_MAX_ROWS`]; beyond, tensors
+/// that share a name prefix (`layers.3.attn` for `layers.3.attn.q.grad`, shortened one dotted
+/// component at a time until the groups fit) are pooled into one row labelled `prefix.* (n)`;
+/// if that is still too many, consecutive tensors are pooled.
+#[must_use]
+pub fn heatmap_rows(p: &AnalyzePlots<'_>) -> Vec<HeatRow> {
+    let shares = |counts: &std::collections::BTreeMap<i32, u64>| -> Vec<(i32, f64)> {
+        let n: u64 = counts.values().sum();
+        counts
+            .iter()
+            .map(|(&e, &c)| (e, c as f64 / n.max(1) as f64))
+            .collect()
+    };
+    let pool = |members: &[usize], label: String| -> HeatRow {
+        let mut counts = std::collections::BTreeMap::new();
+        for &i in members {
+            for (e, c) in p.tensors[i].1.exponent_counts() {
+                *counts.entry(e).or_insert(0) += c;
+            }
+        }
+        (label, shares(&counts))
+    };
+    let n = p.tensors.len();
+    if n <= HEATMAP_MAX_ROWS {
+        return (0..n).map(|i| pool(&[i], p.tensors[i].0.clone())).collect();
+    }
+    // Group by ever shorter prefixes, keeping first-seen order.
+    let names: Vec<&str> = p.tensors.iter().map(|t| t.0.as_str()).collect();
+    let mut depth_cut = 1;
+    loop {
+        let prefix = |name: &str| -> String {
+            let parts: Vec<&str> = name.split('.').collect();
+            let keep = parts.len().saturating_sub(depth_cut).max(1);
+            parts[..keep].join(".")
+        };
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let key = prefix(name);
+            match groups.iter_mut().find(|g| g.0 == key) {
+                Some(g) => g.1.push(i),
+                None => groups.push((key, vec![i])),
+            }
+        }
+        let deepest = names
+            .iter()
+            .map(|n| n.split('.').count())
+            .max()
+            .unwrap_or(1);
+        if groups.len() <= HEATMAP_MAX_ROWS || depth_cut >= deepest {
+            if groups.len() <= HEATMAP_MAX_ROWS {
+                return groups
+                    .into_iter()
+                    .map(|(key, members)| {
+                        let label = if members.len() == 1 {
+                            names[members[0]].to_string()
+                        } else {
+                            format!("{key}.* ({})", members.len())
+                        };
+                        pool(&members, label)
+                    })
+                    .collect();
+            }
+            break;
+        }
+        depth_cut += 1;
+    }
+    let per = n.div_ceil(HEATMAP_MAX_ROWS);
+    (0..n)
+        .step_by(per)
+        .map(|start| {
+            let members: Vec<usize> = (start..(start + per).min(n)).collect();
+            let label = format!("{} .. ({})", names[start], members.len());
+            pool(&members, label)
+        })
+        .collect()
+}
+
+/// Width of the colour bar panel at the right of the heatmap, in pixels.
+const COLOUR_BAR_W: u32 = 130;
+
 /// Heatmap of tensors (rows) by binary exponent of the magnitude (columns): the share of each
-/// tensor's values per octave, with the edges of the format's range at the recommended scale.
+/// tensor's values per octave on a log colour scale (with a colour bar), and the edges of the
+/// format's zones at the recommended scale: lost, subnormal, overflow. The image grows taller
+/// with the number of rows ([`super::heatmap_size`]); beyond [`HEATMAP_MAX_ROWS`] tensors are
+/// grouped by name prefix.
 ///
 /// # Errors
 /// Whatever the backend reports.
@@ -389,20 +479,7 @@ pub fn heatmap<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     p: &AnalyzePlots<'_>,
 ) -> DrawResult<DB> {
-    let rows: Vec<(&str, Vec<(i32, f64)>)> = p
-        .tensors
-        .iter()
-        .map(|(name, h)| {
-            let n = h.finite_nonzero().max(1) as f64;
-            (
-                *name,
-                h.exponent_counts()
-                    .into_iter()
-                    .map(|(e, c)| (e, c as f64 / n))
-                    .collect(),
-            )
-        })
-        .collect();
+    let rows = heatmap_rows(p);
     let e_lo = rows
         .iter()
         .filter_map(|r| r.1.first())
@@ -420,24 +497,31 @@ pub fn heatmap<DB: DrawingBackend>(
         .flat_map(|r| r.1.iter().map(|c| c.1))
         .fold(1e-12, f64::max);
     let k = p.recommendation.log2_scale.unwrap_or(0);
-    let (lost, _, max) = zones(p);
-    let (lost, max) = (lost - f64::from(k), max - f64::from(k));
+    let (lost, min_normal, max) = zones(p);
+    let kf = f64::from(k);
+    let (lost, min_normal, max) = (lost - kf, min_normal - kf, max - kf);
     let x0 = f64::from(e_lo).min(lost) - 1.0;
     let x1 = f64::from(e_hi + 1).max(max) + 1.0;
-    let nrows = rows.len();
-    // A blank band above the rows, about 120 pixels of the 560 high plot, holds the legend.
-    let top = nrows as f64 * 560.0 / 440.0;
-    let names: Vec<String> = rows.iter().map(|r| r.0.to_string()).collect();
+    let nrows = rows.len().max(1);
+    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
     let caption = format!(
-        "Tensors by log2 |x| (share of each tensor per octave, log colour); {} edges at 2^{k}",
+        "{} tensors by log2 |x| (share of each row per octave); {} edges at 2^{k}",
+        p.tensors.len(),
         p.format
     );
-    let mut chart = ChartBuilder::on(root)
-        .caption(caption, (FONT, 24))
+    let root = root.titled(&caption, (FONT, 24))?;
+    let (w, h) = root.dim_in_pixel();
+    let (main, bar) = root.split_horizontally(w.saturating_sub(COLOUR_BAR_W));
+    // A blank band of about 110 pixels above the rows holds the legend of the edges.
+    let plot_h = f64::from(h.saturating_sub(16 + 55 + 10).max(200));
+    let legend_px = 110.0;
+    let row_px = (plot_h - legend_px) / nrows as f64;
+    let top = nrows as f64 * plot_h / (plot_h - legend_px);
+    let mut chart = ChartBuilder::on(&main)
         .margin(16)
+        .margin_top(10)
         .x_label_area_size(55)
         .y_label_area_size(longest_label(&names))
-        .right_y_label_area_size(10)
         .build_cartesian_2d(x0..x1, 0.0..top)?;
     chart
         .configure_mesh()
@@ -458,7 +542,7 @@ pub fn heatmap<DB: DrawingBackend>(
             )
         }))?;
     }
-    let font_px = if nrows > 20 { 12 } else { 16 };
+    let font_px = (row_px * 0.8).clamp(8.0, 16.0).round() as i32;
     let label_style =
         TextStyle::from((FONT, font_px).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
     for (i, name) in names.iter().enumerate() {
@@ -469,41 +553,34 @@ pub fn heatmap<DB: DrawingBackend>(
             label_style.clone(),
         )))?;
     }
-    chart
-        .draw_series(std::iter::once(PathElement::new(
-            vec![(lost, 0.0), (lost, nrows as f64)],
-            UNDERFLOW.stroke_width(3),
-        )))?
-        .label(format!(
-            "below: lost at 2^{k} (< half min subnormal / 2^{k})"
-        ))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], UNDERFLOW.stroke_width(3)));
-    chart
-        .draw_series(std::iter::once(PathElement::new(
-            vec![(max, 0.0), (max, nrows as f64)],
-            OVERFLOW.stroke_width(3),
-        )))?
-        .label(format!("above: overflow at 2^{k} (> max / 2^{k})"))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], OVERFLOW.stroke_width(3)));
-    chart
-        .draw_series(std::iter::once(Rectangle::new(
-            [(x0, 0.0), (x0, 0.0)],
-            shade(1.0).filled(),
-        )))?
-        .label(format!(
-            "darkest: {:.0}% of a tensor in one octave",
-            100.0 * vmax
-        ))
-        .legend(legend_box(shade(1.0)));
-    chart
-        .draw_series(std::iter::once(Rectangle::new(
-            [(x0, 0.0), (x0, 0.0)],
-            shade(0.1).filled(),
-        )))?
-        .label(format!(
-            "palest: {LOG_FLOOR:.0e} or less (log colour scale)"
-        ))
-        .legend(legend_box(shade(0.1)));
+    let edges = [
+        (
+            lost,
+            UNDERFLOW,
+            format!("left: lost at 2^{k} (below half the min subnormal / 2^{k})"),
+        ),
+        (
+            min_normal,
+            SUBNORMAL,
+            format!("left: subnormal at 2^{k} (below the min normal / 2^{k})"),
+        ),
+        (
+            max,
+            OVERFLOW,
+            format!("right: overflow at 2^{k} (above max / 2^{k})"),
+        ),
+    ];
+    for (x, color, label) in edges {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x, 0.0), (x, nrows as f64)],
+                color.stroke_width(3),
+            )))?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
+            });
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -511,6 +588,67 @@ pub fn heatmap<DB: DrawingBackend>(
         .border_style(BLACK)
         .label_font((FONT, 15))
         .draw()?;
+    colour_bar(&bar, vmax)
+}
+
+/// The heatmap's colour bar: the log colour scale from [`LOG_FLOOR`] to `vmax`, labelled at
+/// the decades, at most about 560 pixels high.
+fn colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, vmax: f64) -> DrawResult<DB> {
+    let (_, h) = area.dim_in_pixel();
+    let (x, y0) = (14, 64);
+    let len = (h as i32 - 110).clamp(100, 560);
+    let title = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Left, VPos::Bottom));
+    area.draw(&Text::new(
+        "share of the row",
+        (x - 6, y0 - 18),
+        title.clone(),
+    ))?;
+    area.draw(&Text::new("per octave", (x - 6, y0 - 2), title))?;
+    let (lo, hi) = (LOG_FLOOR.log10(), vmax.max(LOG_FLOOR * 10.0).log10());
+    // Top = vmax, bottom = LOG_FLOOR, one rectangle per pixel.
+    for py in 0..len {
+        let v = 10f64.powf(hi - (hi - lo) * f64::from(py) / f64::from(len - 1));
+        area.draw(&Rectangle::new(
+            [(x, y0 + py), (x + 22, y0 + py + 1)],
+            shade(log_share(v, vmax)).filled(),
+        ))?;
+    }
+    area.draw(&Rectangle::new(
+        [(x, y0), (x + 22, y0 + len)],
+        BLACK.stroke_width(1),
+    ))?;
+    let style = TextStyle::from((FONT, 14).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    let at = |v: f64| y0 + ((hi - v.log10()) / (hi - lo) * f64::from(len - 1)).round() as i32;
+    let mut ticks: Vec<(f64, String)> = vec![(vmax, format!("{:.0}%", 100.0 * vmax))];
+    let mut d = hi.floor();
+    while d >= lo {
+        let v = 10f64.powf(d);
+        // Skip a decade too close to the top label.
+        if (at(v) - at(vmax)).abs() >= 14 {
+            let label = if v >= 0.01 {
+                format!("{:.0}%", 100.0 * v)
+            } else {
+                format!("{v:.0e}")
+            };
+            ticks.push((v, label));
+        }
+        d -= 1.0;
+    }
+    for (v, label) in ticks {
+        let y = at(v);
+        area.draw(&PathElement::new(
+            vec![(x + 22, y), (x + 28, y)],
+            BLACK.stroke_width(1),
+        ))?;
+        area.draw(&Text::new(label, (x + 32, y), style.clone()))?;
+    }
+    let note = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Left, VPos::Top));
+    area.draw(&Text::new(
+        format!("palest: {LOG_FLOOR:.0e} or less"),
+        (x - 6, y0 + len + 10),
+        note.clone(),
+    ))?;
+    area.draw(&Text::new("white: none", (x - 6, y0 + len + 28), note))?;
     Ok(())
 }
 

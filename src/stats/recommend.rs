@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Sweep;
-use crate::format::{Event, FloatFormat, RoundOptions, Rounder};
+use crate::format::{Event, FloatFormat, RoundOptions, Rounder, pow2};
 
 /// The recommended loss-scale window, as powers of two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,11 +58,22 @@ impl Recommendation {
 /// ```
 #[must_use]
 pub fn recommend(sweep: &Sweep, margin: i32, max_underflow: f64) -> Recommendation {
-    let rounder = Rounder::new(sweep.format, RoundOptions::default());
-    let ks = || sweep.rows.iter().map(|r| r.log2_scale);
-    let max_log2_scale = ks()
-        .filter(|&k| sweep.amax == 0.0 || !overflows(&rounder, sweep.amax, k + margin))
-        .max();
+    let (Some(first), Some(last)) = (sweep.rows.first(), sweep.rows.last()) else {
+        return Recommendation {
+            log2_scale: None,
+            min_log2_scale: None,
+            max_log2_scale: None,
+        };
+    };
+    let (lo, hi) = (i64::from(first.log2_scale), i64::from(last.log2_scale));
+    // Exponent arithmetic only: amax * 2^k is never formed, so it cannot overflow binary64.
+    let max_log2_scale = match overflow_log2_scale(sweep.format, sweep.amax) {
+        None => Some(last.log2_scale),
+        Some(k_over) => {
+            let top = (i64::from(k_over) - 1 - i64::from(margin)).min(hi);
+            (top >= lo).then_some(top as i32)
+        }
+    };
     let allowed = max_underflow * sweep.finite_nonzero() as f64;
     let min_log2_scale = sweep
         .rows
@@ -76,16 +87,53 @@ pub fn recommend(sweep: &Sweep, margin: i32, max_underflow: f64) -> Recommendati
     }
 }
 
-/// Whether `x * 2^k` rounds to infinity (or NaN) in the rounder's format.
-fn overflows(rounder: &Rounder, x: f64, k: i32) -> bool {
-    // Far outside any format's range the answer is plain, and 2^k might not be a finite f64.
-    if k > 1000 {
-        return true;
+/// The smallest `k` for which `amax * 2^k` rounds (nearest-even) to infinity, or NaN in a format
+/// without infinities; `None` when `amax` is zero or not finite (nothing overflows).
+///
+/// Decided with the exponent alone, so `amax * 2^k` is never formed (it would overflow binary64
+/// for `amax = 1e300`): with `amax = f * 2^E`, `f` in `[1, 2)`,
+///
+/// ```text
+/// E + k >  emax:  overflow (the scaled value is at least 2^(emax+1) > max)
+/// E + k == emax:  overflow iff f * 2^emax rounds above max
+/// E + k <  emax:  finite (below 2^emax <= max)
+/// so  k_over = emax - E + 1 - [f * 2^emax rounds above max]
+/// ```
+///
+/// ```
+/// use mixprec::format::FP16;
+/// use mixprec::stats::recommend::overflow_log2_scale;
+///
+/// // 65504 is fp16's max; 65520 rounds up to infinity.
+/// assert_eq!(overflow_log2_scale(FP16, 65504.0), Some(1));
+/// assert_eq!(overflow_log2_scale(FP16, 65520.0), Some(0));
+/// // 1e300 = 1.33 * 2^996: 2^(996 - 981) * 1.33 = 2^15 * 1.33 is finite, 2^16 * 1.33 is not.
+/// assert_eq!(overflow_log2_scale(FP16, 1e300), Some(-980));
+/// assert_eq!(overflow_log2_scale(FP16, 0.0), None);
+/// ```
+#[must_use]
+pub fn overflow_log2_scale(format: FloatFormat, amax: f64) -> Option<i32> {
+    let a = amax.abs();
+    if a == 0.0 || !a.is_finite() {
+        return None;
     }
-    if k < -1000 {
-        return false;
-    }
-    rounder.round_at(x * 2f64.powi(k), 0).1 == Event::Overflow
+    let bits = a.to_bits();
+    let biased = (bits >> 52) as i32;
+    // (E, f) with f in [1, 2); binary64 subnormals normalised.
+    let (e, f) = if biased == 0 {
+        let lz = bits.leading_zeros() as i32;
+        let e = -1074 + 63 - lz;
+        (e, a * pow2(-e - 600) * pow2(600))
+    } else {
+        (
+            biased - 1023,
+            f64::from_bits((bits & ((1 << 52) - 1)) | 0x3ff0_0000_0000_0000),
+        )
+    };
+    let rounder = Rounder::new(format, RoundOptions::default());
+    // f * 2^emax is finite in binary64 for every format (emax <= 128).
+    let top = rounder.round_at(f * pow2(format.emax()), 0).1 == Event::Overflow;
+    Some(format.emax() - e + 1 - i32::from(top))
 }
 
 /// What a tensor, or a wider format, would do on its own: its name and recommendation.
@@ -208,6 +256,54 @@ mod tests {
     use super::*;
     use crate::format::{BF16, FP16};
     use crate::stats::SweepAccumulator;
+
+    #[test]
+    fn overflow_exponent_is_exact_where_products_overflow_binary64() {
+        use crate::format::{FP8_E4M3, FP8_E5M2};
+        // Reference: round amax * 2^k, formed in two exact steps (2^k alone may not be finite).
+        let overflows = |f: FloatFormat, x: f64, k: i32| {
+            let r = Rounder::new(f, RoundOptions::default());
+            let h = k / 2;
+            r.round_at(x * 2f64.powi(h) * 2f64.powi(k - h), 0).1 == Event::Overflow
+        };
+        let mut rng = crate::stats::testdata::Rng(11);
+        for f in [FP16, BF16, FP8_E4M3, FP8_E5M2, "e2m1".parse().unwrap()] {
+            let mut xs = vec![
+                f64::MAX,
+                5e-324,
+                1e-310,
+                1e300,
+                65504.0,
+                65520.0,
+                448.0,
+                464.0,
+            ];
+            xs.extend((0..300).map(|_| f64::from_bits(rng.next_u64() >> 1)));
+            for x in xs.into_iter().filter(|x| x.is_finite() && *x != 0.0) {
+                let k = overflow_log2_scale(f, x).unwrap();
+                assert!(overflows(f, x, k), "{f} {x:e} at 2^{k}");
+                assert!(!overflows(f, x, k - 1), "{f} {x:e} at 2^{}", k - 1);
+            }
+        }
+        assert_eq!(overflow_log2_scale(FP16, f64::NAN), None);
+    }
+
+    #[test]
+    fn window_top_never_trusts_an_overflowing_product() {
+        // Issue 10: [1e10, 1e-3] over -2000..2000 recommended 2^1000, and [1e300, 1] 2^32.
+        let mut acc = SweepAccumulator::new(FP16);
+        acc.add_f32(&[1e10, 1e-3]);
+        let r = recommend(&acc.sweep(-2000..=2000), 0, 0.001);
+        assert_eq!(r.max_log2_scale, Some(-18));
+        let mut acc = SweepAccumulator::new(FP16);
+        acc.add_f64(&[1e300, 1.0]);
+        let s = acc.sweep(0..=32);
+        let r = recommend(&s, 0, 0.001);
+        assert_eq!(r.max_log2_scale, None);
+        assert!(s.rows.iter().all(|row| row.overflow >= 1));
+        // A margin that would push k + margin past i32 is fine too.
+        assert_eq!(recommend(&s, i32::MAX, 0.001).max_log2_scale, None);
+    }
 
     fn sweep(xs: &[f32], ks: std::ops::RangeInclusive<i32>) -> Sweep {
         let mut acc = SweepAccumulator::new(FP16);

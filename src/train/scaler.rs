@@ -29,7 +29,9 @@ pub enum LossScaling {
     None,
     /// A constant scale; overflowing steps are skipped.
     Static {
-        /// The scale `S`.
+        /// The scale `S` (in a config file a number or a string such as `"2^16"`:
+        /// [`crate::format::parse_loss_scale`]).
+        #[serde(deserialize_with = "crate::format::deserialize_loss_scale")]
         scale: f32,
     },
     /// A scale that backs off on overflow and grows after clean steps.
@@ -40,7 +42,9 @@ pub enum LossScaling {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DynamicScaling {
-    /// The first scale (2^16).
+    /// The first scale (2^16; in a config file a number or a string such as `"2^16"`:
+    /// [`crate::format::parse_loss_scale`]).
+    #[serde(deserialize_with = "crate::format::deserialize_loss_scale")]
     pub init_scale: f32,
     /// Factor applied after `growth_interval` clean steps in a row (2).
     pub growth_factor: f32,

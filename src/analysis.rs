@@ -1,0 +1,749 @@
+//! The `analyze` pipeline: tensors in, a typed [`Analysis`] out (what `mixprec analyze --json`
+//! prints, and what its tables, plots and reports are made from).
+//!
+//! For each tensor and for all of them together: the log2 histogram, the loss-scale sweep over
+//! `options.lo..=options.hi` (see [`crate::stats::sweep`]), each tensor's own window, the pooled
+//! recommendation ([`crate::stats::recommend()`]) with what it means for PyTorch's
+//! `GradScaler`, the tensors whose own window excludes it (worst first), and the explanation in
+//! words ([`text`]).
+//!
+//! ```
+//! use mixprec::analysis::{AnalysisOptions, TensorInput, analyze};
+//! use mixprec::io::{Dtype, TensorInfo, Values};
+//!
+//! let options = AnalysisOptions::default(); // fp16, scales 2^0..2^32
+//! let info = |name: &str| TensorInfo {
+//!     name: name.into(),
+//!     dtype: Dtype::F32,
+//!     shape: vec![3],
+//!     path: "grads.safetensors".into(),
+//! };
+//! let mut w = TensorInput::new(info("w"), options.format);
+//! w.add(Values::F32(&[12.5]));
+//! w.add(Values::F32(&vec![1e-3; 4000]));
+//! let mut b = TensorInput::new(info("b"), options.format);
+//! b.add(Values::F32(&[1e-13, 3e-13, 2e-3]));
+//! let a = analyze(vec![w, b], Vec::new(), &options);
+//! let rec = a.recommendation.as_ref().unwrap();
+//! // 12.5 * 2^12 = 51200 is finite in fp16, 12.5 * 2^13 is not.
+//! assert_eq!(rec.log2_scale, Some(12));
+//! assert_eq!(rec.overflow_log2_scale, 13);
+//! // b loses 2 of its 3 values at 2^12 (1e-13 * 2^12 is below half fp16's min subnormal): 67%
+//! // of b, but 0.05% of all the values, within the pooled 0.1%. b's own window starts at 2^19.
+//! assert_eq!(rec.excluded_tensors, ["b"]);
+//! assert_eq!(a.windows[0].name, "b");
+//! assert_eq!(a.windows[0].window.min_log2_scale, Some(19));
+//! ```
+
+pub mod text;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::format::{BF16, FP16, FP32, FloatFormat, pow2};
+use crate::io::{self, TensorInfo, Values};
+use crate::stats::recommend::overflow_log2_scale;
+use crate::stats::{
+    Alternative, Histogram, Sweep, SweepAccumulator, recommend, sweep_from_histogram,
+};
+use crate::{Error, Result};
+
+/// Scales beyond `2^±SCALE_LIMIT` are meaningless for any format of at most 8 exponent bits and
+/// f64 data; `--scales` and `--margin` stay within it.
+pub const SCALE_LIMIT: i32 = 2000;
+
+/// Sub-bins per octave of the histograms kept for the plots and the wider-format check.
+const SUB_BINS_LOG2: u32 = 2;
+
+/// GradScaler keeps its scale in an f32: 2^127 is the largest power of two it can hold.
+const F32_MAX_LOG2: i32 = 127;
+
+/// What to analyse and against what.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnalysisOptions {
+    /// The format the scaled values are rounded into.
+    pub format: FloatFormat,
+    /// The smallest log2 scale of the sweep.
+    pub lo: i32,
+    /// The largest log2 scale of the sweep (inclusive).
+    pub hi: i32,
+    /// Bits of headroom: the recommended `k` keeps `amax * 2^(k + margin)` finite.
+    pub margin: i32,
+    /// The largest share of the finite nonzero values allowed to underflow at the window's low
+    /// end.
+    pub max_underflow: f64,
+    /// Only the tensors with these names (all when empty).
+    pub tensors: Vec<String>,
+}
+
+impl Default for AnalysisOptions {
+    /// fp16, scales `2^0..=2^32`, no margin, at most 0.1% underflow, every tensor.
+    fn default() -> Self {
+        AnalysisOptions {
+            format: FP16,
+            lo: 0,
+            hi: 32,
+            margin: 0,
+            max_underflow: 0.001,
+            tensors: Vec::new(),
+        }
+    }
+}
+
+impl AnalysisOptions {
+    /// Checks the ranges.
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] naming the option (as the command line spells it) that is out of
+    /// range.
+    pub fn validate(&self) -> Result<()> {
+        if self.lo > self.hi || self.lo < -SCALE_LIMIT || self.hi > SCALE_LIMIT {
+            return Err(Error::InvalidValue {
+                what: "--scales",
+                value: format!("{}..{}", self.lo, self.hi),
+                expected: SCALES_EXPECTED,
+            });
+        }
+        if !(0..=SCALE_LIMIT).contains(&self.margin) {
+            return Err(Error::InvalidValue {
+                what: "--margin",
+                value: self.margin.to_string(),
+                expected: "a whole number of bits from 0 to 2000",
+            });
+        }
+        if !(0.0..=1.0).contains(&self.max_underflow) {
+            return Err(Error::InvalidValue {
+                what: "--max-underflow",
+                value: self.max_underflow.to_string(),
+                expected: "a fraction from 0 to 1, e.g. 0.001",
+            });
+        }
+        Ok(())
+    }
+}
+
+const SCALES_EXPECTED: &str = "LO..HI with whole exponents -2000 <= LO <= HI <= 2000, each \
+                               written k or 2^k, e.g. 0..32, -8..40 or 2^0..2^32";
+
+/// Parses `LO..HI`, an inclusive range of log2 scales; each end is `k` or `2^k` (either may be
+/// negative).
+///
+/// # Errors
+/// [`Error::InvalidValue`] for `--scales` when the text is not such a range or is outside
+/// `-2000..2000`.
+///
+/// ```
+/// use mixprec::analysis::parse_log2_scales;
+///
+/// assert_eq!(parse_log2_scales("-8..40").unwrap(), (-8, 40));
+/// assert_eq!(parse_log2_scales("2^0..2^32").unwrap(), (0, 32));
+/// assert!(parse_log2_scales("5..2").is_err());
+/// ```
+pub fn parse_log2_scales(s: &str) -> Result<(i32, i32)> {
+    let bad = || Error::InvalidValue {
+        what: "--scales",
+        value: s.to_string(),
+        expected: SCALES_EXPECTED,
+    };
+    let (lo, hi) = s.trim().split_once("..").ok_or_else(bad)?;
+    let one = |t: &str| crate::format::parse_log2_scale("--scales", t, SCALE_LIMIT);
+    let (lo, hi) = (one(lo).map_err(|_| bad())?, one(hi).map_err(|_| bad())?);
+    if lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+/// One tensor's values, summarised as they are read (a sweep accumulator and a histogram).
+#[derive(Clone, Debug)]
+pub struct TensorInput {
+    info: TensorInfo,
+    acc: SweepAccumulator,
+    hist: Histogram,
+}
+
+impl TensorInput {
+    /// An empty summary of the tensor `info`, for rounding into `format`.
+    #[must_use]
+    pub fn new(info: TensorInfo, format: FloatFormat) -> Self {
+        TensorInput {
+            info,
+            acc: SweepAccumulator::new(format),
+            hist: Histogram::new(SUB_BINS_LOG2),
+        }
+    }
+
+    /// Adds a chunk of the tensor's values (on all threads; the result does not depend on their
+    /// number).
+    pub fn add(&mut self, values: Values<'_>) {
+        match values {
+            Values::F32(xs) => {
+                self.acc.par_add_f32(xs);
+                self.hist.par_add_f32(xs);
+            }
+            Values::F64(xs) => {
+                self.acc.par_add_f64(xs);
+                self.hist.par_add_f64(xs);
+            }
+        }
+    }
+
+    /// The tensor.
+    #[must_use]
+    pub fn info(&self) -> &TensorInfo {
+        &self.info
+    }
+}
+
+/// Refuses the same file given twice (the same path, another spelling of it, or a link to it):
+/// its values would be counted twice.
+fn check_distinct(files: &[PathBuf]) -> Result<()> {
+    let mut seen: Vec<(FileId, &Path)> = Vec::new();
+    for path in files {
+        // A file that cannot be inspected is reported by the reader, with its own message.
+        let Some(id) = file_id(path) else { continue };
+        if let Some((_, first)) = seen.iter().find(|(other, _)| *other == id) {
+            return Err(Error::SameFile {
+                first: first.to_path_buf(),
+                second: path.clone(),
+            });
+        }
+        seen.push((id, path));
+    }
+    Ok(())
+}
+
+/// What identifies a file: device and inode on Unix, the canonical path elsewhere.
+#[derive(PartialEq)]
+enum FileId {
+    #[cfg(unix)]
+    Inode(u64, u64),
+    #[cfg_attr(unix, allow(dead_code))]
+    Path(PathBuf),
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileId::Inode(m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::canonicalize(path).ok().map(FileId::Path)
+    }
+}
+
+/// The tensors of `files` that `options.tensors` selects, read in one pass, and the tensors
+/// skipped for their dtype.
+///
+/// # Errors
+/// [`Error::SameFile`] when a file is given twice; the readers' [`Error::Io`] and
+/// [`Error::BadFile`]; [`Error::NoSuchTensor`] for a name in `options.tensors` that no file
+/// holds; [`Error::NoFloatTensors`] when nothing is left to analyse.
+pub fn read_tensors(
+    files: &[PathBuf],
+    options: &AnalysisOptions,
+) -> Result<(Vec<TensorInput>, Vec<TensorInfo>)> {
+    check_distinct(files)?;
+    let want = |name: &str| options.tensors.is_empty() || options.tensors.iter().any(|t| t == name);
+    let mut tensors: Vec<TensorInput> = Vec::new();
+    let mut skipped = Vec::new();
+    for path in files {
+        let scan = io::scan(path, &want, &mut |info, values| {
+            let new = tensors
+                .last()
+                .is_none_or(|t| t.info.name != info.name || t.info.path != info.path);
+            if new {
+                tensors.push(TensorInput::new(info.clone(), options.format));
+            }
+            if let Some(t) = tensors.last_mut() {
+                t.add(values);
+            }
+        })?;
+        skipped.extend(scan.skipped);
+    }
+    let list = || {
+        files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for name in &options.tensors {
+        let known =
+            tensors.iter().any(|t| &t.info.name == name) || skipped.iter().any(|t| &t.name == name);
+        if !known {
+            return Err(Error::NoSuchTensor {
+                name: name.clone(),
+                files: list(),
+            });
+        }
+    }
+    if tensors.is_empty() {
+        return Err(Error::NoFloatTensors {
+            files: list(),
+            skipped: skipped.len(),
+        });
+    }
+    Ok((tensors, skipped))
+}
+
+/// [`read_tensors`] then [`analyze`].
+///
+/// # Errors
+/// [`AnalysisOptions::validate`]'s and [`read_tensors`]'s.
+pub fn analyze_files(files: &[PathBuf], options: &AnalysisOptions) -> Result<Analysis> {
+    options.validate()?;
+    let (tensors, skipped) = read_tensors(files, options)?;
+    Ok(analyze(tensors, skipped, options))
+}
+
+/// The analysis of one or several tensor files.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    /// The format the values are rounded into.
+    pub format: FloatFormat,
+    /// Each tensor, in file order (files in the order given).
+    pub tensors: Vec<TensorAnalysis>,
+    /// All tensors together.
+    pub total: Total,
+    /// The loss scale for all tensors together; `None` (JSON `null`) when no tensor holds a
+    /// finite nonzero value: there is nothing to scale.
+    pub recommendation: Option<Advice>,
+    /// Each tensor's own window, worst first (see [`TensorWindow`]); tensors with nothing to
+    /// scale are left out.
+    pub windows: Vec<TensorWindow>,
+    /// The recommendation in words, with the numbers ([`text::explanation`]).
+    pub explanation: String,
+    /// Tensors skipped for their dtype.
+    #[serde(serialize_with = "skipped_json")]
+    pub skipped: Vec<TensorInfo>,
+    /// The options that produced this analysis.
+    pub options: AnalysisOptions,
+}
+
+/// One tensor's numbers.
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorAnalysis {
+    /// Its name in its file.
+    pub name: String,
+    /// Its number of values.
+    pub count: u64,
+    /// Exact zeros (either sign).
+    pub zeros: u64,
+    /// NaN and infinities.
+    pub nonfinite: u64,
+    /// The largest finite magnitude (0 when none).
+    pub amax: f64,
+    /// The sweep over the options' scales.
+    #[serde(serialize_with = "sweep_json")]
+    pub sweep: Sweep,
+    /// The file that holds it.
+    #[serde(serialize_with = "path_json")]
+    pub file: PathBuf,
+    /// Its dtype in the file (`F32`, `BF16`, ...).
+    #[serde(serialize_with = "display_json")]
+    pub dtype: io::Dtype,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// The smallest nonzero finite magnitude, if any.
+    pub min_nonzero: Option<f64>,
+    /// Its own window; `None` when it has no finite nonzero value.
+    pub window: Option<Window>,
+    /// Its log2 histogram (not serialized: for plots and reports).
+    #[serde(skip)]
+    pub histogram: Histogram,
+}
+
+impl TensorAnalysis {
+    /// The tensor's name, with its file when `with_file` (several files given).
+    #[must_use]
+    pub fn label(&self, with_file: bool) -> String {
+        if with_file {
+            format!("{}:{}", self.file.display(), self.name)
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
+/// All tensors together.
+#[derive(Clone, Debug, Serialize)]
+pub struct Total {
+    /// Values.
+    pub count: u64,
+    /// Exact zeros.
+    pub zeros: u64,
+    /// NaN and infinities.
+    pub nonfinite: u64,
+    /// The largest finite magnitude.
+    pub amax: f64,
+    /// The sweep of all values together.
+    #[serde(serialize_with = "sweep_json")]
+    pub sweep: Sweep,
+    /// The smallest nonzero finite magnitude, if any.
+    pub min_nonzero: Option<f64>,
+    /// The histogram of all values (not serialized).
+    #[serde(skip)]
+    pub histogram: Histogram,
+}
+
+/// A window of log2 loss scales `[min, max]`, as [`recommend()`] finds it, with where overflow
+/// starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    /// The smallest `k` of the range whose underflow is within the allowed share (`None`: none
+    /// is).
+    pub min_log2_scale: Option<i32>,
+    /// The largest `k` of the range that keeps amax (times `2^margin`) finite (`None`: amax
+    /// overflows at every scale of the range).
+    pub max_log2_scale: Option<i32>,
+    /// The smallest `k` at which amax overflows, whatever the range (exact).
+    pub overflow_log2_scale: i32,
+    /// Whether some scale satisfies both bounds (`min <= max`).
+    pub works: bool,
+}
+
+impl Window {
+    fn of(sweep: &Sweep, options: &AnalysisOptions) -> Option<Window> {
+        let k_over = overflow_log2_scale(sweep.format, sweep.amax)?;
+        let r = recommend(sweep, options.margin, options.max_underflow);
+        Some(Window {
+            min_log2_scale: r.min_log2_scale,
+            max_log2_scale: r.max_log2_scale,
+            overflow_log2_scale: k_over,
+            works: r.works(),
+        })
+    }
+
+    /// Whether `k` lies in the window.
+    #[must_use]
+    pub fn contains(&self, k: i32) -> bool {
+        matches!((self.min_log2_scale, self.max_log2_scale), (Some(a), Some(b)) if a <= k && k <= b)
+    }
+}
+
+/// What bounds the top of the recommended window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Limit {
+    /// amax: one scale more (with the margin) and it overflows.
+    Overflow,
+    /// The top of the options' range (`--scales`): larger scales were not considered.
+    Scales,
+}
+
+/// The loss scale for all tensors together, and what it means for a scaler.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Advice {
+    /// The recommended `k` (scale `2^k`): the window's top when overflow bounds it; `0` (no
+    /// scaling) when only the range's top bounds it and `2^0` is in the window; `None` when amax
+    /// overflows at every scale of the range.
+    pub log2_scale: Option<i32>,
+    /// The window's low end: the smallest `k` whose underflow is within the allowed share.
+    pub min_log2_scale: Option<i32>,
+    /// The window's top: the largest `k` of the range keeping amax (times `2^margin`) finite.
+    pub max_log2_scale: Option<i32>,
+    /// Whether one scale satisfies both bounds.
+    pub works: bool,
+    /// What bounds the window's top.
+    pub limited_by: Limit,
+    /// The smallest `k` at which amax overflows (exact exponent arithmetic, any range).
+    pub overflow_log2_scale: i32,
+    /// Whether a loss scale is needed at all: false when `2^0` keeps underflow within bounds.
+    pub scaling_needed: bool,
+    /// Whether the recommended scale is within 2x of overflow: amax times twice the scale
+    /// overflows.
+    pub near_overflow: bool,
+    /// What to give PyTorch's `GradScaler`.
+    pub grad_scaler: GradScalerAdvice,
+    /// The tensors (labelled as in [`TensorAnalysis::label`]) whose own window excludes the
+    /// recommended scale, worst first.
+    pub excluded_tensors: Vec<String>,
+}
+
+/// The recommendation in `GradScaler`'s terms (its scale is an f32, so powers of two from
+/// 2^-149 to 2^127).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradScalerAdvice {
+    /// `init_scale`: the recommended scale (`None` when amax overflows at every scale of the
+    /// range).
+    pub init_scale: Option<f64>,
+    /// Its log2.
+    pub log2_init_scale: Option<i32>,
+    /// Where a dynamic scaler settles on gradients like these: the largest power of two below
+    /// the overflow boundary (it doubles until a step overflows, then halves).
+    pub settles_at: f64,
+    /// Its log2: `overflow_log2_scale - 1`, at most 127.
+    pub settles_log2_scale: i32,
+}
+
+/// A tensor's own window beside the pooled recommendation (one entry of [`Analysis::windows`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TensorWindow {
+    /// The tensor's index in [`Analysis::tensors`].
+    pub index: usize,
+    /// Its name.
+    pub name: String,
+    /// Its file.
+    pub file: String,
+    /// Its own window.
+    #[serde(flatten)]
+    pub window: Window,
+    /// The scale the shares are taken at: the recommended one, or the best there is.
+    pub at_log2_scale: i32,
+    /// The share of its finite nonzero values that underflow there (a fraction).
+    pub underflow_share: f64,
+    /// Whether its window excludes the recommended scale.
+    pub excludes_recommended: bool,
+}
+
+/// Analyses summarised tensors (from [`read_tensors`], or built with [`TensorInput::add`]).
+#[must_use]
+pub fn analyze(
+    inputs: Vec<TensorInput>,
+    skipped: Vec<TensorInfo>,
+    options: &AnalysisOptions,
+) -> Analysis {
+    let range = options.lo..=options.hi;
+    let mut total_acc = SweepAccumulator::new(options.format);
+    let mut total_hist = Histogram::new(SUB_BINS_LOG2);
+    for t in &inputs {
+        total_acc.merge(&t.acc);
+        total_hist.merge(&t.hist);
+    }
+    let total_sweep = total_acc.sweep(range.clone());
+    let tensors: Vec<TensorAnalysis> = inputs
+        .into_iter()
+        .map(|t| {
+            let sweep = t.acc.sweep(range.clone());
+            TensorAnalysis {
+                name: t.info.name,
+                count: sweep.count,
+                zeros: sweep.zeros,
+                nonfinite: sweep.nonfinite,
+                amax: sweep.amax,
+                window: Window::of(&sweep, options),
+                sweep,
+                file: t.info.path,
+                dtype: t.info.dtype,
+                shape: t.info.shape,
+                min_nonzero: t.hist.min_nonzero(),
+                histogram: t.hist,
+            }
+        })
+        .collect();
+    let total = Total {
+        count: total_sweep.count,
+        zeros: total_sweep.zeros,
+        nonfinite: total_sweep.nonfinite,
+        amax: total_sweep.amax,
+        min_nonzero: total_hist.min_nonzero(),
+        sweep: total_sweep,
+        histogram: total_hist,
+    };
+    let mut advice = advise(&total.sweep, options);
+    // The scale the per-tensor shares are taken at: the recommendation, or the best there is.
+    let at = advice
+        .as_ref()
+        .and_then(|a| a.log2_scale.or(a.min_log2_scale))
+        .unwrap_or(options.lo);
+    let recommended = advice
+        .as_ref()
+        .filter(|a| a.works)
+        .and_then(|a| a.log2_scale);
+    let several = several_files(&tensors);
+    let mut windows: Vec<TensorWindow> = tensors
+        .iter()
+        .enumerate()
+        .filter_map(|(index, t)| {
+            let window = t.window?;
+            let n = t.sweep.finite_nonzero();
+            let under = t.sweep.row(at).map_or(0, |r| r.underflow);
+            Some(TensorWindow {
+                index,
+                name: t.name.clone(),
+                file: t.file.display().to_string(),
+                window,
+                at_log2_scale: at,
+                underflow_share: under as f64 / n as f64,
+                excludes_recommended: recommended.is_some_and(|k| !window.contains(k)),
+            })
+        })
+        .collect();
+    // Worst first: excluded ones, then by the share lost at the scale, then the tensors that
+    // need the largest scale, then those with no window of their own.
+    windows.sort_by(|a, b| {
+        b.excludes_recommended
+            .cmp(&a.excludes_recommended)
+            .then(b.underflow_share.total_cmp(&a.underflow_share))
+            .then(b.window.min_log2_scale.cmp(&a.window.min_log2_scale))
+            .then(a.window.works.cmp(&b.window.works))
+            .then(a.index.cmp(&b.index))
+    });
+    if let Some(a) = advice.as_mut() {
+        a.excluded_tensors = windows
+            .iter()
+            .filter(|w| w.excludes_recommended)
+            .map(|w| tensors[w.index].label(several))
+            .collect();
+    }
+    let mut analysis = Analysis {
+        format: options.format,
+        tensors,
+        total,
+        recommendation: advice,
+        windows,
+        explanation: String::new(),
+        skipped,
+        options: options.clone(),
+    };
+    analysis.explanation = text::explanation(&analysis, &alternatives(&analysis, options));
+    analysis
+}
+
+/// Whether the tensors come from more than one file.
+#[must_use]
+pub fn several_files(tensors: &[TensorAnalysis]) -> bool {
+    tensors.windows(2).any(|w| w[0].file != w[1].file)
+}
+
+impl Analysis {
+    /// Whether the tensors come from more than one file (tables then get a file column).
+    #[must_use]
+    pub fn several_files(&self) -> bool {
+        several_files(&self.tensors)
+    }
+}
+
+/// The pooled advice; `None` when there is nothing to scale.
+fn advise(sweep: &Sweep, options: &AnalysisOptions) -> Option<Advice> {
+    let k_over = overflow_log2_scale(sweep.format, sweep.amax)?;
+    if sweep.finite_nonzero() == 0 {
+        return None;
+    }
+    let r = recommend(sweep, options.margin, options.max_underflow);
+    let works = r.works();
+    // The top of the window is bound by overflow when one scale more (with the margin) overflows.
+    let limited_by = match r.max_log2_scale {
+        Some(k) if i64::from(k) + 1 + i64::from(options.margin) < i64::from(k_over) => {
+            Limit::Scales
+        }
+        _ => Limit::Overflow,
+    };
+    let unscaled_ok = r.min_log2_scale.is_some_and(|lo| lo <= 0);
+    let log2_scale = match (limited_by, works, unscaled_ok) {
+        (Limit::Scales, true, true) if r.max_log2_scale.is_some_and(|hi| hi >= 0) => Some(0),
+        _ => r.max_log2_scale,
+    };
+    let near_overflow = log2_scale.is_some_and(|k| i64::from(k) + 1 >= i64::from(k_over));
+    let settles = (k_over - 1).clamp(-149, F32_MAX_LOG2);
+    let init = log2_scale.map(|k| k.clamp(-149, F32_MAX_LOG2));
+    Some(Advice {
+        log2_scale,
+        min_log2_scale: r.min_log2_scale,
+        max_log2_scale: r.max_log2_scale,
+        works,
+        limited_by,
+        overflow_log2_scale: k_over,
+        scaling_needed: !(works && unscaled_ok && r.max_log2_scale.is_some_and(|hi| hi >= 0)),
+        near_overflow,
+        grad_scaler: GradScalerAdvice {
+            init_scale: init.map(pow2),
+            log2_init_scale: init,
+            settles_at: pow2(settles),
+            settles_log2_scale: settles,
+        },
+        excluded_tensors: Vec::new(),
+    })
+}
+
+/// When no single scale works: each tensor's own window, and the first wider format's (from
+/// the histogram of everything, exact up to the histogram sweep's bound).
+fn alternatives(a: &Analysis, options: &AnalysisOptions) -> (Vec<Alternative>, Vec<Alternative>) {
+    if a.recommendation.as_ref().is_none_or(|r| r.works) {
+        return (Vec::new(), Vec::new());
+    }
+    let several = a.several_files();
+    let per_tensor = if a.tensors.len() > 1 {
+        a.tensors
+            .iter()
+            .map(|t| Alternative {
+                name: t.label(several),
+                recommendation: recommend(&t.sweep, options.margin, options.max_underflow),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let wider = [BF16, FP32]
+        .into_iter()
+        .filter(|w| w.exp_bits() > options.format.exp_bits())
+        .take(1)
+        .map(|w| {
+            let (s, _) = sweep_from_histogram(&a.total.histogram, w, options.lo..=options.hi);
+            Alternative {
+                name: w.name(),
+                recommendation: recommend(&s, options.margin, options.max_underflow),
+            }
+        })
+        .collect();
+    (per_tensor, wider)
+}
+
+/// The sweep rows as the JSON contract has them (without `relative_error_finite`).
+fn sweep_json<S: Serializer>(s: &Sweep, ser: S) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Row {
+        log2_scale: i32,
+        underflow: u64,
+        subnormal: u64,
+        normal: u64,
+        overflow: u64,
+        energy_lost: f64,
+        relative_error: Option<f64>,
+    }
+    ser.collect_seq(s.rows.iter().map(|r| Row {
+        log2_scale: r.log2_scale,
+        underflow: r.underflow,
+        subnormal: r.subnormal,
+        normal: r.normal,
+        overflow: r.overflow,
+        energy_lost: r.energy_lost,
+        relative_error: r.relative_error,
+    }))
+}
+
+fn path_json<S: Serializer>(p: &Path, ser: S) -> std::result::Result<S::Ok, S::Error> {
+    ser.collect_str(&p.display())
+}
+
+fn display_json<S: Serializer>(
+    d: &impl std::fmt::Display,
+    ser: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    ser.collect_str(d)
+}
+
+fn skipped_json<S: Serializer>(
+    skipped: &[TensorInfo],
+    ser: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Skipped {
+        name: String,
+        file: String,
+        dtype: String,
+    }
+    ser.collect_seq(skipped.iter().map(|t| Skipped {
+        name: t.name.clone(),
+        file: t.path.display().to_string(),
+        dtype: t.dtype.to_string(),
+    }))
+}
+
+#[cfg(test)]
+mod tests;

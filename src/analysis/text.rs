@@ -1,0 +1,517 @@
+//! An [`Analysis`] in words and tables.
+//!
+//! One unit per table: a table of counts and magnitudes, a table of log2 scales, and tables of
+//! percentages (shares of values, of the squared norm, and the relative error, all in percent).
+//! A share is printed with its digits, never rounded to 0 or to 100 unless it is exactly that:
+//!
+//! ```text
+//! 0 -> "0"    1 of 2 -> "50.0"    1 of 4e6 -> "2.50e-5"    999999 of 1e6 -> "99.9999"    1 -> "100"
+//! ```
+
+use std::io::Write;
+
+use super::{Advice, Analysis, Limit, TensorAnalysis, Window};
+use crate::stats::{Alternative, Recommendation, explain};
+
+/// `100 * x` as text with its digits: `"0"` only for 0, `"100"` only for exactly 1; shares
+/// under 0.1% in scientific notation with 3 digits; just under 100% with as many decimals as it
+/// takes not to print 100.
+#[must_use]
+pub fn percent(x: f64) -> String {
+    if x == 0.0 {
+        return "0".into();
+    }
+    if x == 1.0 {
+        return "100".into();
+    }
+    if !x.is_finite() {
+        return "inf".into();
+    }
+    let p = 100.0 * x;
+    if p.abs() < 0.1 {
+        return format!("{p:.2e}");
+    }
+    for decimals in 1..=15 {
+        let s = format!("{p:.decimals$}");
+        if !(x < 1.0 && s.starts_with("100")) {
+            return s;
+        }
+    }
+    format!("{p}")
+}
+
+/// `part` of `whole` as a percentage ([`percent`]); `"-"` when `whole` is 0.
+#[must_use]
+pub fn percent_of(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "-".into();
+    }
+    if part == whole {
+        return "100".into();
+    }
+    let x = part as f64 / whole as f64;
+    // A share that is not all of them must not print as 100, even when the ratio rounds to 1.
+    percent(if part < whole {
+        x.min(1.0 - f64::EPSILON / 2.0)
+    } else {
+        x
+    })
+}
+
+/// A magnitude: as written when short, else 4 significant digits.
+fn magnitude(x: f64) -> String {
+    let exact = format!("{x}");
+    if exact.len() <= 9 {
+        exact
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+/// A window in words: `2^a..2^b`, or why it is empty.
+#[must_use]
+pub fn window_words(w: &Window, max_underflow: f64) -> String {
+    let pct = format!("{}%", percent(max_underflow));
+    match (w.min_log2_scale, w.max_log2_scale) {
+        (Some(lo), Some(hi)) if lo <= hi => format!("2^{lo}..2^{hi}"),
+        (Some(lo), Some(hi)) => {
+            format!("none (needs 2^{lo} to keep small values, overflows above 2^{hi})")
+        }
+        (None, Some(hi)) => {
+            format!("none (underflow stays above {pct} in the range; overflows above 2^{hi})")
+        }
+        (Some(lo), None) => format!("none (needs 2^{lo}, but amax overflows at every scale)"),
+        (None, None) => "none".to_string(),
+    }
+}
+
+/// The recommendation in words, with the numbers: the window and why, what to give
+/// `GradScaler`, a warning within 2x of overflow, and the tensors the pooled window leaves out.
+/// `alternatives` are the per-tensor windows and wider formats shown when no single scale works.
+#[must_use]
+pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternative>)) -> String {
+    let o = &a.options;
+    let t = &a.total;
+    let Some(r) = &a.recommendation else {
+        return if t.count == 0 {
+            "Nothing to scale: the tensors hold no values, so no loss scale changes anything."
+                .to_string()
+        } else {
+            format!(
+                "Nothing to scale: none of the {} values is finite and nonzero ({} zero, {} NaN \
+                 or infinite), so no loss scale changes them.",
+                t.count, t.zeros, t.nonfinite
+            )
+        };
+    };
+    let fmt = a.format;
+    let n = t.sweep.finite_nonzero();
+    let pct = format!("{}%", percent(o.max_underflow));
+    let headroom = if o.margin == 0 {
+        String::new()
+    } else {
+        format!(" with {} bits of headroom", o.margin)
+    };
+    let settles = r.grad_scaler.settles_log2_scale;
+    let over = format!(
+        "amax {:.3e} overflows {fmt} from 2^{}",
+        t.amax, r.overflow_log2_scale
+    );
+    let rec = Recommendation {
+        log2_scale: r.log2_scale,
+        min_log2_scale: r.min_log2_scale,
+        max_log2_scale: r.max_log2_scale,
+    };
+    let mut s = match (r.works, r.limited_by, r.log2_scale) {
+        (false, _, _) | (true, Limit::Overflow, _) | (true, _, None) => explain(
+            fmt,
+            &t.sweep,
+            &rec,
+            o.margin,
+            o.max_underflow,
+            &alternatives.0,
+            &alternatives.1,
+        ),
+        (true, Limit::Scales, Some(k)) => {
+            let (lo, hi) = (r.min_log2_scale.unwrap_or(k), r.max_log2_scale.unwrap_or(k));
+            if r.scaling_needed {
+                format!(
+                    "Any loss scale from 2^{lo} to 2^{hi} works for {fmt}: below 2^{lo} more \
+                     than {pct} of the {n} finite nonzero values underflow, and only the top of \
+                     --scales bounds the window ({over}{headroom})."
+                )
+            } else {
+                let under = t.sweep.row(0).map_or(0, |row| row.underflow);
+                format!(
+                    "Loss scaling is unnecessary for {fmt}: at 2^0 (no scaling) {under} of the \
+                     {n} finite nonzero values underflow (at most {pct} allowed), and any scale \
+                     from 2^{lo} to 2^{hi} works; only the top of --scales bounds the window \
+                     ({over}{headroom})."
+                )
+            }
+        }
+    };
+    if let (false, Limit::Overflow, Some(lo)) = (r.scaling_needed, r.limited_by, r.min_log2_scale) {
+        s += &format!(
+            " (2^0 would do too: underflow is within {pct} from 2^{lo} up; the largest safe \
+             scale keeps the most small values.)"
+        );
+    }
+    if r.works {
+        s += &match (r.limited_by, r.grad_scaler.log2_init_scale) {
+            (Limit::Scales, _) if !r.scaling_needed => format!(
+                " No GradScaler is needed; a dynamic one would settle at 2^{settles}, the \
+                 largest power of two below the overflow boundary."
+            ),
+            (_, Some(init)) => {
+                let from_default = match settles {
+                    s if s < 16 => format!(
+                        "; from the default init_scale 2^16 it would skip {} step{} backing off \
+                         to it",
+                        16 - s,
+                        if s == 15 { "" } else { "s" }
+                    ),
+                    s if s > 16 => format!(
+                        "; from the default init_scale 2^16 it grows there in {} x \
+                         growth_interval clean steps",
+                        s - 16
+                    ),
+                    _ => String::new(),
+                };
+                format!(
+                    " For torch.amp.GradScaler: init_scale=2.0**{init}; a dynamic scaler \
+                     settles at 2^{settles}, the largest power of two below the overflow boundary \
+                     ({over}){from_default}."
+                )
+            }
+            (_, None) => String::new(),
+        };
+    } else if r.overflow_log2_scale > o.lo {
+        let under = t.sweep.row(settles).map_or_else(
+            || "an unknown share (outside --scales)".to_string(),
+            |row| format!("{}%", percent_of(row.underflow, n)),
+        );
+        s += &format!(
+            " A dynamic GradScaler would settle at 2^{settles}, the largest power of two below \
+             the overflow boundary ({over}), where {under} of the values underflow."
+        );
+    }
+    if let (true, true, Some(k)) = (r.works, r.near_overflow, r.log2_scale) {
+        s += &format!(
+            " Warning: 2^{k} is within 2x of overflow (amax x 2^{} overflows {fmt}): a step whose \
+             largest gradient is twice this one's overflows and is skipped; for a static scale \
+             keep headroom with --margin 1 (2^{}).",
+            k + 1,
+            k - 1
+        );
+    }
+    s += &excluded_words(a, r);
+    s
+}
+
+/// The tensors whose own window excludes the recommended scale, worst first.
+fn excluded_words(a: &Analysis, r: &Advice) -> String {
+    let (Some(k), false) = (r.log2_scale, r.excluded_tensors.is_empty()) else {
+        return String::new();
+    };
+    let several = a.several_files();
+    let shown: Vec<String> = a
+        .windows
+        .iter()
+        .filter(|w| w.excludes_recommended)
+        .take(5)
+        .map(|w| {
+            let t = &a.tensors[w.index];
+            format!(
+                "{} ({}% of its values underflow at 2^{k}; its own window {})",
+                t.label(several),
+                percent(w.underflow_share),
+                window_words(&w.window, a.options.max_underflow)
+            )
+        })
+        .collect();
+    let more = r.excluded_tensors.len().saturating_sub(shown.len());
+    let tail = if more > 0 {
+        format!("; and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        " But the pooled window hides {} tensor{} whose own window excludes 2^{k}: {}{tail}.",
+        r.excluded_tensors.len(),
+        if r.excluded_tensors.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        shown.join("; ")
+    )
+}
+
+/// Writes the tables and the explanation (what `mixprec analyze` prints).
+///
+/// # Errors
+/// Whatever writing to `out` reports.
+pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
+    let several = a.several_files();
+    let with_file = |t: &TensorAnalysis, mut row: Vec<String>| {
+        row.insert(0, t.name.clone());
+        if several {
+            row.insert(1, t.file.display().to_string());
+        }
+        row
+    };
+    let head = |cols: &[&'static str]| {
+        let mut h = vec!["tensor"];
+        if several {
+            h.push("file");
+        }
+        h.extend_from_slice(cols);
+        h
+    };
+
+    writeln!(
+        out,
+        "Tensors (count, zeros, nonfinite: numbers of values; amax, min |x|: magnitudes):\n"
+    )?;
+    let mut rows: Vec<Vec<String>> = a
+        .tensors
+        .iter()
+        .map(|t| {
+            with_file(
+                t,
+                vec![
+                    t.dtype.to_string(),
+                    t.count.to_string(),
+                    t.zeros.to_string(),
+                    t.nonfinite.to_string(),
+                    magnitude(t.amax),
+                    t.min_nonzero.map_or("-".into(), magnitude),
+                ],
+            )
+        })
+        .collect();
+    if a.tensors.len() > 1 {
+        let mut all = vec!["(all)".to_string()];
+        if several {
+            all.push(String::new());
+        }
+        all.extend([
+            String::new(),
+            a.total.count.to_string(),
+            a.total.zeros.to_string(),
+            a.total.nonfinite.to_string(),
+            magnitude(a.total.amax),
+            a.total.min_nonzero.map_or("-".into(), magnitude),
+        ]);
+        rows.push(all);
+    }
+    table(
+        out,
+        &head(&["dtype", "count", "zeros", "nonfinite", "amax", "min |x|"]),
+        &rows,
+    )?;
+    for s in &a.skipped {
+        writeln!(
+            out,
+            "skipped {} in {}: unsupported dtype {}",
+            s.name,
+            s.path.display(),
+            s.dtype
+        )?;
+    }
+
+    let Some(r) = a.recommendation.as_ref() else {
+        // Nothing to scale: every share below would be 0 of 0.
+        return writeln!(out, "\nlog2_scale: none\n{}", a.explanation);
+    };
+    let at = a.windows.first().map_or(a.options.lo, |w| w.at_log2_scale);
+    if a.tensors.len() > 1 && !a.windows.is_empty() {
+        let rec = r.log2_scale.filter(|_| r.works);
+        writeln!(
+            out,
+            "\nEach tensor's own window, worst first (log2 loss scales k, scale = 2^k):\n"
+        )?;
+        let show = |k: Option<i32>| k.map_or("none".into(), |k| k.to_string());
+        let rows: Vec<Vec<String>> = a
+            .windows
+            .iter()
+            .map(|w| {
+                let note = match (w.window.works, rec) {
+                    (false, _) => "no window of its own".to_string(),
+                    (true, Some(k)) if w.excludes_recommended => format!("excludes {k}"),
+                    (true, Some(k)) => format!("holds {k}"),
+                    (true, None) => String::new(),
+                };
+                with_file(
+                    &a.tensors[w.index],
+                    vec![
+                        show(w.window.min_log2_scale),
+                        show(w.window.max_log2_scale),
+                        w.window.overflow_log2_scale.to_string(),
+                        note,
+                    ],
+                )
+            })
+            .collect();
+        table(
+            out,
+            &head(&["lowest k", "highest k", "overflows from k", "recommended k"]),
+            &rows,
+        )?;
+    }
+
+    writeln!(
+        out,
+        "\nAt 2^{at} in {}, per tensor{} (% of each tensor's finite nonzero values; energy lost: \
+         % of its squared norm; rel. error: % of its norm):\n",
+        a.format,
+        if a.tensors.len() > 1 {
+            ", worst first"
+        } else {
+            ""
+        }
+    )?;
+    let order: Vec<usize> = a
+        .windows
+        .iter()
+        .map(|w| w.index)
+        .chain((0..a.tensors.len()).filter(|i| a.tensors[*i].window.is_none()))
+        .collect();
+    let share_cells = |s: &crate::stats::Sweep| -> Vec<String> {
+        let n = s.finite_nonzero();
+        match s.row(at) {
+            Some(row) if n > 0 => vec![
+                percent_of(row.underflow, n),
+                percent_of(row.subnormal, n),
+                percent_of(row.normal, n),
+                percent_of(row.overflow, n),
+                percent(row.energy_lost),
+                row.relative_error.map_or("inf".into(), percent),
+            ],
+            _ => vec!["-".to_string(); 6],
+        }
+    };
+    let mut rows: Vec<Vec<String>> = order
+        .iter()
+        .map(|&i| with_file(&a.tensors[i], share_cells(&a.tensors[i].sweep)))
+        .collect();
+    if a.tensors.len() > 1 {
+        let mut all = vec!["(all)".to_string()];
+        if several {
+            all.push(String::new());
+        }
+        all.extend(share_cells(&a.total.sweep));
+        rows.push(all);
+    }
+    let share_cols = [
+        "underflow",
+        "subnormal",
+        "normal",
+        "overflow",
+        "energy lost",
+        "rel. error",
+    ];
+    table(out, &head(&share_cols), &rows)?;
+
+    let n = a.total.sweep.finite_nonzero();
+    writeln!(
+        out,
+        "\nSweep of all tensors together (% of the {n} finite nonzero values; energy lost: % of \
+         the squared norm; rel. error: % of the norm):\n"
+    )?;
+    let rows: Vec<Vec<String>> = a
+        .total
+        .sweep
+        .rows
+        .iter()
+        .map(|row| {
+            let k = row.log2_scale;
+            let mark = if !r.works {
+                ""
+            } else if Some(k) == r.log2_scale {
+                "<- recommended"
+            } else if r.min_log2_scale.is_some_and(|lo| lo <= k)
+                && r.max_log2_scale.is_some_and(|hi| k <= hi)
+            {
+                "window"
+            } else {
+                ""
+            };
+            vec![
+                k.to_string(),
+                percent_of(row.underflow, n),
+                percent_of(row.subnormal, n),
+                percent_of(row.normal, n),
+                percent_of(row.overflow, n),
+                percent(row.energy_lost),
+                row.relative_error.map_or("inf".into(), percent),
+                mark.to_string(),
+            ]
+        })
+        .collect();
+    let mut header = vec!["log2 scale"];
+    header.extend_from_slice(&share_cols);
+    header.push("");
+    table(out, &header, &rows)?;
+
+    let show = |v: Option<i32>| v.map_or("none".into(), |k| k.to_string());
+    writeln!(
+        out,
+        "\nlog2_scale: {}   min_log2_scale: {}   max_log2_scale: {}",
+        show(r.log2_scale),
+        show(r.min_log2_scale),
+        show(r.max_log2_scale)
+    )?;
+    writeln!(out, "{}", a.explanation)
+}
+
+/// A left-aligned first column and right-aligned others, separated by two spaces.
+fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.zip(&widths).enumerate() {
+            let w = *w;
+            if i == 0 {
+                s += &format!("{cell:<w$}");
+            } else {
+                s += &format!("  {cell:>w$}");
+            }
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(&mut header.iter().copied()))?;
+    for row in rows {
+        writeln!(out, "{}", line(&mut row.iter().map(String::as_str)))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages_keep_their_digits() {
+        assert_eq!(percent(0.0), "0");
+        assert_eq!(percent(1.0), "100");
+        assert_eq!(percent(0.5), "50.0");
+        assert_eq!(percent(8.66e-14), "8.66e-12");
+        assert_eq!(percent(2.18e-4), "2.18e-2");
+        assert_eq!(percent_of(1, 4_000_000), "2.50e-5");
+        assert_eq!(percent_of(999_999, 1_000_000), "99.9999");
+        assert_eq!(percent_of(3, 3), "100");
+        assert_eq!(percent_of(0, 0), "-");
+        // Never 0 or 100 unless exact.
+        for (part, whole) in [(1u64, u64::MAX / 2), (u64::MAX / 2 - 1, u64::MAX / 2)] {
+            let s = percent_of(part, whole);
+            assert!(s != "0" && !s.starts_with("100"), "{s}");
+        }
+    }
+}
