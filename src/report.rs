@@ -117,9 +117,11 @@ pub const ANALYZE_PLOT_FILES: [&str; 6] = [
     "heatmap.svg",
 ];
 
-/// The PNG text chunk and the SVG comment that mark a file as written by mixprec.
+/// The PNG text chunk, the SVG (and HTML) comment and the JSON key that mark a file as written
+/// by mixprec.
 const PNG_SIGNATURE: &[u8] = b"tEXtSoftware\0mixprec";
-const SVG_SIGNATURE: &str = "<!-- written by mixprec -->";
+pub(crate) const SVG_SIGNATURE: &str = "<!-- written by mixprec -->";
+pub(crate) const JSON_SIGNATURE: &str = "\"written_by\": \"mixprec\"";
 
 /// Whether the file at `path` carries mixprec's signature (in its first 4 KiB).
 fn written_by_mixprec(path: &Path) -> bool {
@@ -130,9 +132,9 @@ fn written_by_mixprec(path: &Path) -> bool {
         && (head
             .windows(PNG_SIGNATURE.len())
             .any(|w| w == PNG_SIGNATURE)
-            || head
-                .windows(SVG_SIGNATURE.len())
-                .any(|w| w == SVG_SIGNATURE.as_bytes()))
+            || [SVG_SIGNATURE, JSON_SIGNATURE]
+                .iter()
+                .any(|sig| head.windows(sig.len()).any(|w| w == sig.as_bytes())))
 }
 
 /// Checks that [`analyze_plots`] can write into `dir` without replacing anything mixprec did not
@@ -143,15 +145,27 @@ fn written_by_mixprec(path: &Path) -> bool {
 /// [`Error::BadFile`] naming `dir` when it exists and is not a directory, or naming the file
 /// that mixprec would replace but did not write.
 pub fn check_plots_dir(dir: &Path) -> Result<()> {
-    let bad = |path: &Path, problem: &str| Error::BadFile {
+    check_outputs(dir, &ANALYZE_PLOT_FILES, "--plots")
+}
+
+/// Checks that the files `names` (relative to `dir`) can be written without replacing anything
+/// mixprec did not write: `dir` is missing or a directory, and each file is missing or carries
+/// mixprec's signature. `flag` names the option in messages.
+///
+/// # Errors
+/// As [`check_plots_dir`].
+pub fn check_outputs<S: AsRef<str>>(dir: &Path, names: &[S], flag: &str) -> Result<()> {
+    let bad = |path: &Path, problem: String| Error::BadFile {
         path: path.to_path_buf(),
-        problem: problem.to_string(),
+        problem,
     };
     match std::fs::metadata(dir) {
         Ok(m) if !m.is_dir() => {
             return Err(bad(
                 dir,
-                "exists and is not a directory; --plots needs a directory (created if missing)",
+                format!(
+                    "exists and is not a directory; {flag} needs a directory (created if missing)"
+                ),
             ));
         }
         Ok(_) => {}
@@ -163,16 +177,18 @@ pub fn check_plots_dir(dir: &Path) -> Result<()> {
             });
         }
     }
-    for name in ANALYZE_PLOT_FILES {
-        let path = dir.join(name);
+    for name in names {
+        let path = dir.join(name.as_ref());
         match std::fs::symlink_metadata(&path) {
             Err(_) => {}
             Ok(m) if m.is_file() && written_by_mixprec(&path) => {}
             Ok(_) => {
                 return Err(bad(
                     &path,
-                    "exists and was not written by mixprec; not replacing it (move it, or choose \
-                     another --plots directory)",
+                    format!(
+                        "exists and was not written by mixprec; not replacing it (move it, or \
+                         choose another {flag} directory)"
+                    ),
                 ));
             }
         }

@@ -476,3 +476,85 @@ fn the_page_renders_in_a_real_browser() {
     assert!(std::fs::metadata(&shot).unwrap().len() > 20_000);
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// `analyze --report`: the same kind of page, whose report.json is what `--json` prints; and
+/// neither command replaces a file in its output directory that mixprec did not write.
+#[test]
+fn analyze_writes_the_same_kind_of_page_and_replaces_only_its_own_files() {
+    let root = fresh("analyze");
+    std::fs::create_dir_all(&root).unwrap();
+    let npy = root.join("grads.npy");
+    let values: Vec<f32> = (0..4000).map(|i| 1e-9 * 1.01f32.powi(i % 1500)).collect();
+    write_npy(&npy, &[values.len()], TensorData::F32(&values)).unwrap();
+    let out = root.join("page");
+    let json: Value = serde_json::from_str(&ok(bin()
+        .arg("analyze")
+        .arg(&npy)
+        .arg("--json")
+        .output()
+        .unwrap()))
+    .unwrap();
+    ok(bin()
+        .arg("analyze")
+        .arg(&npy)
+        .arg("--report")
+        .arg(&out)
+        .output()
+        .unwrap());
+    let mut written = read_json(&out.join("report.json"));
+    assert_eq!(written["written_by"], "mixprec");
+    written.as_object_mut().unwrap().remove("written_by");
+    assert_eq!(written, json);
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    for part in [
+        "<section id=\"findings\"",
+        "<section id=\"tensors\"",
+        "<figure id=\"histogram\"",
+        "<figure id=\"sweep\"",
+        "Use a loss scale of 2^",
+    ] {
+        assert!(page.contains(part), "{part}");
+    }
+    // Run again: its own files are replaced; a user's index.html is not.
+    ok(bin()
+        .arg("analyze")
+        .arg(&npy)
+        .arg("--report")
+        .arg(&out)
+        .output()
+        .unwrap());
+    std::fs::write(out.join("index.html"), "<p>my notes</p>").unwrap();
+    let e = fails(
+        bin()
+            .arg("analyze")
+            .arg(&npy)
+            .arg("--report")
+            .arg(&out)
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.contains("index.html: exists and was not written by mixprec"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("index.html")).unwrap(),
+        "<p>my notes</p>"
+    );
+    let run = root.join("run");
+    train("fp32", "5", &run);
+    let e = fails(
+        bin()
+            .arg("report")
+            .arg(&run)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.contains("index.html: exists and was not written by mixprec"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

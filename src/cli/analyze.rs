@@ -77,6 +77,12 @@ pub struct Args {
     /// alone and the command fails before analysing anything.
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
+    /// Write a report into this directory (created if missing): index.html, one self-contained
+    /// page (the recommendation in words, each tensor's own window, the plots inline as SVG),
+    /// report.json (what --json prints) and figures/ (the --plots files). Files mixprec did not
+    /// write are never replaced.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 impl Args {
@@ -121,7 +127,8 @@ impl Args {
 /// Runs the command.
 ///
 /// # Errors
-/// Bad flags, unreadable or repeated files, a `--plots` directory that cannot take the plots,
+/// Bad flags, unreadable or repeated files, a `--plots` or `--report` directory that cannot take
+/// the files,
 /// a failed write.
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let options = args.options()?;
@@ -129,9 +136,16 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.plots {
         crate::report::check_plots_dir(dir)?;
     }
+    if let Some(dir) = &args.report {
+        crate::report::check_outputs(dir, &["index.html", "report.json"], "--report")?;
+        crate::report::check_plots_dir(&dir.join("figures"))?;
+    }
     let a = analyze_files(&args.files, &options)?;
     if let Some(dir) = &args.plots {
         crate::report::analyze_plots(dir, &crate::report::AnalyzePlots::new(&a))?;
+    }
+    if let Some(dir) = &args.report {
+        crate::report::page::write_analysis(dir, &a)?;
     }
     if args.json {
         for s in &a.skipped {

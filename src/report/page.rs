@@ -17,6 +17,7 @@ use super::charts::{
     run_color,
 };
 use super::runs::{RunData, WINDOW_SCALES};
+use crate::analysis::Analysis;
 use crate::format::FloatFormat;
 use crate::io::write_atomic;
 use crate::stats::Histogram;
@@ -115,6 +116,12 @@ impl Report {
     /// # Errors
     /// A directory or file that cannot be written, or a chart that cannot be drawn.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
+        let mut names = vec!["index.html".to_string(), "report.json".to_string()];
+        for f in &self.figure_data {
+            names.push(format!("figures/{}.svg", f.id));
+            names.push(format!("figures/{}.png", f.id));
+        }
+        super::check_outputs(dir, &names, "--out")?;
         let figures_dir = dir.join("figures");
         std::fs::create_dir_all(&figures_dir).map_err(|source| Error::Io {
             path: figures_dir.clone(),
@@ -130,15 +137,8 @@ impl Report {
             super::write_png(&png_path, size, &|a| f.chart.draw(a))?;
             svgs.insert(f.id.clone(), svg);
         }
-        let json = serde_json::to_vec_pretty(self).map_err(|e| Error::BadFile {
-            path: dir.join("report.json"),
-            problem: e.to_string(),
-        })?;
-        write_atomic(&dir.join("report.json"), |w| w.write_all(&json))?;
-        let page = self.html(&svgs).into_string();
-        let index = dir.join("index.html");
-        write_atomic(&index, |w| w.write_all(page.as_bytes()))?;
-        Ok(index)
+        write_json(&dir.join("report.json"), self)?;
+        write_page(dir, &self.html(&svgs))
     }
 
     fn html(&self, svgs: &BTreeMap<String, String>) -> Markup {
@@ -153,74 +153,59 @@ impl Report {
         let figure = |section: u8| -> Markup {
             html! {
                 @for f in self.figure_data.iter().filter(|f| f.section == section) {
-                    figure id=(f.id) {
-                        (PreEscaped(svgs.get(&f.id).map_or("", String::as_str)))
-                        figcaption {
-                            (f.caption) " "
-                            a href=(format!("figures/{}.png", f.id)) { "PNG" } " · "
-                            a href=(format!("figures/{}.svg", f.id)) { "SVG" }
-                        }
-                    }
+                    (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
                 }
             }
         };
-        html! {
-            (DOCTYPE)
-            html lang="en" {
-                head {
-                    meta charset="utf-8";
-                    meta name="viewport" content="width=device-width, initial-scale=1";
-                    title { (title) }
-                    style { (PreEscaped(STYLE)) }
-                }
-                body {
-                    h1 { (title) }
-                    section id="findings" {
-                        h2 { "1. Findings" }
-                        ul {
-                            @for f in &self.findings {
-                                li { (f.text) " " a href=(format!("#{}", f.figure)) { "(figure)" } }
+        document(
+            &title,
+            html! {
+                        h1 { (title) }
+                        section id="findings" {
+                            h2 { "1. Findings" }
+                            ul {
+                                @for f in &self.findings {
+                                    li { (f.text) " " a href=(format!("#{}", f.figure)) { "(figure)" } }
+                                }
                             }
                         }
-                    }
-                    section id="runs" {
-                        h2 { "2. Runs" }
-                        (self.runs_table())
-                        @if !self.differing_config_keys.is_empty() {
-                            p { "The runs differ in: " (self.differing_config_keys.join(", ")) "." }
+                        section id="runs" {
+                            h2 { "2. Runs" }
+                            (self.runs_table())
+                            @if !self.differing_config_keys.is_empty() {
+                                p { "The runs differ in: " (self.differing_config_keys.join(", ")) "." }
+                            }
                         }
-                    }
-                    section id="curves" {
-                        h2 { "3. Loss, metric and loss scale" }
-                        (figure(3))
-                    }
-                    section id="information" {
-                        h2 { "4. Information lost and preserved" }
-                        p { "What rounding did to the gradients stored at each capture step (activation and weight gradients of every layer), and per layer the share that underflowed to zero. With an FP32 shadow, the share of each layer's FP32 gradient norm that the run lost (zero in the run, not in FP32), whatever the layer where it was lost." }
-                        (self.classes_table())
-                        (figure(4))
-                    }
-                    section id="figure3" {
-                        h2 { "5. Activation gradients against the format (the paper's Figure 3)" }
-                        (figure(5))
-                    }
-                    section id="window" {
-                        h2 { "6. The loss-scale window over training" }
-                        (self.window_text())
-                        (figure(6))
-                    }
-                    section id="swamping" {
-                        h2 { "7. Swamping: updates lost to the master weights' precision" }
-                        (figure(7))
-                    }
-                    section id="nonfinite" {
-                        h2 { "8. Non-finite events" }
-                        (self.nonfinite_table())
-                    }
-                    footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the run directories: " (self.runs.iter().map(|r| r.dir.as_str()).collect::<Vec<_>>().join(", ")) ". The numbers are in report.json." } }
-                }
-            }
-        }
+                        section id="curves" {
+                            h2 { "3. Loss, metric and loss scale" }
+                            (figure(3))
+                        }
+                        section id="information" {
+                            h2 { "4. Information lost and preserved" }
+                            p { "What rounding did to the gradients stored at each capture step (activation and weight gradients of every layer), and per layer the share that underflowed to zero. With an FP32 shadow, the share of each layer's FP32 gradient norm that the run lost (zero in the run, not in FP32), whatever the layer where it was lost." }
+                            (self.classes_table())
+                            (figure(4))
+                        }
+                        section id="figure3" {
+                            h2 { "5. Activation gradients against the format (the paper's Figure 3)" }
+                            (figure(5))
+                        }
+                        section id="window" {
+                            h2 { "6. The loss-scale window over training" }
+                            (self.window_text())
+                            (figure(6))
+                        }
+                        section id="swamping" {
+                            h2 { "7. Swamping: updates lost to the master weights' precision" }
+                            (figure(7))
+                        }
+                        section id="nonfinite" {
+                            h2 { "8. Non-finite events" }
+                            (self.nonfinite_table())
+                        }
+                        footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the run directories: " (self.runs.iter().map(|r| r.dir.as_str()).collect::<Vec<_>>().join(", ")) ". The numbers are in report.json." } }
+            },
+        )
     }
 
     fn runs_table(&self) -> Markup {
@@ -312,6 +297,153 @@ impl Report {
             }
         }
     }
+}
+
+/// A page: the skeleton every report shares (title, styles, mixprec's mark), around `body`.
+fn document(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        (PreEscaped(super::SVG_SIGNATURE))
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="generator" content="mixprec";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { (title) }
+                (body)
+            }
+        }
+    }
+}
+
+/// A figure: its SVG inline (from a file mixprec rendered: trusted markup whose text plotters
+/// escapes), the caption, links to its files.
+fn figure_markup(id: &str, svg: &str, caption: &str) -> Markup {
+    html! {
+        figure id=(id) {
+            (PreEscaped(svg))
+            figcaption {
+                (caption) " "
+                a href=(format!("figures/{id}.png")) { "PNG" } " · "
+                a href=(format!("figures/{id}.svg")) { "SVG" }
+            }
+        }
+    }
+}
+
+/// `value` as pretty JSON with `"written_by": "mixprec"` first (the mark that lets a later report
+/// replace it), atomically.
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let bad = |e: serde_json::Error| Error::BadFile {
+        path: path.to_path_buf(),
+        problem: e.to_string(),
+    };
+    let mut object = serde_json::Map::new();
+    object.insert("written_by".into(), Value::from("mixprec"));
+    match serde_json::to_value(value).map_err(bad)? {
+        Value::Object(fields) => object.extend(fields),
+        other => {
+            object.insert("value".into(), other);
+        }
+    }
+    let json = serde_json::to_vec_pretty(&object).map_err(bad)?;
+    write_atomic(path, |w| w.write_all(&json))
+}
+
+/// Writes `page` as `dir/index.html`, atomically; returns its path.
+fn write_page(dir: &Path, page: &Markup) -> Result<PathBuf> {
+    let index = dir.join("index.html");
+    write_atomic(&index, |w| w.write_all(page.0.as_bytes()))?;
+    Ok(index)
+}
+
+/// The page of an `analyze`: the recommendation in words, each tensor's own window (worst
+/// first), and the analysis charts (histogram against the format's zones, the sweep, the
+/// tensors by magnitude), written into `dir` as `index.html`, `report.json` (what `analyze
+/// --json` prints) and `figures/` (the `--plots` files). Returns the page's path.
+///
+/// # Errors
+/// A file in `dir` that mixprec did not write, a failed write, a chart that cannot be drawn.
+pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<PathBuf> {
+    super::check_outputs(dir, &["index.html", "report.json"], "--report")?;
+    let figures_dir = dir.join("figures");
+    let written = super::analyze_plots(&figures_dir, &super::AnalyzePlots::new(a))?;
+    write_json(&dir.join("report.json"), a)?;
+    let mut figures = Vec::new();
+    for path in written
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+    {
+        let svg = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let id = path
+            .file_stem()
+            .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+        let caption = match id.as_str() {
+            "histogram" => format!("log2 |x| of every value of every tensor against {}'s zones, as they are and scaled by the recommended loss scale.", a.format),
+            "sweep" => "What each loss scale 2^k does to the values: the share that underflows, becomes subnormal, stays normal or overflows.".to_string(),
+            _ => "Each tensor's values by magnitude (share per octave), with the format's edges: which tensors sit where.".to_string(),
+        };
+        figures.push((id, svg, caption));
+    }
+    let files: Vec<String> = {
+        let mut f: Vec<String> = a
+            .tensors
+            .iter()
+            .map(|t| t.file.display().to_string())
+            .collect();
+        f.dedup();
+        f
+    };
+    let title = format!("mixprec analyze: {} against {}", files.join(", "), a.format);
+    let body = html! {
+        section id="findings" {
+            h2 { "1. Recommendation" }
+            p { (a.explanation) }
+            @if let Some(r) = &a.recommendation {
+                @if !r.excluded_tensors.is_empty() {
+                    p { "Tensors whose own window excludes the recommended scale: " (r.excluded_tensors.join(", ")) "." }
+                }
+            }
+        }
+        section id="tensors" {
+            h2 { "2. Each tensor's own window (worst first)" }
+            table {
+                thead { tr {
+                    th { "tensor" } th { "file" } th { "window (log2 scale)" }
+                    th { "at 2^k" } th { "underflow there (%)" } th { "excludes the recommendation" }
+                } }
+                tbody {
+                    @for w in &a.windows {
+                        tr {
+                            td { (w.name) } td { (w.file) }
+                            td { (match (w.window.min_log2_scale, w.window.max_log2_scale) {
+                                (Some(lo), Some(hi)) if lo <= hi => format!("{lo}..{hi}"),
+                                _ => "none".to_string(),
+                            }) }
+                            td { (w.at_log2_scale) }
+                            td { (pct_cell(w.underflow_share)) }
+                            td { (if w.excludes_recommended { "yes" } else { "no" }) }
+                        }
+                    }
+                }
+            }
+        }
+        section id="figures" {
+            h2 { "3. Figures" }
+            @for (id, svg, caption) in &figures {
+                (figure_markup(id, svg, caption))
+            }
+        }
+        footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) ". The numbers are in report.json (what analyze --json prints)." } }
+    };
+    write_page(dir, &document(&title, body))
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1180px;margin:2em auto;padding:0 1em;color:#222}\
