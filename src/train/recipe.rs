@@ -11,6 +11,8 @@
 //! | `fp16-master` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | none |
 //! | `fp16-static` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | static (2^16 unless set) |
 //! | `fp16-dynamic` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | dynamic (GradScaler defaults) |
+//! | `fp16-megatron` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | dynamic (Megatron-LM defaults) |
+//! | `fp16-deepspeed` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | dynamic (DeepSpeed defaults; stops on overflow at the minimum scale) |
 //! | `bf16-master` | bf16 | bf16 | bf16 | bf16 | fp32 | fp32 | none |
 //! | `fp8-hybrid` | e4m3 | e4m3 | e5m2 | e5m2 | fp32 | fp32 | none; per-tensor delayed scaling |
 
@@ -19,20 +21,25 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::precision::Class;
-use super::scaler::LossScaling;
+use super::scaler::{DynamicScaling, LossScaling};
 use crate::error::Error;
 use crate::format::{FloatFormat, Overflow, Rounding};
 
 /// The names of the preset recipes, in the order of the table above.
-pub const PRESET_NAMES: [&str; 7] = [
+pub const PRESET_NAMES: [&str; 9] = [
     "fp32",
     "fp16-pure",
     "fp16-master",
     "fp16-static",
     "fp16-dynamic",
+    "fp16-megatron",
+    "fp16-deepspeed",
     "bf16-master",
     "fp8-hybrid",
 ];
+
+/// [`PRESET_NAMES`] as the error message lists them (a test checks that they agree).
+const PRESET_LIST: &str = "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron, fp16-deepspeed, bf16-master, fp8-hybrid";
 
 /// Where the sums of a matrix product are kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,6 +195,14 @@ impl Recipe {
                 loss_scaling: LossScaling::Dynamic(Default::default()),
                 ..uniform(FP16, FP32, FP32)
             },
+            "fp16-megatron" => Recipe {
+                loss_scaling: LossScaling::Dynamic(DynamicScaling::megatron()),
+                ..uniform(FP16, FP32, FP32)
+            },
+            "fp16-deepspeed" => Recipe {
+                loss_scaling: LossScaling::Dynamic(DynamicScaling::deepspeed()),
+                ..uniform(FP16, FP32, FP32)
+            },
             "bf16-master" => uniform(BF16, FP32, FP32),
             "fp8-hybrid" => Recipe {
                 activation_grads: FP8_E5M2,
@@ -201,7 +216,7 @@ impl Recipe {
                 return Err(Error::InvalidValue {
                     what: "recipe",
                     value: name.to_string(),
-                    expected: "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, bf16-master, fp8-hybrid",
+                    expected: PRESET_LIST,
                 });
             }
         })
@@ -274,7 +289,13 @@ mod tests {
             let back: Recipe = serde_json::from_str(&json).unwrap();
             assert_eq!(back, r, "{json}");
         }
-        assert!(Recipe::preset("fp17").is_err());
+        let e = Recipe::preset("fp17").unwrap_err().to_string();
+        for name in PRESET_NAMES {
+            assert!(
+                e.contains(&format!(" {name},")) || e.ends_with(&format!(" {name}")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -101,7 +101,7 @@ impl Trainer {
         self.model.backward_params(dz, p);
         let mut params = self.model.params_mut();
         let overflow = !grads_finite(&params, p);
-        let skipped = self.scaler.update(overflow);
+        let skipped = self.scaler.update(overflow)?;
         let stats = if skipped {
             UpdateStats::default()
         } else {
