@@ -14,7 +14,22 @@
 //! | `fp16-megatron` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | dynamic (Megatron-LM defaults) |
 //! | `fp16-deepspeed` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | dynamic (DeepSpeed defaults; stops on overflow at the minimum scale) |
 //! | `bf16-master` | bf16 | bf16 | bf16 | bf16 | fp32 | fp32 | none |
-//! | `fp8-hybrid` | e4m3 | e4m3 | e5m2 | e5m2 | fp32 | fp32 | none; per-tensor delayed scaling |
+//! | `fp8-hybrid` | fp32 (GEMM: e4m3) | fp32 (GEMM input: e4m3) | fp32 (GEMM grad output: e5m2) | fp32 | fp32 | fp32 | none; per-tensor delayed scaling |
+//! | `fp8-every-store` | e4m3 | e4m3 | e5m2 | e5m2 | fp32 | fp32 | none; per-tensor delayed scaling |
+//!
+//! `fp8-hybrid` is Transformer Engine's `DelayedScaling(fp8_format=Format.HYBRID)` with its
+//! defaults ([`Fp8Scaling`]): only the operands of matrix products are cast to FP8, just before
+//! each product ([`GemmOperands`]; `transformer_engine/pytorch/module/linear.py`,
+//! `Linear._get_quantizers`): the input activation and the weight to E4M3, the output gradient
+//! to E5M2. The products' results (layer outputs, input gradients, weight gradients: TE's
+//! grad-weight quantizer is `None`), biases, and the parameters of embeddings and LayerNorm are
+//! not FP8; they are stored in FP32 here (TE's high precision is the model's dtype: set
+//! `activations` and the other formats to `bf16` in a recipe file for a BF16 model). Linear,
+//! convolution (on its im2col matrix) and LSTM layers (each time step's two products) cast
+//! their operands; TE has no convolution or LSTM, so those follow its Linear.
+//! `fp8-every-store` is what mixprec's fp8 recipe did before: every stored tensor in FP8,
+//! layer outputs and weight gradients included; it is not what any framework does, and is kept
+//! to show what storing those in FP8 would cost.
 
 use std::str::FromStr;
 
@@ -26,7 +41,7 @@ use crate::error::Error;
 use crate::format::{FloatFormat, Overflow, Rounding};
 
 /// The names of the preset recipes, in the order of the table above.
-pub const PRESET_NAMES: [&str; 9] = [
+pub const PRESET_NAMES: [&str; 10] = [
     "fp32",
     "fp16-pure",
     "fp16-master",
@@ -36,10 +51,11 @@ pub const PRESET_NAMES: [&str; 9] = [
     "fp16-deepspeed",
     "bf16-master",
     "fp8-hybrid",
+    "fp8-every-store",
 ];
 
 /// [`PRESET_NAMES`] as the error message lists them (a test checks that they agree).
-const PRESET_LIST: &str = "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron, fp16-deepspeed, bf16-master, fp8-hybrid";
+const PRESET_LIST: &str = "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron, fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store";
 
 /// Where the sums of a matrix product are kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,29 +125,76 @@ impl Default for Fp32Ops {
     }
 }
 
-/// Per-tensor delayed scaling for 8-bit formats (Transformer Engine's recipe).
+/// Per-tensor delayed scaling for 8-bit formats: Transformer Engine's `DelayedScaling` recipe
+/// (`transformer_engine/common/recipe/__init__.py`), with its defaults.
 ///
-/// Before a tensor is rounded into a format of at most 8 bits it is multiplied by
+/// Before a tensor is rounded into a format of at most 8 bits it is multiplied by its scale,
+/// rounded, and divided by the scale again (the dequantised value is what later operations see):
 /// ```text
-/// scale = max_finite / amax / 2^margin        amax = max |x| over the last `history` steps
+/// scale = fp8_max * 2^-margin / amax       amax = max (or most recent) of the tensor's amax
+///                                          history: one entry per step, the largest |x| of
+///                                          all its casts in that step
 /// ```
-/// (1 while there is no history, or when the amax is 0), rounded, and divided by the scale again
-/// (the dequantised value is what later operations see). The current tensor's amax enters the
-/// history after it is used: the scale is always from earlier steps.
+/// The scale is computed when a step ends, from that step and the `amax_history_len - 1`
+/// before it, and used by the next step: a tensor's first step uses scale 1. A step whose amax is
+/// 0 changes nothing; a non-finite amax keeps the previous scale; an amax so small that the
+/// scale would be infinite in f32 gives `f32::MAX` (TE's `delayed_scaling.cu`; the details are
+/// in `Precision::update_fp8_scales`). Each tensor (each parameter, each operand of each layer)
+/// has its own scale and history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Fp8Scaling {
-    /// Steps of amax history.
-    pub history: usize,
-    /// Headroom in powers of two.
+    /// Steps of amax history (TE's `amax_history_len`, 1024; `history` is accepted too).
+    #[serde(alias = "history")]
+    pub amax_history_len: usize,
+    /// Headroom in powers of two (TE's `margin`, 0).
     pub margin: i32,
+    /// Which amax of the history sets the scale (TE's `amax_compute_algo`, `max`).
+    pub amax_compute_algo: AmaxComputeAlgo,
 }
 
 impl Default for Fp8Scaling {
     fn default() -> Self {
         Fp8Scaling {
-            history: 16,
+            amax_history_len: 1024,
             margin: 0,
+            amax_compute_algo: AmaxComputeAlgo::Max,
+        }
+    }
+}
+
+/// Which amax of a tensor's history sets its fp8 scale (TE's `amax_compute_algo`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AmaxComputeAlgo {
+    /// The largest amax in the history window.
+    #[default]
+    Max,
+    /// The amax of the step that just ended.
+    MostRecent,
+}
+
+/// The formats the operands of matrix products are cast to just before each product, on top of
+/// the format they are stored in: Transformer Engine's FP8 GEMMs. FP32 (the default) means no
+/// cast: the product reads its operands as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GemmOperands {
+    /// A layer's input activation (forward product and weight-gradient product).
+    pub input: FloatFormat,
+    /// The weight (forward product and input-gradient product).
+    pub weight: FloatFormat,
+    /// The output gradient (input-gradient and weight-gradient products).
+    pub grad_output: FloatFormat,
+}
+
+impl Default for GemmOperands {
+    fn default() -> Self {
+        use crate::format::FP32;
+        GemmOperands {
+            input: FP32,
+            weight: FP32,
+            grad_output: FP32,
         }
     }
 }
@@ -173,6 +236,9 @@ pub struct Recipe {
     /// Per-tensor scaling of 8-bit formats, if any.
     #[serde(default)]
     pub fp8_scaling: Option<Fp8Scaling>,
+    /// Casts of the operands of matrix products (none by default).
+    #[serde(default)]
+    pub gemm_operands: GemmOperands,
 }
 
 impl Recipe {
@@ -205,6 +271,17 @@ impl Recipe {
             },
             "bf16-master" => uniform(BF16, FP32, FP32),
             "fp8-hybrid" => Recipe {
+                gemm_operands: GemmOperands {
+                    input: FP8_E4M3,
+                    weight: FP8_E4M3,
+                    grad_output: FP8_E5M2,
+                },
+                // FP8 casts saturate (TE's cast kernels convert with __NV_SATFINITE).
+                overflow: Overflow::Saturate,
+                fp8_scaling: Some(Fp8Scaling::default()),
+                ..uniform(FP32, FP32, FP32)
+            },
+            "fp8-every-store" => Recipe {
                 activation_grads: FP8_E5M2,
                 weight_grads: FP8_E5M2,
                 // E4M3 has no infinity: clamp rather than produce NaN, as FP8 casts do.
@@ -251,6 +328,7 @@ impl Recipe {
             fp32_ops: Fp32Ops::default(),
             loss_scaling: LossScaling::None,
             fp8_scaling: None,
+            gemm_operands: GemmOperands::default(),
         }
     }
 
@@ -264,6 +342,9 @@ impl Recipe {
             Class::WeightGrad => self.weight_grads,
             Class::OptimizerState | Class::Update => self.optimizer_state,
             Class::Master => self.master_weights,
+            Class::GemmInput => self.gemm_operands.input,
+            Class::GemmWeight => self.gemm_operands.weight,
+            Class::GemmGradOutput => self.gemm_operands.grad_output,
         }
     }
 }
@@ -311,10 +392,38 @@ mod tests {
             Recipe::preset("fp16-dynamic").unwrap().loss_scaling,
             LossScaling::Dynamic(_)
         ));
-        let fp8 = Recipe::preset("fp8-hybrid").unwrap();
-        assert_eq!(fp8.weights.name(), "fp8-e4m3");
-        assert_eq!(fp8.activation_grads.name(), "fp8-e5m2");
-        assert!(fp8.fp8_scaling.is_some());
+        // TE's DelayedScaling with Format.HYBRID: only GEMM operands in FP8.
+        let te = Recipe::preset("fp8-hybrid").unwrap();
+        assert_eq!(
+            [
+                te.gemm_operands.input,
+                te.gemm_operands.weight,
+                te.gemm_operands.grad_output
+            ]
+            .map(|f| f.name()),
+            ["fp8-e4m3", "fp8-e4m3", "fp8-e5m2"]
+        );
+        for class in [
+            Class::Weight,
+            Class::Activation,
+            Class::ActivationGrad,
+            Class::WeightGrad,
+        ] {
+            assert_eq!(te.format(class), FP32, "{class:?}");
+        }
+        assert_eq!(te.fp8_scaling, Some(Fp8Scaling::default()));
+        let every = Recipe::preset("fp8-every-store").unwrap();
+        assert_eq!(every.weights.name(), "fp8-e4m3");
+        assert_eq!(every.activation_grads.name(), "fp8-e5m2");
+        assert_eq!(every.gemm_operands, GemmOperands::default());
+        assert!(matches!(
+            Recipe::preset("fp16-deepspeed").unwrap().loss_scaling,
+            LossScaling::Dynamic(d) if d == DynamicScaling::deepspeed()
+        ));
+        assert!(matches!(
+            Recipe::preset("fp16-megatron").unwrap().loss_scaling,
+            LossScaling::Dynamic(d) if d == DynamicScaling::megatron()
+        ));
     }
 
     #[test]
