@@ -200,6 +200,12 @@ fn stores_not_recorded_leave_the_history() {
     );
 }
 
+/// A tensor an fp8 recipe casts: its class and name.
+type Cast = (Class, &'static str);
+
+/// A layer, its input width and the tensors the TE recipe casts in it.
+type LayerCase = (Box<dyn Layer<f32>>, usize, &'static [Cast]);
+
 /// Which tensors each layer type casts to which format under the TE recipe (`fp8-hybrid`),
 /// against the table from TE's Linear (`linear.py`, `_get_quantizers`: input and weight with the
 /// forward (E4M3) quantizers, the output gradient with the backward (E5M2) one; no quantizer for
@@ -208,20 +214,20 @@ fn stores_not_recorded_leave_the_history() {
 fn what_the_te_recipe_casts_in_each_layer() {
     let te = Recipe::preset("fp8-hybrid").unwrap();
     let mut rng = Rng::new(5);
-    let gemm = [
+    const GEMM: [Cast; 3] = [
         (Class::GemmInput, "input"),
         (Class::GemmWeight, "weight"),
         (Class::GemmGradOutput, "grad_output"),
     ];
-    let lstm = [
+    const LSTM: [Cast; 5] = [
         (Class::GemmInput, "hidden"),
         (Class::GemmInput, "input"),
         (Class::GemmWeight, "weight_hh"),
         (Class::GemmWeight, "weight_ih"),
         (Class::GemmGradOutput, "grad_output"),
     ];
-    let mut layers: Vec<(Box<dyn Layer<f32>>, usize, &[(Class, &str)])> = vec![
-        (Box::new(Linear::new(3, 4, 1.0, 0, &mut rng)), 3, &gemm),
+    let mut layers: Vec<LayerCase> = vec![
+        (Box::new(Linear::new(3, 4, 1.0, 0, &mut rng)), 3, &GEMM),
         (
             Box::new(Conv2d::new(
                 ImageShape {
@@ -237,9 +243,9 @@ fn what_the_te_recipe_casts_in_each_layer() {
                 &mut rng,
             )),
             16,
-            &gemm,
+            &GEMM,
         ),
-        (Box::new(Lstm::new(2, 3, 1.0, 0, &mut rng)), 4, &lstm),
+        (Box::new(Lstm::new(2, 3, 1.0, 0, &mut rng)), 4, &LSTM),
         (Box::new(Embedding::new(5, 2, 1.0, 0, &mut rng)), 2, &[]),
         (Box::new(LayerNorm::new(3, 0)), 3, &[]),
     ];
