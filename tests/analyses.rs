@@ -103,7 +103,7 @@ fn swamping_and_master_weights() {
 fn bf16_and_fp8_match_fp32() {
     let fp32 = accuracy("low-precision", "fp32");
     assert!(fp32 >= 0.95, "fp32 {fp32}");
-    for recipe in ["bf16-master", "fp8-hybrid"] {
+    for recipe in ["bf16-master", "fp8-hybrid", "fp8-every-store"] {
         let acc = accuracy("low-precision", recipe);
         assert!(acc >= fp32 - 0.02, "{recipe} {acc} vs fp32 {fp32}");
     }
@@ -141,7 +141,13 @@ fn lstm_and_adam_epsilon_in_fp16() {
 #[test]
 #[cfg_attr(debug_assertions, ignore)]
 fn gan_trains_in_every_recipe() {
-    for recipe in ["fp32", "fp16-dynamic", "bf16-master", "fp8-hybrid"] {
+    for recipe in [
+        "fp32",
+        "fp16-dynamic",
+        "bf16-master",
+        "fp8-hybrid",
+        "fp8-every-store",
+    ] {
         let (s, dir) = analysis("gan", recipe);
         let _ = std::fs::remove_dir_all(dir);
         assert!(

@@ -31,7 +31,8 @@ pub enum Class {
     WeightGrad,
     /// Optimizer state (momentum, Adam's moments, Adam's epsilon and denominator).
     OptimizerState,
-    /// The update added to the master weights.
+    /// The update added to the master weights: observed on capture steps, never rounded (it is
+    /// added in one fused operation, as PyTorch's `add_` and `addcdiv_` do).
     Update,
     /// The master weights after the update.
     Master,

@@ -213,7 +213,8 @@ pub struct Recipe {
     pub activation_grads: FloatFormat,
     /// Gradients with respect to weights and biases.
     pub weight_grads: FloatFormat,
-    /// Optimizer state (momentum, Adam's moments and epsilon) and the update itself.
+    /// Optimizer state (momentum, Adam's moments and epsilon). The update itself is never rounded:
+    /// it is added to the weights in one fused operation, as PyTorch's optimizers do.
     pub optimizer_state: FloatFormat,
     /// The weights the optimizer updates. Equal to `weights` when there is no separate master
     /// copy (updates are then rounded into the storage format: swamping).
@@ -239,6 +240,12 @@ pub struct Recipe {
     /// Casts of the operands of matrix products (none by default).
     #[serde(default)]
     pub gemm_operands: GemmOperands,
+    /// Whether loss scaling may unscale FP16 gradients of FP16 weights (no FP32 master copy).
+    /// PyTorch's GradScaler refuses ("Attempting to unscale FP16 gradients.",
+    /// `_unscale_grads_` in `torch/amp/grad_scaler.py`, whose `allow_fp16` only its internal
+    /// callers set), and so does [`Recipe::validate`] unless this is set.
+    #[serde(default)]
+    pub allow_fp16_unscale: bool,
 }
 
 impl Recipe {
@@ -329,7 +336,36 @@ impl Recipe {
             loss_scaling: LossScaling::None,
             fp8_scaling: None,
             gemm_operands: GemmOperands::default(),
+            allow_fp16_unscale: false,
         }
+    }
+
+    /// Checks the recipe: the loss scaling's parameters, an fp8 history of at least one step, and
+    /// no loss scaling of FP16 weights without an FP32 master copy unless
+    /// [`Recipe::allow_fp16_unscale`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] naming the first problem.
+    pub fn validate(&self) -> crate::Result<()> {
+        self.loss_scaling.validate()?;
+        if let Some(f) = self.fp8_scaling {
+            if f.amax_history_len == 0 {
+                return Err(Error::InvalidValue {
+                    what: "amax_history_len",
+                    value: "0".into(),
+                    expected: "at least 1",
+                });
+            }
+        }
+        let scaled = self.loss_scaling != LossScaling::None;
+        if scaled && self.master_weights == crate::format::FP16 && !self.allow_fp16_unscale {
+            return Err(Error::InvalidValue {
+                what: "loss scaling",
+                value: format!("{} with fp16 master weights", self.name),
+                expected: "FP32 master weights: GradScaler refuses to unscale FP16 gradients (\"Attempting to unscale FP16 gradients.\"); set allow_fp16_unscale to true to do it anyway",
+            });
+        }
+        Ok(())
     }
 
     /// The format of tensor class `class`.
@@ -340,7 +376,12 @@ impl Recipe {
             Class::Activation => self.activations,
             Class::ActivationGrad => self.activation_grads,
             Class::WeightGrad => self.weight_grads,
-            Class::OptimizerState | Class::Update => self.optimizer_state,
+            Class::OptimizerState => self.optimizer_state,
+            // Never stored: PyTorch's optimizers add the update to the weights in one fused
+            // operation (`param.add_(grad, alpha=-lr)`, `param.addcdiv_(exp_avg, denom,
+            // value=-step_size)` in `torch/optim/sgd.py` and `adam.py`), rounded once as part of
+            // the new weight.
+            Class::Update => crate::format::FP32,
             Class::Master => self.master_weights,
             Class::GemmInput => self.gemm_operands.input,
             Class::GemmWeight => self.gemm_operands.weight,
