@@ -269,11 +269,12 @@ fn loss_scaled_sgd_follows_fp32_sgd() {
         }
         let (_, t) = train(&recipe, &data, sgd, 5, 0);
         for (q, r) in t.model.params().iter().zip(reference.model.params()) {
-            let largest = r.master.iter().fold(0.0f32, |m, &w| m.max(w.abs()));
             let worst = (&q.master - &r.master)
                 .iter()
                 .fold(0.0f32, |m, &d| m.max(d.abs()));
-            assert!(worst <= 0.01 * largest, "{name} {}: {worst}", q.name);
+            // fp16 storage differs from fp32 by a few fp16 ulps of weights under 0.5 (2^-12);
+            // an update 65,536 times too large moves them by far more.
+            assert!(worst <= 1e-3, "{name} {}: {worst}", q.name);
         }
     }
 }
