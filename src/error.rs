@@ -72,6 +72,15 @@ pub enum Error {
         /// The offending text (trimmed, shortened).
         text: String,
     },
+    /// The gradients overflowed with the loss scale already at its minimum, under a scaler that
+    /// stops there (DeepSpeed's default; see `train::scaler::DynamicScaling::stop_at_min_scale`).
+    #[error(
+        "the gradients overflowed with the loss scale already at its minimum ({scale}): stopping, as DeepSpeed does (raise_error_at_min_scale); set loss_scaling.stop_at_min_scale to false to keep going"
+    )]
+    LossScaleAtMinimum {
+        /// The loss scale (the minimum).
+        scale: f32,
+    },
     /// A file that cannot be read or written.
     #[error("{}: {source}", path.display())]
     Io {

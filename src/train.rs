@@ -15,7 +15,7 @@
 //! dz = S * dL/dz -> round(activation grad) -> backward (weight grads rounded)
 //! overflow = any non-finite weight gradient
 //! skip if overflow and loss scaling is on; else g = grad / S (FP32), optimizer state rounded,
-//! update rounded, master += update (rounded), weights = round(master)
+//! master = round(master + update) (one fused rounding), weights = round(master)
 //! ```
 //!
 //! # Training from the command line

@@ -29,8 +29,8 @@ pub struct Args {
     /// With a .npy dataset: a .npy of its labels (1-D, one integer class index per row).
     #[arg(long, value_name = "Y.npy")]
     labels: Option<String>,
-    /// Precision recipe: fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, bf16-master,
-    /// fp8-hybrid.
+    /// Precision recipe: fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron,
+    /// fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store.
     #[arg(long, value_name = "NAME")]
     recipe: Option<String>,
     /// Rounding mode at every storage point (overrides the recipe's): nearest-even, stochastic,

@@ -277,11 +277,16 @@ impl RunData {
     /// capture step of the run.
     pub fn read(dir: &Path, options: &ReportOptions) -> crate::Result<RunData> {
         let run = RunDir::open(dir)?;
-        let formats: BTreeMap<Class, String> = Class::ALL
-            .iter()
-            .filter_map(|&c| Some((c, class_format(&run.config, c)?.to_string())))
-            .collect();
-        let format_of = |c: Class| class_format(&run.config, c).unwrap_or(FP32);
+        // Formats from the recipe of a `train` run (a run written by another tool may not say).
+        let recipe = run.train_config().ok().map(|c| c.recipe);
+        let format_of = |c: Class| recipe.as_ref().map_or(FP32, |r| r.format(c));
+        let formats: BTreeMap<Class, String> = match &recipe {
+            Some(r) => Class::ALL
+                .iter()
+                .map(|&c| (c, r.format(c).to_string()))
+                .collect(),
+            None => BTreeMap::new(),
+        };
         let run_grad_format = format_of(Class::ActivationGrad);
         let grad_format = options.format.unwrap_or(if run_grad_format == FP32 {
             FP16
@@ -507,17 +512,4 @@ fn step_histograms(r: &CaptureRecord) -> StepHistograms {
         activation_grads: pooled,
         layers,
     }
-}
-
-/// The format of class `class` in a run's config (`recipe.<field>`).
-fn class_format(config: &Value, class: Class) -> Option<FloatFormat> {
-    let field = match class {
-        Class::Weight => "weights",
-        Class::Activation => "activations",
-        Class::ActivationGrad => "activation_grads",
-        Class::WeightGrad => "weight_grads",
-        Class::OptimizerState | Class::Update => "optimizer_state",
-        Class::Master => "master_weights",
-    };
-    config.get("recipe")?.get(field)?.as_str()?.parse().ok()
 }

@@ -318,7 +318,7 @@ impl TrainConfig {
         }
         self.mlp.validate()?;
         self.optimizer.validate()?;
-        self.recipe.loss_scaling.validate()
+        self.recipe.validate()
     }
 }
 

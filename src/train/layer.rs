@@ -69,6 +69,7 @@ impl<T: Real> Param<T> {
     /// not round).
     pub(crate) fn store_master_and_weight(&mut self, p: &mut Precision, copy: bool) {
         p.enter(self.site);
+        p.set_tensor(self.name);
         p.store_array(Class::Master, &mut self.master);
         if copy {
             match (self.weight.as_slice_mut(), self.master.as_slice()) {

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::capture::Observer;
 use super::real::Real;
-use super::recipe::{Accumulation, Fp8Scaling, Recipe};
+#[cfg(doc)]
+use super::recipe::Fp8Scaling;
+use super::recipe::{Accumulation, AmaxComputeAlgo, Recipe};
 use crate::format::{RoundCounts, RoundOptions, Rounder};
 
 /// The classes of tensors a recipe gives a format to.
@@ -29,15 +31,24 @@ pub enum Class {
     WeightGrad,
     /// Optimizer state (momentum, Adam's moments, Adam's epsilon and denominator).
     OptimizerState,
-    /// The update added to the master weights.
+    /// The update added to the master weights: observed on capture steps, never rounded (it is
+    /// added in one fused operation, as PyTorch's `add_` and `addcdiv_` do).
     Update,
     /// The master weights after the update.
     Master,
+    /// A matrix product's input operand (a layer's input activation), cast just before the
+    /// product: Transformer Engine's `GEMM1_INPUT`.
+    GemmInput,
+    /// A matrix product's weight operand, cast just before the product: TE's `GEMM1_WEIGHT`.
+    GemmWeight,
+    /// The output gradient as an operand of the backward products (input and weight
+    /// gradients), cast just before them: TE's `GRAD_OUTPUT1`.
+    GemmGradOutput,
 }
 
 impl Class {
     /// Every class, in the order of [`Class::index`].
-    pub const ALL: [Class; 7] = [
+    pub const ALL: [Class; 10] = [
         Class::Weight,
         Class::Activation,
         Class::ActivationGrad,
@@ -45,6 +56,9 @@ impl Class {
         Class::OptimizerState,
         Class::Update,
         Class::Master,
+        Class::GemmInput,
+        Class::GemmWeight,
+        Class::GemmGradOutput,
     ];
 
     /// Position in [`Class::ALL`].
@@ -64,6 +78,9 @@ impl Class {
             Class::OptimizerState => "optimizer_state",
             Class::Update => "update",
             Class::Master => "master",
+            Class::GemmInput => "gemm_input",
+            Class::GemmWeight => "gemm_weight",
+            Class::GemmGradOutput => "gemm_grad_output",
         }
     }
 }
@@ -97,6 +114,27 @@ pub struct StoreCounts {
 /// [`Precision::set_part`]).
 pub type Key = (usize, Class, &'static str);
 
+/// One tensor's delayed fp8 scaling state (Transformer Engine's `amax_history` row and `scale`).
+#[derive(Clone, Debug)]
+struct Fp8Meta {
+    fp8_max: f32,
+    scale: f32,
+    history: VecDeque<f32>,
+    /// The largest |x| stored this step (0 before the first store).
+    step_amax: f32,
+}
+
+impl Fp8Meta {
+    fn new(fp8_max: f32) -> Self {
+        Fp8Meta {
+            fp8_max,
+            scale: 1.0,
+            history: VecDeque::new(),
+            step_amax: 0.0,
+        }
+    }
+}
+
 /// Rounds, counts and checks values at the storage points of one model under one recipe.
 ///
 /// Layers are registered once ([`Precision::register`]) and the model says which one is running
@@ -105,7 +143,7 @@ pub type Key = (usize, Class, &'static str);
 #[derive(Debug)]
 pub struct Precision {
     recipe: Recipe,
-    rounders: [Option<Rounder>; 7],
+    rounders: [Option<Rounder>; Class::ALL.len()],
     layers: Vec<String>,
     current: usize,
     part: &'static str,
@@ -116,9 +154,12 @@ pub struct Precision {
     /// The stream position when recording was turned off, restored when it is turned back on.
     paused_stream: u64,
     recording: bool,
-    amax: BTreeMap<Key, VecDeque<f32>>,
+    /// The tensor the following stores hold, when a layer stores several of one class (a
+    /// parameter's name): each has its own fp8 scale and amax history.
+    tensor: &'static str,
+    amax: BTreeMap<(Key, &'static str), Fp8Meta>,
     observer: Option<Observer>,
-    tally: [StoreCounts; 7],
+    tally: [StoreCounts; Class::ALL.len()],
     grad_amax: f64,
     taps: Option<BTreeMap<(usize, Class), Vec<f32>>>,
 }
@@ -152,9 +193,10 @@ impl Precision {
             stream: 0,
             paused_stream: 0,
             recording: true,
+            tensor: "",
             amax: BTreeMap::new(),
             observer: None,
-            tally: [StoreCounts::default(); 7],
+            tally: [StoreCounts::default(); Class::ALL.len()],
             grad_amax: 0.0,
             taps: None,
         }
@@ -164,7 +206,7 @@ impl Precision {
     #[must_use]
     pub fn exact() -> Self {
         let mut p = Precision::new(&Recipe::fp32(), 0);
-        p.rounders = [None; 7];
+        p.rounders = [None; Class::ALL.len()];
         p
     }
 
@@ -191,6 +233,15 @@ impl Precision {
     pub fn enter(&mut self, index: usize) {
         self.current = index;
         self.part = "";
+        self.tensor = "";
+    }
+
+    /// Names the tensor the following stores of the current layer hold (a parameter's
+    /// `"weight"` or `"bias"`, an LSTM's `"gates"`...), so that each tensor has its own fp8
+    /// scale and amax history, as each tensor has its own scaling factor in Transformer Engine.
+    /// Counts and captures stay per (layer, class, part). Until the next [`Precision::enter`].
+    pub fn set_tensor(&mut self, tensor: &'static str) {
+        self.tensor = tensor;
     }
 
     /// Names the part of a class the following stores of the current layer hold, when a layer
@@ -201,12 +252,14 @@ impl Precision {
         self.part = part;
     }
 
-    /// Clears the per-step counts and the first non-finite site.
+    /// Clears the per-step counts and the first non-finite site, and updates the fp8 scales
+    /// from the step that ended ([`Precision::update_fp8_scales`]).
     pub fn begin_step(&mut self) {
+        self.update_fp8_scales();
         self.counts.clear();
         self.first_nonfinite = None;
         self.nonfinite.clear();
-        self.tally = [StoreCounts::default(); 7];
+        self.tally = [StoreCounts::default(); Class::ALL.len()];
         self.grad_amax = 0.0;
         if let Some(taps) = &mut self.taps {
             taps.clear();
@@ -324,18 +377,15 @@ impl Precision {
             finite_before = Some(finite);
         }
         let rounder = self.rounders[class.index()];
-        let tally = &mut self.tally[class.index()];
         if self.recording {
-            tally.stored += xs.len() as u64;
+            self.tally[class.index()].stored += xs.len() as u64;
         }
         if let Some(rounder) = rounder {
-            let fp8 = self
-                .recipe
-                .fp8_scaling
-                .filter(|_| rounder.format().total_bits() <= 8);
-            let counts = match fp8 {
-                Some(scaling) => self.round_scaled(&rounder, scaling, class, xs),
-                None => T::round_slice_at(&rounder, xs, self.stream),
+            let fp8 = self.recipe.fp8_scaling.is_some() && rounder.format().total_bits() <= 8;
+            let counts = if fp8 {
+                self.round_scaled(&rounder, class, xs)
+            } else {
+                T::round_slice_at(&rounder, xs, self.stream)
             };
             self.stream = self.stream.wrapping_add(xs.len() as u64);
             if self.recording {
@@ -411,38 +461,117 @@ impl Precision {
         v[0]
     }
 
+    /// Rounds `xs` into an 8-bit format with the current tensor's delayed scale (see
+    /// [`Fp8Scaling`]): `round(x * scale) / scale`, the scale computed from earlier steps; this
+    /// store's amax (NaN ignored, as CUDA's `fmaxf` does) joins the step's amax.
     fn round_scaled<T: Real>(
         &mut self,
         rounder: &Rounder,
-        scaling: Fp8Scaling,
         class: Class,
         xs: &mut [T],
     ) -> RoundCounts {
-        let history = self
+        let max = rounder.format().max() as f32;
+        let meta = self
             .amax
-            .entry((self.current, class, self.part))
-            .or_default();
-        let amax_hist = history.iter().copied().fold(0.0f32, f32::max);
-        let scale = if amax_hist > 0.0 && amax_hist.is_finite() {
-            rounder.format().max() / f64::from(amax_hist) / 2f64.powi(scaling.margin)
-        } else {
-            1.0
-        };
+            .entry(((self.current, class, self.part), self.tensor))
+            .or_insert_with(|| Fp8Meta::new(max));
         let amax_now = xs
             .iter()
             .fold(0.0f32, |m, v| m.max(v.abs().to_f64() as f32));
         // Evaluation passes (not recorded) use the scales but leave the history to training.
         if self.recording {
-            history.push_back(amax_now);
-            while history.len() > scaling.history.max(1) {
-                history.pop_front();
-            }
+            meta.step_amax = meta.step_amax.max(amax_now);
         }
-        let (s, inv) = (T::of(scale), T::of(1.0 / scale));
+        let scale = meta.scale;
+        let (s, inv) = (T::of(f64::from(scale)), T::of(f64::from(1.0 / scale)));
         xs.iter_mut().for_each(|v| *v *= s);
         let counts = T::round_slice_at(rounder, xs, self.stream);
         xs.iter_mut().for_each(|v| *v *= inv);
         counts
+    }
+
+    /// Ends a step for fp8 scaling: each tensor's amax of the step (the largest over its stores)
+    /// enters its history, and its scale is recomputed, as Transformer Engine's
+    /// `amax_and_scale_update` does after each step (`kernel_bulk` in
+    /// `transformer_engine/common/recipe/delayed_scaling.cu`, which PyTorch's
+    /// `fused_amax_and_scale_update_after_reduction` runs):
+    /// ```text
+    /// a = the step's amax
+    /// if a == 0: nothing changes (no roll, the scale stays)
+    /// else:      history = last amax_history_len step amaxes, a included
+    ///            amax = max(history) (NaN ignored) | a  (max | most_recent)
+    ///            scale = fp8_max * 2^-margin / amax  if amax is finite and > 0
+    ///                    the previous scale          otherwise (inf: the scale stays)
+    ///            scale = f32::MAX                    if that is infinite (amax < ~1e-36)
+    /// ```
+    /// Called by [`Precision::begin_step`]; the first step's scale is 1, as TE's.
+    pub fn update_fp8_scales(&mut self) {
+        let Some(scaling) = self.recipe.fp8_scaling else {
+            return;
+        };
+        let len = scaling.amax_history_len.max(1);
+        let margin = 2f32.powi(-scaling.margin);
+        for meta in self.amax.values_mut() {
+            let last = std::mem::take(&mut meta.step_amax);
+            if last == 0.0 {
+                continue;
+            }
+            meta.history.push_back(last);
+            while meta.history.len() > len {
+                meta.history.pop_front();
+            }
+            let amax = match scaling.amax_compute_algo {
+                AmaxComputeAlgo::Max => meta.history.iter().fold(0.0f32, |m, &a| m.max(a)),
+                AmaxComputeAlgo::MostRecent => last,
+            };
+            let scaled_max = meta.fp8_max * margin;
+            let mut scale = if amax.is_finite() && amax > 0.0 {
+                scaled_max / amax
+            } else {
+                meta.scale
+            };
+            if scale.is_infinite() {
+                scale = f32::MAX;
+            }
+            meta.scale = scale;
+        }
+    }
+
+    /// The fp8 scale the next store of tensor `tensor` of class `class` at `key`'s layer and
+    /// part will use (1 before its first step ends), and its amax history, oldest first.
+    #[must_use]
+    pub fn fp8_scale(&self, key: Key, tensor: &'static str) -> Option<(f32, Vec<f32>)> {
+        self.amax
+            .get(&(key, tensor))
+            .map(|m| (m.scale, m.history.iter().copied().collect()))
+    }
+
+    /// The tensors with fp8 scaling state: storage point and tensor name.
+    pub fn fp8_tensors(&self) -> impl Iterator<Item = (Key, &'static str)> + '_ {
+        self.amax.keys().copied()
+    }
+
+    /// A matrix product's operand `x` of class `class` ([`Class::GemmInput`],
+    /// [`Class::GemmWeight`] or [`Class::GemmGradOutput`]), tensor `tensor` of the current layer,
+    /// cast to the recipe's operand format just before the product, as Transformer Engine's
+    /// Linear casts its input, weight and output gradient to FP8 (`_get_quantizers` in
+    /// `transformer_engine/pytorch/module/linear.py`): `None` when that format is FP32 (the
+    /// product reads `x` as stored), otherwise the rounded copy (with the tensor's fp8 scale),
+    /// stored, counted and captured like any store.
+    pub fn operand<T: Real>(
+        &mut self,
+        class: Class,
+        tensor: &'static str,
+        x: ArrayView2<'_, T>,
+    ) -> Option<Array2<T>> {
+        if !self.rounds(class) {
+            return None;
+        }
+        let mut copy = x.as_standard_layout().into_owned();
+        let saved = std::mem::replace(&mut self.tensor, tensor);
+        self.store_array(class, &mut copy);
+        self.tensor = saved;
+        Some(copy)
     }
 
     /// `a b` with the recipe's accumulation rule for an output of class `class`: an f32 GEMM
@@ -647,22 +776,7 @@ mod tests {
         let col = Precision::new(&recipe, 0).sum_rows(a.t(), Class::WeightGrad);
         assert_eq!(col[[0, 0]], 1.0);
     }
-
-    #[test]
-    fn fp8_delayed_scaling_uses_the_history() {
-        let recipe = Recipe::preset("fp8-hybrid").unwrap();
-        let mut p = Precision::new(&recipe, 0);
-        let l = p.register("l");
-        p.enter(l);
-        // First step: no history, scale 1; e4m3's smallest subnormal is 2^-9 = 0.00195, so 1e-4
-        // underflows.
-        let mut first = vec![1e-4f32, 1e-3];
-        p.store(Class::Activation, &mut first);
-        assert_eq!(first[0], 0.0);
-        // Second step: amax 1e-3 in the history, scale = 448 / 1e-3: both survive to 2 digits.
-        let mut second = vec![1e-4f32, 1e-3];
-        p.store(Class::Activation, &mut second);
-        assert!((second[0] / 1e-4 - 1.0).abs() < 0.07, "{second:?}");
-        assert!((second[1] / 1e-3 - 1.0).abs() < 0.07, "{second:?}");
-    }
 }
+
+#[cfg(test)]
+mod fp8_tests;

@@ -11,28 +11,51 @@
 //! | `fp16-master` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | none |
 //! | `fp16-static` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | static (2^16 unless set) |
 //! | `fp16-dynamic` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | dynamic (GradScaler defaults) |
+//! | `fp16-megatron` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | dynamic (Megatron-LM defaults) |
+//! | `fp16-deepspeed` | fp16 | fp16 | fp16 | fp16 | fp32 | fp32 | dynamic (DeepSpeed defaults; stops on overflow at the minimum scale) |
 //! | `bf16-master` | bf16 | bf16 | bf16 | bf16 | fp32 | fp32 | none |
-//! | `fp8-hybrid` | e4m3 | e4m3 | e5m2 | e5m2 | fp32 | fp32 | none; per-tensor delayed scaling |
+//! | `fp8-hybrid` | fp32 (GEMM: e4m3) | fp32 (GEMM input: e4m3) | fp32 (GEMM grad output: e5m2) | fp32 | fp32 | fp32 | none; per-tensor delayed scaling |
+//! | `fp8-every-store` | e4m3 | e4m3 | e5m2 | e5m2 | fp32 | fp32 | none; per-tensor delayed scaling |
+//!
+//! `fp8-hybrid` is Transformer Engine's `DelayedScaling(fp8_format=Format.HYBRID)` with its
+//! defaults ([`Fp8Scaling`]): only the operands of matrix products are cast to FP8, just before
+//! each product ([`GemmOperands`]; `transformer_engine/pytorch/module/linear.py`,
+//! `Linear._get_quantizers`): the input activation and the weight to E4M3, the output gradient
+//! to E5M2. The products' results (layer outputs, input gradients, weight gradients: TE's
+//! grad-weight quantizer is `None`), biases, and the parameters of embeddings and LayerNorm are
+//! not FP8; they are stored in FP32 here (TE's high precision is the model's dtype: set
+//! `activations` and the other formats to `bf16` in a recipe file for a BF16 model). Linear,
+//! convolution (on its im2col matrix) and LSTM layers (each time step's two products) cast
+//! their operands; TE has no convolution or LSTM, so those follow its Linear.
+//! `fp8-every-store` is what mixprec's fp8 recipe did before: every stored tensor in FP8,
+//! layer outputs and weight gradients included; it is not what any framework does, and is kept
+//! to show what storing those in FP8 would cost.
 
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use super::precision::Class;
-use super::scaler::LossScaling;
+use super::scaler::{DynamicScaling, LossScaling};
 use crate::error::Error;
 use crate::format::{FloatFormat, Overflow, Rounding};
 
 /// The names of the preset recipes, in the order of the table above.
-pub const PRESET_NAMES: [&str; 7] = [
+pub const PRESET_NAMES: [&str; 10] = [
     "fp32",
     "fp16-pure",
     "fp16-master",
     "fp16-static",
     "fp16-dynamic",
+    "fp16-megatron",
+    "fp16-deepspeed",
     "bf16-master",
     "fp8-hybrid",
+    "fp8-every-store",
 ];
+
+/// [`PRESET_NAMES`] as the error message lists them (a test checks that they agree).
+const PRESET_LIST: &str = "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron, fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store";
 
 /// Where the sums of a matrix product are kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,29 +125,76 @@ impl Default for Fp32Ops {
     }
 }
 
-/// Per-tensor delayed scaling for 8-bit formats (Transformer Engine's recipe).
+/// Per-tensor delayed scaling for 8-bit formats: Transformer Engine's `DelayedScaling` recipe
+/// (`transformer_engine/common/recipe/__init__.py`), with its defaults.
 ///
-/// Before a tensor is rounded into a format of at most 8 bits it is multiplied by
+/// Before a tensor is rounded into a format of at most 8 bits it is multiplied by its scale,
+/// rounded, and divided by the scale again (the dequantised value is what later operations see):
 /// ```text
-/// scale = max_finite / amax / 2^margin        amax = max |x| over the last `history` steps
+/// scale = fp8_max * 2^-margin / amax       amax = max (or most recent) of the tensor's amax
+///                                          history: one entry per step, the largest |x| of
+///                                          all its casts in that step
 /// ```
-/// (1 while there is no history, or when the amax is 0), rounded, and divided by the scale again
-/// (the dequantised value is what later operations see). The current tensor's amax enters the
-/// history after it is used: the scale is always from earlier steps.
+/// The scale is computed when a step ends, from that step and the `amax_history_len - 1`
+/// before it, and used by the next step: a tensor's first step uses scale 1. A step whose amax is
+/// 0 changes nothing; a non-finite amax keeps the previous scale; an amax so small that the
+/// scale would be infinite in f32 gives `f32::MAX` (TE's `delayed_scaling.cu`; the details are
+/// in `Precision::update_fp8_scales`). Each tensor (each parameter, each operand of each layer)
+/// has its own scale and history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Fp8Scaling {
-    /// Steps of amax history.
-    pub history: usize,
-    /// Headroom in powers of two.
+    /// Steps of amax history (TE's `amax_history_len`, 1024; `history` is accepted too).
+    #[serde(alias = "history")]
+    pub amax_history_len: usize,
+    /// Headroom in powers of two (TE's `margin`, 0).
     pub margin: i32,
+    /// Which amax of the history sets the scale (TE's `amax_compute_algo`, `max`).
+    pub amax_compute_algo: AmaxComputeAlgo,
 }
 
 impl Default for Fp8Scaling {
     fn default() -> Self {
         Fp8Scaling {
-            history: 16,
+            amax_history_len: 1024,
             margin: 0,
+            amax_compute_algo: AmaxComputeAlgo::Max,
+        }
+    }
+}
+
+/// Which amax of a tensor's history sets its fp8 scale (TE's `amax_compute_algo`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AmaxComputeAlgo {
+    /// The largest amax in the history window.
+    #[default]
+    Max,
+    /// The amax of the step that just ended.
+    MostRecent,
+}
+
+/// The formats the operands of matrix products are cast to just before each product, on top of
+/// the format they are stored in: Transformer Engine's FP8 GEMMs. FP32 (the default) means no
+/// cast: the product reads its operands as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GemmOperands {
+    /// A layer's input activation (forward product and weight-gradient product).
+    pub input: FloatFormat,
+    /// The weight (forward product and input-gradient product).
+    pub weight: FloatFormat,
+    /// The output gradient (input-gradient and weight-gradient products).
+    pub grad_output: FloatFormat,
+}
+
+impl Default for GemmOperands {
+    fn default() -> Self {
+        use crate::format::FP32;
+        GemmOperands {
+            input: FP32,
+            weight: FP32,
+            grad_output: FP32,
         }
     }
 }
@@ -143,7 +213,8 @@ pub struct Recipe {
     pub activation_grads: FloatFormat,
     /// Gradients with respect to weights and biases.
     pub weight_grads: FloatFormat,
-    /// Optimizer state (momentum, Adam's moments and epsilon) and the update itself.
+    /// Optimizer state (momentum, Adam's moments and epsilon). The update itself is never rounded:
+    /// it is added to the weights in one fused operation, as PyTorch's optimizers do.
     pub optimizer_state: FloatFormat,
     /// The weights the optimizer updates. Equal to `weights` when there is no separate master
     /// copy (updates are then rounded into the storage format: swamping).
@@ -166,6 +237,15 @@ pub struct Recipe {
     /// Per-tensor scaling of 8-bit formats, if any.
     #[serde(default)]
     pub fp8_scaling: Option<Fp8Scaling>,
+    /// Casts of the operands of matrix products (none by default).
+    #[serde(default)]
+    pub gemm_operands: GemmOperands,
+    /// Whether loss scaling may unscale FP16 gradients of FP16 weights (no FP32 master copy).
+    /// PyTorch's GradScaler refuses ("Attempting to unscale FP16 gradients.",
+    /// `_unscale_grads_` in `torch/amp/grad_scaler.py`, whose `allow_fp16` only its internal
+    /// callers set), and so does [`Recipe::validate`] unless this is set.
+    #[serde(default)]
+    pub allow_fp16_unscale: bool,
 }
 
 impl Recipe {
@@ -188,8 +268,27 @@ impl Recipe {
                 loss_scaling: LossScaling::Dynamic(Default::default()),
                 ..uniform(FP16, FP32, FP32)
             },
+            "fp16-megatron" => Recipe {
+                loss_scaling: LossScaling::Dynamic(DynamicScaling::megatron()),
+                ..uniform(FP16, FP32, FP32)
+            },
+            "fp16-deepspeed" => Recipe {
+                loss_scaling: LossScaling::Dynamic(DynamicScaling::deepspeed()),
+                ..uniform(FP16, FP32, FP32)
+            },
             "bf16-master" => uniform(BF16, FP32, FP32),
             "fp8-hybrid" => Recipe {
+                gemm_operands: GemmOperands {
+                    input: FP8_E4M3,
+                    weight: FP8_E4M3,
+                    grad_output: FP8_E5M2,
+                },
+                // FP8 casts saturate (TE's cast kernels convert with __NV_SATFINITE).
+                overflow: Overflow::Saturate,
+                fp8_scaling: Some(Fp8Scaling::default()),
+                ..uniform(FP32, FP32, FP32)
+            },
+            "fp8-every-store" => Recipe {
                 activation_grads: FP8_E5M2,
                 weight_grads: FP8_E5M2,
                 // E4M3 has no infinity: clamp rather than produce NaN, as FP8 casts do.
@@ -201,7 +300,7 @@ impl Recipe {
                 return Err(Error::InvalidValue {
                     what: "recipe",
                     value: name.to_string(),
-                    expected: "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, bf16-master, fp8-hybrid",
+                    expected: PRESET_LIST,
                 });
             }
         })
@@ -236,7 +335,37 @@ impl Recipe {
             fp32_ops: Fp32Ops::default(),
             loss_scaling: LossScaling::None,
             fp8_scaling: None,
+            gemm_operands: GemmOperands::default(),
+            allow_fp16_unscale: false,
         }
+    }
+
+    /// Checks the recipe: the loss scaling's parameters, an fp8 history of at least one step, and
+    /// no loss scaling of FP16 weights without an FP32 master copy unless
+    /// [`Recipe::allow_fp16_unscale`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidValue`] naming the first problem.
+    pub fn validate(&self) -> crate::Result<()> {
+        self.loss_scaling.validate()?;
+        if let Some(f) = self.fp8_scaling {
+            if f.amax_history_len == 0 {
+                return Err(Error::InvalidValue {
+                    what: "amax_history_len",
+                    value: "0".into(),
+                    expected: "at least 1",
+                });
+            }
+        }
+        let scaled = self.loss_scaling != LossScaling::None;
+        if scaled && self.master_weights == crate::format::FP16 && !self.allow_fp16_unscale {
+            return Err(Error::InvalidValue {
+                what: "loss scaling",
+                value: format!("{} with fp16 master weights", self.name),
+                expected: "FP32 master weights: GradScaler refuses to unscale FP16 gradients (\"Attempting to unscale FP16 gradients.\"); set allow_fp16_unscale to true to do it anyway",
+            });
+        }
+        Ok(())
     }
 
     /// The format of tensor class `class`.
@@ -247,8 +376,16 @@ impl Recipe {
             Class::Activation => self.activations,
             Class::ActivationGrad => self.activation_grads,
             Class::WeightGrad => self.weight_grads,
-            Class::OptimizerState | Class::Update => self.optimizer_state,
+            Class::OptimizerState => self.optimizer_state,
+            // Never stored: PyTorch's optimizers add the update to the weights in one fused
+            // operation (`param.add_(grad, alpha=-lr)`, `param.addcdiv_(exp_avg, denom,
+            // value=-step_size)` in `torch/optim/sgd.py` and `adam.py`), rounded once as part of
+            // the new weight.
+            Class::Update => crate::format::FP32,
             Class::Master => self.master_weights,
+            Class::GemmInput => self.gemm_operands.input,
+            Class::GemmWeight => self.gemm_operands.weight,
+            Class::GemmGradOutput => self.gemm_operands.grad_output,
         }
     }
 }
@@ -274,7 +411,13 @@ mod tests {
             let back: Recipe = serde_json::from_str(&json).unwrap();
             assert_eq!(back, r, "{json}");
         }
-        assert!(Recipe::preset("fp17").is_err());
+        let e = Recipe::preset("fp17").unwrap_err().to_string();
+        for name in PRESET_NAMES {
+            assert!(
+                e.contains(&format!(" {name},")) || e.ends_with(&format!(" {name}")),
+                "{e}"
+            );
+        }
     }
 
     #[test]
@@ -290,10 +433,38 @@ mod tests {
             Recipe::preset("fp16-dynamic").unwrap().loss_scaling,
             LossScaling::Dynamic(_)
         ));
-        let fp8 = Recipe::preset("fp8-hybrid").unwrap();
-        assert_eq!(fp8.weights.name(), "fp8-e4m3");
-        assert_eq!(fp8.activation_grads.name(), "fp8-e5m2");
-        assert!(fp8.fp8_scaling.is_some());
+        // TE's DelayedScaling with Format.HYBRID: only GEMM operands in FP8.
+        let te = Recipe::preset("fp8-hybrid").unwrap();
+        assert_eq!(
+            [
+                te.gemm_operands.input,
+                te.gemm_operands.weight,
+                te.gemm_operands.grad_output
+            ]
+            .map(|f| f.name()),
+            ["fp8-e4m3", "fp8-e4m3", "fp8-e5m2"]
+        );
+        for class in [
+            Class::Weight,
+            Class::Activation,
+            Class::ActivationGrad,
+            Class::WeightGrad,
+        ] {
+            assert_eq!(te.format(class), FP32, "{class:?}");
+        }
+        assert_eq!(te.fp8_scaling, Some(Fp8Scaling::default()));
+        let every = Recipe::preset("fp8-every-store").unwrap();
+        assert_eq!(every.weights.name(), "fp8-e4m3");
+        assert_eq!(every.activation_grads.name(), "fp8-e5m2");
+        assert_eq!(every.gemm_operands, GemmOperands::default());
+        assert!(matches!(
+            Recipe::preset("fp16-deepspeed").unwrap().loss_scaling,
+            LossScaling::Dynamic(d) if d == DynamicScaling::deepspeed()
+        ));
+        assert!(matches!(
+            Recipe::preset("fp16-megatron").unwrap().loss_scaling,
+            LossScaling::Dynamic(d) if d == DynamicScaling::megatron()
+        ));
     }
 
     #[test]

@@ -2,21 +2,45 @@
 //! above the storage format's underflow threshold; gradients are checked for inf/NaN and divided by
 //! `S` in FP32 before the optimizer; a step whose gradients overflowed is skipped.
 //!
-//! The dynamic scaler follows PyTorch's `GradScaler` (`_amp_update_scale_`) and adds the options of
-//! Megatron-LM and DeepSpeed:
+//! The dynamic scaler follows PyTorch's `GradScaler` (`_amp_update_scale_cpu_kernel` in
+//! `aten/src/ATen/native/cpu/AmpGradScalerKernels.cpp`, the CUDA kernel in `AmpKernels.cu` is the
+//! same) and adds the options of Megatron-LM (`DynamicGradScaler.update` in
+//! `megatron/core/optimizer/grad_scaler.py`) and DeepSpeed (`DynamicLossScaler.update_scale` in
+//! `deepspeed/runtime/fp16/loss_scaler.py`):
 //! ```text
 //! on inf/NaN:  growth_tracker = 0
 //!              hysteresis_left -= 1
-//!              if hysteresis_left <= 0:  scale = max(scale * backoff_factor, min_scale)
+//!              if hysteresis_left <= 0:
+//!                  if stop_at_min_scale and scale == min_scale: stop the run (DeepSpeed)
+//!                  scale = max(scale * backoff_factor, min_scale)
 //!              (the step is skipped)
 //! otherwise:   growth_tracker += 1
 //!              if consecutive_hysteresis: hysteresis_left = hysteresis
-//!              if growth_tracker == growth_interval:
-//!                  growth_tracker = 0; hysteresis_left = hysteresis
-//!                  scale = min(scale * growth_factor, max_scale)   (no ceiling when unset)
+//!              if it is time to grow (growth_rule):
+//!                  hysteresis_left = hysteresis
+//!                  grown = min(scale * growth_factor, max_scale)   (no ceiling when unset)
+//!                  if grown is finite: scale = grown             (PyTorch: never grow to inf)
+//! time to grow, `tracker` (GradScaler, Megatron):  growth_tracker == growth_interval, and the
+//!              tracker restarts from 0
+//! time to grow, `since-overflow` (DeepSpeed):  growth_tracker - 1 is a positive multiple of
+//!              growth_interval; the tracker counts on (DeepSpeed's `stable_interval`), so the
+//!              first growth after an overflow comes at clean step growth_interval + 1
 //! ```
-//! With `hysteresis = 1`, `min_scale = 0` and no `max_scale` (the defaults) this is exactly
-//! GradScaler.
+//! With `hysteresis = 1`, `min_scale = 0`, no `max_scale` and the `tracker` rule (the defaults)
+//! this is exactly GradScaler; [`DynamicScaling::megatron`] and [`DynamicScaling::deepspeed`] are
+//! the other two frameworks' defaults. The module's tests replay thousands of random overflow
+//! sequences through transcriptions of the three frameworks' update functions.
+//!
+//! Not modelled (DeepSpeed): its `FP16_Optimizer` (no ZeRO) updates the scale *before* unscaling,
+//! so on a step where the scale grows the gradients are divided by the new scale (half the
+//! gradient for one step, with the default factor 2); mixprec unscales with the scale the backward
+//! pass used, as GradScaler and Megatron do. That optimizer also has its own update
+//! (`FP16_Optimizer._update_scale` in `deepspeed/runtime/fp16/fused_optimizer.py`) that ignores
+//! `hysteresis` and never stops at the minimum: model it with `hysteresis: 1` and
+//! `stop_at_min_scale: false`; [`DynamicScaling::deepspeed`] follows `DynamicLossScaler`, which
+//! the ZeRO optimizers use. Megatron and
+//! DeepSpeed multiply the scale without PyTorch's finite check, so a scale that grew for 128
+//! doublings there would become infinite; mixprec keeps it finite for every preset.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +85,26 @@ pub struct DynamicScaling {
     /// The scale never goes above this (`None`: no ceiling; JSON has no infinity).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_scale: Option<f32>,
+    /// When the scale grows (see the module docs).
+    pub growth_rule: GrowthRule,
+    /// Whether an overflow that would back off a scale already at `min_scale` stops the run with
+    /// [`crate::Error::LossScaleAtMinimum`], as DeepSpeed's `DynamicLossScaler` does by default
+    /// (`raise_error_at_min_scale`); `false` keeps going at `min_scale`, skipping such steps.
+    pub stop_at_min_scale: bool,
+}
+
+/// When a dynamic loss scale grows after clean steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GrowthRule {
+    /// GradScaler and Megatron-LM: a tracker of clean steps, reset by an overflow and by growth;
+    /// the scale grows when it reaches `growth_interval` (at clean steps W, 2W, 3W...).
+    #[default]
+    Tracker,
+    /// DeepSpeed's `DynamicLossScaler`: the scale grows on a clean step when the clean steps before
+    /// it since the last overflow (or the start) are a positive multiple of `growth_interval`
+    /// (its `scale_window`): at clean steps W + 1, 2W + 1, 3W + 1...
+    SinceOverflow,
 }
 
 impl Default for DynamicScaling {
@@ -74,6 +118,49 @@ impl Default for DynamicScaling {
             consecutive_hysteresis: false,
             min_scale: 0.0,
             max_scale: None,
+            growth_rule: GrowthRule::Tracker,
+            stop_at_min_scale: false,
+        }
+    }
+}
+
+impl DynamicScaling {
+    /// PyTorch `GradScaler`'s defaults (`torch/amp/grad_scaler.py`): the same as
+    /// [`DynamicScaling::default`].
+    #[must_use]
+    pub fn grad_scaler() -> Self {
+        DynamicScaling::default()
+    }
+
+    /// Megatron-LM's defaults: `OptimizerConfig` (`megatron/core/optimizer/optimizer_config.py`:
+    /// `initial_loss_scale` 2^32, `min_loss_scale` 1, `loss_scale_window` 1000, `hysteresis` 2)
+    /// and the factors `megatron/core/optimizer/__init__.py` passes (growth 2, backoff 0.5).
+    #[must_use]
+    pub fn megatron() -> Self {
+        DynamicScaling {
+            init_scale: 2f32.powi(32),
+            growth_interval: 1000,
+            hysteresis: 2,
+            min_scale: 1.0,
+            ..DynamicScaling::default()
+        }
+    }
+
+    /// DeepSpeed's defaults (`deepspeed/runtime/constants.py`: `initial_scale_power` 16,
+    /// `loss_scale_window` 1000, `hysteresis` 2, `consecutive_hysteresis` false,
+    /// `min_loss_scale` 1; factor 2) with `DynamicLossScaler`'s growth rule and its stop at the
+    /// minimum scale (`raise_error_at_min_scale`, true by default).
+    #[must_use]
+    pub fn deepspeed() -> Self {
+        DynamicScaling {
+            init_scale: 65536.0,
+            growth_interval: 1000,
+            hysteresis: 2,
+            consecutive_hysteresis: false,
+            min_scale: 1.0,
+            growth_rule: GrowthRule::SinceOverflow,
+            stop_at_min_scale: true,
+            ..DynamicScaling::default()
         }
     }
 }
@@ -136,11 +223,12 @@ impl LossScaling {
 /// use mixprec::train::scaler::{DynamicScaling, LossScaler, LossScaling};
 ///
 /// let mut s = LossScaler::new(LossScaling::Dynamic(DynamicScaling { growth_interval: 2, ..Default::default() }));
-/// assert!(s.update(true)); // overflow: skip the step, back off
+/// assert!(s.update(true)?); // overflow: skip the step, back off
 /// assert_eq!(s.scale(), 32768.0);
-/// assert!(!s.update(false));
-/// assert!(!s.update(false)); // two clean steps: grow
+/// assert!(!s.update(false)?);
+/// assert!(!s.update(false)?); // two clean steps: grow
 /// assert_eq!(s.scale(), 65536.0);
+/// # Ok::<(), mixprec::Error>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct LossScaler {
@@ -173,7 +261,8 @@ impl LossScaler {
         self.scale
     }
 
-    /// Clean steps since the last growth or overflow.
+    /// Clean steps since the last growth or overflow (with [`GrowthRule::SinceOverflow`]: since
+    /// the last overflow).
     #[must_use]
     pub fn growth_tracker(&self) -> u32 {
         self.growth_tracker
@@ -188,145 +277,53 @@ impl LossScaler {
 
     /// Records whether this step's gradients held an inf or NaN, updates the scale, and returns
     /// whether the optimizer step must be skipped (any overflow, unless there is no scaling).
-    pub fn update(&mut self, found_inf: bool) -> bool {
+    ///
+    /// # Errors
+    /// [`crate::Error::LossScaleAtMinimum`] when the gradients overflow at `min_scale` and
+    /// [`DynamicScaling::stop_at_min_scale`] is set (the scale is then left as it was).
+    pub fn update(&mut self, found_inf: bool) -> crate::Result<bool> {
         match self.scaling {
-            LossScaling::None => false,
-            LossScaling::Static { .. } => found_inf,
+            LossScaling::None => Ok(false),
+            LossScaling::Static { .. } => Ok(found_inf),
             LossScaling::Dynamic(d) => {
                 if found_inf {
                     self.growth_tracker = 0;
                     self.hysteresis_left = self.hysteresis_left.saturating_sub(1);
                     if self.hysteresis_left == 0 {
+                        if d.stop_at_min_scale && self.scale == d.min_scale {
+                            return Err(crate::Error::LossScaleAtMinimum { scale: self.scale });
+                        }
                         self.scale = (self.scale * d.backoff_factor).max(d.min_scale);
                     }
                 } else {
-                    self.growth_tracker += 1;
+                    self.growth_tracker = self.growth_tracker.saturating_add(1);
                     if d.consecutive_hysteresis {
                         self.hysteresis_left = d.hysteresis;
                     }
-                    if self.growth_tracker == d.growth_interval {
-                        self.growth_tracker = 0;
+                    let grow = match d.growth_rule {
+                        GrowthRule::Tracker => self.growth_tracker == d.growth_interval,
+                        GrowthRule::SinceOverflow => {
+                            let stable = self.growth_tracker - 1;
+                            stable > 0 && stable % d.growth_interval == 0
+                        }
+                    };
+                    if grow {
+                        if d.growth_rule == GrowthRule::Tracker {
+                            self.growth_tracker = 0;
+                        }
                         self.hysteresis_left = d.hysteresis;
-                        self.scale = (self.scale * d.growth_factor)
+                        let grown = (self.scale * d.growth_factor)
                             .min(d.max_scale.unwrap_or(f32::INFINITY));
+                        if grown.is_finite() {
+                            self.scale = grown;
+                        }
                     }
                 }
-                found_inf
+                Ok(found_inf)
             }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(scaling: LossScaling, overflows: &[u32], steps: u32) -> (Vec<f32>, Vec<u32>) {
-        let mut s = LossScaler::new(scaling);
-        let mut scales = Vec::new();
-        let mut skipped = Vec::new();
-        for step in 1..=steps {
-            if s.update(overflows.contains(&step)) {
-                skipped.push(step);
-            }
-            scales.push(s.scale());
-        }
-        (scales, skipped)
-    }
-
-    /// The issue's trace, measured with PyTorch 2.15's GradScaler.
-    #[test]
-    fn gradscaler_trace() {
-        let scaling = LossScaling::Dynamic(DynamicScaling {
-            growth_interval: 5,
-            ..DynamicScaling::default()
-        });
-        let (scales, skipped) = run(scaling, &[3, 4, 17], 30);
-        let mut expected = vec![65536.0, 65536.0, 32768.0];
-        for (scale, n) in [
-            (16384.0, 5),
-            (32768.0, 5),
-            (65536.0, 3),
-            (32768.0, 5),
-            (65536.0, 5),
-        ] {
-            expected.extend(std::iter::repeat_n(scale, n));
-        }
-        expected.extend(std::iter::repeat_n(131072.0, 4));
-        assert_eq!(scales, expected);
-        assert_eq!(skipped, vec![3, 4, 17]);
-    }
-
-    #[test]
-    fn hysteresis_backs_off_only_after_that_many_overflows() {
-        let scaling = LossScaling::Dynamic(DynamicScaling {
-            hysteresis: 2,
-            growth_interval: 100,
-            ..DynamicScaling::default()
-        });
-        // Megatron semantics: the budget is not restored by clean steps, only by growth.
-        let (scales, skipped) = run(scaling, &[2, 5, 6], 6);
-        assert_eq!(
-            scales,
-            vec![65536.0, 65536.0, 65536.0, 65536.0, 32768.0, 16384.0]
-        );
-        assert_eq!(skipped, vec![2, 5, 6]);
-        let consecutive = LossScaling::Dynamic(DynamicScaling {
-            hysteresis: 2,
-            consecutive_hysteresis: true,
-            growth_interval: 100,
-            ..DynamicScaling::default()
-        });
-        let (scales, _) = run(consecutive, &[2, 5, 6], 6);
-        assert_eq!(
-            scales,
-            vec![65536.0, 65536.0, 65536.0, 65536.0, 65536.0, 32768.0]
-        );
-    }
-
-    #[test]
-    fn min_and_max_scale_clamp() {
-        let scaling = LossScaling::Dynamic(DynamicScaling {
-            init_scale: 4.0,
-            growth_interval: 1,
-            min_scale: 2.0,
-            max_scale: Some(16.0),
-            ..DynamicScaling::default()
-        });
-        let (scales, _) = run(scaling, &[1, 2, 3], 8);
-        assert_eq!(scales, vec![2.0, 2.0, 2.0, 4.0, 8.0, 16.0, 16.0, 16.0]);
-    }
-
-    #[test]
-    fn static_and_none() {
-        let (scales, skipped) = run(LossScaling::Static { scale: 128.0 }, &[2], 3);
-        assert_eq!(scales, vec![128.0; 3]);
-        assert_eq!(skipped, vec![2]);
-        let (scales, skipped) = run(LossScaling::None, &[2], 3);
-        assert_eq!(scales, vec![1.0; 3]);
-        assert!(skipped.is_empty());
-    }
-
-    #[test]
-    fn validation_names_the_bad_parameter() {
-        assert!(LossScaling::Static { scale: 0.0 }.validate().is_err());
-        let bad = LossScaling::Dynamic(DynamicScaling {
-            backoff_factor: 2.0,
-            ..DynamicScaling::default()
-        });
-        let msg = bad.validate().unwrap_err().to_string();
-        assert!(msg.contains("backoff_factor"), "{msg}");
-        assert!(
-            LossScaling::Dynamic(DynamicScaling::default())
-                .validate()
-                .is_ok()
-        );
-        let json = serde_json::to_string(&LossScaling::Dynamic(DynamicScaling::default())).unwrap();
-        assert!(json.contains("\"kind\":\"dynamic\""), "{json}");
-        let back: LossScaling = serde_json::from_str(&json).unwrap();
-        assert_eq!(back, LossScaling::Dynamic(DynamicScaling::default()));
-        let partial: LossScaling =
-            serde_json::from_str(r#"{"kind":"dynamic","growth_interval":5}"#).unwrap();
-        assert!(matches!(partial, LossScaling::Dynamic(d) if d.growth_interval == 5));
-    }
-}
+mod tests;

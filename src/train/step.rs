@@ -91,7 +91,7 @@ impl Trainer {
         let p = &mut self.precision;
         let mut params = self.model.params_mut();
         let overflow = !grads_finite(&params, p);
-        let skipped = self.scaler.update(overflow);
+        let skipped = self.scaler.update(overflow)?;
         let stats = if skipped {
             UpdateStats::default()
         } else {

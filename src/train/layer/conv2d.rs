@@ -145,11 +145,17 @@ impl<T: Real> Conv2d<T> {
                 }
             }
         }
-        self.weight.grad = p.matmul(dy_cols.t(), cols.view(), Class::WeightGrad);
+        // The bias gradient sums the uncast output gradient; the products read it cast.
+        let dy_operand = p.operand(Class::GemmGradOutput, "grad_output", dy_cols.view());
+        let dy_gemm = dy_operand.as_ref().unwrap_or(&dy_cols);
+        self.weight.grad = p.matmul(dy_gemm.t(), cols.view(), Class::WeightGrad);
+        p.set_tensor(self.weight.name);
         p.store_array(Class::WeightGrad, &mut self.weight.grad);
         self.bias.grad = p.sum_rows(dy_cols.view(), Class::WeightGrad);
+        p.set_tensor(self.bias.name);
         p.store_array(Class::WeightGrad, &mut self.bias.grad);
-        Some((cols, dy_cols))
+        p.set_tensor("");
+        Some((cols, dy_operand.unwrap_or(dy_cols)))
     }
 }
 
@@ -166,7 +172,17 @@ impl<T: Real> Layer<T> for Conv2d<T> {
             self.input.channels * self.k * self.k,
         ));
         self.for_each_tap(batch, |n, row, col, idx| cols[[row, col]] = x[[n, idx]]);
-        let mut y_cols = p.matmul(cols.view(), self.weight.weight.t(), Class::Activation);
+        // With operand casts, the im2col matrix is the product's input (kept cast for backward).
+        let cols = p
+            .operand(Class::GemmInput, "input", cols.view())
+            .unwrap_or(cols);
+        let weight_operand = p.operand(
+            Class::GemmWeight,
+            self.weight.name,
+            self.weight.weight.view(),
+        );
+        let w = weight_operand.as_ref().unwrap_or(&self.weight.weight);
+        let mut y_cols = p.matmul(cols.view(), w.t(), Class::Activation);
         y_cols += &self.bias.weight;
         // (n, y, x) x channel  ->  n x (channel, y, x)
         let hw = o.height * o.width;
@@ -188,11 +204,13 @@ impl<T: Real> Layer<T> for Conv2d<T> {
         let Some((cols, dy_cols)) = self.backward_params_cols(&dy, p) else {
             return Array2::zeros((batch, self.input.len()));
         };
-        let dcols = p.matmul(
-            dy_cols.view(),
+        let weight_operand = p.operand(
+            Class::GemmWeight,
+            self.weight.name,
             self.weight.weight.view(),
-            Class::ActivationGrad,
         );
+        let w = weight_operand.as_ref().unwrap_or(&self.weight.weight);
+        let dcols = p.matmul(dy_cols.view(), w.view(), Class::ActivationGrad);
         let mut dx = Array2::zeros((batch, self.input.len()));
         self.for_each_tap(batch, |n, row, col, idx| dx[[n, idx]] += dcols[[row, col]]);
         p.store_array(Class::ActivationGrad, &mut dx);

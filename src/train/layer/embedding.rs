@@ -75,7 +75,9 @@ impl<T: Real> Layer<T> for Embedding<T> {
             }
         }
         self.table.grad = grad;
+        p.set_tensor(self.table.name);
         p.store_array(Class::WeightGrad, &mut self.table.grad);
+        p.set_tensor("");
         Array2::zeros((dy.nrows(), cols))
     }
 

@@ -47,14 +47,17 @@ impl<T: Real> Layer<T> for LayerNorm<T> {
         let mut mean = x.sum_axis(Axis(1)) / d;
         let low = !p.recipe().fp32_ops.norm_stats;
         if low {
+            p.set_tensor("mean");
             p.store(Class::Activation, mean.as_slice_mut().unwrap_or(&mut []));
         }
         let mut xhat = &x - &mean.view().insert_axis(Axis(1));
         let var = xhat.mapv(|v| v * v).sum_axis(Axis(1)) / d;
         let mut sigma = var.mapv(|v| (v + T::of(self.eps)).sqrt());
         if low {
+            p.set_tensor("sigma");
             p.store(Class::Activation, sigma.as_slice_mut().unwrap_or(&mut []));
         }
+        p.set_tensor("");
         xhat /= &sigma.view().insert_axis(Axis(1));
         let mut y = &xhat * &self.gamma.weight + &self.beta.weight;
         p.store_array(Class::Activation, &mut y);
@@ -68,9 +71,12 @@ impl<T: Real> Layer<T> for LayerNorm<T> {
         };
         let prod = &dy * xhat;
         self.gamma.grad = p.sum_rows(prod.view(), Class::WeightGrad);
+        p.set_tensor(self.gamma.name);
         p.store_array(Class::WeightGrad, &mut self.gamma.grad);
         self.beta.grad = p.sum_rows(dy.view(), Class::WeightGrad);
+        p.set_tensor(self.beta.name);
         p.store_array(Class::WeightGrad, &mut self.beta.grad);
+        p.set_tensor("");
         let g = &dy * &self.gamma.weight;
         let d = T::of(g.ncols().max(1) as f64);
         let mean_g = g.sum_axis(Axis(1)) / d;

@@ -12,13 +12,21 @@ use crate::train::rng::Rng;
 /// ```text
 /// dL/dx = dL/dy W          dL/dW = (dL/dy)ᵀ x          dL/db = Σ_rows dL/dy
 /// ```
+///
+/// With a recipe that casts GEMM operands ([`crate::train::recipe::GemmOperands`]), the three
+/// products read `x`, `W` and `dL/dy` as cast (x and W once, in forward, kept for backward, as
+/// Transformer Engine's Linear keeps its FP8 input and weight); the bias and its gradient (a sum
+/// of the uncast `dL/dy`, as TE's fused bias-gradient cast computes it) are never cast.
 #[derive(Clone, Debug)]
 pub struct Linear<T> {
     /// Weights, (outputs, inputs).
     pub weight: Param<T>,
     /// Bias, (1, outputs).
     pub bias: Param<T>,
+    /// The input as the products read it (cast when the recipe casts operands).
     input: Option<Array2<T>>,
+    /// The weight as cast for this forward pass, when the recipe casts it.
+    weight_operand: Option<Array2<T>>,
 }
 
 impl<T: Real> Linear<T> {
@@ -31,22 +39,30 @@ impl<T: Real> Linear<T> {
             weight: Param::new("weight", site, w),
             bias: Param::new("bias", site, Array2::zeros((1, outputs))),
             input: None,
+            weight_operand: None,
         }
     }
 }
 
 impl<T: Real> Linear<T> {
-    /// Sets the weight and bias gradients from `dy` (zero before any forward pass).
-    fn backward_params_ref(&mut self, dy: &Array2<T>, p: &mut Precision) {
+    /// Sets the weight and bias gradients from `dy` (zero before any forward pass) and returns
+    /// `dy` as the products read it, when the recipe casts it.
+    fn backward_params_ref(&mut self, dy: &Array2<T>, p: &mut Precision) -> Option<Array2<T>> {
         let Some(x) = self.input.as_ref() else {
             self.weight.grad.fill(T::zero());
             self.bias.grad.fill(T::zero());
-            return;
+            return None;
         };
-        self.weight.grad = p.matmul(dy.t(), x.view(), Class::WeightGrad);
+        let dy_operand = p.operand(Class::GemmGradOutput, "grad_output", dy.view());
+        let dy_gemm = dy_operand.as_ref().unwrap_or(dy);
+        self.weight.grad = p.matmul(dy_gemm.t(), x.view(), Class::WeightGrad);
+        p.set_tensor(self.weight.name);
         p.store_array(Class::WeightGrad, &mut self.weight.grad);
         self.bias.grad = p.sum_rows(dy.view(), Class::WeightGrad);
+        p.set_tensor(self.bias.name);
         p.store_array(Class::WeightGrad, &mut self.bias.grad);
+        p.set_tensor("");
+        dy_operand
     }
 }
 
@@ -56,7 +72,14 @@ impl<T: Real> Layer<T> for Linear<T> {
     }
 
     fn forward(&mut self, x: Array2<T>, p: &mut Precision) -> Array2<T> {
-        let mut y = p.matmul(x.view(), self.weight.weight.t(), Class::Activation);
+        let x = p.operand(Class::GemmInput, "input", x.view()).unwrap_or(x);
+        self.weight_operand = p.operand(
+            Class::GemmWeight,
+            self.weight.name,
+            self.weight.weight.view(),
+        );
+        let w = self.weight_operand.as_ref().unwrap_or(&self.weight.weight);
+        let mut y = p.matmul(x.view(), w.t(), Class::Activation);
         y += &self.bias.weight;
         p.store_array(Class::Activation, &mut y);
         self.input = Some(x);
@@ -64,14 +87,16 @@ impl<T: Real> Layer<T> for Linear<T> {
     }
 
     fn backward(&mut self, dy: Array2<T>, p: &mut Precision) -> Array2<T> {
-        self.backward_params_ref(&dy, p);
-        let mut dx = p.matmul(dy.view(), self.weight.weight.view(), Class::ActivationGrad);
+        let dy_operand = self.backward_params_ref(&dy, p);
+        let dy = dy_operand.unwrap_or(dy);
+        let w = self.weight_operand.as_ref().unwrap_or(&self.weight.weight);
+        let mut dx = p.matmul(dy.view(), w.view(), Class::ActivationGrad);
         p.store_array(Class::ActivationGrad, &mut dx);
         dx
     }
 
     fn backward_params(&mut self, dy: Array2<T>, p: &mut Precision) {
-        self.backward_params_ref(&dy, p);
+        let _ = self.backward_params_ref(&dy, p);
     }
 
     fn params(&self) -> Vec<&Param<T>> {

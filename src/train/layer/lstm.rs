@@ -95,20 +95,30 @@ impl<T: Real> Layer<T> for Lstm<T> {
             let xt = cache
                 .x
                 .slice(s![.., t * self.inputs..(t + 1) * self.inputs]);
-            let mut z = p.matmul(xt, self.wx.weight.t(), Class::Activation);
-            z += &p.matmul(cache.h[t].view(), self.wh.weight.t(), Class::Activation);
+            let mut z = gemm_cast(p, (xt, "input"), &self.wx, false, Class::Activation);
+            z += &gemm_cast(
+                p,
+                (cache.h[t].view(), "hidden"),
+                &self.wh,
+                false,
+                Class::Activation,
+            );
             z += &self.bias.weight;
             for (col, mut v) in z.axis_iter_mut(Axis(1)).enumerate() {
                 let cell = (2 * hd..3 * hd).contains(&col);
                 v.mapv_inplace(|a| if cell { a.tanh() } else { sigmoid(a) });
             }
+            p.set_tensor("gates");
             p.store_array(Class::Activation, &mut z);
             let (i, f) = (z.slice(s![.., 0..hd]), z.slice(s![.., hd..2 * hd]));
             let (g, o) = (z.slice(s![.., 2 * hd..3 * hd]), z.slice(s![.., 3 * hd..]));
             let mut c = &f * &cache.c[t] + &i * &g;
+            p.set_tensor("cell");
             p.store_array(Class::Activation, &mut c);
             let mut h = &o * &c.mapv(T::tanh);
+            p.set_tensor("hidden");
             p.store_array(Class::Activation, &mut h);
+            p.set_tensor("");
             cache.gates.push(z);
             cache.c.push(c);
             cache.h.push(h);
@@ -145,19 +155,38 @@ impl<T: Real> Layer<T> for Lstm<T> {
                 .assign(&(&dc * &i * &g.mapv(|v| one - v * v)));
             dz.slice_mut(s![.., 3 * hd..])
                 .assign(&(&dh * &tc * &o.mapv(|v| v * (one - v))));
+            p.set_tensor("gates");
             p.store_array(Class::ActivationGrad, &mut dz);
             let xt = cache
                 .x
                 .slice(s![.., t * self.inputs..(t + 1) * self.inputs]);
-            dwx += &p.matmul(dz.t(), xt, Class::WeightGrad);
-            dwh += &p.matmul(dz.t(), cache.h[t].view(), Class::WeightGrad);
             db += &p.sum_rows(dz.view(), Class::WeightGrad);
-            let mut dxt = p.matmul(dz.view(), self.wx.weight.view(), Class::ActivationGrad);
+            // The products read dz, x_t and h_t as cast (with this step's scales, so x_t and h_t
+            // as in forward); the bias gradient sums the uncast dz.
+            let dz = p
+                .operand(Class::GemmGradOutput, "grad_output", dz.view())
+                .unwrap_or(dz);
+            let xq = p.operand(Class::GemmInput, "input", xt);
+            let hq = p.operand(Class::GemmInput, "hidden", cache.h[t].view());
+            dwx += &p.matmul(
+                dz.t(),
+                xq.as_ref().map_or(xt, |a| a.view()),
+                Class::WeightGrad,
+            );
+            dwh += &p.matmul(
+                dz.t(),
+                hq.as_ref().unwrap_or(&cache.h[t]).view(),
+                Class::WeightGrad,
+            );
+            let mut dxt = gemm_cast(p, (dz.view(), ""), &self.wx, true, Class::ActivationGrad);
+            p.set_tensor("input");
             p.store_array(Class::ActivationGrad, &mut dxt);
             dx.slice_mut(s![.., t * self.inputs..(t + 1) * self.inputs])
                 .assign(&dxt);
-            dh = p.matmul(dz.view(), self.wh.weight.view(), Class::ActivationGrad);
+            dh = gemm_cast(p, (dz.view(), ""), &self.wh, true, Class::ActivationGrad);
+            p.set_tensor("hidden");
             p.store_array(Class::ActivationGrad, &mut dh);
+            p.set_tensor("");
             dc = &dc * &f;
         }
         for (param, grad) in [
@@ -166,7 +195,9 @@ impl<T: Real> Layer<T> for Lstm<T> {
             (&mut self.bias, db),
         ] {
             param.grad = grad;
+            p.set_tensor(param.name);
             p.store_array(Class::WeightGrad, &mut param.grad);
+            p.set_tensor("");
         }
         dx
     }
@@ -177,6 +208,28 @@ impl<T: Real> Layer<T> for Lstm<T> {
 
     fn params_mut(&mut self) -> Vec<&mut Param<T>> {
         vec![&mut self.wx, &mut self.wh, &mut self.bias]
+    }
+}
+
+/// `a Wᵀ` (forward: `a.0` is the input operand called `a.1`, cast, as the weight is, when the
+/// recipe casts GEMM operands) or, with `backward`, `a W` (`a.0` is the output gradient, already
+/// cast).
+fn gemm_cast<T: Real>(
+    p: &mut Precision,
+    a: (ndarray::ArrayView2<'_, T>, &'static str),
+    w: &Param<T>,
+    backward: bool,
+    class: Class,
+) -> Array2<T> {
+    let cast_w = p.operand(Class::GemmWeight, w.name, w.weight.view());
+    let w_gemm = cast_w.as_ref().unwrap_or(&w.weight);
+    if backward {
+        return p.matmul(a.0, w_gemm.view(), class);
+    }
+    let cast_a = p.operand(Class::GemmInput, a.1, a.0);
+    match &cast_a {
+        Some(x) => p.matmul(x.view(), w_gemm.t(), class),
+        None => p.matmul(a.0, w_gemm.t(), class),
     }
 }
 

@@ -184,7 +184,7 @@ impl GanTrainer {
                 .opt_g
                 .step(&mut g_params, 1.0 / scale, &mut self.precision);
         }
-        self.scaler.update(d_overflow || g_overflow);
+        self.scaler.update(d_overflow || g_overflow)?;
         Ok(StepRecord {
             step: self.step,
             loss: d_loss,

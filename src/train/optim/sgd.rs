@@ -102,6 +102,31 @@ mod tests {
         }
     }
 
+    /// fp16 weights are updated as PyTorch's `param.add_(grad, alpha=-lr)` on an fp16 tensor does:
+    /// `w + lr g` is formed in FP32 and rounded once. Rounding the update to fp16 first would
+    /// drop the 2^-22 (half its ulp: a tie, to even) that puts 1 + 2^-11 + 2^-22 (exact in f32)
+    /// above the tie at 1 + 2^-11, and the weight would stay 1.
+    #[test]
+    fn fp16_weights_take_one_rounding_of_the_fused_update() {
+        let mut p = Precision::new(&Recipe::preset("fp16-pure").unwrap(), 0);
+        let site = p.register("w");
+        let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 1.0f32));
+        w.sync(&mut p);
+        w.grad.fill(-1.0);
+        let lr = 2f64.powi(-11) + 2f64.powi(-22);
+        let stats = Sgd::new(lr, 0.0).step(&mut [&mut w], 1.0, &mut p);
+        assert_eq!(w.master[[0, 0]], 1.0 + 2f32.powi(-10));
+        assert_eq!(w.weight[[0, 0]], 1.0 + 2f32.powi(-10));
+        assert_eq!(
+            stats,
+            UpdateStats {
+                nonzero: 1,
+                lost: 0
+            }
+        );
+        assert_eq!(p.counts(site, Class::Update), Default::default());
+    }
+
     #[test]
     fn updates_below_half_an_ulp_are_lost_in_fp16_but_not_with_fp32_master() {
         for (recipe, lost) in [("fp16-pure", 1), ("fp16-master", 0)] {

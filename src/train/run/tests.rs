@@ -320,7 +320,13 @@ fn an_unfinished_run_is_read_up_to_its_last_whole_line() {
 /// is the captured gradients' amax over the loss scale.
 #[test]
 fn per_step_counts_agree_with_the_captures() {
-    for recipe in ["fp16-master", "fp16-pure", "fp8-hybrid", "fp32"] {
+    for recipe in [
+        "fp16-master",
+        "fp16-pure",
+        "fp8-hybrid",
+        "fp8-every-store",
+        "fp32",
+    ] {
         let dir = tempdir(&format!("counts-{recipe}"));
         let mut config = small(recipe);
         config.loss_multiplier = 2f64.powi(-20); // some gradients underflow in fp16
@@ -356,12 +362,14 @@ fn per_step_counts_agree_with_the_captures() {
             let want = (amax > 0.0).then(|| amax / s.loss_scale);
             assert_eq!(s.grad_amax, want, "{recipe}");
         }
-        // The loss multiplier makes low-precision gradients underflow, and the counts say so.
+        // The loss multiplier makes low-precision gradients underflow, and the counts say so
+        // (in fp8-hybrid, as in Transformer Engine, activation gradients stay in FP32).
         let under: u64 = steps
             .iter()
             .map(|s| s.counts[&Class::ActivationGrad].underflow)
             .sum();
-        assert_eq!(under > 0, recipe != "fp32", "{recipe}: {under}");
+        let rounded = config.recipe.format(Class::ActivationGrad) != crate::format::FP32;
+        assert_eq!(under > 0, rounded, "{recipe}: {under}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

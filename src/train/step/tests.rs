@@ -243,3 +243,52 @@ fn storage_accumulation_trains_and_changes_the_result() {
     );
     assert_ne!(fast.to_bits(), slow.to_bits());
 }
+
+/// Loss scaling with SGD, which (unlike Adam) is not invariant to the gradient's scale: the
+/// gradients must be divided by the scale before the update. With the scale 2^16 left in, the
+/// first step alone moves the weights 65,536 times too far.
+#[test]
+fn loss_scaled_sgd_follows_fp32_sgd() {
+    let data = digits().unwrap();
+    let sgd = OptimizerConfig::Sgd {
+        lr: 0.05,
+        momentum: 0.9,
+    };
+    let (_, reference) = train(&Recipe::fp32(), &data, sgd, 5, 0);
+    for name in [
+        "fp16-static",
+        "fp16-dynamic",
+        "fp16-megatron",
+        "fp16-deepspeed",
+    ] {
+        let mut recipe = Recipe::preset(name).unwrap();
+        // Megatron starts at 2^32, which overflows fp16 for several steps; start where the
+        // others do, so that all five steps update.
+        if let crate::train::scaler::LossScaling::Dynamic(d) = &mut recipe.loss_scaling {
+            d.init_scale = 65536.0;
+        }
+        let (_, t) = train(&recipe, &data, sgd, 5, 0);
+        for (q, r) in t.model.params().iter().zip(reference.model.params()) {
+            let worst = (&q.master - &r.master)
+                .iter()
+                .fold(0.0f32, |m, &d| m.max(d.abs()));
+            // fp16 storage differs from fp32 by a few fp16 ulps of weights under 0.5 (2^-12);
+            // an update 65,536 times too large moves them by far more.
+            assert!(worst <= 1e-3, "{name} {}: {worst}", q.name);
+        }
+    }
+}
+
+/// GradScaler refuses to unscale FP16 gradients of FP16 weights; so does a recipe with loss
+/// scaling and fp16 master weights, unless told to.
+#[test]
+fn loss_scaling_fp16_master_weights_needs_allow_fp16_unscale() {
+    let mut recipe = Recipe::preset("fp16-pure").unwrap();
+    assert!(recipe.validate().is_ok());
+    recipe.loss_scaling = crate::train::scaler::LossScaling::Static { scale: 1024.0 };
+    let e = recipe.validate().unwrap_err().to_string();
+    assert!(e.contains("Attempting to unscale FP16 gradients"), "{e}");
+    recipe.allow_fp16_unscale = true;
+    assert!(recipe.validate().is_ok());
+    assert!(Recipe::preset("fp16-static").unwrap().validate().is_ok());
+}
