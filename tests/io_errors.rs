@@ -297,6 +297,80 @@ fn writers_refuse_bad_arguments_and_leave_nothing() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// A file truncated by another writer while it is read (a training loop re-saving it in place)
+/// gets a one-line error; with a memory map this was a SIGBUS that killed the process.
+#[test]
+fn a_file_that_shrinks_or_changes_while_read_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 3 * mixprec::io::CHUNK;
+    let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let st = dir.path().join("g.safetensors");
+    let npy = dir.path().join("g.npy");
+    write_safetensors(&st, &[("g", &[n], TensorData::F32(&values))]).unwrap();
+    write_npy(&npy, &[n], TensorData::F32(&values)).unwrap();
+    for path in [&st, &npy] {
+        for shrink in [true, false] {
+            let full = std::fs::read(path).unwrap();
+            let mut calls = 0;
+            let err = scan(path, &|_| true, &mut |_, _| {
+                calls += 1;
+                if calls == 1 {
+                    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+                    if shrink {
+                        f.set_len(4096).unwrap();
+                    } else {
+                        // Same length, new content: only the modification time tells.
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        std::io::Write::write_all(&mut &f, b"\0\0\0\0").unwrap();
+                    }
+                }
+            })
+            .expect_err("a changed file is an error");
+            let text = err.to_string();
+            assert!(
+                text.contains("the file changed while it was read") && !text.contains('\n'),
+                "{text}"
+            );
+            assert!(matches!(err, Error::BadFile { .. }), "{err:?}");
+            std::fs::write(path, &full).unwrap();
+        }
+    }
+}
+
+/// A FIFO is refused before it is opened (opening it would wait for a writer forever).
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["p.npy", "p.safetensors", "p.npz"] {
+        let path = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(scan(&p, &|_| true, &mut |_, _| {}).unwrap_err().to_string());
+        });
+        let text = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("scan of a FIFO hangs");
+        assert!(text.contains("not a regular file"), "{text}");
+    }
+}
+
+#[test]
+fn a_safetensors_key_given_twice_is_named() {
+    let header = r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
+    bad(
+        "dup.safetensors",
+        &safetensors(header, &[0; 8]),
+        "the key 'w' appears more than once",
+    );
+}
+
 /// Scans `bytes` saved as `name`; only the absence of a panic is checked (Ok or Err both fine).
 fn survives(name: &str, bytes: &[u8]) {
     let dir = tempfile::tempdir().unwrap();
