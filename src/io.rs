@@ -327,7 +327,7 @@ pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
 
 fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
     if meta.is_dir() {
-        return Err(bad_file(path, "is a directory, not a tensor file"));
+        return Err(bad_file(path, "is a directory, not a file"));
     }
     if !meta.is_file() {
         return Err(bad_file(

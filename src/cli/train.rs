@@ -68,6 +68,18 @@ pub struct Args {
     /// (0: only at the end).
     #[arg(long, value_name = "N")]
     eval_every: Option<u64>,
+    /// Refuse a run whose estimated peak memory exceeds this many MiB (default 4096; config key
+    /// limits.memory_mib).
+    #[arg(long, value_name = "MIB")]
+    max_memory: Option<u64>,
+    /// Refuse a run whose estimated captures.jsonl exceeds this many MiB (default 1024; config
+    /// key limits.captures_mib).
+    #[arg(long, value_name = "MIB")]
+    max_captures: Option<u64>,
+    /// Train even when the largest label makes far more classes than there are distinct labels
+    /// (refused by default: one stray label of 999999 would build a million-class layer).
+    #[arg(long)]
+    sparse_labels: bool,
     /// The run directory to create (must not exist, or be empty).
     #[arg(long, value_name = "DIR", required_unless_present = "print_config")]
     out: Option<PathBuf>,
@@ -117,6 +129,9 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         capture_every: args.capture_every,
         eval_every: args.eval_every,
+        max_memory: args.max_memory,
+        max_captures: args.max_captures,
+        sparse_labels: args.sparse_labels,
     })?;
     if args.print_config {
         writeln!(out, "{}", serde_json::to_string_pretty(&config)?)?;

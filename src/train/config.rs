@@ -13,7 +13,8 @@
 //!   "recipe": "fp16-dynamic",
 //!   "optimizer": { "kind": "adam", "lr": 0.001 },
 //!   "loss_multiplier": 1.0,
-//!   "steps": 800, "batch": 128, "seed": 0, "capture_every": 100, "eval_every": 0
+//!   "steps": 800, "batch": 128, "seed": 0, "capture_every": 100, "eval_every": 0,
+//!   "limits": { "memory_mib": 4096, "captures_mib": 1024, "sparse_labels": false }
 //! }
 //! ```
 //! `recipe` is a preset name or a full [`Recipe`] object (the resolved config always holds the
@@ -25,6 +26,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::budget::Limits;
 use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
 use super::recipe::{Accumulation, Recipe};
@@ -105,6 +107,8 @@ pub struct TrainConfig {
     /// Evaluate the test metric every this many steps, into that step's `metrics.jsonl` line
     /// (0: only at the end, into `summary.json`). Evaluation does not change training.
     pub eval_every: u64,
+    /// The limits the run's estimated memory and captures must fit in ([`super::budget`]).
+    pub limits: Limits,
 }
 
 impl Default for TrainConfig {
@@ -130,6 +134,7 @@ impl Default for TrainConfig {
             seed: 0,
             capture_every: 100,
             eval_every: 0,
+            limits: Limits::default(),
         }
     }
 }
@@ -182,6 +187,12 @@ pub struct Overrides {
     pub capture_every: Option<u64>,
     /// `--eval-every`.
     pub eval_every: Option<u64>,
+    /// `--max-memory` (MiB).
+    pub max_memory: Option<u64>,
+    /// `--max-captures` (MiB).
+    pub max_captures: Option<u64>,
+    /// `--sparse-labels` (only `true` changes anything).
+    pub sparse_labels: bool,
 }
 
 impl TrainConfig {
@@ -258,6 +269,15 @@ impl TrainConfig {
         }
         if let Some(v) = o.eval_every {
             self.eval_every = v;
+        }
+        if let Some(v) = o.max_memory {
+            self.limits.memory_mib = v;
+        }
+        if let Some(v) = o.max_captures {
+            self.limits.captures_mib = v;
+        }
+        if o.sparse_labels {
+            self.limits.sparse_labels = true;
         }
         Ok(())
     }
