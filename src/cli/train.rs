@@ -55,8 +55,8 @@ pub struct Args {
     /// Examples per batch.
     #[arg(long, value_name = "N")]
     batch: Option<usize>,
-    /// Learning rate.
-    #[arg(long, value_name = "X")]
+    /// Learning rate (a positive finite number).
+    #[arg(long, value_name = "X", value_parser = parse_lr)]
     lr: Option<f64>,
     /// Seed of weights, batches, synthetic data and stochastic rounding.
     #[arg(long, value_name = "N")]
@@ -87,6 +87,20 @@ pub struct Args {
     /// exit without training: every key a config file can set, as a starting point for one.
     #[arg(long)]
     print_config: bool,
+}
+
+/// A learning rate: refused here, before `--print-config` could print a NaN as `null` that a
+/// config file then cannot hold.
+fn parse_lr(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(x) => Err(format!(
+            "invalid learning rate '{s}' ({x}): expected a positive finite number"
+        )),
+        Err(_) => Err(format!(
+            "invalid learning rate '{s}': expected a positive finite number"
+        )),
+    }
 }
 
 fn parse_model(s: &str) -> Result<ModelKind, String> {
@@ -133,6 +147,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         max_captures: args.max_captures,
         sparse_labels: args.sparse_labels,
     })?;
+    // Whatever the config file or a flag holds, what is printed must read back as a config.
+    config.validate()?;
     if args.print_config {
         writeln!(out, "{}", serde_json::to_string_pretty(&config)?)?;
         return Ok(ExitCode::SUCCESS);

@@ -34,9 +34,9 @@ use super::scaler::LossScaling;
 use crate::error::Error;
 use crate::format::{Overflow, Rounding};
 
-/// Which model to train.
+/// Which model to train. Read by its [`FromStr`] from flags and config files alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum ModelKind {
     /// [`MlpConfig`].
     #[default]
@@ -63,6 +63,13 @@ impl FromStr for ModelKind {
                 expected: "mlp, cnn, lstm or gan",
             }),
         }
+    }
+}
+
+impl TryFrom<String> for ModelKind {
+    type Error = Error;
+    fn try_from(s: String) -> crate::Result<Self> {
+        s.parse()
     }
 }
 
@@ -139,20 +146,18 @@ impl Default for TrainConfig {
     }
 }
 
+/// A preset name or a recipe object; a problem inside the object is reported as serde sees it
+/// (naming the unknown or mistyped key and the value), not as a generic "not a recipe".
 fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Spec {
-        Name(String),
-        Full(Box<Recipe>),
-    }
-    match Spec::deserialize(d).map_err(|_| {
-        serde::de::Error::custom(
-            "recipe: expected a preset name or a recipe object with every format",
-        )
-    })? {
-        Spec::Name(name) => Recipe::preset(&name).map_err(serde::de::Error::custom),
-        Spec::Full(r) => Ok(*r),
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(name) => Recipe::preset(&name).map_err(D::Error::custom),
+        object @ serde_json::Value::Object(_) => {
+            Recipe::deserialize(object).map_err(|e| D::Error::custom(format!("recipe: {e}")))
+        }
+        other => Err(D::Error::custom(format!(
+            "recipe: expected a preset name or a recipe object, got {other}"
+        ))),
     }
 }
 
