@@ -14,6 +14,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+pub use quantize::{MAX_LINE, quantize};
+
 /// Top-level arguments.
 #[derive(Debug, Parser)]
 #[command(
