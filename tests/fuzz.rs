@@ -38,15 +38,42 @@ impl Rng {
     }
 
     fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
     }
 }
 
-const INTERESTING: [u8; 12] = [0, 1, 0x7f, 0x80, 0xff, b'\n', b',', b'"', b'{', b'}', b'9', b'-'];
+const INTERESTING: [u8; 12] = [
+    0, 1, 0x7f, 0x80, 0xff, b'\n', b',', b'"', b'{', b'}', b'9', b'-',
+];
 const TOKENS: [&str; 24] = [
-    "1e39", "-1e39", "nan", "inf", "-0", "999999", "18446744073709551615", "4294967296", "\"w\"",
-    "{}", "[]", "null", "true", ",", ":", "0.782", "e9m1", "rne", "\u{feff}", "\r\n", "PK\x01\x02",
-    "PK\x05\x06", "NUMPY", "'shape': (",
+    "1e39",
+    "-1e39",
+    "nan",
+    "inf",
+    "-0",
+    "999999",
+    "18446744073709551615",
+    "4294967296",
+    "\"w\"",
+    "{}",
+    "[]",
+    "null",
+    "true",
+    ",",
+    ":",
+    "0.782",
+    "e9m1",
+    "rne",
+    "\u{feff}",
+    "\r\n",
+    "PK\x01\x02",
+    "PK\x05\x06",
+    "NUMPY",
+    "'shape': (",
 ];
 
 /// One mutation of `input`, with `other` (another corpus file) for splicing.
@@ -233,7 +260,10 @@ fn fuzz_safetensors_header() {
 
 #[test]
 fn fuzz_npy_header() {
-    let n = scan_target("f.npy", &["f64_2d.npy", "big_endian.npy", "fortran.npy", "v3.npy"]);
+    let n = scan_target(
+        "f.npy",
+        &["f64_2d.npy", "big_endian.npy", "fortran.npy", "v3.npy"],
+    );
     assert!(n > 0);
     // The whole-array reader (data sets) on the same inputs.
     let dir = scratch();
@@ -243,7 +273,9 @@ fn fuzz_npy_header() {
         match mixprec::io::read_npy(&path) {
             Ok(a) => {
                 let len: usize = a.shape.iter().product();
-                (len == a.values.len()).then_some(()).ok_or("shape and values disagree".into())
+                (len == a.values.len())
+                    .then_some(())
+                    .ok_or("shape and values disagree".into())
             }
             Err(e) => one_line_naming(&e, &path),
         }
@@ -266,9 +298,15 @@ fn fuzz_npz_directory() {
 }
 
 fn check_dataset(d: &Dataset) -> Result<(), String> {
-    let finite = d.train_x.iter().chain(d.test_x.iter()).all(|x| x.is_finite());
+    let finite = d
+        .train_x
+        .iter()
+        .chain(d.test_x.iter())
+        .all(|x| x.is_finite());
     let labels = d.train_y.iter().chain(&d.test_y).all(|&y| y < d.classes);
-    (finite && labels).then_some(()).ok_or_else(|| "a non-finite feature or a label out of range".into())
+    (finite && labels)
+        .then_some(())
+        .ok_or_else(|| "a non-finite feature or a label out of range".into())
 }
 
 #[test]
@@ -297,7 +335,9 @@ fn fuzz_config_json() {
         // promises).
         let text = serde_json::to_string_pretty(&config).map_err(|e| e.to_string())?;
         let back: TrainConfig = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
-        (back == config).then_some(()).ok_or_else(|| format!("does not read back: {text}"))
+        (back == config)
+            .then_some(())
+            .ok_or_else(|| format!("does not read back: {text}"))
     });
 }
 
@@ -336,7 +376,9 @@ fn fuzz_format_and_mode_names() {
             match s.parse::<T>() {
                 Ok(v) => {
                     let again = name(&v).parse::<T>().map_err(|e| e.to_string())?;
-                    (again == v).then_some(()).ok_or_else(|| format!("{s:?} -> {v:?} -> {again:?}"))
+                    (again == v)
+                        .then_some(())
+                        .ok_or_else(|| format!("{s:?} -> {v:?} -> {again:?}"))
                 }
                 Err(e) if e.to_string().contains('\n') && !s.contains('\n') => {
                     Err(format!("not one line: {e}"))
@@ -349,15 +391,31 @@ fn fuzz_format_and_mode_names() {
         same::<Overflow>(s, ToString::to_string)?;
         same::<Accumulation>(s, ToString::to_string)?;
         same::<ModelKind>(s, |m| {
-            serde_json::to_value(m).unwrap().as_str().unwrap().to_string()
+            serde_json::to_value(m)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
         })?;
         // Flags and JSON accept the same names.
         let json = serde_json::Value::from(s);
         for (flag, file) in [
-            (s.parse::<Rounding>().is_ok(), serde_json::from_value::<Rounding>(json.clone()).is_ok()),
-            (s.parse::<Overflow>().is_ok(), serde_json::from_value::<Overflow>(json.clone()).is_ok()),
-            (s.parse::<FloatFormat>().is_ok(), serde_json::from_value::<FloatFormat>(json.clone()).is_ok()),
-            (s.parse::<ModelKind>().is_ok(), serde_json::from_value::<ModelKind>(json.clone()).is_ok()),
+            (
+                s.parse::<Rounding>().is_ok(),
+                serde_json::from_value::<Rounding>(json.clone()).is_ok(),
+            ),
+            (
+                s.parse::<Overflow>().is_ok(),
+                serde_json::from_value::<Overflow>(json.clone()).is_ok(),
+            ),
+            (
+                s.parse::<FloatFormat>().is_ok(),
+                serde_json::from_value::<FloatFormat>(json.clone()).is_ok(),
+            ),
+            (
+                s.parse::<ModelKind>().is_ok(),
+                serde_json::from_value::<ModelKind>(json.clone()).is_ok(),
+            ),
         ] {
             if flag != file {
                 return Err(format!("{s:?}: flag {flag}, JSON {file}"));
