@@ -15,6 +15,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+pub use quantize::{MAX_LINE, quantize};
+
 /// Top-level arguments.
 #[derive(Debug, Parser)]
 #[command(
@@ -85,16 +87,84 @@ where
             anyhow::bail!("{message} (see --help)");
         }
     };
+    if stdout_was_closed() {
+        anyhow::bail!(
+            "standard output is closed (>&-): its output would be lost; redirect it to /dev/null to discard it"
+        );
+    }
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let code = match cli.command {
-        Command::Formats(args) => formats::run(&args, &mut out)?,
-        Command::Explain(args) => explain::run(&args, &mut out)?,
-        Command::Quantize(args) => quantize::run(&args, &mut out)?,
-        Command::Analyze(args) => analyze::run(&args, &mut out)?,
-        Command::Train(args) => train::run(&args, &mut out)?,
-        Command::Report(args) => report::run(&args, &mut out)?,
+    let mut out = Stdout {
+        inner: std::io::BufWriter::new(stdout.lock()),
+        failed: false,
     };
-    out.flush()?;
-    Ok(code)
+    let result = match cli.command {
+        Command::Formats(args) => formats::run(&args, &mut out),
+        Command::Explain(args) => explain::run(&args, &mut out),
+        Command::Quantize(args) => quantize::run(&args, &mut out),
+        Command::Analyze(args) => analyze::run(&args, &mut out),
+        Command::Train(args) => train::run(&args, &mut out),
+        Command::Report(args) => report::run(&args, &mut out),
+    }
+    .and_then(|code| {
+        out.flush()?;
+        Ok(code)
+    });
+    match result {
+        // Name standard output when writing it failed (a full disk, a closed pipe), unless the
+        // message already does.
+        Err(e) if out.failed && !e.to_string().contains("standard output") => {
+            Err(e.context("standard output"))
+        }
+        other => other,
+    }
+}
+
+/// Standard output, remembering whether a write to it failed, so that the error can name it.
+struct Stdout<W: Write> {
+    inner: W,
+    failed: bool,
+}
+
+impl<W: Write> Write for Stdout<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.failed |= r.is_err();
+        r
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.failed |= r.is_err();
+        r
+    }
+}
+
+/// Whether standard output was closed when the program started (`mixprec ... >&-`). Rust's
+/// runtime then opens `/dev/null` read-write in its place, so every write would succeed and
+/// vanish; a shell's `>/dev/null` opens it write-only, which is left alone (only the rare
+/// `1<>/dev/null` looks the same).
+#[cfg(unix)]
+fn stdout_was_closed() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // SAFETY: F_GETFL on a descriptor only reads its flags; an invalid one gives -1.
+    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
+    if flags < 0 || flags & libc::O_ACCMODE != libc::O_RDWR {
+        return false;
+    }
+    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let (Ok(ours), Ok(null)) = (
+        std::fs::File::from(fd).metadata(),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    ours.file_type().is_char_device() && ours.rdev() == null.rdev()
+}
+
+#[cfg(not(unix))]
+fn stdout_was_closed() -> bool {
+    false
 }

@@ -81,6 +81,14 @@ pub enum Error {
         /// The loss scale (the minimum).
         scale: f32,
     },
+    /// A line of input longer than the longest accepted (no number needs more).
+    #[error("input line {line}: longer than {limit} bytes without a newline: not a number")]
+    LineTooLong {
+        /// 1-based line number.
+        line: u64,
+        /// The longest line accepted, in bytes.
+        limit: usize,
+    },
     /// A file that cannot be read or written.
     #[error("{}: {source}", path.display())]
     Io {

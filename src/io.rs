@@ -24,12 +24,25 @@
 //! class labels needs.
 //!
 //! # Memory
-//! Files are never loaded whole. `.safetensors` and `.npy` files are memory-mapped, and each chunk
-//! of at most [`CHUNK`] values is either viewed in place (little-endian `f32`/`f64` at an aligned
-//! offset) or converted into one reusable buffer; pages already visited are handed back to the
-//! kernel, so the resident memory stays near one chunk whatever the file size. `.npz` entries are
-//! streamed through the decompressor one chunk at a time. The memory map assumes that no other
-//! process truncates the file while it is read.
+//! Files are never loaded whole (except by [`read_npy`], whose caller wants the array). The
+//! header is read, then each chunk of at most [`CHUNK`] values is read with plain reads into one
+//! reusable, aligned buffer and either viewed in place (little-endian `f32`/`f64`) or converted
+//! into a second one, so the resident memory stays near one chunk whatever the file size. `.npz`
+//! entries are streamed through the decompressor one chunk at a time.
+//!
+//! Files are not memory-mapped: a map faults (`SIGBUS`, the process dies without a word) when
+//! another process truncates the file while it is read, which a training loop saving its
+//! gradients in place does. A plain read of a file that shrank ends early instead, and every
+//! reader compares the file's length and modification time before and after reading: a file that
+//! changed while it was read is an error ("the file changed while it was read"), never a silent
+//! mix of old and new data.
+//!
+//! # Untrusted input
+//! Every length in a file is checked against the file's size before it is used, so the work and
+//! memory of reading a file are bounded by its size: an `.npz` whose directory entries overlap
+//! (a "zip bomb" that makes a small file stand for terabytes) or repeat a name is refused before
+//! any entry is decompressed. A pipe or a device is refused before it is
+//! opened, so reading never waits for a writer.
 //!
 //! # Errors
 //! A file that cannot be opened gives [`Error::Io`]; a file whose content is wrong gives
@@ -48,7 +61,7 @@
 mod atomic;
 mod decode;
 mod npy;
-mod npz;
+pub(crate) mod npz;
 mod safetensors;
 
 use std::fmt;
@@ -297,13 +310,24 @@ fn io_error(path: &Path, source: std::io::Error) -> Error {
     }
 }
 
-/// Opens `path` for reading, refusing a directory, a device or an empty file with a clear message
-/// (rather than the operating system's puzzling one when mapping or seeking fails).
-fn open_regular(path: &Path) -> Result<std::fs::File> {
-    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+/// Opens `path` for reading, refusing a directory, a device, a pipe or an empty file with a clear
+/// message (rather than the operating system's puzzling one when seeking fails, or a hang).
+///
+/// The kind of file is checked before opening, because opening a FIFO blocks until a writer
+/// appears; and again on what was opened (without blocking), in case the path was replaced in
+/// between.
+pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
+    let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
+    check_regular(path, &meta)?;
+    let file = open_nonblocking(path).map_err(|e| io_error(path, e))?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    check_regular(path, &meta)?;
+    Ok(file)
+}
+
+fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
     if meta.is_dir() {
-        return Err(bad_file(path, "is a directory, not a tensor file"));
+        return Err(bad_file(path, "is a directory, not a file"));
     }
     if !meta.is_file() {
         return Err(bad_file(
@@ -314,19 +338,99 @@ fn open_regular(path: &Path) -> Result<std::fs::File> {
     if meta.len() == 0 {
         return Err(bad_file(path, "the file is empty"));
     }
-    Ok(file)
+    Ok(())
 }
 
-/// Opens `path` and memory-maps it whole (read-only).
-fn map_file(path: &Path) -> Result<memmap2::Mmap> {
-    let file = open_regular(path)?;
-    // SAFETY: the map is read-only and private to this call; the one hazard of a file map, another
-    // process truncating the file while it is read, is documented in the module docs.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io_error(path, e))?;
-    #[cfg(unix)]
-    {
-        // Only a hint for read-ahead; failing it changes nothing but speed.
-        let _ = map.advise(memmap2::Advice::Sequential);
+/// Opens for reading without waiting for a writer, should the path be a FIFO after all (on a
+/// regular file, `O_NONBLOCK` changes nothing).
+#[cfg(unix)]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// What tells, without reading it, that a file changed: its length and modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Stamp {
+    /// The stamp of the open `file`.
+    pub(crate) fn of(path: &Path, file: &std::fs::File) -> Result<Stamp> {
+        let meta = file.metadata().map_err(|e| io_error(path, e))?;
+        Ok(Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
     }
-    Ok(map)
+
+    /// The length in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// An error if `file` no longer has this stamp: another process rewrote it while it was read
+    /// (a training loop saving in place), so what was read may mix old and new data.
+    pub(crate) fn check(&self, path: &Path, file: &std::fs::File) -> Result<()> {
+        let now = Stamp::of(path, file)?;
+        if now == *self {
+            Ok(())
+        } else {
+            Err(changed(path, self, &now))
+        }
+    }
+}
+
+/// The error for a file that changed between `before` and `now`.
+fn changed(path: &Path, before: &Stamp, now: &Stamp) -> Error {
+    let how = if now.len == before.len {
+        format!("modified, {} bytes", now.len)
+    } else {
+        format!("{} bytes, then {}", before.len, now.len)
+    };
+    bad_file(
+        path,
+        format!(
+            "the file changed while it was read ({how}; rewritten in place?): read it again once it is complete"
+        ),
+    )
+}
+
+/// The error for a read of `file` that failed midway: a file that ended early (it shrank since
+/// it was opened: the readers check lengths first) is named as a changed file.
+pub(crate) fn read_failed(
+    path: &Path,
+    file: &std::fs::File,
+    before: &Stamp,
+    err: std::io::Error,
+) -> Error {
+    if err.kind() == std::io::ErrorKind::UnexpectedEof {
+        match Stamp::of(path, file) {
+            Ok(now) => changed(path, before, &now),
+            Err(e) => e,
+        }
+    } else {
+        io_error(path, err)
+    }
+}
+
+/// Reads `buf.len()` bytes of `file` from `offset`.
+pub(crate) fn read_at(
+    file: &mut std::fs::File,
+    offset: u64,
+    buf: &mut [u8],
+) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(buf)
 }

@@ -32,6 +32,7 @@
 //! `.npy` file ([`data`]); recipes: [`recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
 //! loss scaling: [`scaler`].
 
+pub mod budget;
 pub mod capture;
 pub mod config;
 pub mod data;

@@ -271,6 +271,69 @@ fn bad_npz() {
     bad("inflate.npz", &corrupt, "entry 'layer1/w.npy' is corrupt");
 }
 
+/// `zip` with `copies` more central-directory records that repeat its first entry's record under
+/// new names (`c0.npy`, `c1.npy`, ...), all pointing at the same compressed data; or, with
+/// `same_name`, one more record with the first entry's own name.
+fn repeat_entry(zip: &[u8], copies: usize, same_name: bool) -> Vec<u8> {
+    let u16_at = |b: &[u8], i: usize| usize::from(u16::from_le_bytes([b[i], b[i + 1]]));
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let eocd = zip.len() - 22;
+    assert_eq!(u32_at(zip, eocd), 0x0605_4b50);
+    let cd = u32_at(zip, eocd + 16) as usize;
+    let rec_len = 46 + u16_at(zip, cd + 28) + u16_at(zip, cd + 30) + u16_at(zip, cd + 32);
+    let record = &zip[cd..cd + rec_len];
+    let name_len = u16_at(record, 28);
+    let mut out = zip[..eocd].to_vec();
+    let count = if same_name { 1 } else { copies };
+    for i in 0..count {
+        let name = if same_name {
+            record[46..46 + name_len].to_vec()
+        } else {
+            format!("c{i}.npy").into_bytes()
+        };
+        let mut r = record[..46].to_vec();
+        r[28..30].copy_from_slice(&(name.len() as u16).to_le_bytes());
+        r[30..34].fill(0); // no extra field, no comment
+        r.extend_from_slice(&name);
+        out.extend_from_slice(&r);
+    }
+    let entries = (u16_at(zip, eocd + 10) + count) as u16;
+    let cd_size = (out.len() - cd) as u32;
+    let mut end = zip[eocd..].to_vec();
+    end[8..10].copy_from_slice(&entries.to_le_bytes());
+    end[10..12].copy_from_slice(&entries.to_le_bytes());
+    end[12..16].copy_from_slice(&cd_size.to_le_bytes());
+    out.extend_from_slice(&end);
+    out
+}
+
+/// 2,000 directory entries pointing at one deflated 4 MiB array stand for 8 GB of decompression
+/// (minutes); the overlap is refused before any entry is read.
+#[test]
+fn an_npz_whose_entries_overlap_or_repeat_a_name_is_refused() {
+    let n = 1 << 20;
+    let zeros = vec![0f32; n];
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("z.npy");
+    write_npy(&npy, &[n], TensorData::F32(&zeros)).unwrap();
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("a.npy", options).unwrap();
+    std::io::Write::write_all(&mut zip, &std::fs::read(&npy).unwrap()).unwrap();
+    let one = zip.finish().unwrap().into_inner();
+    let bomb = repeat_entry(&one, 2000, false);
+    assert!(bomb.len() < 200_000, "{} bytes", bomb.len());
+    let started = std::time::Instant::now();
+    bad("bomb.npz", &bomb, "overlap in the file");
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+    bad(
+        "twice.npz",
+        &repeat_entry(&one, 1, true),
+        "the entry name 'a.npy' appears more than once",
+    );
+}
+
 #[test]
 fn writers_refuse_bad_arguments_and_leave_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -295,6 +358,80 @@ fn writers_refuse_bad_arguments_and_leave_nothing() {
     .unwrap_err();
     assert!(err.to_string().contains("shape"), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// A file truncated by another writer while it is read (a training loop re-saving it in place)
+/// gets a one-line error; with a memory map this was a SIGBUS that killed the process.
+#[test]
+fn a_file_that_shrinks_or_changes_while_read_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 3 * mixprec::io::CHUNK;
+    let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let st = dir.path().join("g.safetensors");
+    let npy = dir.path().join("g.npy");
+    write_safetensors(&st, &[("g", &[n], TensorData::F32(&values))]).unwrap();
+    write_npy(&npy, &[n], TensorData::F32(&values)).unwrap();
+    for path in [&st, &npy] {
+        for shrink in [true, false] {
+            let full = std::fs::read(path).unwrap();
+            let mut calls = 0;
+            let err = scan(path, &|_| true, &mut |_, _| {
+                calls += 1;
+                if calls == 1 {
+                    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+                    if shrink {
+                        f.set_len(4096).unwrap();
+                    } else {
+                        // Same length, new content: only the modification time tells.
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        std::io::Write::write_all(&mut &f, b"\0\0\0\0").unwrap();
+                    }
+                }
+            })
+            .expect_err("a changed file is an error");
+            let text = err.to_string();
+            assert!(
+                text.contains("the file changed while it was read") && !text.contains('\n'),
+                "{text}"
+            );
+            assert!(matches!(err, Error::BadFile { .. }), "{err:?}");
+            std::fs::write(path, &full).unwrap();
+        }
+    }
+}
+
+/// A FIFO is refused before it is opened (opening it would wait for a writer forever).
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["p.npy", "p.safetensors", "p.npz"] {
+        let path = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(scan(&p, &|_| true, &mut |_, _| {}).unwrap_err().to_string());
+        });
+        let text = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("scan of a FIFO hangs");
+        assert!(text.contains("not a regular file"), "{text}");
+    }
+}
+
+#[test]
+fn a_safetensors_key_given_twice_is_named() {
+    let header = r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
+    bad(
+        "dup.safetensors",
+        &safetensors(header, &[0; 8]),
+        "the key 'w' appears more than once",
+    );
 }
 
 /// Scans `bytes` saved as `name`; only the absence of a panic is checked (Ok or Err both fine).

@@ -14,7 +14,13 @@ fn fresh(name: &str) -> PathBuf {
     d
 }
 
+/// Trains with `extra` flags after the defaults; `--batch 64` unless `extra` sets the batch.
 fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
+    let batch: &[&str] = if extra.contains(&"--batch") {
+        &[]
+    } else {
+        &["--batch", "64"]
+    };
     bin()
         .args([
             "train",
@@ -22,13 +28,12 @@ fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
             "fp16-dynamic",
             "--steps",
             "25",
-            "--batch",
-            "64",
             "--capture-every",
             "10",
             "--seed",
             "3",
         ])
+        .args(batch)
         .args(extra)
         .arg("--out")
         .arg(out)
@@ -293,13 +298,14 @@ fn npy_datasets_from_numpy_with_or_without_a_labels_file() {
         fixture("train_y.npy"),
         fixture("train_xy.npy"),
     );
-    let ra = train(&a, "1", &["--dataset", &xy]);
+    // 60 rows: 48 for training, so a batch of 32.
+    let ra = train(&a, "1", &["--dataset", &xy, "--batch", "32"]);
     assert!(
         ra.status.success(),
         "{}",
         String::from_utf8_lossy(&ra.stderr)
     );
-    let rb = train(&b, "1", &["--dataset", &x, "--labels", &y]);
+    let rb = train(&b, "1", &["--dataset", &x, "--labels", &y, "--batch", "32"]);
     assert!(
         rb.status.success(),
         "{}",

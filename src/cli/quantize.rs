@@ -30,6 +30,10 @@ pub struct Args {
 const BATCH_BYTES: usize = 1 << 20;
 /// Lines per parallel task.
 const LINES_PER_TASK: usize = 512;
+/// The longest line accepted, in bytes: far more than any number needs (the exact decimal of the
+/// smallest binary64 subnormal has 767 significant digits), and the bound on the memory a line
+/// can take (`quantize </dev/zero` is an error at line 1, not an ever-growing buffer).
+pub const MAX_LINE: usize = 1 << 16;
 
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
@@ -49,29 +53,50 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 /// and `out` is flushed after each one, so a program that writes a line and waits gets its answer.
 ///
 /// # Errors
-/// [`Error::NotANumber`] for the first line that does not parse (the lines before it have been
-/// written), [`Error::Io`] if reading or writing fails.
+/// [`Error::NotANumber`] for the first line that does not parse, [`Error::LineTooLong`] for the
+/// first line longer than [`MAX_LINE`] bytes (the lines before either have been written);
+/// [`Error::Io`] if reading or writing fails.
 pub fn quantize<R: Read>(
     rounder: &Rounder,
     bits: bool,
     input: &mut BufReader<R>,
     out: &mut dyn Write,
 ) -> crate::Result<()> {
-    let io = |source| Error::Io {
-        path: "standard input/output".into(),
+    let io_in = |source| Error::Io {
+        path: "standard input".into(),
         source,
     };
-    let mut batch = Vec::with_capacity(BATCH_BYTES + 4096);
+    let io = |source| Error::Io {
+        path: "standard output".into(),
+        source,
+    };
+    let mut batch = Vec::with_capacity(BATCH_BYTES + MAX_LINE + 1);
     let mut first_line = 1u64;
+    let mut too_long = None;
     loop {
         batch.clear();
+        let mut lines = 0u64;
         while batch.len() < BATCH_BYTES {
-            if input.read_until(b'\n', &mut batch).map_err(io)? == 0 || input.buffer().is_empty() {
+            let start = batch.len();
+            let n = (&mut *input)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut batch)
+                .map_err(io_in)?;
+            if n > MAX_LINE && batch.last() != Some(&b'\n') {
+                batch.truncate(start);
+                too_long = Some(Error::LineTooLong {
+                    line: first_line + lines,
+                    limit: MAX_LINE,
+                });
+                break;
+            }
+            lines += 1;
+            if n == 0 || input.buffer().is_empty() {
                 break;
             }
         }
         if batch.is_empty() {
-            return Ok(());
+            return too_long.map_or(Ok(()), Err);
         }
         let mut text = batch.strip_suffix(b"\n").unwrap_or(&batch);
         if first_line == 1 {
@@ -95,6 +120,9 @@ pub fn quantize<R: Read>(
         }
         out.flush().map_err(io)?;
         first_line += lines.len() as u64;
+        if let Some(e) = too_long {
+            return Err(e);
+        }
     }
 }
 

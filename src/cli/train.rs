@@ -55,8 +55,8 @@ pub struct Args {
     /// Examples per batch.
     #[arg(long, value_name = "N")]
     batch: Option<usize>,
-    /// Learning rate.
-    #[arg(long, value_name = "X")]
+    /// Learning rate (a positive finite number).
+    #[arg(long, value_name = "X", value_parser = parse_lr)]
     lr: Option<f64>,
     /// Seed of weights, batches, synthetic data and stochastic rounding.
     #[arg(long, value_name = "N")]
@@ -72,6 +72,18 @@ pub struct Args {
     /// recording in shadow.jsonl how much of each gradient was lost (0: never; classifiers only).
     #[arg(long, value_name = "N")]
     shadow_every: Option<u64>,
+    /// Refuse a run whose estimated peak memory exceeds this many MiB (default 4096; config key
+    /// limits.memory_mib).
+    #[arg(long, value_name = "MIB")]
+    max_memory: Option<u64>,
+    /// Refuse a run whose estimated captures.jsonl exceeds this many MiB (default 1024; config
+    /// key limits.captures_mib).
+    #[arg(long, value_name = "MIB")]
+    max_captures: Option<u64>,
+    /// Train even when the largest label makes far more classes than there are distinct labels
+    /// (refused by default: one stray label of 999999 would build a million-class layer).
+    #[arg(long)]
+    sparse_labels: bool,
     /// The run directory to create (must not exist, or be empty).
     #[arg(long, value_name = "DIR", required_unless_present = "print_config")]
     out: Option<PathBuf>,
@@ -79,6 +91,20 @@ pub struct Args {
     /// exit without training: every key a config file can set, as a starting point for one.
     #[arg(long)]
     print_config: bool,
+}
+
+/// A learning rate: refused here, before `--print-config` could print a NaN as `null` that a
+/// config file then cannot hold.
+fn parse_lr(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(x) => Err(format!(
+            "invalid learning rate '{s}' ({x}): expected a positive finite number"
+        )),
+        Err(_) => Err(format!(
+            "invalid learning rate '{s}': expected a positive finite number"
+        )),
+    }
 }
 
 fn parse_model(s: &str) -> Result<ModelKind, String> {
@@ -130,7 +156,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         capture_every: args.capture_every,
         eval_every: args.eval_every,
         shadow_every: args.shadow_every,
+        max_memory: args.max_memory,
+        max_captures: args.max_captures,
+        sparse_labels: args.sparse_labels,
     })?;
+    // Whatever the config file or a flag holds, what is printed must read back as a config.
+    config.validate()?;
     if args.print_config {
         writeln!(out, "{}", serde_json::to_string_pretty(&config)?)?;
         return Ok(ExitCode::SUCCESS);

@@ -13,8 +13,12 @@ use super::{FloatFormat, pow2, random};
 use crate::error::Error;
 
 /// How a value between two neighbours of the format is rounded.
+///
+/// Read from text (a flag, or a config file through serde) by its [`FromStr`] alone, so a name
+/// accepted on the command line is accepted in a file; written by its [`Display`](fmt::Display)
+/// name, which serde's kebab-case name equals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum Rounding {
     /// To the nearest value; ties to the one with an even last mantissa bit (IEEE default).
     #[default]
@@ -39,8 +43,9 @@ pub enum Rounding {
 }
 
 /// What happens to a value whose rounded magnitude exceeds the format's largest finite value.
+/// Read by its [`FromStr`] from flags and config files alike, as [`Rounding`] is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum Overflow {
     /// IEEE 754 section 7.4: infinity (NaN in formats without infinities), except that roundings
     /// directed toward zero for the value's sign give the largest finite value with its sign.
@@ -272,6 +277,13 @@ impl FromStr for Rounding {
     }
 }
 
+impl TryFrom<String> for Rounding {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
 impl fmt::Display for Rounding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -296,6 +308,13 @@ impl FromStr for Overflow {
                 expected: "ieee or saturate",
             }),
         }
+    }
+}
+
+impl TryFrom<String> for Overflow {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
     }
 }
 

@@ -1,7 +1,6 @@
-//! Raw bytes of a float tensor to chunks of `f32`/`f64` values, from a memory map or a stream.
+//! Raw bytes of a float tensor to chunks of `f32`/`f64` values, read from a file or a stream.
 //!
-//! Memory-mapped data may sit at any byte offset (a safetensors header has any length), so a chunk
-//! is viewed in place only when it is little-endian `f32`/`f64` at an aligned address on a
+//! A chunk is viewed in place only when it is little-endian `f32`/`f64` at an aligned address on a
 //! little-endian machine; otherwise it is converted into a buffer that is reused from chunk to
 //! chunk. [`Decoder::decode_copy`] is the plain scalar twin of the in-place path, and the tests
 //! check that both agree.
@@ -159,45 +158,6 @@ fn widen<'a>(kind: Kind, bits: &[u16], out: &'a mut Vec<f32>) -> Values<'a> {
     }
     Values::F32(out)
 }
-
-/// Visits the tensor stored in `map[start..start + info.len() * elem.size()]` (the caller has
-/// checked the range) chunk by chunk, releasing each chunk's pages once visited.
-pub(crate) fn visit_mapped(
-    map: &memmap2::Mmap,
-    start: usize,
-    info: &TensorInfo,
-    elem: Elem,
-    decoder: &mut Decoder,
-    visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
-) {
-    let n = info.len();
-    if n == 0 {
-        visit(info, elem.empty());
-        return;
-    }
-    let step = CHUNK * elem.size();
-    let end = start + n * elem.size();
-    let mut at = start;
-    while at < end {
-        let stop = end.min(at + step);
-        visit(info, decoder.decode(elem, &map[at..stop]));
-        release(map, at, stop - at);
-        at = stop;
-    }
-}
-
-/// Drops the resident pages of `map[offset..offset + len]` so that scanning a file much larger
-/// than memory keeps the resident set near one chunk. Only a hint: failing changes nothing.
-#[cfg(unix)]
-fn release(map: &memmap2::Mmap, offset: usize, len: usize) {
-    // SAFETY: `map` is a read-only shared file mapping that nobody writes through, so dropping its
-    // pages only means that a later access reads them again from the file: the bytes a live borrow
-    // sees cannot change.
-    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
-}
-
-#[cfg(not(unix))]
-fn release(_map: &memmap2::Mmap, _offset: usize, _len: usize) {}
 
 /// Visits a tensor of `info.len()` elements read from `reader` chunk by chunk, with `bytes` as the
 /// reusable read buffer.

@@ -8,11 +8,15 @@
 pub(crate) mod header;
 mod read;
 
+use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
-use super::decode::{Decoder, visit_mapped};
+use super::decode::{Decoder, visit_stream};
 use super::safetensors::write_le;
-use super::{Scan, TensorData, TensorInfo, Values, bad_file, map_file, write_atomic};
+use super::{
+    Scan, Stamp, TensorData, TensorInfo, Values, bad_file, open_regular, read_at, read_failed,
+    write_atomic,
+};
 use crate::{Error, Result};
 
 pub(crate) use read::read_npy_bytes;
@@ -27,9 +31,14 @@ pub(super) fn scan(
     want: &dyn Fn(&str) -> bool,
     visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
 ) -> Result<Scan> {
-    let map = map_file(path)?;
-    let bytes: &[u8] = &map;
-    let (head, data_start) = split_header(bytes).map_err(|e| bad_file(path, e))?;
+    let mut file = open_regular(path)?;
+    let before = Stamp::of(path, &file)?;
+    let len = before.len();
+    // The longest header there can be, or the whole file if it is shorter.
+    let mut prefix = vec![0; len.min((12 + header::MAX_DICT) as u64) as usize];
+    read_at(&mut file, 0, &mut prefix).map_err(|e| read_failed(path, &file, &before, e))?;
+    let (head, data_start) = split_header(&prefix).map_err(|e| bad_file(path, e))?;
+    drop(prefix);
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -48,9 +57,13 @@ pub(super) fn scan(
         found.skipped.push(info);
         return Ok(found);
     };
-    let have = bytes.len() - data_start;
-    if have != need {
-        let relation = if have < need { "shorter" } else { "longer" };
+    let have = len - data_start as u64;
+    if have != need as u64 {
+        let relation = if have < need as u64 {
+            "shorter"
+        } else {
+            "longer"
+        };
         return Err(bad_file(
             path,
             format!(
@@ -59,14 +72,19 @@ pub(super) fn scan(
             ),
         ));
     }
-    visit_mapped(
-        &map,
-        data_start,
-        &info,
-        elem,
-        &mut Decoder::default(),
-        visit,
-    );
+    file.seek(SeekFrom::Start(data_start as u64))
+        .and_then(|_| {
+            visit_stream(
+                &mut file,
+                &info,
+                elem,
+                &mut Decoder::default(),
+                &mut Vec::new(),
+                visit,
+            )
+        })
+        .map_err(|e| read_failed(path, &file, &before, e))?;
+    before.check(path, &file)?;
     found.read.push(info);
     Ok(found)
 }

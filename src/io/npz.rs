@@ -3,14 +3,21 @@
 //! `np.savez` stores the entries, `np.savez_compressed` deflates them; both are read. Entries are
 //! visited in the order of the archive's central directory, which is the order they were written.
 //! The zip reader checks each entry's CRC-32 when its end is reached, so every entry that is read
-//! is drained to its end: a corrupt entry is an error even if its header and length look right.
+//! is read to its end: a corrupt entry is an error even if its header and length look right.
+//!
+//! The central directory is checked first ([`directory`]): entries that overlap or repeat a name
+//! are refused before anything is decompressed, and no entry is read past the length its `.npy`
+//! header gives (plus one byte, to tell that it is longer), so the work is bounded by the file's
+//! size.
+
+pub(crate) mod directory;
 
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::Path;
 
 use super::decode::{Decoder, visit_stream};
 use super::npy::header;
-use super::{Scan, TensorInfo, Values, bad_file, open_regular};
+use super::{Scan, Stamp, TensorInfo, Values, bad_file, open_regular};
 use crate::{Error, Result};
 
 /// See [`super::scan`]. Each entry is named by its name in the archive without `.npy`.
@@ -19,13 +26,7 @@ pub(super) fn scan(
     want: &dyn Fn(&str) -> bool,
     visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
 ) -> Result<Scan> {
-    let file = open_regular(path)?;
-    let mut archive = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| {
-        bad_file(
-            path,
-            format!("not a valid .npz (zip) archive: {}", one_line(&e)),
-        )
-    })?;
+    let mut archive = open_archive(path)?;
     let mut found = Scan::default();
     let mut decoder = Decoder::default();
     let mut buffer = Vec::new();
@@ -48,7 +49,7 @@ pub(super) fn scan(
             continue;
         }
         let fail = |e: std::io::Error, what: &str| entry_error(path, &entry_name, &e, what);
-        let head = read_header(&mut entry).map_err(|e| match e {
+        let (head, head_len) = read_header(&mut entry).map_err(|e| match e {
             HeaderError::Io(e) => fail(e, "truncated .npy header"),
             HeaderError::Bad(problem) => bad_file(path, format!("entry '{entry_name}': {problem}")),
         })?;
@@ -72,14 +73,18 @@ pub(super) fn scan(
                 ),
             )
         })?;
-        // Drain to the end: this is where the zip reader checks the CRC.
-        let extra = std::io::copy(&mut entry, &mut std::io::sink())
+        // One byte more: none is the end, where the zip reader checks the CRC.
+        let declared = entry.size();
+        let mut more = [0u8; 1];
+        let extra = entry
+            .read(&mut more)
             .map_err(|e| fail(e, "unexpected end of the entry"))?;
         if extra > 0 {
             return Err(bad_file(
                 path,
                 format!(
-                    "entry '{entry_name}': data longer than the header says ({extra} bytes after the {need} it describes)"
+                    "entry '{entry_name}': data longer than the header says ({} bytes after the {need} it describes)",
+                    declared.saturating_sub((head_len + need) as u64).max(1)
                 ),
             ));
         }
@@ -88,13 +93,32 @@ pub(super) fn scan(
     Ok(found)
 }
 
+/// Opens the `.npz` at `path` once its central directory has passed [`directory::read`]'s checks.
+///
+/// # Errors
+/// [`Error::Io`] when it cannot be opened; [`Error::BadFile`] when it is not a zip archive, or
+/// its directory is refused (overlapping entries, a name given twice).
+pub(crate) fn open_archive(path: &Path) -> Result<zip::ZipArchive<BufReader<std::fs::File>>> {
+    let file = open_regular(path)?;
+    let len = Stamp::of(path, &file)?.len();
+    let mut reader = BufReader::new(file);
+    directory::read(&mut reader, len)
+        .map_err(|problem| bad_file(path, format!("not a valid .npz (zip) archive: {problem}")))?;
+    zip::ZipArchive::new(reader).map_err(|e| {
+        bad_file(
+            path,
+            format!("not a valid .npz (zip) archive: {}", one_line(&e)),
+        )
+    })
+}
+
 enum HeaderError {
     Io(std::io::Error),
     Bad(String),
 }
 
-/// Reads and parses the `.npy` header at the start of an entry.
-fn read_header(entry: &mut dyn Read) -> std::result::Result<header::Header, HeaderError> {
+/// Reads and parses the `.npy` header at the start of an entry; also returns its length in bytes.
+fn read_header(entry: &mut dyn Read) -> std::result::Result<(header::Header, usize), HeaderError> {
     let mut prelude = [0u8; 12];
     entry
         .read_exact(&mut prelude[..8])
@@ -106,7 +130,10 @@ fn read_header(entry: &mut dyn Read) -> std::result::Result<header::Header, Head
     let dict_len = header::dict_len(&prelude[..len]).map_err(HeaderError::Bad)?;
     let mut dict = vec![0u8; dict_len];
     entry.read_exact(&mut dict).map_err(HeaderError::Io)?;
-    header::parse(&dict).map_err(HeaderError::Bad)
+    Ok((
+        header::parse(&dict).map_err(HeaderError::Bad)?,
+        len + dict_len,
+    ))
 }
 
 /// A one-line error for a failed read inside an entry: `what` when it ended early, otherwise what

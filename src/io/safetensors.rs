@@ -6,14 +6,17 @@
 //! (so neither overlapping nor out of range), each tensor's byte length equal to its shape times
 //! its dtype size, and the data ending exactly at the end of the file.
 
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use ::safetensors::tensor::{Dtype as StDtype, Metadata};
 use ::safetensors::{SafeTensorError, SafeTensors};
 
-use super::decode::{Decoder, Elem, Kind, visit_mapped};
-use super::{Dtype, Scan, TensorData, TensorInfo, Values, bad_file, map_file, write_atomic};
+use super::decode::{Decoder, Elem, Kind, visit_stream};
+use super::{
+    Dtype, Scan, Stamp, TensorData, TensorInfo, Values, bad_file, open_regular, read_at,
+    read_failed, write_atomic,
+};
 use crate::{Error, Result};
 
 /// Bytes of the little-endian header length that starts the file.
@@ -25,12 +28,26 @@ pub(super) fn scan(
     want: &dyn Fn(&str) -> bool,
     visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
 ) -> Result<Scan> {
-    let map = map_file(path)?;
+    let mut file = open_regular(path)?;
+    let before = Stamp::of(path, &file)?;
+    let standin = header_standin(&mut file, before.len())
+        .map_err(|e| read_failed(path, &file, &before, e))?;
+    if let Some(name) = duplicate_key(header_text(&standin)) {
+        return Err(bad_file(
+            path,
+            format!(
+                "invalid safetensors header: the key '{}' appears more than once",
+                name.escape_debug()
+            ),
+        ));
+    }
     let (header_len, metadata) =
-        SafeTensors::read_metadata(&map).map_err(|e| explain(path, &map, &e))?;
+        SafeTensors::read_metadata(&standin).map_err(|e| explain(path, &standin, &e))?;
+    drop(standin);
     let data_start = N_LEN + header_len;
     let mut found = Scan::default();
     let mut decoder = Decoder::default();
+    let mut buffer = Vec::new();
     // `offset_keys` lists the tensors by increasing data offset: the order they lie in the file.
     for name in metadata.offset_keys() {
         if !want(&name) {
@@ -54,21 +71,89 @@ pub(super) fn scan(
         };
         match elem {
             Some(elem) => {
-                // read_metadata checked that the offsets tile the data and match shape * size.
-                visit_mapped(
-                    &map,
-                    data_start + st.data_offsets.0,
-                    &info,
-                    elem,
-                    &mut decoder,
-                    visit,
-                );
+                // read_metadata checked that the offsets tile the data, match shape * size and
+                // end at the end of the file.
+                let start = (data_start + st.data_offsets.0) as u64;
+                file.seek(SeekFrom::Start(start))
+                    .and_then(|_| {
+                        visit_stream(&mut file, &info, elem, &mut decoder, &mut buffer, visit)
+                    })
+                    .map_err(|e| read_failed(path, &file, &before, e))?;
                 found.read.push(info);
             }
             None => found.skipped.push(info),
         }
     }
+    before.check(path, &file)?;
     Ok(found)
+}
+
+/// The largest header the reference parser accepts (`safetensors`' `MAX_HEADER_SIZE`).
+const MAX_HEADER: u64 = 100_000_000;
+
+/// A stand-in for the whole file that [`SafeTensors::read_metadata`] can check: as long as the
+/// file, holding its 8-byte length and (when that length is plausible) its header, and elsewhere
+/// zeros that are never touched. It is anonymous memory, reserved but never written past the
+/// header, so it costs the header's size whatever the file's, and unlike a map of the file it
+/// cannot fault when the file is truncated.
+fn header_standin(file: &mut std::fs::File, len: u64) -> std::io::Result<memmap2::MmapMut> {
+    let size = usize::try_from(len).map_err(std::io::Error::other)?;
+    let mut standin = memmap2::MmapOptions::new()
+        .len(size)
+        .no_reserve_swap()
+        .map_anon()?;
+    let first = size.min(N_LEN);
+    read_at(file, 0, &mut standin[..first])?;
+    if let Ok(bytes) = <[u8; N_LEN]>::try_from(&standin[..first]) {
+        let n = u64::from_le_bytes(bytes);
+        if n <= MAX_HEADER && n <= len - N_LEN as u64 {
+            let end = N_LEN + n as usize;
+            read_at(file, N_LEN as u64, &mut standin[N_LEN..end])?;
+        }
+    }
+    Ok(standin)
+}
+
+/// The header's JSON text in `standin`, when its length is plausible.
+fn header_text(standin: &[u8]) -> &[u8] {
+    let n = standin
+        .get(..N_LEN)
+        .and_then(|b| <[u8; N_LEN]>::try_from(b).ok())
+        .map_or(0, u64::from_le_bytes);
+    usize::try_from(n)
+        .ok()
+        .and_then(|n| standin.get(N_LEN..N_LEN.checked_add(n)?))
+        .unwrap_or(&[])
+}
+
+/// The first key that appears twice in the top-level JSON object `header` (JSON parsers keep the
+/// last, so the reference parser would see one tensor and complain about the data's length);
+/// `None` when there is none or `header` is not a JSON object (which the parser then reports).
+pub(crate) fn duplicate_key(header: &[u8]) -> Option<String> {
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                if let Some(key) = seen.replace(key) {
+                    return Ok(Some(key));
+                }
+            }
+            Ok(None)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(header);
+    serde::Deserializer::deserialize_map(&mut de, Keys)
+        .ok()
+        .flatten()
 }
 
 /// A one-line [`Error::BadFile`] for a header the `safetensors` crate refused.

@@ -13,7 +13,8 @@
 //!   "recipe": "fp16-dynamic",
 //!   "optimizer": { "kind": "adam", "lr": 0.001 },
 //!   "loss_multiplier": 1.0,
-//!   "steps": 800, "batch": 128, "seed": 0, "capture_every": 100, "eval_every": 0
+//!   "steps": 800, "batch": 128, "seed": 0, "capture_every": 100, "eval_every": 0,
+//!   "limits": { "memory_mib": 4096, "captures_mib": 1024, "sparse_labels": false }
 //! }
 //! ```
 //! `recipe` is a preset name or a full [`Recipe`] object (the resolved config always holds the
@@ -25,6 +26,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::budget::Limits;
 use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
 use super::recipe::{Accumulation, Recipe};
@@ -32,9 +34,9 @@ use super::scaler::LossScaling;
 use crate::error::Error;
 use crate::format::{Overflow, Rounding};
 
-/// Which model to train.
+/// Which model to train. Read by its [`FromStr`] from flags and config files alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum ModelKind {
     /// [`MlpConfig`].
     #[default]
@@ -61,6 +63,13 @@ impl FromStr for ModelKind {
                 expected: "mlp, cnn, lstm or gan",
             }),
         }
+    }
+}
+
+impl TryFrom<String> for ModelKind {
+    type Error = Error;
+    fn try_from(s: String) -> crate::Result<Self> {
+        s.parse()
     }
 }
 
@@ -105,13 +114,17 @@ pub struct TrainConfig {
     /// Evaluate the test metric every this many steps, into that step's `metrics.jsonl` line
     /// (0: only at the end, into `summary.json`). Evaluation does not change training.
     pub eval_every: u64,
-    /// On the first step and every this many steps (0: never), also run the step in FP32 from the same weights and
-    /// batch, and record in `shadow.jsonl` how far the run's gradients are from FP32's
-    /// (classifiers only). The shadow changes nothing in training. Written only when set.
+    /// The limits the run's estimated memory and captures must fit in ([`super::budget`]).
+    pub limits: Limits,
+    /// On the first step and every this many steps (0: never), also run the step in FP32 from
+    /// the same weights and batch, and record in `shadow.jsonl` how far the run's gradients are
+    /// from FP32's (classifiers only). The shadow changes nothing in training. Written only when
+    /// set.
     #[serde(skip_serializing_if = "is_zero")]
     pub shadow_every: u64,
 }
 
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` signature
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -140,24 +153,23 @@ impl Default for TrainConfig {
             capture_every: 100,
             eval_every: 0,
             shadow_every: 0,
+            limits: Limits::default(),
         }
     }
 }
 
+/// A preset name or a recipe object; a problem inside the object is reported as serde sees it
+/// (naming the unknown or mistyped key and the value), not as a generic "not a recipe".
 fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Spec {
-        Name(String),
-        Full(Box<Recipe>),
-    }
-    match Spec::deserialize(d).map_err(|_| {
-        serde::de::Error::custom(
-            "recipe: expected a preset name or a recipe object with every format",
-        )
-    })? {
-        Spec::Name(name) => Recipe::preset(&name).map_err(serde::de::Error::custom),
-        Spec::Full(r) => Ok(*r),
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(name) => Recipe::preset(&name).map_err(D::Error::custom),
+        object @ serde_json::Value::Object(_) => {
+            Recipe::deserialize(object).map_err(|e| D::Error::custom(format!("recipe: {e}")))
+        }
+        other => Err(D::Error::custom(format!(
+            "recipe: expected a preset name or a recipe object, got {other}"
+        ))),
     }
 }
 
@@ -194,6 +206,12 @@ pub struct Overrides {
     pub eval_every: Option<u64>,
     /// `--shadow-every`.
     pub shadow_every: Option<u64>,
+    /// `--max-memory` (MiB).
+    pub max_memory: Option<u64>,
+    /// `--max-captures` (MiB).
+    pub max_captures: Option<u64>,
+    /// `--sparse-labels` (only `true` changes anything).
+    pub sparse_labels: bool,
 }
 
 impl TrainConfig {
@@ -279,6 +297,15 @@ impl TrainConfig {
         }
         if let Some(v) = o.shadow_every {
             self.shadow_every = v;
+        }
+        if let Some(v) = o.max_memory {
+            self.limits.memory_mib = v;
+        }
+        if let Some(v) = o.max_captures {
+            self.limits.captures_mib = v;
+        }
+        if o.sparse_labels {
+            self.limits.sparse_labels = true;
         }
         Ok(())
     }

@@ -57,9 +57,10 @@ pub const PRESET_NAMES: [&str; 10] = [
 /// [`PRESET_NAMES`] as the error message lists them (a test checks that they agree).
 const PRESET_LIST: &str = "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron, fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store";
 
-/// Where the sums of a matrix product are kept.
+/// Where the sums of a matrix product are kept. Read by its [`FromStr`] from flags and config
+/// files alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum Accumulation {
     /// In FP32 (what tensor cores do): products of storage-format values are exact in f32, so an
     /// f32 GEMM on rounded inputs is "low-precision multiply, FP32 accumulate".
@@ -83,6 +84,13 @@ impl FromStr for Accumulation {
                 expected: "fp32 or storage",
             }),
         }
+    }
+}
+
+impl TryFrom<String> for Accumulation {
+    type Error = Error;
+    fn try_from(s: String) -> crate::Result<Self> {
+        s.parse()
     }
 }
 
@@ -477,6 +485,41 @@ mod tests {
         assert_eq!(r.rounding, Rounding::Stochastic);
         assert_eq!(r.fp32_ops, Fp32Ops::default());
         assert!(serde_json::from_str::<Recipe>(r#"{"name":"x"}"#).is_err());
+    }
+
+    /// Every name a flag accepts (aliases and any case included) is accepted in a recipe object,
+    /// because both go through `FromStr`; and what is written reads back.
+    #[test]
+    fn names_in_json_are_the_names_on_the_command_line() {
+        let base = serde_json::to_value(Recipe::preset("fp16-master").unwrap()).unwrap();
+        for (key, names) in [
+            (
+                "rounding",
+                &[
+                    "rne", "nearest", "RNE", "sr", "rz", "truncate", "ru", "rd", "up",
+                ][..],
+            ),
+            ("overflow", &["ieee", "SATURATE"]),
+            ("accumulation", &["fp32", "storage"]),
+        ] {
+            for name in names {
+                let mut v = base.clone();
+                v[key] = serde_json::Value::from(*name);
+                let r: Recipe =
+                    serde_json::from_value(v).unwrap_or_else(|e| panic!("{key} {name}: {e}"));
+                let again: Recipe =
+                    serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+                assert_eq!(again, r);
+            }
+        }
+        assert_eq!(
+            "rne".parse::<Rounding>().unwrap(),
+            serde_json::from_str::<Rounding>("\"rne\"").unwrap()
+        );
+        let e = serde_json::from_str::<Rounding>("\"rnx\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid rounding mode 'rnx'"), "{e}");
     }
 
     #[test]

@@ -168,6 +168,7 @@ impl Job {
 pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
     config.validate()?;
     let data = Dataset::load_with_labels(&config.dataset, config.labels.as_deref(), config.seed)?;
+    super::budget::check(config, &data)?;
     let p = Precision::new(&config.recipe, config.seed);
     if config.model == ModelKind::Gan {
         if data.name != "ring" {

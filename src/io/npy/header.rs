@@ -133,9 +133,15 @@ pub(crate) fn parse(dict: &[u8]) -> Result<Header, String> {
 }
 
 /// The dtype of a `descr` value: `<f8`, `>f4`, `=f2` and so on are read; other strings
-/// (integers, bool, complex, object, ...) and structured dtypes (lists) are skipped.
+/// (integers, bool, complex, object, ...) and structured dtypes (lists) are skipped. An unknown
+/// `descr` is kept escaped (`'>f\n8'`), since it goes into one-line messages and listings.
 fn dtype_of(descr: &Lit) -> Result<(Dtype, Option<Elem>), String> {
+    let escaped;
     let text = match descr {
+        Lit::Str(s) if s.chars().any(|c| c.is_control() || c == '\\') => {
+            escaped = s.escape_debug().to_string();
+            &escaped
+        }
         Lit::Str(s) => s,
         Lit::Seq(_) => return Ok((Dtype::Other("structured".to_string()), None)),
         _ => return Err("invalid .npy header: 'descr' is not a dtype".to_string()),

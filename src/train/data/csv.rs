@@ -3,6 +3,7 @@
 //! is skipped. The split is that of every user file ([`super::user_split`]): the rows permuted by
 //! [`crate::train::Rng`] seeded with 0, the first 80% (rounded down, at least 1) for training.
 
+use std::io::Read;
 use std::path::Path;
 
 use ndarray::Array2;
@@ -17,17 +18,28 @@ use crate::error::Error;
 /// non-numeric value, a label that is not a non-negative integer, rows of different lengths, or
 /// fewer than two rows or two columns.
 pub fn load(path: &Path) -> crate::Result<Dataset> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+    let mut file = crate::io::open_regular(path)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let bad = |problem: String| Error::BadFile {
+    let (x, labels) = parse(&text).map_err(|problem| Error::BadFile {
         path: path.to_path_buf(),
         problem,
-    };
+    })?;
+    Ok(user_split(path, &x, &labels))
+}
+
+/// The examples in the text of a CSV file: features (finite in f32) and class labels; the
+/// problem, naming the line (and column), when there is one.
+pub(crate) fn parse(text: &str) -> Result<(Array2<f32>, Vec<usize>), String> {
     let mut rows: Vec<Vec<f32>> = Vec::new();
     let mut labels = Vec::new();
+    // Values per row (features and the label), from the first row.
+    let mut width = None;
     for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
         if line.trim().is_empty() {
             continue;
         }
@@ -37,46 +49,74 @@ pub fn load(path: &Path) -> crate::Result<Dataset> {
             if i == 0 {
                 continue;
             }
-            return Err(bad(format!("line {}: a value is not a number", i + 1)));
+            let column = fields
+                .iter()
+                .position(|f| f.parse::<f64>().is_err())
+                .unwrap_or(0)
+                + 1;
+            return Err(format!(
+                "line {n}, column {column}: '{}' is not a number",
+                shorten(fields[column - 1])
+            ));
         };
+        if values.len() < 2 {
+            return Err(format!("line {n}: need at least one feature and a label"));
+        }
+        // The row's length first: in a short row the last value is a feature, not the label.
+        match width {
+            Some(w) if w != values.len() => {
+                let what = if values.len() < w { "short" } else { "long" };
+                return Err(format!(
+                    "line {n}: the row is {what}: {} values, expected {w} ({} features and a label)",
+                    values.len(),
+                    w - 1
+                ));
+            }
+            _ => width = Some(values.len()),
+        }
         let Some((&label, features)) = values.split_last() else {
             continue;
         };
-        if features.is_empty() {
-            return Err(bad(format!(
-                "line {}: need at least one feature and a label",
-                i + 1
-            )));
-        }
         if !(label >= 0.0 && label.fract() == 0.0 && label < MAX_CLASSES as f64) {
-            return Err(bad(format!(
-                "line {}: label {label} is not a class index",
-                i + 1
-            )));
+            return Err(format!(
+                "line {n}, column {}: label {label} is not a class index (an integer from 0 to {})",
+                values.len(),
+                MAX_CLASSES - 1
+            ));
         }
-        if let Some(first) = rows.first() {
-            if first.len() != features.len() {
-                return Err(bad(format!(
-                    "line {}: {} features, expected {}",
-                    i + 1,
-                    features.len(),
-                    first.len()
-                )));
+        let mut row = Vec::with_capacity(features.len());
+        for (c, &v) in features.iter().enumerate() {
+            // Finite in f32, where training holds it: 1e39 is finite in f64 but not there.
+            let f = v as f32;
+            if !f.is_finite() {
+                return Err(format!(
+                    "line {n}, column {}: feature {} is not a finite f32",
+                    c + 1,
+                    fields[c]
+                ));
             }
+            row.push(f);
         }
-        if features.iter().any(|v| !v.is_finite()) {
-            return Err(bad(format!("line {}: a feature is not finite", i + 1)));
-        }
-        rows.push(features.iter().map(|&v| v as f32).collect());
+        rows.push(row);
         labels.push(label as usize);
     }
     if rows.len() < 2 {
-        return Err(bad("fewer than two examples".into()));
+        return Err("fewer than two examples".into());
     }
     let width = rows[0].len();
-    let x = Array2::from_shape_vec((rows.len(), width), rows.concat())
-        .map_err(|e| bad(e.to_string()))?;
-    Ok(user_split(path, &x, &labels))
+    let x =
+        Array2::from_shape_vec((rows.len(), width), rows.concat()).map_err(|e| e.to_string())?;
+    Ok((x, labels))
+}
+
+/// A field for a message: at most 40 characters, escaped.
+fn shorten(field: &str) -> String {
+    let s: String = field.escape_debug().collect();
+    if s.chars().count() > 40 {
+        format!("{}...", s.chars().take(40).collect::<String>())
+    } else {
+        s
+    }
 }
 
 #[cfg(test)]
@@ -104,9 +144,23 @@ mod tests {
     #[test]
     fn bad_files_name_the_line() {
         for (text, needle) in [
-            ("1,2,0\n1,x,1\n", "line 2"),
-            ("1,2,0\n1,2,0.5\n", "line 2: label 0.5"),
-            ("1,2,0\n1,1\n", "line 2: 1 features, expected 2"),
+            ("1,2,0\n1,x,1\n", "line 2, column 2: 'x' is not a number"),
+            ("1,2,0\n1,2,0.5\n", "line 2, column 3: label 0.5"),
+            (
+                "1,2,0\n1,1\n",
+                "line 2: the row is short: 2 values, expected 3",
+            ),
+            ("1,2,0\n0.5,0.782\n", "line 2: the row is short"),
+            ("1,2,0\n1,2,3,1\n", "line 2: the row is long"),
+            (
+                "1,2,0\n1,1e39,1\n",
+                "line 2, column 2: feature 1e39 is not a finite f32",
+            ),
+            (
+                "1,2,0\n-1e39,1,1\n",
+                "line 2, column 1: feature -1e39 is not a finite f32",
+            ),
+            ("1,2,0\n1,nan,1\n", "line 2, column 2: feature nan"),
             ("1,2,0\n", "fewer than two"),
         ] {
             let e = load(&write("bad.csv", text)).unwrap_err().to_string();

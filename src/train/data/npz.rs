@@ -6,8 +6,7 @@
 //! ([`super::user_split`]): the rows permuted by [`crate::train::Rng`] seeded with 0, the first
 //! 80% (rounded down) for training.
 
-use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 
 use super::npy::{Part, examples};
@@ -27,24 +26,26 @@ pub fn load(path: &Path) -> crate::Result<Dataset> {
         path: path.to_path_buf(),
         problem,
     };
-    let file = File::open(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut archive = zip::ZipArchive::new(BufReader::new(file))
-        .map_err(|e| bad(format!("not a .npz (zip) archive: {e}")))?;
+    let mut archive = crate::io::npz::open_archive(path)?;
     let mut entry = |name: &str| -> crate::Result<NpyArray> {
+        let entry = archive.by_name(name).map_err(|_| {
+            bad(format!(
+                "no array '{}' (write it with np.savez(path, x=..., y=...))",
+                &name[..1]
+            ))
+        })?;
+        // No more than the directory declares: the CRC check at the end tells a lie.
+        let declared = entry.size();
         let mut bytes = Vec::new();
-        archive
-            .by_name(name)
-            .map_err(|_| {
-                bad(format!(
-                    "no array '{}' (write it with np.savez(path, x=..., y=...))",
-                    &name[..1]
-                ))
-            })?
+        entry
+            .take(declared.saturating_add(1))
             .read_to_end(&mut bytes)
             .map_err(|e| bad(format!("{name}: {e}")))?;
+        if bytes.len() as u64 > declared {
+            return Err(bad(format!(
+                "{name}: longer than the {declared} bytes the archive's directory declares"
+            )));
+        }
         read_npy_bytes(&bytes).map_err(|p| bad(format!("{name}: {p}")))
     };
     let (x, y) = (entry("x.npy")?, entry("y.npy")?);
@@ -62,6 +63,7 @@ pub fn load(path: &Path) -> crate::Result<Dataset> {
 mod tests {
     use super::*;
     use crate::io::test_npy as npy;
+    use std::fs::File;
     use std::io::Write;
 
     fn npz(name: &str, entries: &[(&str, Vec<u8>)]) -> std::path::PathBuf {
@@ -164,7 +166,7 @@ mod tests {
             load(&not_zip)
                 .unwrap_err()
                 .to_string()
-                .contains("not a .npz")
+                .contains("not a valid .npz")
         );
     }
 }

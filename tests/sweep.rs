@@ -1,0 +1,714 @@
+//! The bad-input sweep as data: every case of issue 10 (and the probe's classic bad inputs) is a
+//! row of (command line, standard input, standard output, expected exit code, expected fragment
+//! of the message), run through the real binary. A bad input must give exit 2, exactly one line
+//! on standard error naming the problem, no panic, no hang (each run is killed after 60 s), and
+//! no run directory left behind.
+//!
+//! `{d}` in an argument is the directory of the files made by [`make_files`]. Set `MIXPREC_BIN`
+//! to run the table against another build (how the report's "fails without the fix" column was
+//! made).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What the child reads.
+#[derive(Clone, Copy, Debug)]
+enum In {
+    Nothing,
+    Text(&'static str),
+    /// A text followed by this many zero bytes (no newline).
+    TextThenZeros(&'static str, usize),
+    File(&'static str),
+}
+
+/// Where the child writes its standard output.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Out {
+    Pipe,
+    /// `/dev/full`: every write fails with ENOSPC.
+    Full,
+    /// Closed (`>&-`).
+    Closed,
+}
+
+struct Case {
+    name: &'static str,
+    args: &'static [&'static str],
+    stdin: In,
+    stdout: Out,
+    code: i32,
+    /// Must appear in standard error (code 2) or standard output (code 0).
+    fragment: &'static str,
+}
+
+const fn case(
+    name: &'static str,
+    args: &'static [&'static str],
+    code: i32,
+    fragment: &'static str,
+) -> Case {
+    Case {
+        name,
+        args,
+        stdin: In::Nothing,
+        stdout: Out::Pipe,
+        code,
+        fragment,
+    }
+}
+
+const fn with_in(c: Case, stdin: In) -> Case {
+    Case { stdin, ..c }
+}
+
+const fn with_out(c: Case, stdout: Out) -> Case {
+    Case { stdout, ..c }
+}
+
+/// The table. Issue 10's items first, in its order, then the probe's classic bad inputs and a
+/// few good ones (so that the table also shows the commands still work).
+const CASES: &[Case] = &[
+    // Failure 2: no bound on model size.
+    case(
+        "train-width-1e9",
+        &["train", "--config", "{d}/width.json", "--out", "{d}/run"],
+        2,
+        "e19 B of memory",
+    ),
+    case(
+        "train-depth-1e5",
+        &["train", "--config", "{d}/depth.json", "--out", "{d}/run"],
+        2,
+        "over the limit of 4.0 GiB",
+    ),
+    case(
+        "train-captures",
+        &[
+            "train",
+            "--config",
+            "{d}/deep.json",
+            "--capture-every",
+            "1",
+            "--max-memory",
+            "100000",
+            "--out",
+            "{d}/run",
+        ],
+        2,
+        "of captures.jsonl",
+    ),
+    case(
+        "train-stray-label",
+        &[
+            "train",
+            "--dataset",
+            "{d}/stray.csv",
+            "--batch",
+            "16",
+            "--out",
+            "{d}/run",
+        ],
+        2,
+        "makes 1000000 classes",
+    ),
+    // Failure 3: quantize line cap.
+    with_in(
+        case(
+            "quantize-dev-zero",
+            &["quantize"],
+            2,
+            "input line 1: longer than 65536 bytes",
+        ),
+        In::File("/dev/zero"),
+    ),
+    with_in(
+        case(
+            "quantize-long-line-3",
+            &["quantize"],
+            2,
+            "input line 3: longer than",
+        ),
+        In::TextThenZeros("1\n2\n", 70_000),
+    ),
+    // Failure 5: a FIFO.
+    case(
+        "analyze-fifo",
+        &["analyze", "{d}/fifo.npy"],
+        2,
+        "not a regular file",
+    ),
+    case(
+        "train-fifo-csv",
+        &["train", "--dataset", "{d}/fifo.csv", "--out", "{d}/run"],
+        2,
+        "not a regular file",
+    ),
+    // Failure 6: CSV features not finite in f32.
+    case(
+        "train-csv-1e39",
+        &[
+            "train",
+            "--dataset",
+            "{d}/huge.csv",
+            "--batch",
+            "2",
+            "--out",
+            "{d}/run",
+        ],
+        2,
+        "line 3, column 2: feature 1e39 is not a finite f32",
+    ),
+    case(
+        "train-csv-nan",
+        &[
+            "train",
+            "--dataset",
+            "{d}/nan.csv",
+            "--batch",
+            "2",
+            "--out",
+            "{d}/run",
+        ],
+        2,
+        "line 2, column 1: feature nan",
+    ),
+    // Failure 7: a zip bomb.
+    case(
+        "analyze-npz-bomb",
+        &["analyze", "{d}/bomb.npz"],
+        2,
+        "overlap in the file",
+    ),
+    case(
+        "train-npz-bomb",
+        &["train", "--dataset", "{d}/bomb.npz", "--out", "{d}/run"],
+        2,
+        "overlap in the file",
+    ),
+    // Unclear or silent.
+    case(
+        "train-csv-short-row",
+        &[
+            "train",
+            "--dataset",
+            "{d}/short.csv",
+            "--batch",
+            "2",
+            "--out",
+            "{d}/run",
+        ],
+        2,
+        "line 3: the row is short: 2 values, expected 3",
+    ),
+    case(
+        "analyze-safetensors-dup-key",
+        &["analyze", "{d}/dup.safetensors"],
+        2,
+        "the key 'w' appears more than once",
+    ),
+    with_out(
+        case(
+            "train-stdout-full",
+            &[
+                "train",
+                "--steps",
+                "2",
+                "--batch",
+                "16",
+                "--out",
+                "{d}/run-full",
+            ],
+            2,
+            "standard output: No space left on device",
+        ),
+        Out::Full,
+    ),
+    with_out(
+        case(
+            "formats-stdout-closed",
+            &["formats"],
+            2,
+            "standard output is closed",
+        ),
+        Out::Closed,
+    ),
+    with_in(
+        with_out(
+            case(
+                "quantize-stdout-full",
+                &["quantize"],
+                2,
+                "standard output: No space left",
+            ),
+            Out::Full,
+        ),
+        In::Text("1\n2\n"),
+    ),
+    case(
+        "train-batch-too-large",
+        &["train", "--batch", "1000000", "--out", "{d}/run"],
+        2,
+        "larger than the 1400 training examples of digits",
+    ),
+    case(
+        "train-print-config-lr-nan",
+        &["train", "--print-config", "--lr", "nan"],
+        2,
+        "invalid learning rate 'nan'",
+    ),
+    case(
+        "train-lr-inf",
+        &["train", "--lr", "inf", "--out", "{d}/run"],
+        2,
+        "invalid learning rate 'inf'",
+    ),
+    case(
+        "analyze-npz-dup-name",
+        &["analyze", "{d}/twice.npz"],
+        2,
+        "the entry name 'a.npy' appears more than once",
+    ),
+    case(
+        "train-recipe-rne-in-json",
+        &["train", "--print-config", "--config", "{d}/rne.json"],
+        0,
+        "\"rounding\": \"nearest-even\"",
+    ),
+    case(
+        "train-recipe-typo-key",
+        &["train", "--print-config", "--config", "{d}/rouding.json"],
+        2,
+        "unknown field `rouding`",
+    ),
+    case(
+        "train-recipe-bad-format",
+        &["train", "--print-config", "--config", "{d}/e9m1.json"],
+        2,
+        "unknown format 'e9m1'",
+    ),
+    // The probe's classic bad inputs.
+    with_in(
+        case(
+            "quantize-not-a-number",
+            &["quantize"],
+            2,
+            "input line 2: 'abc' is not a number",
+        ),
+        In::Text("1\nabc\n"),
+    ),
+    case(
+        "quantize-bad-format",
+        &["quantize", "--format", "e9m1"],
+        2,
+        "unknown format 'e9m1'",
+    ),
+    case(
+        "explain-bad-rounding",
+        &["explain", "1", "--rounding", "sideways"],
+        2,
+        "invalid rounding mode 'sideways'",
+    ),
+    case(
+        "formats-unknown",
+        &["formats", "fp12"],
+        2,
+        "unknown format 'fp12'",
+    ),
+    case("no-command", &[], 2, "missing command"),
+    case(
+        "analyze-missing",
+        &["analyze", "{d}/none.npy"],
+        2,
+        "none.npy",
+    ),
+    case(
+        "analyze-directory",
+        &["analyze", "{d}/adir.npy"],
+        2,
+        "is a directory",
+    ),
+    case(
+        "analyze-empty",
+        &["analyze", "{d}/empty.npy"],
+        2,
+        "the file is empty",
+    ),
+    case(
+        "analyze-extension",
+        &["analyze", "{d}/width.json"],
+        2,
+        "expected a .safetensors, .npy or .npz extension",
+    ),
+    case(
+        "analyze-truncated-npy",
+        &["analyze", "{d}/cut.npy"],
+        2,
+        "data shorter than the header says",
+    ),
+    case(
+        "analyze-not-zip",
+        &["analyze", "{d}/text.npz"],
+        2,
+        "not a valid .npz (zip) archive",
+    ),
+    case(
+        "analyze-safetensors-garbage",
+        &["analyze", "{d}/garbage.safetensors"],
+        2,
+        "safetensors",
+    ),
+    case(
+        "train-unknown-dataset",
+        &["train", "--dataset", "mnist", "--out", "{d}/run"],
+        2,
+        "dataset 'mnist'",
+    ),
+    case(
+        "train-missing-csv",
+        &["train", "--dataset", "{d}/none.csv", "--out", "{d}/run"],
+        2,
+        "none.csv",
+    ),
+    case(
+        "train-steps-0",
+        &["train", "--steps", "0", "--out", "{d}/run"],
+        2,
+        "invalid steps '0'",
+    ),
+    case(
+        "train-config-unknown-key",
+        &["train", "--config", "{d}/stepz.json", "--out", "{d}/run"],
+        2,
+        "unknown field `stepz`",
+    ),
+    case(
+        "train-config-not-json",
+        &["train", "--config", "{d}/text.npz", "--out", "{d}/run"],
+        2,
+        "text.npz",
+    ),
+    case(
+        "train-bad-model",
+        &["train", "--model", "rnn", "--out", "{d}/run"],
+        2,
+        "invalid model 'rnn'",
+    ),
+    case(
+        "train-max-memory-raises",
+        &[
+            "train",
+            "--config",
+            "{d}/depth.json",
+            "--max-memory",
+            "1",
+            "--out",
+            "{d}/run",
+        ],
+        2,
+        "over the limit of 1 MiB",
+    ),
+    // Good inputs still work.
+    case("formats-ok", &["formats", "fp16"], 0, "65504"),
+    with_in(
+        case("quantize-ok", &["quantize"], 0, "0.0999755859375"),
+        In::Text("0.1\n"),
+    ),
+    case(
+        "analyze-ok",
+        &["analyze", "{d}/ok.npy"],
+        0,
+        "Use a loss scale",
+    ),
+    case(
+        "train-ok",
+        &[
+            "train",
+            "--steps",
+            "2",
+            "--batch",
+            "16",
+            "--capture-every",
+            "1",
+            "--out",
+            "{d}/run-ok",
+        ],
+        0,
+        "2 steps",
+    ),
+    case(
+        "train-csv-ok",
+        &[
+            "train",
+            "--dataset",
+            "{d}/ok.csv",
+            "--batch",
+            "2",
+            "--steps",
+            "2",
+            "--out",
+            "{d}/run-csv",
+        ],
+        0,
+        "2 steps",
+    ),
+];
+
+/// The binary under test.
+fn bin() -> PathBuf {
+    std::env::var_os("MIXPREC_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_mixprec")),
+        PathBuf::from,
+    )
+}
+
+/// Writes every file the table names into `d`.
+fn make_files(d: &Path) {
+    let w = |name: &str, bytes: &[u8]| std::fs::write(d.join(name), bytes).unwrap();
+    w(
+        "width.json",
+        br#"{"mlp": {"depth": 2, "width": 1000000000}}"#,
+    );
+    w("depth.json", br#"{"mlp": {"depth": 100000, "width": 16}}"#);
+    w(
+        "deep.json",
+        br#"{"mlp": {"depth": 3000, "width": 16}, "steps": 2000}"#,
+    );
+    w("stepz.json", br#"{"stepz": 3}"#);
+    let recipe = |key: &str, value: &str| {
+        format!(
+            r#"{{"recipe": {{"name": "mine", "weights": "fp16", "activations": "fp16", "activation_grads": "fp16", "weight_grads": "fp16", "optimizer_state": "fp32", "master_weights": "fp32", "{key}": "{value}"}}}}"#
+        )
+    };
+    w("rne.json", recipe("rounding", "rne").as_bytes());
+    w("rouding.json", recipe("rouding", "rne").as_bytes());
+    w(
+        "e9m1.json",
+        recipe("accumulation", "fp32")
+            .replace("\"weights\": \"fp16\"", "\"weights\": \"e9m1\"")
+            .as_bytes(),
+    );
+    let mut stray = String::from("a,b,label\n");
+    for i in 0..100 {
+        let label = if i == 7 { 999_999 } else { i % 3 };
+        stray.push_str(&format!(
+            "{},{},{label}\n",
+            i as f32 / 100.0,
+            (i * 7 % 13) as f32
+        ));
+    }
+    w("stray.csv", stray.as_bytes());
+    let mut ok = String::new();
+    for i in 0..20 {
+        ok.push_str(&format!(
+            "{},{},{}\n",
+            i as f32 / 20.0,
+            (i % 5) as f32,
+            i % 2
+        ));
+    }
+    w("ok.csv", ok.as_bytes());
+    w("huge.csv", b"1,2,0\n3,4,1\n5,1e39,0\n6,7,1\n");
+    w("nan.csv", b"1,2,0\nnan,4,1\n5,6,0\n");
+    w("short.csv", b"1,2,0\n3,4,1\n0.5,0.782\n6,7,1\n");
+    let header = r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
+    let mut dup = (header.len() as u64).to_le_bytes().to_vec();
+    dup.extend_from_slice(header.as_bytes());
+    dup.extend_from_slice(&[0; 8]);
+    w("dup.safetensors", &dup);
+    w(
+        "garbage.safetensors",
+        b"\xff\xff\xff\xff\xff\xff\xff\x7fgarbage",
+    );
+    let npy = d.join("ok.npy");
+    let values: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 1e-6).collect();
+    mixprec::io::write_npy(&npy, &[1000], mixprec::io::TensorData::F32(&values)).unwrap();
+    let ok_npy = std::fs::read(&npy).unwrap();
+    w("cut.npy", &ok_npy[..ok_npy.len() - 10]);
+    w("empty.npy", b"");
+    w("text.npz", b"this is not a zip archive\n");
+    std::fs::create_dir(d.join("adir.npy")).unwrap();
+    // A zip of one deflated 4 MiB array, then the same with 2000 more directory records pointing
+    // at it (8 GB of decompression), and with one more record of the same name.
+    let zeros = vec![0f32; 1 << 20];
+    let big = d.join("zeros.npy");
+    mixprec::io::write_npy(&big, &[1 << 20], mixprec::io::TensorData::F32(&zeros)).unwrap();
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("a.npy", options).unwrap();
+    zip.write_all(&std::fs::read(&big).unwrap()).unwrap();
+    let one = zip.finish().unwrap().into_inner();
+    w("bomb.npz", &repeat_entry(&one, 2000, false));
+    w("twice.npz", &repeat_entry(&one, 1, true));
+    for fifo in ["fifo.npy", "fifo.csv"] {
+        let made = Command::new("mkfifo").arg(d.join(fifo)).status().unwrap();
+        assert!(made.success());
+    }
+}
+
+/// `zip` with `copies` more central-directory records repeating its first entry's record under
+/// new names, all pointing at the same data; with `same_name`, one more record of the same name.
+fn repeat_entry(zip: &[u8], copies: usize, same_name: bool) -> Vec<u8> {
+    let u16_at = |b: &[u8], i: usize| usize::from(u16::from_le_bytes([b[i], b[i + 1]]));
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let eocd = zip.len() - 22;
+    let cd = u32_at(zip, eocd + 16) as usize;
+    let rec_len = 46 + u16_at(zip, cd + 28) + u16_at(zip, cd + 30) + u16_at(zip, cd + 32);
+    let record = &zip[cd..cd + rec_len];
+    let name_len = u16_at(record, 28);
+    let mut out = zip[..eocd].to_vec();
+    let count = if same_name { 1 } else { copies };
+    for i in 0..count {
+        let name = if same_name {
+            record[46..46 + name_len].to_vec()
+        } else {
+            format!("c{i}.npy").into_bytes()
+        };
+        let mut r = record[..46].to_vec();
+        r[28..30].copy_from_slice(&(name.len() as u16).to_le_bytes());
+        r[30..34].fill(0);
+        r.extend_from_slice(&name);
+        out.extend_from_slice(&r);
+    }
+    let entries = (u16_at(zip, eocd + 10) + count) as u16;
+    let mut end = zip[eocd..].to_vec();
+    end[8..10].copy_from_slice(&entries.to_le_bytes());
+    end[10..12].copy_from_slice(&entries.to_le_bytes());
+    end[12..16].copy_from_slice(&((out.len() - cd) as u32).to_le_bytes());
+    out.extend_from_slice(&end);
+    out
+}
+
+/// Runs one case; `Err` says how it failed.
+fn run(c: &Case, d: &Path) -> Result<(), String> {
+    let args: Vec<String> = c
+        .args
+        .iter()
+        .map(|a| a.replace("{d}", &d.display().to_string()))
+        .collect();
+    let mut cmd = Command::new(bin());
+    cmd.args(&args).stderr(Stdio::piped());
+    cmd.stdin(match c.stdin {
+        In::Nothing => Stdio::null(),
+        In::File(path) => Stdio::from(std::fs::File::open(path).unwrap()),
+        In::Text(_) | In::TextThenZeros(..) => Stdio::piped(),
+    });
+    match c.stdout {
+        Out::Pipe => cmd.stdout(Stdio::piped()),
+        Out::Full => cmd.stdout(Stdio::from(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )),
+        Out::Closed => {
+            use std::os::unix::process::CommandExt;
+            cmd.stdout(Stdio::null());
+            // SAFETY: close(2) is async-signal-safe, as pre_exec requires.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::close(1);
+                    Ok(())
+                })
+            }
+        }
+    };
+    let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
+    if let Some(mut input) = child.stdin.take() {
+        let (text, zeros) = match c.stdin {
+            In::Text(t) => (t, 0),
+            In::TextThenZeros(t, n) => (t, n),
+            _ => ("", 0),
+        };
+        std::thread::spawn(move || {
+            let _ = input.write_all(text.as_bytes());
+            let _ = input.write_all(&vec![0; zeros]);
+        });
+    }
+    // Read the pipes on threads, so a chatty child cannot block on a full pipe.
+    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut text);
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        })
+    };
+    let out = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = read(child.stderr.take().map(|p| Box::new(p) as _));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("hung: killed after 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    let code = status
+        .code()
+        .ok_or_else(|| format!("killed by a signal: {status:?}; stderr: {err}"))?;
+    if code != c.code {
+        return Err(format!("exit {code}, expected {}; stderr: {err}", c.code));
+    }
+    if err.contains("panicked") {
+        return Err(format!("panic: {err}"));
+    }
+    if code == 2 {
+        if err.lines().count() != 1 || !err.starts_with("mixprec: ") {
+            return Err(format!("not one line: {err:?}"));
+        }
+        if !err.contains(c.fragment) {
+            return Err(format!("'{}' not in: {err}", c.fragment));
+        }
+        // Nothing half-written: a refused run leaves no run directory.
+        let run = d.join("run");
+        if run.exists() {
+            let _ = std::fs::remove_dir_all(&run);
+            return Err("left a run directory".into());
+        }
+    } else if !out.contains(c.fragment) {
+        return Err(format!("'{}' not in the output: {out}", c.fragment));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_case_of_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    make_files(dir.path());
+    let mut failed = Vec::new();
+    for c in CASES {
+        if let Err(why) = run(c, dir.path()) {
+            failed.push(format!("{}: {why}", c.name));
+        }
+    }
+    eprintln!(
+        "sweep: {} cases, {} passed",
+        CASES.len(),
+        CASES.len() - failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+/// The table names each case once.
+#[test]
+fn names_are_unique() {
+    let mut names: Vec<&str> = CASES.iter().map(|c| c.name).collect();
+    names.sort_unstable();
+    let n = names.len();
+    names.dedup();
+    assert_eq!(names.len(), n);
+}
