@@ -1252,3 +1252,44 @@ fn window_figure(runs: &[RunData]) -> Figure {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{BF16, FP8_E5M2, FP16};
+
+    /// The run report's format zones: each label and colour goes with its edges (fp16:
+    /// underflow below 2^-25, half the min subnormal; subnormal up to the min normal 2^-14;
+    /// normal up to the max; overflow above), and the zones tile the axis in that order.
+    #[test]
+    fn zones_label_and_colour_the_right_ranges() {
+        let z = zones(FP16);
+        let named = |label: &str| z.iter().find(|z| z.label.starts_with(label)).unwrap();
+        let under = named("underflow");
+        assert_eq!(under.label, "underflow in fp16 (rounds to 0)");
+        assert_eq!((under.to, under.color), (-25.0, charts::UNDERFLOW));
+        let sub = named("subnormal");
+        assert_eq!(
+            (sub.from, sub.to, sub.color),
+            (-25.0, -14.0, charts::SUBNORMAL)
+        );
+        let normal = named("normal");
+        assert_eq!(
+            (normal.from, normal.to, normal.color),
+            (-14.0, 65504f64.log2(), charts::NORMAL)
+        );
+        let over = named("overflow");
+        assert_eq!((over.from, over.color), (65504f64.log2(), charts::OVERFLOW));
+        for f in [FP16, BF16, FP8_E5M2] {
+            let z = zones(f);
+            assert_eq!(z[0].to, f.min_subnormal().log2() - 1.0, "{f}");
+            assert_eq!(z[0].color, charts::UNDERFLOW, "{f}");
+            assert_eq!(z[3].from, f.max().log2(), "{f}");
+            assert_eq!(z[3].color, charts::OVERFLOW, "{f}");
+            assert!(z[0].from < z[0].to && z[3].from < z[3].to, "{f}");
+            for w in z.windows(2) {
+                assert_eq!(w[0].to, w[1].from, "{f}");
+            }
+        }
+    }
+}
