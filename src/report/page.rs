@@ -928,7 +928,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     let mut out = Vec::new();
     let positive = runs
         .iter()
-        .all(|r| r.loss.points.iter().all(|p| !(p.1 <= 0.0)));
+        .all(|r| r.loss.points.iter().all(|p| p.1 > 0.0 || p.1.is_nan()));
     out.push(Figure {
         id: "loss".into(),
         section: 3,
@@ -1192,10 +1192,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     out
 }
 
-fn per_layer(
-    hists: &[(String, Histogram)],
-    shift: f64,
-) -> Vec<(String, RGBColor, Vec<(f64, f64, f64)>)> {
+fn per_layer(hists: &[(String, Histogram)], shift: f64) -> Vec<charts::Log2Series> {
     hists
         .iter()
         .enumerate()
