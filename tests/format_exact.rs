@@ -341,7 +341,7 @@ fn sign_of_zero_is_kept() {
 /// the first and later blocks of 2^32 (another random key).
 #[test]
 fn stochastic_rounding_is_strict_at_the_random_bits() {
-    let seed = 0x5eed_0f_5eed;
+    let seed = 0x005e_ed0f_5eed;
     let r = Rounder::new(
         FP16,
         RoundOptions {

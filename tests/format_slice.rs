@@ -124,7 +124,7 @@ fn kernels_agree_with_the_scalar_twin() {
 ///   where they are are found by drawing the stream.
 #[test]
 fn stochastic_rounding_is_strict_at_the_random_bits() {
-    let seed = 0x5eed_0f_5eed;
+    let seed = 0x005e_ed0f_5eed;
     let r = Rounder::new(
         FP16,
         RoundOptions {
