@@ -270,6 +270,10 @@ pub struct Zone {
     pub label: String,
 }
 
+/// One histogram of a [`Log2Histograms`]: legend, colour, bars `(log2 lower, log2 upper,
+/// percent per octave)`.
+pub type HistogramLine = (String, RGBColor, Vec<(f64, f64, f64)>);
+
 /// Histograms of log2 magnitudes drawn as outlines over zones.
 #[derive(Clone, Debug)]
 pub struct Log2Histograms {
@@ -280,7 +284,7 @@ pub struct Log2Histograms {
     /// Zones.
     pub zones: Vec<Zone>,
     /// `(legend, colour, bars)`; bars `(log2 lower, log2 upper, percent per octave)`.
-    pub series: Vec<(String, RGBColor, Vec<(f64, f64, f64)>)>,
+    pub series: Vec<HistogramLine>,
 }
 
 /// The bars of `h` shifted by `shift` octaves: percent of its finite nonzero values per octave.

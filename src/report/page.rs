@@ -936,7 +936,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     let mut out = Vec::new();
     let positive = runs
         .iter()
-        .all(|r| r.loss.points.iter().all(|p| !(p.1 <= 0.0)));
+        .all(|r| r.loss.points.iter().all(|p| p.1 > 0.0 || p.1.is_nan()));
     out.push(Figure {
         id: "loss".into(),
         section: 3,
@@ -1197,7 +1197,7 @@ fn layer_grid<'a>(
 fn per_layer(
     hists: &[(String, Histogram)],
     shift: f64,
-) -> Vec<(String, RGBColor, Vec<(f64, f64, f64)>)> {
+) -> Vec<charts::HistogramLine> {
     hists
         .iter()
         .enumerate()
