@@ -1194,10 +1194,7 @@ fn layer_grid<'a>(
     }
 }
 
-fn per_layer(
-    hists: &[(String, Histogram)],
-    shift: f64,
-) -> Vec<charts::HistogramLine> {
+fn per_layer(hists: &[(String, Histogram)], shift: f64) -> Vec<charts::HistogramLine> {
     hists
         .iter()
         .enumerate()
