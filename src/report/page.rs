@@ -729,8 +729,16 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
             if !compared.is_empty() && worst < 0.01 {
                 say(
                     format!(
-                        "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}).",
-                        pct(worst)
+                        "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}{}).",
+                        pct(worst),
+                        if compared.len() < r.shadow.len() {
+                            format!(
+                                ", at the {} shadow steps where both were finite",
+                                steps(&compared)
+                            )
+                        } else {
+                            String::new()
+                        }
                     ),
                     &format!("shadow-{i}"),
                 );
@@ -1029,74 +1037,28 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
                     .collect(),
             }),
         });
-        let mut rows: Vec<(String, Class)> = Vec::new();
-        for c in &r.captures {
-            for (l, class, _) in &c.gradients {
-                if !rows.iter().any(|(rl, rc)| rl == l && rc == class) {
-                    rows.push((l.clone(), *class));
-                }
-            }
-        }
         out.push(Figure {
             id: format!("underflow-{i}"),
             section: 4,
             caption: format!("{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.", r.name),
-            chart: Chart::Heatmap(Heatmap {
-                title: format!("{}: underflow share per layer", r.name),
-                value_desc: "values that underflowed (%)".into(),
-                rows: rows.iter().map(|(l, c)| format!("{l} {}", c.name())).collect(),
-                cols: steps.clone(),
-                values: rows
-                    .iter()
-                    .map(|(l, class)| {
-                        r.captures
-                            .iter()
-                            .map(|c| {
-                                c.gradients
-                                    .iter()
-                                    .find(|(gl, gc, _)| gl == l && gc == class)
-                                    .map_or(f64::NAN, |g| g.2.underflow)
-                            })
-                            .collect()
-                    })
-                    .collect(),
-            }),
+            chart: Chart::Heatmap(layer_grid(
+                format!("{}: underflow share per layer", r.name),
+                "values that underflowed (%)",
+                r.captures.iter().flat_map(|c| {
+                    c.gradients.iter().map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
+                }),
+            )),
         });
         if !r.shadow.is_empty() {
-            let mut srows: Vec<(String, Class)> = Vec::new();
-            let mut ssteps: Vec<u64> = Vec::new();
-            for p in &r.shadow {
-                if !srows.iter().any(|(l, c)| *l == p.layer && *c == p.tensor) {
-                    srows.push((p.layer.clone(), p.tensor));
-                }
-                if ssteps.last() != Some(&p.step) {
-                    ssteps.push(p.step);
-                }
-            }
             out.push(Figure {
                 id: format!("shadow-{i}"),
                 section: 4,
                 caption: format!("{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).", r.name),
-                chart: Chart::Heatmap(Heatmap {
-                    title: format!("{}: gradient norm lost against FP32", r.name),
-                    value_desc: "FP32 gradient norm lost (%)".into(),
-                    rows: srows.iter().map(|(l, c)| format!("{l} {}", c.name())).collect(),
-                    cols: ssteps.clone(),
-                    values: srows
-                        .iter()
-                        .map(|(l, c)| {
-                            ssteps
-                                .iter()
-                                .map(|s| {
-                                    r.shadow
-                                        .iter()
-                                        .find(|p| p.step == *s && p.layer == *l && p.tensor == *c)
-                                        .map_or(f64::NAN, |p| p.norm_lost)
-                                })
-                                .collect()
-                        })
-                        .collect(),
-                }),
+                chart: Chart::Heatmap(layer_grid(
+                    format!("{}: gradient norm lost against FP32", r.name),
+                    "FP32 gradient norm lost (%)",
+                    r.shadow.iter().map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
+                )),
             });
         }
     }
@@ -1192,7 +1154,47 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     out
 }
 
-fn per_layer(hists: &[(String, Histogram)], shift: f64) -> Vec<charts::Log2Series> {
+/// A layers x steps map from `(step, layer, class, value)` points: one row per layer and class
+/// and one column per step, in the order they first appear; NaN where a pair has no point.
+fn layer_grid<'a>(
+    title: String,
+    value_desc: &str,
+    points: impl Iterator<Item = (u64, &'a str, Class, f64)>,
+) -> Heatmap {
+    let mut rows: Vec<(&str, Class)> = Vec::new();
+    let mut cols: Vec<u64> = Vec::new();
+    let mut cells: Vec<(usize, usize, f64)> = Vec::new();
+    for (step, layer, class, value) in points {
+        let row = rows
+            .iter()
+            .position(|&r| r == (layer, class))
+            .unwrap_or_else(|| {
+                rows.push((layer, class));
+                rows.len() - 1
+            });
+        let col = cols.iter().position(|&c| c == step).unwrap_or_else(|| {
+            cols.push(step);
+            cols.len() - 1
+        });
+        cells.push((row, col, value));
+    }
+    let mut values = vec![vec![f64::NAN; cols.len()]; rows.len()];
+    for (row, col, value) in cells {
+        values[row][col] = value;
+    }
+    Heatmap {
+        title,
+        value_desc: value_desc.to_string(),
+        rows: rows
+            .iter()
+            .map(|(l, c)| format!("{l} {}", c.name()))
+            .collect(),
+        cols,
+        values,
+    }
+}
+
+fn per_layer(hists: &[(String, Histogram)], shift: f64) -> Vec<charts::HistogramLine> {
     hists
         .iter()
         .enumerate()

@@ -119,7 +119,7 @@ fn heatmap_edges(f: FloatFormat, k: i32) -> [(f64, RGBColor, String); 3] {
 }
 
 /// The outline of histogram bars `(x0, x1, height)` shifted by `dx`, down to zero across gaps.
-fn steps(bars: &[(f64, f64, f64)], dx: f64) -> Vec<(f64, f64)> {
+pub(crate) fn steps(bars: &[(f64, f64, f64)], dx: f64) -> Vec<(f64, f64)> {
     let mut pts = Vec::with_capacity(bars.len() * 4 + 2);
     let mut prev_end = f64::NAN;
     for &(a, b, y) in bars {
