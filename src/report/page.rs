@@ -160,7 +160,6 @@ impl Report {
         document(
             &title,
             html! {
-                        h1 { (title) }
                         section id="findings" {
                             h2 { "1. Findings" }
                             ul {
@@ -732,10 +731,10 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                         "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}{}).",
                         pct(worst),
                         if compared.len() < r.shadow.len() {
-                            format!(
-                                ", at the {} shadow steps where both were finite",
-                                steps(&compared)
-                            )
+                            match steps(&compared) {
+                                1 => ", at the one shadow step where both were finite".to_string(),
+                                k => format!(", at the {k} shadow steps where both were finite"),
+                            }
                         } else {
                             String::new()
                         }
