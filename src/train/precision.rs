@@ -377,6 +377,7 @@ impl Precision {
             finite_before = Some(finite);
         }
         let rounder = self.rounders[class.index()];
+        let mut finite_after = None;
         if self.recording {
             self.tally[class.index()].stored += xs.len() as u64;
         }
@@ -388,6 +389,13 @@ impl Precision {
                 T::round_slice_at(&rounder, xs, self.stream)
             };
             self.stream = self.stream.wrapping_add(xs.len() as u64);
+            // Plain rounding turns a finite input into a non-finite result only by overflowing,
+            // so without non-finite inputs or overflow the rounding's counts prove the result
+            // finite and the pass below is skipped. (Scaled fp8 rounding multiplies after
+            // rounding, and saturating overflow stays finite: those are checked.)
+            if !fp8 && counts.nan + counts.infinite + counts.overflow == 0 {
+                finite_after = Some(true);
+            }
             if self.recording {
                 let tally = &mut self.tally[class.index()];
                 tally.underflow += counts.underflow;
@@ -403,8 +411,8 @@ impl Precision {
         if !self.recording {
             return;
         }
-        let finite = match (rounder, finite_before) {
-            (None, Some(finite)) => finite,
+        let finite = match (rounder, finite_before, finite_after) {
+            (None, Some(finite), _) | (Some(_), _, Some(finite)) => finite,
             _ => T::all_finite(xs),
         };
         if !finite {

@@ -260,6 +260,112 @@ mod tests {
         assert_ne!(gan.discriminator.params()[0].master, d0);
         assert!(gan.precision.layers().iter().any(|l| l == "g.0.linear"));
         assert!(gan.precision.layers().iter().any(|l| l == "d.4.linear"));
-        assert!((0.0..=8.0).contains(&gan.modes_covered()));
+    }
+
+    fn sgd_gan(recipe: &str) -> GanTrainer {
+        let p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
+        let opt = OptimizerConfig::Sgd {
+            lr: 0.01,
+            momentum: 0.0,
+        };
+        GanTrainer::new(&GanConfig::default(), 2, p, &opt, 0).unwrap()
+    }
+
+    /// A generator whose last layer ignores its input puts every point at its bias: on one mode
+    /// of the ring, one mode covered; half-way between two modes, none.
+    #[test]
+    fn modes_covered_counts_the_modes_the_points_fall_on() {
+        let mut gan = sgd_gan("fp32");
+        for (point, modes) in [((RING_RADIUS, 0.0), 1.0), ((0.0, 0.0), 0.0)] {
+            for q in gan.generator.params_mut() {
+                if gan.precision.layers()[q.site] == "g.4.linear" {
+                    match q.name {
+                        "weight" => q.master.fill(0.0),
+                        _ => q
+                            .master
+                            .assign(&ndarray::arr2(&[[point.0 as f32, point.1 as f32]])),
+                    }
+                    q.sync(&mut gan.precision);
+                }
+            }
+            assert_eq!(gan.modes_covered(), modes, "{point:?}");
+        }
+    }
+
+    /// The generator's step moves it toward what the discriminator calls real: through the
+    /// updated discriminator, its points on fixed noise score higher after the generator's
+    /// update than before (the generator's loss, BCE toward "real", falls).
+    #[test]
+    fn the_generator_step_makes_its_points_look_more_real() {
+        let mut gan = sgd_gan("fp32");
+        let real = ring(0).train_x.slice(ndarray::s![..64, ..]).to_owned();
+        let before: Vec<Array2<f32>> = gan
+            .generator
+            .params()
+            .iter()
+            .map(|q| q.master.clone())
+            .collect();
+        gan.step(&real).unwrap();
+        let z = Array2::from_shape_fn((256, 8), |(i, j)| ((i * 8 + j) as f32 * 0.37).sin());
+        let mut fake_loss = |gan: &mut GanTrainer| {
+            let x = gan.generator.forward(z.clone(), &mut gan.precision);
+            let logits = gan.discriminator.forward(x, &mut gan.precision);
+            // BCE toward 1 on logits: softplus(-l).
+            logits
+                .iter()
+                .map(|&l| f64::from(-l).exp().ln_1p())
+                .sum::<f64>()
+        };
+        let after = fake_loss(&mut gan);
+        for (q, w) in gan.generator.params_mut().into_iter().zip(before) {
+            q.master.assign(&w);
+            q.weight.assign(&w);
+        }
+        let untrained = fake_loss(&mut gan);
+        assert!(after < untrained, "{after} vs {untrained}");
+    }
+
+    /// One scaler for both networks: an overflow in the generator's gradients alone skips the
+    /// generator's update (not the discriminator's) and lowers the scale. The generator is made
+    /// to overflow by moving a factor 2^12 from its middle layer into its last (ReLU is
+    /// positively homogeneous: its points stay the same, its middle gradients grow 2^12 times).
+    #[test]
+    fn a_generator_overflow_skips_the_generator_and_lowers_the_shared_scale() {
+        let mut gan = sgd_gan("fp16-dynamic");
+        let real = ring(0).train_x.slice(ndarray::s![..64, ..]).to_owned();
+        let factor = 2f32.powi(12);
+        for q in gan.generator.params_mut() {
+            let layer = gan.precision.layers()[q.site].clone();
+            let f = match (layer.as_str(), q.name) {
+                ("g.2.linear", _) => 1.0 / factor,
+                ("g.4.linear", "weight") => factor,
+                _ => continue,
+            };
+            q.master.mapv_inplace(|v| v * f);
+            q.sync(&mut gan.precision);
+        }
+        let g0: Vec<Array2<f32>> = gan
+            .generator
+            .params()
+            .iter()
+            .map(|q| q.master.clone())
+            .collect();
+        let d0 = gan.discriminator.params()[0].master.clone();
+        let scale = gan.scaler.scale();
+        let r = gan.step(&real).unwrap();
+        assert!(r.overflow && r.skipped);
+        let g1: Vec<Array2<f32>> = gan
+            .generator
+            .params()
+            .iter()
+            .map(|q| q.master.clone())
+            .collect();
+        assert_eq!(g1, g0, "the generator's update is skipped");
+        assert_ne!(
+            gan.discriminator.params()[0].master,
+            d0,
+            "the discriminator's is not"
+        );
+        assert_eq!(gan.scaler.scale(), scale / 2.0);
     }
 }

@@ -127,6 +127,27 @@ mod tests {
         assert_eq!(p.counts(site, Class::Update), Default::default());
     }
 
+    /// A capture step records `|w| / |update|` (how many updates of this size the weight is
+    /// worth; swamping starts near 2^11 in fp16), not its inverse: w = 4, update 2^-3 gives 32.
+    /// The share of lost updates is lost / nonzero.
+    #[test]
+    fn capture_records_weight_over_update_and_the_lost_share() {
+        let mut p = Precision::new(&Recipe::preset("fp32").unwrap(), 0);
+        let site = p.register("w");
+        let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 4.0f32));
+        w.grad.fill(1.0);
+        p.set_observer(Some(crate::train::capture::Observer::default()));
+        Sgd::new(0.125, 0.0).step(&mut [&mut w], 1.0, &mut p);
+        let ratios = &p.take_observer().unwrap().update_ratios[&site];
+        assert_eq!((ratios.count(), ratios.amax()), (1, 32.0));
+        let stats = UpdateStats {
+            nonzero: 4,
+            lost: 1,
+        };
+        assert_eq!(stats.lost_share(), 0.25);
+        assert_eq!(UpdateStats::default().lost_share(), 0.0);
+    }
+
     #[test]
     fn updates_below_half_an_ulp_are_lost_in_fp16_but_not_with_fp32_master() {
         for (recipe, lost) in [("fp16-pure", 1), ("fp16-master", 0)] {

@@ -66,6 +66,26 @@ fn hysteresis_backs_off_only_after_that_many_overflows() {
     );
 }
 
+/// Growth restores the hysteresis budget (Megatron-LM's `DynamicGradScaler.update`, in
+/// `megatron/core/optimizer/grad_scaler.py`: `_hysteresis_tracker = hysteresis` when it grows):
+/// with hysteresis 2 and growth every 3 clean steps, an overflow, 3 clean steps (growth), then
+/// another overflow does not back off. Without the restore the second overflow would spend the
+/// budget's last unit and halve the scale.
+#[test]
+fn growth_restores_the_hysteresis_budget() {
+    let scaling = LossScaling::Dynamic(DynamicScaling {
+        hysteresis: 2,
+        growth_interval: 3,
+        ..DynamicScaling::default()
+    });
+    let (scales, skipped) = run(scaling, &[1, 5], 6);
+    assert_eq!(
+        scales,
+        vec![65536.0, 65536.0, 65536.0, 131072.0, 131072.0, 131072.0]
+    );
+    assert_eq!(skipped, vec![1, 5]);
+}
+
 #[test]
 fn min_and_max_scale_clamp() {
     let scaling = LossScaling::Dynamic(DynamicScaling {
