@@ -233,6 +233,10 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
             });
+        // A line of one point (a run that diverged at its first step) draws nothing: a dot.
+        if let [point] = mapped(&l.points)[..] {
+            chart.draw_series(std::iter::once(Circle::new(point, 4, color.filled())))?;
+        }
     }
     for m in &c.marks {
         let color = m.color;
