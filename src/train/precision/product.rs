@@ -158,6 +158,12 @@ pub fn gemm_reference<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>) -> Array2<T> 
 /// multiply-adds from +0, then added to `c` with one rounding. Compiled with FMA instructions
 /// where the CPU has them (a fused multiply-add is correctly rounded either way: same bits).
 fn add_block_reference<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>, c: ArrayViewMut2<T>) {
+    // The loops run the chains of a row of `c` side by side: make that the longer side (c^T =
+    // b^T a^T has the same chains, as a fused multiply-add does not depend on its factors'
+    // order).
+    if b.ncols() < a.nrows() {
+        return add_block_reference(b.reversed_axes(), a.reversed_axes(), c.reversed_axes());
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has FMA, checked just above.
@@ -259,8 +265,15 @@ mod tests {
                         gemm_reference(a.view(), b.t()),
                     )
                 });
-                for (what, got) in [("gemm", c), ("gemm, b standard", c_standard), ("reference", reference)] {
-                    assert!(same_bits(&got, &want), "{what} {m}x{k}x{n}, {threads} threads");
+                for (what, got) in [
+                    ("gemm", c),
+                    ("gemm, b standard", c_standard),
+                    ("reference", reference),
+                ] {
+                    assert!(
+                        same_bits(&got, &want),
+                        "{what} {m}x{k}x{n}, {threads} threads"
+                    );
                 }
             }
         }
