@@ -265,10 +265,19 @@ mod tests {
                         gemm_reference(a.view(), b.t()),
                     )
                 });
+                // The loop as compiled without FMA instructions (what a CPU without FMA runs),
+                // over the whole of k when it fits in one block.
+                let mut portable = Array2::zeros((m, n));
+                if k <= K_BLOCK {
+                    add_block_any(a.view(), b.t(), portable.view_mut());
+                } else {
+                    portable.clone_from(&want);
+                }
                 for (what, got) in [
                     ("gemm", c),
                     ("gemm, b standard", c_standard),
                     ("reference", reference),
+                    ("portable loop", portable),
                 ] {
                     assert!(
                         same_bits(&got, &want),
