@@ -13,7 +13,7 @@
 //! aarch64, any tile size) compute each element as such a chain over one k-block, but they choose
 //! the k-block from the CPU's L1 cache (its size and associativity: `kernel_params` in
 //! `gemm-common`), so the same product summed in one block of 1,024 on one machine and in two of
-//! 512 on another. That choice is never below `min(k, 512)`, so [`gemm`] calls the crate once per
+//! 512 on another. That choice is never below `min(k, 512)`, so [`gemm()`] calls the crate once per
 //! block of [`K_BLOCK`] = 512, the first writing the output and each later one adding its sum to
 //! it. The shapes where the crate would use other kernels (products with at most 256 outputs
 //! and a contiguous inner dimension, whose horizontal kernels keep one partial sum per SIMD lane;
@@ -132,7 +132,7 @@ fn fused_kernels() -> bool {
     }
 }
 
-/// [`gemm`] by plain loops in the same order, for the shapes the `gemm` crate's register-tile
+/// [`gemm()`] by plain loops in the same order, for the shapes the `gemm` crate's register-tile
 /// kernels do not take (and the order's reference): each element's chain of fused multiply-adds
 /// per [`K_BLOCK`], the blocks' sums added in order.
 ///
