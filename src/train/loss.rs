@@ -87,9 +87,9 @@ impl Loss {
                         total += (d * d).to_f64();
                         *g = T::of(2.0) * d * scale;
                     } else {
-                        let softplus = (T::one() + (-zi.abs()).exp()).ln();
+                        let softplus = (T::one() + (-zi.abs()).libm_exp()).libm_ln();
                         total += (zi.max(T::zero()) - zi * ti + softplus).to_f64();
-                        *g = (T::one() / (T::one() + (-zi).exp()) - ti) * scale;
+                        *g = (T::one() / (T::one() + (-zi).libm_exp()) - ti) * scale;
                     }
                 });
                 (total / z.len().max(1) as f64, grad)
@@ -122,7 +122,7 @@ fn cross_entropy<T: Real>(z: &Array2<T>, labels: &[usize], p: &mut Precision) ->
     let mut logp = z.clone();
     for mut row in logp.axis_iter_mut(Axis(0)) {
         let m = row.fold(T::neg_infinity(), |a, &b| a.max(b));
-        let lse = m + row.iter().map(|&v| (v - m).exp()).sum::<T>().ln();
+        let lse = m + row.iter().map(|&v| (v - m).libm_exp()).sum::<T>().libm_ln();
         row.mapv_inplace(|v| v - lse);
     }
     let low_precision_softmax = !p.recipe().fp32_ops.softmax;

@@ -17,6 +17,9 @@ use super::recipe::Fp8Scaling;
 use super::recipe::{Accumulation, AmaxComputeAlgo, Recipe};
 use crate::format::{RoundCounts, RoundOptions, Rounder};
 
+mod product;
+pub use product::{K_BLOCK, gemm, gemm_reference};
+
 /// The classes of tensors a recipe gives a format to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -612,60 +615,6 @@ impl Precision {
     }
 }
 
-/// Products at least this large (m n k) run on all of rayon's threads.
-const PARALLEL_GEMM: usize = 1 << 18;
-
-/// `a b` in the scalar's own arithmetic (FP32 accumulation for f32), by the `gemm` crate's
-/// kernels; large products on all of rayon's threads. The result does not depend on the thread
-/// count (tested below for 1, 2 and 3 threads, and end to end in `tests/train_cli.rs`).
-///
-/// # Panics
-/// If the inner dimensions differ.
-#[must_use]
-pub fn gemm<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>) -> Array2<T> {
-    let ((m, k), n) = (a.dim(), b.ncols());
-    assert_eq!(k, b.nrows(), "gemm: inner dimensions differ");
-    if m == 0 || n == 0 || k == 0 {
-        return Array2::zeros((m, n));
-    }
-    let mut c = Array2::<T>::uninit((m, n));
-    let threads = rayon::current_num_threads();
-    let parallelism = if threads > 1 && m * n * k >= PARALLEL_GEMM {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    };
-    let (c_rs, c_cs) = (c.strides()[0], c.strides()[1]);
-    // SAFETY: `c` is an owned m x n array with strides (c_rs, c_cs) and does not alias the
-    // views; `a` (m x k) and `b` (k x n) are live views whose pointers and element strides
-    // describe exactly their elements; with `read_dst` false, `c` is only written, every element
-    // of it (dst = 0 dst + 1 a b, dst not read), so it is initialised afterwards.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr().cast::<T>(),
-            c_cs,
-            c_rs,
-            false,
-            a.as_ptr(),
-            a.strides()[1],
-            a.strides()[0],
-            b.as_ptr(),
-            b.strides()[1],
-            b.strides()[0],
-            T::zero(),
-            T::one(),
-            false,
-            false,
-            false,
-            parallelism,
-        );
-        c.assume_init()
-    }
-}
-
 /// `a b` with each output's running sum rounded by `rounder` after every multiply-add: the sum
 /// and product are formed in f64 (a product of two f32 values is exact there) and rounded once,
 /// as a fused multiply-add in the storage format would.
@@ -723,45 +672,6 @@ mod tests {
         p.begin_step();
         assert_eq!(p.counts(a, Class::Activation), RoundCounts::default());
         assert_eq!(p.first_nonfinite(), None);
-    }
-
-    #[test]
-    fn gemm_matches_a_plain_loop_and_not_the_thread_count() {
-        let mut rng = crate::train::Rng::new(3);
-        for (m, k, n) in [
-            (1, 1, 1),
-            (3, 0, 2),
-            (7, 5, 3),
-            (64, 300, 70),
-            (256, 97, 130),
-        ] {
-            let a = Array2::from_shape_simple_fn((m, k), || rng.normal() as f32);
-            let b = Array2::from_shape_simple_fn((n, k), || rng.normal() as f32);
-            // A transposed operand, as the layers pass them.
-            let c = gemm(a.view(), b.t());
-            for i in 0..m {
-                for j in 0..n {
-                    let want: f64 = (0..k)
-                        .map(|l| f64::from(a[[i, l]]) * f64::from(b[[j, l]]))
-                        .sum();
-                    assert!((f64::from(c[[i, j]]) - want).abs() <= 1e-4 * (1.0 + want.abs()));
-                }
-            }
-            for threads in [1, 2, 3] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                let again = pool.install(|| gemm(a.view(), b.t()));
-                assert!(
-                    again
-                        .iter()
-                        .zip(&c)
-                        .all(|(x, y)| x.to_bits() == y.to_bits()),
-                    "{m}x{k}x{n}, {threads} threads"
-                );
-            }
-        }
     }
 
     #[test]

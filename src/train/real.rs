@@ -38,6 +38,21 @@ pub trait Real:
     #[must_use]
     fn to_f64(self) -> f64;
 
+    /// `e^x`, by the pure-Rust `libm` crate, as every transcendental function of the training
+    /// core: the same bits on every machine. The C library's functions (which `f32::exp` and
+    /// the like call) promise no such thing: glibc picks a variant per CPU (FMA or not) and
+    /// versions differ.
+    #[must_use]
+    fn libm_exp(self) -> Self;
+
+    /// The natural logarithm, by `libm` (see [`Real::libm_exp`]).
+    #[must_use]
+    fn libm_ln(self) -> Self;
+
+    /// The hyperbolic tangent, by `libm` (see [`Real::libm_exp`]).
+    #[must_use]
+    fn libm_tanh(self) -> Self;
+
     /// Rounds `xs` in place with `rounder` as positions `start..` of its stochastic stream.
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts;
 
@@ -116,6 +131,15 @@ impl Real for f32 {
     fn of(x: f64) -> Self {
         x as f32
     }
+    fn libm_exp(self) -> Self {
+        libm::expf(self)
+    }
+    fn libm_ln(self) -> Self {
+        libm::logf(self)
+    }
+    fn libm_tanh(self) -> Self {
+        libm::tanhf(self)
+    }
     fn to_f64(self) -> f64 {
         f64::from(self)
     }
@@ -168,6 +192,15 @@ impl Real for f32 {
 impl Real for f64 {
     fn of(x: f64) -> Self {
         x
+    }
+    fn libm_exp(self) -> Self {
+        libm::exp(self)
+    }
+    fn libm_ln(self) -> Self {
+        libm::log(self)
+    }
+    fn libm_tanh(self) -> Self {
+        libm::tanh(self)
     }
     fn to_f64(self) -> f64 {
         self

@@ -52,7 +52,7 @@ impl Rng {
         // 1 - u is in (0, 1], so the logarithm is finite.
         let u1 = 1.0 - self.uniform();
         let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+        (-2.0 * libm::log(u1)).sqrt() * libm::cos(std::f64::consts::TAU * u2)
     }
 
     /// Uniform integer in `0..n` (`n > 0`).

@@ -40,8 +40,8 @@ pub fn spirals(seed: u64) -> Dataset {
         let t = rng.uniform();
         let angle = t * 3.0 * std::f64::consts::PI + c as f64 * std::f64::consts::PI;
         let r = 0.2 + 0.8 * t;
-        x[[i, 0]] = (r * angle.cos() + 0.1 * rng.normal()) as f32;
-        x[[i, 1]] = (r * angle.sin() + 0.1 * rng.normal()) as f32;
+        x[[i, 0]] = (r * libm::cos(angle) + 0.1 * rng.normal()) as f32;
+        x[[i, 1]] = (r * libm::sin(angle) + 0.1 * rng.normal()) as f32;
         y.push(c);
     }
     Dataset::split("spirals", &x, &y, TRAIN, seed)
@@ -81,8 +81,8 @@ pub fn ring(seed: u64) -> Dataset {
     for i in 0..TOTAL {
         let k = i % RING_MODES;
         let angle = std::f64::consts::TAU * k as f64 / RING_MODES as f64;
-        x[[i, 0]] = (RING_RADIUS * angle.cos() + RING_STD * rng.normal()) as f32;
-        x[[i, 1]] = (RING_RADIUS * angle.sin() + RING_STD * rng.normal()) as f32;
+        x[[i, 0]] = (RING_RADIUS * libm::cos(angle) + RING_STD * rng.normal()) as f32;
+        x[[i, 1]] = (RING_RADIUS * libm::sin(angle) + RING_STD * rng.normal()) as f32;
         y.push(k);
     }
     Dataset::split("ring", &x, &y, TRAIN, seed)

@@ -70,11 +70,11 @@ impl<T: Real> Layer<T> for ActivationLayer<T> {
         let (half, one) = (T::of(0.5), T::one());
         let mut y = match self.activation {
             Activation::Relu => x.mapv(|v| if v > T::zero() { v } else { T::zero() }),
-            Activation::Tanh => x.mapv(T::tanh),
-            Activation::Sigmoid => x.mapv(|v| one / (one + (-v).exp())),
+            Activation::Tanh => x.mapv(T::libm_tanh),
+            Activation::Sigmoid => x.mapv(|v| one / (one + (-v).libm_exp())),
             Activation::Gelu => x.mapv(|v| {
                 let u = T::of(SQRT_2_OVER_PI) * (v + T::of(GELU_C) * v * v * v);
-                half * v * (one + u.tanh())
+                half * v * (one + u.libm_tanh())
             }),
         };
         p.store_array(Class::Activation, &mut y);
@@ -105,7 +105,7 @@ impl<T: Real> Layer<T> for ActivationLayer<T> {
             Activation::Sigmoid => combine(&mut dx, kept, |d, k| d * (k * (one - k))),
             Activation::Gelu => combine(&mut dx, kept, |d, k| {
                 let u = T::of(SQRT_2_OVER_PI) * (k + T::of(GELU_C) * k * k * k);
-                let t = u.tanh();
+                let t = u.libm_tanh();
                 d * (half * (one + t)
                     + half
                         * k

@@ -48,7 +48,7 @@ struct Cache<T> {
 }
 
 fn sigmoid<T: Real>(v: T) -> T {
-    T::one() / (T::one() + (-v).exp())
+    T::one() / (T::one() + (-v).libm_exp())
 }
 
 impl<T: Real> Lstm<T> {
@@ -106,7 +106,7 @@ impl<T: Real> Layer<T> for Lstm<T> {
             z += &self.bias.weight;
             for (col, mut v) in z.axis_iter_mut(Axis(1)).enumerate() {
                 let cell = (2 * hd..3 * hd).contains(&col);
-                v.mapv_inplace(|a| if cell { a.tanh() } else { sigmoid(a) });
+                v.mapv_inplace(|a| if cell { a.libm_tanh() } else { sigmoid(a) });
             }
             p.set_tensor("gates");
             p.store_array(Class::Activation, &mut z);
@@ -115,7 +115,7 @@ impl<T: Real> Layer<T> for Lstm<T> {
             let mut c = &f * &cache.c[t] + &i * &g;
             p.set_tensor("cell");
             p.store_array(Class::Activation, &mut c);
-            let mut h = &o * &c.mapv(T::tanh);
+            let mut h = &o * &c.mapv(T::libm_tanh);
             p.set_tensor("hidden");
             p.store_array(Class::Activation, &mut h);
             p.set_tensor("");
@@ -144,7 +144,7 @@ impl<T: Real> Layer<T> for Lstm<T> {
             let z = &cache.gates[t];
             let (i, f) = (z.slice(s![.., 0..hd]), z.slice(s![.., hd..2 * hd]));
             let (g, o) = (z.slice(s![.., 2 * hd..3 * hd]), z.slice(s![.., 3 * hd..]));
-            let tc = cache.c[t + 1].mapv(T::tanh);
+            let tc = cache.c[t + 1].mapv(T::libm_tanh);
             dc = dc + &dh * &o * &tc.mapv(|v| one - v * v);
             let mut dz = Array2::zeros((batch, 4 * hd));
             dz.slice_mut(s![.., 0..hd])

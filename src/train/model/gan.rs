@@ -222,8 +222,8 @@ impl GanTrainer {
             for (k, hit) in hits.iter_mut().enumerate() {
                 let angle = std::f64::consts::TAU * k as f64 / RING_MODES as f64;
                 let (dx, dy) = (
-                    f64::from(row[0]) - RING_RADIUS * angle.cos(),
-                    f64::from(row[1]) - RING_RADIUS * angle.sin(),
+                    f64::from(row[0]) - RING_RADIUS * libm::cos(angle),
+                    f64::from(row[1]) - RING_RADIUS * libm::sin(angle),
                 );
                 if (dx * dx + dy * dy).sqrt() < 4.0 * RING_STD {
                     *hit += 1;
