@@ -12,7 +12,7 @@ use crate::train::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use crate::train::precision::{Class, Precision};
 use crate::train::rng::Rng;
 use crate::train::run::schema::StepRecord;
-use crate::train::scaler::LossScaler;
+use crate::scaling::scaler::LossScaler;
 
 /// Generator `noise -> width^depth -> 2` and discriminator `2 -> width^depth -> 1` MLPs (ReLU),
 /// trained with BCE on logits: the discriminator on real (1) and generated (0) points, the

@@ -27,8 +27,9 @@
 //!              first growth after an overflow comes at clean step growth_interval + 1
 //! ```
 //! With `hysteresis = 1`, `min_scale = 0`, no `max_scale` and the `tracker` rule (the defaults)
-//! this is exactly GradScaler; [`DynamicScaling::megatron`] and [`DynamicScaling::deepspeed`] are
-//! the other two frameworks' defaults. The module's tests replay thousands of random overflow
+//! this is exactly GradScaler; [`DynamicScaling::megatron`], [`DynamicScaling::deepspeed`] and
+//! [`DynamicScaling::keras`] are the other frameworks' defaults, named on the command line and in
+//! configs by [`super::policy`]. The module's tests replay thousands of random overflow
 //! sequences through transcriptions of the three frameworks' update functions.
 //!
 //! Not modelled (DeepSpeed): its `FP16_Optimizer` (no ZeRO) updates the scale *before* unscaling,
@@ -142,6 +143,20 @@ impl DynamicScaling {
             growth_interval: 1000,
             hysteresis: 2,
             min_scale: 1.0,
+            ..DynamicScaling::default()
+        }
+    }
+
+    /// Keras's `LossScaleOptimizer` defaults (`keras/src/optimizers/loss_scale_optimizer.py`:
+    /// `initial_scale` 2^15, `dynamic_growth_steps` 2000; the scale doubles when the step
+    /// counter reaches `dynamic_growth_steps - 1` before this clean step, i.e. on the 2000th
+    /// clean step in a row, and halves on a non-finite step, with no floor): GradScaler's rule
+    /// from a lower start. Keras multiplies without a finite check; as for every preset, mixprec
+    /// keeps the last finite scale.
+    #[must_use]
+    pub fn keras() -> Self {
+        DynamicScaling {
+            init_scale: 32768.0,
             ..DynamicScaling::default()
         }
     }
