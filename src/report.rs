@@ -13,6 +13,7 @@
 pub mod charts;
 pub mod page;
 pub mod plot;
+pub mod replay;
 pub mod runs;
 
 pub use page::Report;

@@ -283,12 +283,7 @@ impl RunData {
                 .collect(),
             None => BTreeMap::new(),
         };
-        let run_grad_format = format_of(Class::ActivationGrad);
-        let grad_format = options.format.unwrap_or(if run_grad_format == FP32 {
-            FP16
-        } else {
-            run_grad_format
-        });
+        let grad_format = judged_format(format_of(Class::ActivationGrad), options.format);
         let mut data = RunData {
             name: run.recipe_name(),
             dir: dir.display().to_string(),
@@ -470,6 +465,13 @@ impl RunData {
                 .map(|&(_, v)| (self.eval_name.clone().unwrap_or_default(), v)),
         }
     }
+}
+
+/// The format a run's gradients are judged against: `chosen` (`--format`), else the run's
+/// gradient format `run`, or fp16 for a run whose gradients are fp32.
+#[must_use]
+pub fn judged_format(run: FloatFormat, chosen: Option<FloatFormat>) -> FloatFormat {
+    chosen.unwrap_or(if run == FP32 { FP16 } else { run })
 }
 
 fn step_histograms(r: &CaptureRecord) -> StepHistograms {
