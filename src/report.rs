@@ -11,6 +11,7 @@
 //! own `histogram.png` in the directory is never overwritten.
 
 pub mod charts;
+pub mod formats;
 pub mod page;
 pub mod plot;
 pub mod replay;
