@@ -412,26 +412,55 @@ fn missing_command_and_io_errors_are_one_line() {
 #[test]
 fn explain_bit_patterns_and_ties() {
     let t = stdout(&mixprec(&["explain", "0x3c00", "--format", "fp16"], ""));
-    assert!(t.starts_with("bit pattern 0x3c00 of fp16 decodes to 1\n"), "{t}");
-    assert!(t.contains("0 01111 0000000000") && t.contains("stored      1\n"), "{t}");
-    let t = stdout(&mixprec(&["explain", "0b00000001", "--format", "fp8-e4m3"], ""));
-    assert!(t.contains("decodes to 0.001953125") && t.contains("subnormal"), "{t}");
+    assert!(
+        t.starts_with("bit pattern 0x3c00 of fp16 decodes to 1\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("0 01111 0000000000") && t.contains("stored      1\n"),
+        "{t}"
+    );
+    let t = stdout(&mixprec(
+        &["explain", "0b00000001", "--format", "fp8-e4m3"],
+        "",
+    ));
+    assert!(
+        t.contains("decodes to 0.001953125") && t.contains("subnormal"),
+        "{t}"
+    );
     let t = stdout(&mixprec(&["explain", "0x7e00", "--format", "fp16"], ""));
     assert!(t.contains("decodes to NaN"), "{t}");
-    assert_bad(&mixprec(&["explain", "0x10000", "--format", "fp16"], ""), "wider than the format's 16 bits");
-    assert_bad(&mixprec(&["explain", "0xzz"], ""), "not a hexadecimal number");
+    assert_bad(
+        &mixprec(&["explain", "0x10000", "--format", "fp16"], ""),
+        "wider than the format's 16 bits",
+    );
+    assert_bad(
+        &mixprec(&["explain", "0xzz"], ""),
+        "not a hexadecimal number",
+    );
     // 2049 lies halfway between 2048 and 2050 in fp16: to even, 2048. 2051: to even, 2052.
-    for (x, kept) in [("2049", "2048"), ("2051", "2052"), ("65520", "inf"), ("464", "448")] {
+    for (x, kept) in [
+        ("2049", "2048"),
+        ("2051", "2052"),
+        ("65520", "inf"),
+        ("464", "448"),
+    ] {
         let f = if x == "464" { "fp8-e4m3" } else { "fp16" };
         let t = stdout(&mixprec(&["explain", x, "--format", f], ""));
-        assert!(t.contains("tie, to even") && t.contains(&format!("kept ({kept}")), "{x}: {t}");
+        assert!(
+            t.contains("tie, to even") && t.contains(&format!("kept ({kept}")),
+            "{x}: {t}"
+        );
     }
     for x in ["2049.5", "0.1", "2048"] {
         let t = stdout(&mixprec(&["explain", x], ""));
         assert!(!t.contains("tie"), "{x}: {t}");
     }
     // Not nearest-even: no tie is decided.
-    let t = stdout(&mixprec(&["explain", "2049", "--rounding", "toward-zero"], ""));
+    let t = stdout(&mixprec(
+        &["explain", "2049", "--rounding", "toward-zero"],
+        "",
+    ));
     assert!(!t.contains("tie"), "{t}");
 }
 
@@ -464,18 +493,39 @@ fn formats_ranges_and_plots() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let o = mixprec(
-        &["formats", "--plots", plots.to_str().unwrap(), "--gradients", run.to_str().unwrap()],
+        &[
+            "formats",
+            "--plots",
+            plots.to_str().unwrap(),
+            "--gradients",
+            run.to_str().unwrap(),
+        ],
         "",
     );
     let t = stdout(&o);
-    assert!(t.contains("typical gradients (98% of values): 2^-48..2^-24, from gradients of"), "{t}");
+    assert!(
+        t.contains("typical gradients (98% of values): 2^-48..2^-24, from gradients of"),
+        "{t}"
+    );
     assert_bad(&mixprec(&["formats", "--gradients", "x"], ""), "--plots");
     assert_bad(
-        &mixprec(&["formats", "--plots", plots.to_str().unwrap(), "--gradients", root.to_str().unwrap()], ""),
+        &mixprec(
+            &[
+                "formats",
+                "--plots",
+                plots.to_str().unwrap(),
+                "--gradients",
+                root.to_str().unwrap(),
+            ],
+            "",
+        ),
         "not a run directory",
     );
     std::fs::write(root.join("mine.png"), "x").unwrap();
     std::fs::write(plots.join("ranges.png"), "x").unwrap();
-    assert_bad(&mixprec(&["formats", "--plots", plots.to_str().unwrap()], ""), "not written by mixprec");
+    assert_bad(
+        &mixprec(&["formats", "--plots", plots.to_str().unwrap()], ""),
+        "not written by mixprec",
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -107,7 +107,8 @@ fn replaying_the_runs_own_policy_is_exact() {
             .collect();
         // The scaler really moved, both ways.
         assert!(
-            rec_scales.windows(2).any(|w| w[1] > w[0]) && rec_scales.windows(2).any(|w| w[1] < w[0]),
+            rec_scales.windows(2).any(|w| w[1] > w[0])
+                && rec_scales.windows(2).any(|w| w[1] < w[0]),
             "{scaler}: {rec_scales:?}"
         );
         assert!(!rec_skipped.is_empty(), "{scaler}");
@@ -141,7 +142,11 @@ fn a_static_policys_skips_follow_from_grad_amax() {
     let s = 2f64.powi(19);
     let want: Vec<u64> = recorded
         .iter()
-        .filter(|r| r["grad_amax"].as_f64().is_some_and(|a| (a * s) as f32 >= 65520.0))
+        .filter(|r| {
+            r["grad_amax"]
+                .as_f64()
+                .is_some_and(|a| (a * s) as f32 >= 65520.0)
+        })
         .map(|r| r["step"].as_u64().unwrap())
         .collect();
     assert!(!want.is_empty() && want.len() < recorded.len(), "{want:?}");
@@ -185,7 +190,10 @@ fn the_table_and_the_page() {
         assert!(table.contains(name), "{name}: {table}");
     }
     let page = std::fs::read_to_string(root.join("page/index.html")).unwrap();
-    assert!(page.contains("Open-loop replay") && page.contains("<svg"), "{page}");
+    assert!(
+        page.contains("Open-loop replay") && page.contains("<svg"),
+        "{page}"
+    );
     let png = std::fs::read(root.join("page/figures/replay.png")).unwrap();
     assert!(png.starts_with(b"\x89PNG"));
     let mut written: Value =
@@ -213,7 +221,10 @@ fn bad_input() {
     let e = fails(replay(&[r]));
     assert!(e.contains("--policy"), "{e}");
     let e = fails(replay(&[r, "--policy", "gradscalar"]));
-    assert!(e.contains("invalid loss scaler 'gradscalar'") && e.contains("keras"), "{e}");
+    assert!(
+        e.contains("invalid loss scaler 'gradscalar'") && e.contains("keras"),
+        "{e}"
+    );
     let e = fails(replay(&[r, "--policy", "static:0"]));
     assert!(e.contains("must be positive"), "{e}");
     let e = fails(replay(&[r, "--policy", "keras", "keras"]));
@@ -226,9 +237,18 @@ fn bad_input() {
     let page = root.join("page");
     std::fs::create_dir_all(&page).unwrap();
     std::fs::write(page.join("index.html"), "mine").unwrap();
-    let e = fails(replay(&[r, "--policy", "keras", "--out", page.to_str().unwrap()]));
+    let e = fails(replay(&[
+        r,
+        "--policy",
+        "keras",
+        "--out",
+        page.to_str().unwrap(),
+    ]));
     assert!(e.contains("not written by mixprec"), "{e}");
-    assert_eq!(std::fs::read_to_string(page.join("index.html")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(page.join("index.html")).unwrap(),
+        "mine"
+    );
     assert!(!page.join("replay.json").exists());
     // train --scaler: the same names, the same message.
     let e = fails(

@@ -184,7 +184,11 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
                     format!(
                         "tie, to even: x is exactly halfway between its neighbours, and the one whose last mantissa bit is 0 is kept ({}{})",
                         v(r),
-                        if r.is_finite() { "" } else { ": the even one lies past the largest finite value" }
+                        if r.is_finite() {
+                            ""
+                        } else {
+                            ": the even one lies past the largest finite value"
+                        }
                     ),
                 );
             }

@@ -52,7 +52,9 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .map(|s| s.steps);
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::with_draw_target(steps, ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} steps  [{elapsed} < {eta}]") {
+        if let Ok(style) =
+            ProgressStyle::with_template("{bar:30} {pos}/{len} steps  [{elapsed} < {eta}]")
+        {
             bar.set_style(style);
         }
         bar
@@ -61,7 +63,11 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     let r = replay_run(&args.run, &args.policy, format, &mut |_| bar.inc(1))?;
     bar.finish_and_clear();
-    let page = args.out.as_ref().map(|dir| write_replay(dir, &r)).transpose()?;
+    let page = args
+        .out
+        .as_ref()
+        .map(|dir| write_replay(dir, &r))
+        .transpose()?;
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
     } else {

@@ -241,7 +241,11 @@ pub fn draw_number_lines<DB: DrawingBackend>(
     let (x0, x1) = all.fold((f64::MAX, f64::MIN), |(a, b), &x| {
         (a.min(x.log2()), b.max(x.log2()))
     });
-    let (x0, x1) = if x0 > x1 { (0.0, 1.0) } else { (x0.floor() - 1.0, x1.ceil() + 1.0) };
+    let (x0, x1) = if x0 > x1 {
+        (0.0, 1.0)
+    } else {
+        (x0.floor() - 1.0, x1.ceil() + 1.0)
+    };
     let rows = lines.len().max(1) as f64;
     let mut chart = ChartBuilder::on(root)
         .caption(
@@ -275,8 +279,18 @@ pub fn draw_number_lines<DB: DrawingBackend>(
     for (i, l) in lines.iter().enumerate() {
         let (top, bottom) = (rows - i as f64 - 0.15, rows - i as f64 - 0.85);
         let zones = [
-            (l.format.min_subnormal().log2() - 0.25, l.format.min_normal().log2(), SUBNORMAL, "subnormal zone"),
-            (l.format.min_normal().log2(), l.format.max().log2() + 0.25, NORMAL, "normal zone"),
+            (
+                l.format.min_subnormal().log2() - 0.25,
+                l.format.min_normal().log2(),
+                SUBNORMAL,
+                "subnormal zone",
+            ),
+            (
+                l.format.min_normal().log2(),
+                l.format.max().log2() + 0.25,
+                NORMAL,
+                "normal zone",
+            ),
         ];
         for (from, to, color, label) in zones {
             let series = chart.draw_series(std::iter::once(Rectangle::new(
@@ -332,7 +346,10 @@ pub fn draw_ranges<DB: DrawingBackend>(
     let x1 = ranges.iter().map(|r| r.max).fold(0.0, f64::max) + 40.0;
     let rows = ranges.len().max(1) as f64;
     let mut chart = ChartBuilder::on(root)
-        .caption("The formats' ranges: smallest subnormal, smallest normal, largest", (FONT, 24))
+        .caption(
+            "The formats' ranges: smallest subnormal, smallest normal, largest",
+            (FONT, 24),
+        )
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(10)

@@ -288,3 +288,71 @@ pub fn table(r: &RunReplay) -> Vec<[String; 10]> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::FP16;
+    use crate::stats::Histogram;
+
+    /// The figure draws each policy's scale as a staircase through its change points up to the
+    /// last step, crosses at its skipped steps at the scale they used, and the band between the
+    /// window's edges (low edge from the capture, high edge from each step's grad_amax).
+    #[test]
+    fn the_figure_draws_the_trajectories_over_the_window() {
+        let model = OverflowModel {
+            format: FP16,
+            by_magnitude: true,
+        };
+        let policies: Vec<(String, LossScaling)> = ["gradscaler:init_scale=2^10,growth_interval=2"]
+            .iter()
+            .map(|n| ((*n).to_string(), n.parse().unwrap()))
+            .collect();
+        let mut r = Replayer::new(&policies, model, model);
+        let mut h = Histogram::new(0);
+        h.add_f32(&[2f32.powi(-16), 1024.0]);
+        r.capture(1, 1024.0, h);
+        for step in 1..=4 {
+            r.step(&RecordedStep {
+                step,
+                loss_scale: 1024.0,
+                overflow: step == 3,
+                skipped: step == 3,
+                grad_amax: Some(if step == 3 { 100.0 } else { 1.0 }),
+            });
+        }
+        let run = RunReplay {
+            run: "r".into(),
+            recipe: "fp16-dynamic".into(),
+            run_policy: None,
+            replay: r.finish(),
+        };
+        let f = trajectory_figure(&run);
+        let Chart::Lines(c) = &f.chart else { panic!() };
+        assert_eq!(c.axis, Axis::Log2);
+        // 1024 on steps 1-2, 2048 on step 3 (overflows: 100 x 2048), 1024 on step 4.
+        assert_eq!(
+            c.lines[0].points,
+            vec![
+                (1.0, 1024.0),
+                (3.0, 1024.0),
+                (3.0, 2048.0),
+                (4.0, 2048.0),
+                (4.0, 1024.0),
+                (4.0, 1024.0)
+            ]
+        );
+        assert_eq!(c.marks[0].points, vec![(3.0, 2048.0)]);
+        // Low edge 2^1 (from the capture), high edge 2^15 (grad_amax 1) or 2^9 (100).
+        assert_eq!(
+            c.bands[0].points,
+            vec![
+                (1.0, 2.0, 32768.0),
+                (2.0, 2.0, 32768.0),
+                (3.0, 2.0, 512.0),
+                (4.0, 2.0, 32768.0)
+            ]
+        );
+        assert_eq!(c.lines[0].name, policies[0].0);
+    }
+}

@@ -254,7 +254,10 @@ impl Replayer {
         for (p, scaler) in self.replay.policies.iter_mut().zip(&mut self.scalers) {
             let Some(s) = scaler else { continue };
             let scale = f64::from(s.scale());
-            if p.scale_changes.last().is_none_or(|&(_, last)| last != scale) {
+            if p.scale_changes
+                .last()
+                .is_none_or(|&(_, last)| last != scale)
+            {
                 p.scale_changes.push((r.step, scale));
             }
             let above = judged.overflows(r.grad_amax, scale);

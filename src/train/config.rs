@@ -30,9 +30,9 @@ use super::budget::Limits;
 use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
 use super::recipe::{Accumulation, Recipe};
-use crate::scaling::scaler::LossScaling;
 use crate::error::Error;
 use crate::format::{Overflow, Rounding};
+use crate::scaling::scaler::LossScaling;
 
 /// Which model to train. Read by its [`FromStr`] from flags and config files alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -513,7 +513,10 @@ mod tests {
         let e = serde_json::from_str::<TrainConfig>(r#"{"scaler":"meg"}"#)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("scaler") && e.contains("invalid loss scaler 'meg'"), "{e}");
+        assert!(
+            e.contains("scaler") && e.contains("invalid loss scaler 'meg'"),
+            "{e}"
+        );
         let e = serde_json::from_str::<TrainConfig>(r#"{"scaler":"none","stepz":1}"#)
             .unwrap_err()
             .to_string();

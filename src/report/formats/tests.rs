@@ -13,7 +13,10 @@ fn number_lines_hold_every_value_in_its_zone() {
     assert_eq!(l.subnormals[0], 2f64.powi(-9));
     assert_eq!(*l.subnormals.last().unwrap(), 7.0 / 8.0 * 2f64.powi(-6));
     assert_eq!(l.normals.len(), 15 * 8 - 1);
-    assert_eq!((l.normals[0], *l.normals.last().unwrap()), (2f64.powi(-6), 448.0));
+    assert_eq!(
+        (l.normals[0], *l.normals.last().unwrap()),
+        (2f64.powi(-6), 448.0)
+    );
     assert!(l.subnormals.iter().all(|&x| x < FP8_E4M3.min_normal()));
     assert!(l.normals.windows(2).all(|w| w[0] < w[1]));
     let l = number_line(FP8_E5M2).unwrap();

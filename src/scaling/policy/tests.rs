@@ -17,7 +17,11 @@ fn check(name: &str, trace: &[(u32, bool, f32)]) {
         for i in 0..n {
             step += 1;
             let skipped = s.update(inf).unwrap();
-            assert_eq!(skipped, inf && policy != LossScaling::None, "{name} step {step}");
+            assert_eq!(
+                skipped,
+                inf && policy != LossScaling::None,
+                "{name} step {step}"
+            );
             if !inf && i + 1 < n {
                 assert_eq!(s.scale(), before, "{name} step {step}: grew early");
             }
@@ -110,11 +114,7 @@ fn deepspeed_trace() {
     // Without it, the same sequence backs off on the second isolated overflow.
     check(
         "deepspeed",
-        &[
-            (1, true, P(16)),
-            (1, false, P(16)),
-            (1, true, P(15)),
-        ],
+        &[(1, true, P(16)), (1, false, P(16)), (1, true, P(15))],
     );
     // At the minimum, an overflow stops the run (`raise_error_at_min_scale`).
     let mut s = LossScaler::new("deepspeed:init_scale=2".parse().unwrap());
@@ -195,10 +195,17 @@ fn names_round_trip() {
     ] {
         let p: LossScaling = name.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
         let shown = p.to_string();
-        assert_eq!(shown.parse::<LossScaling>().unwrap(), p, "{name} -> {shown}");
+        assert_eq!(
+            shown.parse::<LossScaling>().unwrap(),
+            p,
+            "{name} -> {shown}"
+        );
     }
     assert_eq!(
-        " megatron:init_scale = 2^20 ".parse::<LossScaling>().unwrap().to_string(),
+        " megatron:init_scale = 2^20 "
+            .parse::<LossScaling>()
+            .unwrap()
+            .to_string(),
         "megatron:init_scale=1048576"
     );
     assert_eq!(
@@ -216,7 +223,10 @@ fn names_round_trip() {
 #[test]
 fn bad_names_say_what_is_accepted() {
     for (bad, says) in [
-        ("gradscalar", "one of gradscaler, megatron, deepspeed, keras, static:S, none"),
+        (
+            "gradscalar",
+            "one of gradscaler, megatron, deepspeed, keras, static:S, none",
+        ),
         ("static", "static needs its scale"),
         ("static:0", "must be positive"),
         ("static:2^200", "out of f32's range"),

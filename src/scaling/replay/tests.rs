@@ -102,15 +102,33 @@ fn window_edges_and_underflow_at_capture_steps() {
     };
     assert!(big.below_window.steps.is_empty());
     assert!(small.below_window.steps.is_empty());
-    assert_eq!(big.underflow, vec![Underflow { step: 1, scale: 1024.0, share: 0.0 }]);
-    let r = replay(&["static:1"], &recorded(), &[(1, {
-        let mut h = Histogram::new(0);
-        h.add_f32(&[2f32.powi(-16), 1024.0]);
-        h
-    })]);
+    assert_eq!(
+        big.underflow,
+        vec![Underflow {
+            step: 1,
+            scale: 1024.0,
+            share: 0.0
+        }]
+    );
+    let r = replay(
+        &["static:1"],
+        &recorded(),
+        &[(1, {
+            let mut h = Histogram::new(0);
+            h.add_f32(&[2f32.powi(-16), 1024.0]);
+            h
+        })],
+    );
     let p = &r.policies[0];
     assert_eq!(p.below_window.steps, vec![1, 2, 3, 4, 5, 6]);
-    assert_eq!(p.underflow, vec![Underflow { step: 1, scale: 1.0, share: 0.5 }]);
+    assert_eq!(
+        p.underflow,
+        vec![Underflow {
+            step: 1,
+            scale: 1.0,
+            share: 0.5
+        }]
+    );
 }
 
 /// DeepSpeed stops at the minimum scale; the replay says where, and goes no further.
