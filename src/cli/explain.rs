@@ -178,6 +178,17 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
             );
         } else {
             line("neighbours", format!("{} < x < {}", show(lo), show(hi)));
+            if hi.is_finite() && lo.is_finite() {
+                let gap = hi - lo;
+                line(
+                    "",
+                    format!(
+                        "spacing here (1 ulp): {} = 2^{}",
+                        v(gap),
+                        gap.log2().round() as i64
+                    ),
+                );
+            }
             if o.rounding == Rounding::NearestEven && is_tie(f, x, lo, hi) {
                 line(
                     "rounding",
@@ -189,17 +200,6 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
                         } else {
                             ": the even one lies past the largest finite value"
                         }
-                    ),
-                );
-            }
-            if hi.is_finite() && lo.is_finite() {
-                let gap = hi - lo;
-                line(
-                    "",
-                    format!(
-                        "spacing here (1 ulp): {} = 2^{}",
-                        v(gap),
-                        gap.log2().round() as i64
                     ),
                 );
             }

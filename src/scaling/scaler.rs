@@ -235,7 +235,7 @@ impl LossScaling {
 /// The state of a loss scaler during a run.
 ///
 /// ```
-/// use mixprec::train::scaler::{DynamicScaling, LossScaler, LossScaling};
+/// use mixprec::scaling::scaler::{DynamicScaling, LossScaler, LossScaling};
 ///
 /// let mut s = LossScaler::new(LossScaling::Dynamic(DynamicScaling { growth_interval: 2, ..Default::default() }));
 /// assert!(s.update(true)?); // overflow: skip the step, back off
