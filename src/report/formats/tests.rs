@@ -81,5 +81,14 @@ fn powers_of_two_exactly() {
     assert_eq!(power(448.0), "(2 - 2^-2) x 2^8");
     assert_eq!(power(f64::from(f32::MAX)), "(2 - 2^-23) x 2^127");
     assert_eq!(power(2f64.powi(-24)), "2^-24");
-    assert_eq!(power(3.0), "2^1.5850");
+    assert_eq!(power(3.0), "(2 - 2^-1) x 2^1");
+    assert_eq!(power(5.0), "2^2.3219");
+}
+
+/// At the edge: with half the values kept, a quarter (2 of 8) is cut at each end; the 2 values
+/// of the lowest octave are exactly that quarter, so the band starts one octave up.
+#[test]
+fn gradient_band_edges_are_exact() {
+    let octaves: BTreeMap<i32, u64> = [(0, 2), (1, 4), (2, 2)].into();
+    assert_eq!(gradient_band(&octaves, 0.5), Some((1, 2)));
 }
