@@ -5,6 +5,7 @@ mod analyze;
 mod explain;
 mod formats;
 mod quantize;
+mod replay;
 mod report;
 mod round_args;
 mod train;
@@ -39,6 +40,7 @@ enum Command {
     Analyze(analyze::Args),
     Train(train::Args),
     Report(report::Args),
+    Replay(replay::Args),
 }
 
 /// Parses `args` (with the program name first), runs the command and returns its exit code.
@@ -104,6 +106,7 @@ where
         Command::Analyze(args) => analyze::run(&args, &mut out),
         Command::Train(args) => train::run(&args, &mut out),
         Command::Report(args) => report::run(&args, &mut out),
+        Command::Replay(args) => replay::run(&args, &mut out),
     }
     .and_then(|code| {
         out.flush()?;

@@ -36,6 +36,14 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// A loss-scaling policy (`--scaler`, `--policy`, a config's `scaler`) that cannot be used.
+    #[error("invalid loss scaler '{value}': {problem}")]
+    BadScaler {
+        /// The policy as given.
+        value: String,
+        /// What is wrong with it, and what would be accepted.
+        problem: String,
+    },
     /// The same file given twice (another spelling of its path, or a link to it).
     #[error(
         "{} is the same file as {}: give each file once (its values would be counted twice)",
@@ -73,7 +81,7 @@ pub enum Error {
         text: String,
     },
     /// The gradients overflowed with the loss scale already at its minimum, under a scaler that
-    /// stops there (DeepSpeed's default; see `train::scaler::DynamicScaling::stop_at_min_scale`).
+    /// stops there (DeepSpeed's default; see `scaling::scaler::DynamicScaling::stop_at_min_scale`).
     #[error(
         "the gradients overflowed with the loss scale already at its minimum ({scale}): stopping, as DeepSpeed does (raise_error_at_min_scale); set loss_scaling.stop_at_min_scale to false to keep going"
     )]

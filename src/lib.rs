@@ -2,7 +2,7 @@
 //!
 //! Exact low-precision rounding ([`mod@format`]), and on top of it tensor range analysis, an
 //! instrumented training core and reports. Data flows one way: `format` -> `stats` -> `io` ->
-//! `analysis` / `train` -> `report` -> `cli`.
+//! `analysis` / `scaling` -> `train` -> `report` -> `cli`.
 
 #![warn(missing_docs)]
 
@@ -12,6 +12,7 @@ pub mod error;
 pub mod format;
 pub mod io;
 pub mod report;
+pub mod scaling;
 pub mod stats;
 pub mod train;
 

@@ -11,8 +11,10 @@
 //! own `histogram.png` in the directory is never overwritten.
 
 pub mod charts;
+pub mod formats;
 pub mod page;
 pub mod plot;
+pub mod replay;
 pub mod runs;
 
 pub use page::Report;

@@ -30,7 +30,7 @@
 //! described in [`run`]. Models: MLP, CNN, LSTM, GAN ([`model`]); data: the embedded UCI digits,
 //! synthetic blobs, spirals, the `recall` sequence task, the `ring` of Gaussians, a CSV, `.npz` or
 //! `.npy` file ([`data`]); recipes: [`recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
-//! loss scaling: [`scaler`].
+//! loss scaling: [`crate::scaling`] (also reachable as `train::scaler`).
 
 pub mod budget;
 pub mod capture;
@@ -45,8 +45,10 @@ pub mod real;
 pub mod recipe;
 pub mod rng;
 pub mod run;
-pub mod scaler;
 pub mod step;
+
+/// The loss scaler, at its former path (it lives in [`crate::scaling`], below the training core).
+pub use crate::scaling::scaler;
 
 pub use config::TrainConfig;
 pub use precision::{Class, Key, Precision, Site};

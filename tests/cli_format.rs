@@ -63,6 +63,9 @@ fn formats_table_and_json() {
         "min_normal",
         "min_subnormal",
         "epsilon",
+        "log2_max",
+        "log2_min_normal",
+        "log2_min_subnormal",
         "has_infinity",
     ];
     for row in rows {
@@ -76,6 +79,9 @@ fn formats_table_and_json() {
     assert_eq!(rows[0]["max"], 65504.0);
     assert_eq!(rows[0]["min_subnormal"], 2f64.powi(-24));
     assert_eq!(rows[0]["bias"], 15);
+    assert_eq!(rows[0]["log2_min_subnormal"], -24.0);
+    assert_eq!(rows[0]["log2_min_normal"], -14.0);
+    assert_eq!(rows[0]["log2_max"], 65504f64.log2());
     assert_eq!(rows[1]["name"], "fp8-e4m3");
     assert_eq!(rows[1]["max"], 448.0);
     assert_eq!(rows[1]["has_infinity"], false);
@@ -400,4 +406,126 @@ fn missing_command_and_io_errors_are_one_line() {
     assert_bad(&o, "Is a directory");
     let err = stderr(&o);
     assert_eq!(err.matches("Is a directory").count(), 1, "{err}");
+}
+
+/// Bit patterns are decoded; ties say so (and only ties).
+#[test]
+fn explain_bit_patterns_and_ties() {
+    let t = stdout(&mixprec(&["explain", "0x3c00", "--format", "fp16"], ""));
+    assert!(
+        t.starts_with("bit pattern 0x3c00 of fp16 decodes to 1\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("0 01111 0000000000") && t.contains("stored      1\n"),
+        "{t}"
+    );
+    let t = stdout(&mixprec(
+        &["explain", "0b00000001", "--format", "fp8-e4m3"],
+        "",
+    ));
+    assert!(
+        t.contains("decodes to 0.001953125") && t.contains("subnormal"),
+        "{t}"
+    );
+    let t = stdout(&mixprec(&["explain", "0x7e00", "--format", "fp16"], ""));
+    assert!(t.contains("decodes to NaN"), "{t}");
+    assert_bad(
+        &mixprec(&["explain", "0x10000", "--format", "fp16"], ""),
+        "wider than the format's 16 bits",
+    );
+    assert_bad(
+        &mixprec(&["explain", "0xzz"], ""),
+        "not a hexadecimal number",
+    );
+    // 2049 lies halfway between 2048 and 2050 in fp16: to even, 2048. 2051: to even, 2052.
+    for (x, kept) in [
+        ("2049", "2048"),
+        ("2051", "2052"),
+        ("65520", "inf"),
+        ("464", "448"),
+    ] {
+        let f = if x == "464" { "fp8-e4m3" } else { "fp16" };
+        let t = stdout(&mixprec(&["explain", x, "--format", f], ""));
+        assert!(
+            t.contains("tie, to even") && t.contains(&format!("kept ({kept}")),
+            "{x}: {t}"
+        );
+    }
+    for x in ["2049.5", "0.1", "2048"] {
+        let t = stdout(&mixprec(&["explain", x], ""));
+        assert!(!t.contains("tie"), "{x}: {t}");
+    }
+    // Not nearest-even: no tie is decided.
+    let t = stdout(&mixprec(
+        &["explain", "2049", "--rounding", "toward-zero"],
+        "",
+    ));
+    assert!(!t.contains("tie"), "{t}");
+}
+
+/// `formats` prints ranges as powers of two; `--plots` writes the three figures (whose data the
+/// library's tests check) and the band of typical gradients, taken by default from the underflow
+/// study's FP32 run: trained here, its captured gradients give the same band.
+#[test]
+fn formats_ranges_and_plots() {
+    let t = stdout(&mixprec(&["formats"], ""));
+    assert!(t.contains("2^-24 / 2^-14 .. (2 - 2^-10) x 2^15"), "{t}");
+    assert!(t.contains("2^-9 / 2^-6 .. (2 - 2^-2) x 2^8"), "{t}");
+    let root = std::env::temp_dir().join(format!("mixprec-formats-plots-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let plots = root.join("plots");
+    let o = mixprec(&["formats", "--plots", plots.to_str().unwrap()], "");
+    let t = stdout(&o);
+    let band = "typical gradients (98% of values): 2^-48..2^-24, from gradients of analyses/underflow/fp32.json";
+    assert!(t.contains(band), "{t}");
+    for name in ["number-line", "ranges", "spacing"] {
+        let png = std::fs::read(plots.join(format!("{name}.png"))).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{name}");
+        let svg = std::fs::read_to_string(plots.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.contains("<svg"), "{name}");
+    }
+    let run = root.join("run");
+    let o = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+        .args(["train", "--config", "analyses/underflow/fp32.json", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = mixprec(
+        &[
+            "formats",
+            "--plots",
+            plots.to_str().unwrap(),
+            "--gradients",
+            run.to_str().unwrap(),
+        ],
+        "",
+    );
+    let t = stdout(&o);
+    assert!(
+        t.contains("typical gradients (98% of values): 2^-48..2^-24, from gradients of"),
+        "{t}"
+    );
+    assert_bad(&mixprec(&["formats", "--gradients", "x"], ""), "--plots");
+    assert_bad(
+        &mixprec(
+            &[
+                "formats",
+                "--plots",
+                plots.to_str().unwrap(),
+                "--gradients",
+                root.to_str().unwrap(),
+            ],
+            "",
+        ),
+        "not a run directory",
+    );
+    std::fs::write(root.join("mine.png"), "x").unwrap();
+    std::fs::write(plots.join("ranges.png"), "x").unwrap();
+    assert_bad(
+        &mixprec(&["formats", "--plots", plots.to_str().unwrap()], ""),
+        "not written by mixprec",
+    );
+    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -10,11 +10,13 @@ use crate::error::Error;
 use crate::format::{Event, FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
 
 /// Show how a value is stored in a format: its bits, sign, exponent and mantissa, the two
-/// neighbouring representable values, the rounding error, and whether the result is normal,
-/// subnormal, underflowed to zero or overflowed.
+/// neighbouring representable values, the rounding error (and whether a tie decided it), and
+/// whether the result is normal, subnormal, underflowed to zero or overflowed. A bit pattern
+/// (0x3c00, 0b0011110000000000) is decoded in the format instead.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The value: a decimal or scientific number, inf, -inf or nan.
+    /// The value: a decimal or scientific number, inf, -inf or nan; or a bit pattern of the
+    /// format, in hexadecimal (0x3c00) or binary (0b...).
     #[arg(value_name = "VALUE", allow_hyphen_values = true)]
     value: String,
     #[command(flatten)]
@@ -22,14 +24,63 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let x: f64 = args.value.trim().parse().map_err(|_| Error::InvalidValue {
-        what: "value",
-        value: args.value.clone(),
-        expected: "a decimal or scientific number, inf, -inf or nan",
-    })?;
-    let text = explain(&args.value, x, &args.round.rounder());
+    let rounder = args.round.rounder();
+    let text = match pattern(&args.value, rounder.format())? {
+        Some(bits) => {
+            let f = rounder.format();
+            let x = f.decode(bits);
+            let v = format_value(x, &mut ryu::Buffer::new()).to_string();
+            format!(
+                "bit pattern {} of {} decodes to {v}\n{}",
+                hex(f, bits),
+                f.name(),
+                explain(&v, x, &rounder)
+            )
+        }
+        None => {
+            let x: f64 = args.value.trim().parse().map_err(|_| Error::InvalidValue {
+                what: "value",
+                value: args.value.clone(),
+                expected: "a decimal or scientific number, inf, -inf or nan, or a bit pattern (0x3c00, 0b...)",
+            })?;
+            explain(&args.value, x, &rounder)
+        }
+    };
     out.write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The bit pattern written as `0x...` or `0b...`, checked against the width of `f`; `None`
+/// when the text is not written as a pattern.
+fn pattern(text: &str, f: FloatFormat) -> Result<Option<u32>, Error> {
+    let t = text.trim().to_ascii_lowercase();
+    let (digits, radix) = if let Some(d) = t.strip_prefix("0x") {
+        (d, 16)
+    } else if let Some(d) = t.strip_prefix("0b") {
+        (d, 2)
+    } else {
+        return Ok(None);
+    };
+    let bad = |problem: String| Error::BadScale {
+        what: format!("bit pattern of {}", f.name()),
+        value: text.trim().to_string(),
+        problem,
+    };
+    let bits = u64::from_str_radix(&digits.replace('_', ""), radix).map_err(|_| {
+        bad(if radix == 16 {
+            "not a hexadecimal number".into()
+        } else {
+            "not a binary number".into()
+        })
+    })?;
+    if bits >> f.total_bits() != 0 {
+        return Err(bad(format!(
+            "wider than the format's {} bits (largest pattern {})",
+            f.total_bits(),
+            hex(f, ((1u64 << f.total_bits()) - 1) as u32)
+        )));
+    }
+    Ok(Some(bits as u32))
 }
 
 /// The explanation of how `x` (read from the text `input`) rounds with `rounder`, as lines of
@@ -138,6 +189,20 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
                     ),
                 );
             }
+            if o.rounding == Rounding::NearestEven && is_tie(f, x, lo, hi) {
+                line(
+                    "rounding",
+                    format!(
+                        "tie, to even: x is exactly halfway between its neighbours, and the one whose last mantissa bit is 0 is kept ({}{})",
+                        v(r),
+                        if r.is_finite() {
+                            ""
+                        } else {
+                            ": the even one lies past the largest finite value"
+                        }
+                    ),
+                );
+            }
         }
         if r.is_nan() {
             line("error", "none to speak of: the result is NaN".to_string());
@@ -171,6 +236,22 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
     }
     text += &s;
     text
+}
+
+/// Whether `x` lies exactly halfway between its neighbours `lo` and `hi` (beyond the largest
+/// finite value, the neighbour above is the next value the exponent range would give, `max +
+/// ulp(max)`; the midpoint between the largest subnormal and zero is decided the same way).
+fn is_tie(f: FloatFormat, x: f64, lo: f64, hi: f64) -> bool {
+    let (a, b) = if x >= 0.0 { (lo, hi) } else { (-hi, -lo) };
+    let a = a.max(0.0);
+    let ax = x.abs();
+    let b = if b.is_finite() {
+        b
+    } else {
+        // ulp at the top binade: 2^(emax - man_bits).
+        f.max() + crate::format::pow2(f.emax() - f.man_bits() as i32)
+    };
+    ax - a == b - ax && ax > a
 }
 
 /// Lines for the bit pattern and what each field means.

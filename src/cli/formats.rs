@@ -1,6 +1,7 @@
 //! `mixprec formats`: the properties of number formats, as a table or JSON.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::json;
@@ -21,6 +22,15 @@ pub struct Args {
     /// Print a JSON array instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also draw teaching figures into DIR (created if needed): number-line (every value of the
+    /// formats of 8 bits or fewer), ranges (the formats side by side on a log2 axis, with where
+    /// typical gradients live) and spacing (the ulp against magnitude), each .png and .svg.
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
+    /// With --plots: take typical gradients from this run directory's captured gradients
+    /// (default: the underflow study's FP32 run, analyses/underflow/fp32.json).
+    #[arg(long, value_name = "RUN_DIR", requires = "plots")]
+    gradients: Option<PathBuf>,
 }
 
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -31,6 +41,19 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|n| n.parse())
             .collect::<Result<_, _>>()?
+    };
+    let plots = match &args.plots {
+        Some(dir) => {
+            let band = match &args.gradients {
+                Some(run) => crate::report::formats::run_gradient_band(run)?,
+                None => crate::report::formats::default_gradient_band(),
+            };
+            Some((
+                crate::report::formats::write_format_plots(dir, &formats, &band)?,
+                band,
+            ))
+        }
+        None => None,
     };
     if args.json {
         let rows: Vec<_> = formats
@@ -45,6 +68,9 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                     "min_normal": f.min_normal(),
                     "min_subnormal": f.min_subnormal(),
                     "epsilon": f.epsilon(),
+                    "log2_max": f.max().log2(),
+                    "log2_min_normal": f.min_normal().log2(),
+                    "log2_min_subnormal": f.min_subnormal().log2(),
                     "has_infinity": f.has_infinity(),
                 })
             })
@@ -61,11 +87,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         "max",
         "min normal",
         "min subnormal",
+        "range (powers of two)",
         "epsilon",
         "inf",
         "decimal digits",
     ];
-    let rows: Vec<[String; 11]> = formats
+    let rows: Vec<[String; 12]> = formats
         .iter()
         .map(|f| {
             [
@@ -77,6 +104,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 sci(f.max()),
                 sci(f.min_normal()),
                 sci(f.min_subnormal()),
+                format!(
+                    "2^{} / 2^{} .. {}",
+                    f.min_subnormal().log2(),
+                    f.min_normal().log2(),
+                    crate::report::formats::power(f.max())
+                ),
                 sci(f.epsilon()),
                 if f.has_infinity() { "yes" } else { "no" }.to_string(),
                 format!("{:.1}", (f.man_bits() + 1) as f64 * 2f64.log10()),
@@ -87,8 +120,22 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     writeln!(
         out,
         "\nmax: largest finite value; min normal: 2^emin, below it precision falls (subnormals) \
-         until min subnormal, below half of which values become 0; epsilon: gap after 1.0."
+         until min subnormal, below half of which values become 0; epsilon: gap after 1.0; \
+         range: min subnormal / min normal .. max as powers of two."
     )?;
+    if let Some((written, band)) = plots {
+        writeln!(
+            out,
+            "\ntypical gradients ({:.0}% of values): 2^{}..2^{}, from {}",
+            100.0 * band.share,
+            band.lo,
+            band.hi,
+            band.source
+        )?;
+        for path in written {
+            writeln!(out, "wrote {}", path.display())?;
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::format::{Overflow, Rounding};
+use crate::scaling::scaler::LossScaling;
 use crate::train::config::{ModelKind, Overrides, TrainConfig};
 use crate::train::recipe::Accumulation;
 use crate::train::run;
@@ -45,6 +46,12 @@ pub struct Args {
     /// saturate (clamp to the largest finite value).
     #[arg(long, value_name = "ieee|saturate", value_parser = parse_overflow)]
     overflow: Option<Overflow>,
+    /// Loss scaler (replaces the recipe's): gradscaler, megatron, deepspeed, keras, static:S or
+    /// none; a dynamic one takes changes to its parameters after a colon
+    /// (deepspeed:consecutive_hysteresis=true, gradscaler:growth_interval=50). Config key
+    /// `scaler`.
+    #[arg(long, value_name = "NAME", value_parser = parse_scaler)]
+    scaler: Option<LossScaling>,
     /// Loss scale: the static scale (or the initial dynamic scale); turns a recipe without
     /// scaling into a static one. A power of two (2^16, 2**16) or a number (65536).
     #[arg(long, value_name = "S", value_parser = parse_loss_scale)]
@@ -119,6 +126,10 @@ fn parse_loss_scale(s: &str) -> Result<f32, String> {
     })
 }
 
+fn parse_scaler(s: &str) -> Result<LossScaling, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
+}
+
 fn parse_rounding(s: &str) -> Result<Rounding, String> {
     s.parse().map_err(|e: crate::Error| e.to_string())
 }
@@ -148,6 +159,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         rounding: args.rounding,
         accumulation: args.accumulation,
         overflow: args.overflow,
+        scaler: args.scaler,
         loss_scale: args.loss_scale,
         steps: args.steps,
         batch: args.batch,

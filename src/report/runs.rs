@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::format::{FP16, FP32, FloatFormat};
-use crate::stats::{Histogram, Recommendation, recommend, sweep_from_histogram};
+use crate::stats::{Histogram, Recommendation};
 use crate::train::precision::Class;
 use crate::train::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary};
 
@@ -16,11 +16,7 @@ use crate::train::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary
 pub const MAX_POINTS: usize = 2000;
 /// Steps listed per kind of event (skipped, overflow); the counts are always whole.
 pub const MAX_EVENTS: usize = 2000;
-/// The loss scales (log2, of the unscaled gradients) over which windows are searched.
-pub const WINDOW_SCALES: std::ops::RangeInclusive<i32> = -24..=48;
-/// The largest share of gradient values allowed to underflow at a window's low edge (as
-/// `analyze`'s default `--max-underflow`).
-pub const MAX_UNDERFLOW: f64 = 0.001;
+pub use crate::scaling::window::{MAX_UNDERFLOW, WINDOW_SCALES, unscaled_window};
 
 /// How to read the runs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -171,8 +167,8 @@ pub struct CaptureSummary {
     /// Per layer and gradient class (`activation_grad`, `weight_grad`).
     pub gradients: Vec<(String, Class, Shares)>,
     /// The loss-scale window of the unscaled gradients (activation and weight gradients pooled),
-    /// from the captured histograms as `analyze` computes it ([`sweep_from_histogram`],
-    /// [`recommend()`] with margin 0 and [`MAX_UNDERFLOW`]), in log2 of the scale.
+    /// from the captured histograms as `analyze` computes it ([`crate::stats::sweep_from_histogram`],
+    /// [`crate::stats::recommend()`] with margin 0 and [`MAX_UNDERFLOW`]), in log2 of the scale.
     pub window: Recommendation,
 }
 
@@ -287,12 +283,7 @@ impl RunData {
                 .collect(),
             None => BTreeMap::new(),
         };
-        let run_grad_format = format_of(Class::ActivationGrad);
-        let grad_format = options.format.unwrap_or(if run_grad_format == FP32 {
-            FP16
-        } else {
-            run_grad_format
-        });
+        let grad_format = judged_format(format_of(Class::ActivationGrad), options.format);
         let mut data = RunData {
             name: run.recipe_name(),
             dir: dir.display().to_string(),
@@ -421,7 +412,6 @@ impl RunData {
     fn summarise(&self, r: &CaptureRecord) -> CaptureSummary {
         let mut classes: BTreeMap<Class, Tally> = BTreeMap::new();
         let mut gradients: Vec<(String, Class, Tally)> = Vec::new();
-        let mut pooled = Histogram::new(0);
         for site in &r.sites {
             classes.entry(site.tensor).or_default().add(site);
             if matches!(site.tensor, Class::ActivationGrad | Class::WeightGrad) {
@@ -436,9 +426,6 @@ impl RunData {
                         gradients.push((site.layer.clone(), site.tensor, t));
                     }
                 }
-                if site.values.sub_bins_log2() == pooled.sub_bins_log2() {
-                    pooled.merge(&site.values);
-                }
             }
         }
         let loss_scale = r.loss_scale.unwrap_or(1.0);
@@ -450,7 +437,7 @@ impl RunData {
                 .into_iter()
                 .map(|(l, c, t)| (l, c, t.shares()))
                 .collect(),
-            window: unscaled_window(&pooled, loss_scale, self.grad_format),
+            window: unscaled_window(&r.gradients(), loss_scale, self.grad_format),
         }
     }
 
@@ -480,21 +467,11 @@ impl RunData {
     }
 }
 
-/// The window of the gradients summarised by `h`, captured scaled by `loss_scale`: the sweep of
-/// the captured values over scales `2^(k - log2 S)` is the sweep of the unscaled values over
-/// `2^k` (exact when `S` is a power of two, as every scaler's scales are).
+/// The format a run's gradients are judged against: `chosen` (`--format`), else the run's
+/// gradient format `run`, or fp16 for a run whose gradients are fp32.
 #[must_use]
-pub fn unscaled_window(h: &Histogram, loss_scale: f64, format: FloatFormat) -> Recommendation {
-    let shift = loss_scale.log2().round() as i32;
-    let (lo, hi) = (*WINDOW_SCALES.start(), *WINDOW_SCALES.end());
-    let (sweep, _) = sweep_from_histogram(h, format, (lo - shift)..=(hi - shift));
-    let r = recommend(&sweep, 0, MAX_UNDERFLOW);
-    let back = |k: Option<i32>| k.map(|k| k + shift);
-    Recommendation {
-        log2_scale: back(r.log2_scale),
-        min_log2_scale: back(r.min_log2_scale),
-        max_log2_scale: back(r.max_log2_scale),
-    }
+pub fn judged_format(run: FloatFormat, chosen: Option<FloatFormat>) -> FloatFormat {
+    chosen.unwrap_or(if run == FP32 { FP16 } else { run })
 }
 
 fn step_histograms(r: &CaptureRecord) -> StepHistograms {

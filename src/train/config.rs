@@ -30,9 +30,9 @@ use super::budget::Limits;
 use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
 use super::recipe::{Accumulation, Recipe};
-use super::scaler::LossScaling;
 use crate::error::Error;
 use crate::format::{Overflow, Rounding};
+use crate::scaling::scaler::LossScaling;
 
 /// Which model to train. Read by its [`FromStr`] from flags and config files alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,8 +74,12 @@ impl TryFrom<String> for ModelKind {
 }
 
 /// Everything that determines a training run.
+///
+/// A config file may also name the recipe's loss scaling with `"scaler": "megatron"` (any
+/// [`crate::scaling::policy`] name), which replaces the recipe's; the resolved config holds it
+/// in the recipe (`recipe.loss_scaling`) and has no `scaler` key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default, deny_unknown_fields, remote = "Self")]
 pub struct TrainConfig {
     /// The model kind.
     pub model: ModelKind,
@@ -122,6 +126,27 @@ pub struct TrainConfig {
     /// set.
     #[serde(skip_serializing_if = "is_zero")]
     pub shadow_every: u64,
+}
+
+impl Serialize for TrainConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        TrainConfig::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TrainConfig {
+    /// The fields, then `scaler` (a policy name) in place of the recipe's loss scaling.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut value = serde_json::Value::deserialize(d)?;
+        let scaler = value.as_object_mut().and_then(|o| o.remove("scaler"));
+        let mut config = TrainConfig::deserialize(value).map_err(D::Error::custom)?;
+        if let Some(scaler) = scaler {
+            config.recipe.loss_scaling = crate::scaling::policy::deserialize_policy(scaler)
+                .map_err(|e| D::Error::custom(format!("scaler: {e}")))?;
+        }
+        Ok(config)
+    }
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` signature
@@ -190,6 +215,8 @@ pub struct Overrides {
     pub accumulation: Option<Accumulation>,
     /// `--overflow`.
     pub overflow: Option<Overflow>,
+    /// `--scaler` (a policy: [`crate::scaling::policy`]).
+    pub scaler: Option<LossScaling>,
     /// `--loss-scale`.
     pub loss_scale: Option<f32>,
     /// `--steps`.
@@ -267,6 +294,9 @@ impl TrainConfig {
         }
         if let Some(v) = o.overflow {
             self.recipe.overflow = v;
+        }
+        if let Some(p) = o.scaler {
+            self.recipe.loss_scaling = p;
         }
         if let Some(s) = o.loss_scale {
             self.recipe.loss_scaling = match self.recipe.loss_scaling {
@@ -443,6 +473,54 @@ mod tests {
         })
         .unwrap();
         assert_eq!(d.labels, None);
+    }
+
+    /// A scaler by name: the `scaler` key (replacing the recipe's, whatever the key order), a
+    /// name as the recipe's `loss_scaling`, and `--scaler` before `--loss-scale`; the resolved
+    /// config holds the object and reads back the same.
+    #[test]
+    fn scalers_by_name() {
+        use crate::scaling::scaler::DynamicScaling;
+        let c: TrainConfig =
+            serde_json::from_str(r#"{"scaler":"megatron","recipe":"fp16-dynamic"}"#).unwrap();
+        assert_eq!(
+            c.recipe.loss_scaling,
+            LossScaling::Dynamic(DynamicScaling::megatron())
+        );
+        assert_eq!(c.recipe.name, "fp16-dynamic");
+        let json = serde_json::to_value(&c).unwrap();
+        assert!(json.get("scaler").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<TrainConfig>(json).unwrap(), c);
+        let mut recipe = serde_json::to_value(Recipe::preset("fp16-master").unwrap()).unwrap();
+        recipe["loss_scaling"] = "static:2^12".into();
+        let c: TrainConfig =
+            serde_json::from_value(serde_json::json!({ "recipe": recipe })).unwrap();
+        assert_eq!(c.recipe.loss_scaling, LossScaling::Static { scale: 4096.0 });
+        let mut d = c.clone();
+        d.apply(&Overrides {
+            scaler: Some("keras".parse().unwrap()),
+            loss_scale: Some(8.0),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(
+            d.recipe.loss_scaling,
+            LossScaling::Dynamic(DynamicScaling {
+                init_scale: 8.0,
+                ..DynamicScaling::keras()
+            })
+        );
+        let e = serde_json::from_str::<TrainConfig>(r#"{"scaler":"meg"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("scaler") && e.contains("invalid loss scaler 'meg'"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<TrainConfig>(r#"{"scaler":"none","stepz":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stepz"), "{e}");
     }
 
     #[test]

@@ -36,9 +36,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::precision::Class;
-use super::scaler::{DynamicScaling, LossScaling};
 use crate::error::Error;
 use crate::format::{FloatFormat, Overflow, Rounding};
+use crate::scaling::scaler::{DynamicScaling, LossScaling};
 
 /// The names of the preset recipes, in the order of the table above.
 pub const PRESET_NAMES: [&str; 10] = [
@@ -239,8 +239,12 @@ pub struct Recipe {
     /// Operations kept in FP32.
     #[serde(default)]
     pub fp32_ops: Fp32Ops,
-    /// Loss scaling.
-    #[serde(default)]
+    /// Loss scaling: a policy name (`"megatron"`, `"static:2^16"`: [`crate::scaling::policy`])
+    /// or the object written in full (`{"kind": "dynamic", ...}`).
+    #[serde(
+        default,
+        deserialize_with = "crate::scaling::policy::deserialize_policy"
+    )]
     pub loss_scaling: LossScaling,
     /// Per-tensor scaling of 8-bit formats, if any.
     #[serde(default)]

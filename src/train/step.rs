@@ -8,7 +8,7 @@ use super::model::Sequential;
 use super::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use super::precision::{Class, Precision};
 use super::run::schema::StepRecord;
-use super::scaler::LossScaler;
+use crate::scaling::scaler::LossScaler;
 
 /// A model with its optimizer, loss scaler and storage points: everything one step needs.
 pub struct Trainer {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{MlpConfig, Sequential};
 use crate::error::Error;
+use crate::scaling::scaler::LossScaler;
 use crate::train::data::{RING_MODES, RING_RADIUS, RING_STD};
 use crate::train::layer::{Activation, grads_finite};
 use crate::train::loss::{Loss, Targets};
@@ -12,7 +13,6 @@ use crate::train::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use crate::train::precision::{Class, Precision};
 use crate::train::rng::Rng;
 use crate::train::run::schema::StepRecord;
-use crate::train::scaler::LossScaler;
 
 /// Generator `noise -> width^depth -> 2` and discriminator `2 -> width^depth -> 1` MLPs (ReLU),
 /// trained with BCE on logits: the discriminator on real (1) and generated (0) points, the

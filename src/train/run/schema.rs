@@ -95,6 +95,22 @@ pub struct CaptureRecord {
     pub update_ratios: Vec<UpdateRatios>,
 }
 
+impl CaptureRecord {
+    /// The activation and weight gradients of every layer pooled, as stored (scaled by
+    /// `loss_scale`): what a loss-scale window is computed from.
+    #[must_use]
+    pub fn gradients(&self) -> Histogram {
+        let mut pooled = Histogram::new(crate::train::capture::CAPTURE_SUB_BINS_LOG2);
+        for site in &self.sites {
+            let gradient = matches!(site.tensor, Class::ActivationGrad | Class::WeightGrad);
+            if gradient && site.values.sub_bins_log2() == pooled.sub_bins_log2() {
+                pooled.merge(&site.values);
+            }
+        }
+        pooled
+    }
+}
+
 /// One gradient tensor (a layer's tensor class) compared with the FP32 shadow step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShadowSite {

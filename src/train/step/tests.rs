@@ -136,7 +136,7 @@ fn loss_scaling_skips_overflowing_steps_and_records_where() {
     let data = digits().unwrap();
     let mut recipe = Recipe::preset("fp16-dynamic").unwrap();
     // A scale so large that the scaled loss gradient itself overflows fp16.
-    if let crate::train::scaler::LossScaling::Dynamic(d) = &mut recipe.loss_scaling {
+    if let crate::scaling::scaler::LossScaling::Dynamic(d) = &mut recipe.loss_scaling {
         d.init_scale = 2f32.powi(40);
     }
     let mut t = trainer(&recipe, &data, MlpConfig::default(), ADAM, 0);
@@ -267,7 +267,7 @@ fn loss_scaled_sgd_follows_fp32_sgd() {
         let mut recipe = Recipe::preset(name).unwrap();
         // Megatron starts at 2^32, which overflows fp16 for several steps; start where the
         // others do, so that all five steps update.
-        if let crate::train::scaler::LossScaling::Dynamic(d) = &mut recipe.loss_scaling {
+        if let crate::scaling::scaler::LossScaling::Dynamic(d) = &mut recipe.loss_scaling {
             d.init_scale = 65536.0;
         }
         let (_, t) = train(&recipe, &data, sgd, 5, 0);
@@ -288,7 +288,7 @@ fn loss_scaled_sgd_follows_fp32_sgd() {
 fn loss_scaling_fp16_master_weights_needs_allow_fp16_unscale() {
     let mut recipe = Recipe::preset("fp16-pure").unwrap();
     assert!(recipe.validate().is_ok());
-    recipe.loss_scaling = crate::train::scaler::LossScaling::Static { scale: 1024.0 };
+    recipe.loss_scaling = crate::scaling::scaler::LossScaling::Static { scale: 1024.0 };
     let e = recipe.validate().unwrap_err().to_string();
     assert!(e.contains("Attempting to unscale FP16 gradients"), "{e}");
     recipe.allow_fp16_unscale = true;

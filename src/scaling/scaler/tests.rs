@@ -471,3 +471,48 @@ fn the_three_rules_differ_where_the_frameworks_do() {
         Some((2, Ok(65536.0), Ok(131072.0)))
     );
 }
+
+/// Keras's `LossScaleOptimizer` (`keras/src/optimizers/loss_scale_optimizer.py`,
+/// `_stateful_handle_finite_grads` and `_stateful_handle_non_finite_grads`), transcribed: a
+/// float32 scale, an int counter compared with `dynamic_growth_steps - 1` before it counts the
+/// clean step, no floor and no finite check.
+struct KerasScaler {
+    dynamic_scale: f32,
+    step_counter: i64,
+    dynamic_growth_steps: i64,
+}
+
+impl KerasScaler {
+    fn update(&mut self, non_finite: bool) -> Outcome {
+        if non_finite {
+            self.step_counter = 0;
+            self.dynamic_scale *= 0.5;
+        } else if self.step_counter == self.dynamic_growth_steps - 1 {
+            self.step_counter = 0;
+            self.dynamic_scale *= 2.0;
+        } else {
+            self.step_counter += 1;
+        }
+        Ok(f64::from(self.dynamic_scale))
+    }
+}
+
+#[test]
+fn matches_keras_on_random_overflow_sequences() {
+    let mut rng = Rng::new(17);
+    for case in 0..SEQUENCES {
+        let d = DynamicScaling {
+            init_scale: power_of_two(&mut rng, 0, 100),
+            growth_interval: 1 + rng.below(6) as u32,
+            ..DynamicScaling::keras()
+        };
+        let seq = overflows(&mut rng);
+        let mut keras = KerasScaler {
+            dynamic_scale: d.init_scale,
+            step_counter: 0,
+            dynamic_growth_steps: i64::from(d.growth_interval),
+        };
+        let diff = first_difference(d, &seq, |inf| keras.update(inf));
+        assert_eq!(diff, None, "case {case}: {d:?}");
+    }
+}

@@ -27,8 +27,9 @@
 //!              first growth after an overflow comes at clean step growth_interval + 1
 //! ```
 //! With `hysteresis = 1`, `min_scale = 0`, no `max_scale` and the `tracker` rule (the defaults)
-//! this is exactly GradScaler; [`DynamicScaling::megatron`] and [`DynamicScaling::deepspeed`] are
-//! the other two frameworks' defaults. The module's tests replay thousands of random overflow
+//! this is exactly GradScaler; [`DynamicScaling::megatron`], [`DynamicScaling::deepspeed`] and
+//! [`DynamicScaling::keras`] are the other frameworks' defaults, named on the command line and in
+//! configs by [`super::policy`]. The module's tests replay thousands of random overflow
 //! sequences through transcriptions of the three frameworks' update functions.
 //!
 //! Not modelled (DeepSpeed): its `FP16_Optimizer` (no ZeRO) updates the scale *before* unscaling,
@@ -146,6 +147,20 @@ impl DynamicScaling {
         }
     }
 
+    /// Keras's `LossScaleOptimizer` defaults (`keras/src/optimizers/loss_scale_optimizer.py`:
+    /// `initial_scale` 2^15, `dynamic_growth_steps` 2000; the scale doubles when the step
+    /// counter reaches `dynamic_growth_steps - 1` before this clean step, i.e. on the 2000th
+    /// clean step in a row, and halves on a non-finite step, with no floor): GradScaler's rule
+    /// from a lower start. Keras multiplies without a finite check; as for every preset, mixprec
+    /// keeps the last finite scale.
+    #[must_use]
+    pub fn keras() -> Self {
+        DynamicScaling {
+            init_scale: 32768.0,
+            ..DynamicScaling::default()
+        }
+    }
+
     /// DeepSpeed's defaults (`deepspeed/runtime/constants.py`: `initial_scale_power` 16,
     /// `loss_scale_window` 1000, `hysteresis` 2, `consecutive_hysteresis` false,
     /// `min_loss_scale` 1; factor 2) with `DynamicLossScaler`'s growth rule and its stop at the
@@ -220,7 +235,7 @@ impl LossScaling {
 /// The state of a loss scaler during a run.
 ///
 /// ```
-/// use mixprec::train::scaler::{DynamicScaling, LossScaler, LossScaling};
+/// use mixprec::scaling::scaler::{DynamicScaling, LossScaler, LossScaling};
 ///
 /// let mut s = LossScaler::new(LossScaling::Dynamic(DynamicScaling { growth_interval: 2, ..Default::default() }));
 /// assert!(s.update(true)?); // overflow: skip the step, back off

@@ -1,0 +1,358 @@
+//! `replay`'s reading of a run directory and its page: each policy's scale trajectory over the
+//! window band (a figure) and a table, from [`crate::scaling::replay`].
+
+use std::path::{Path, PathBuf};
+
+use maud::html;
+use serde::Serialize;
+
+use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
+use super::page::{
+    Chart, Figure, document, figure_markup, pct_cell, scale_name, write_figures, write_json,
+    write_page,
+};
+use super::runs::judged_format;
+use crate::format::{FP32, FloatFormat, Overflow};
+use crate::scaling::replay::{OverflowModel, PolicyReplay, RecordedStep, Replay, Replayer};
+use crate::scaling::scaler::LossScaling;
+use crate::train::precision::Class;
+use crate::train::run::RunDir;
+use crate::{Error, Result};
+
+/// The policy name that stands for the run's own loss scaling.
+pub const RUN_POLICY: &str = "run";
+
+/// A replay of one run directory.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReplay {
+    /// The run directory.
+    pub run: String,
+    /// The run's recipe.
+    pub recipe: String,
+    /// The run's own loss scaling, by name.
+    pub run_policy: Option<String>,
+    /// The replay.
+    #[serde(flatten)]
+    pub replay: Replay,
+}
+
+/// Replays the policies named `policies` ([`crate::scaling::policy`] names, or [`RUN_POLICY`]
+/// for the run's own) over the run directory `dir`, judging gradients against `format` (default:
+/// the run's gradient format, fp16 for fp32 gradients). `progress` is called after every step.
+///
+/// # Errors
+/// Not a run directory, a run without `grad_amax` (schema 0), an unreadable log, a bad policy
+/// name, or `run` for a run whose config names no recipe.
+pub fn replay_run(
+    dir: &Path,
+    policies: &[String],
+    format: Option<FloatFormat>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RunReplay> {
+    let run = RunDir::open(dir)?;
+    if run.schema == 0 {
+        return Err(Error::BadFile {
+            path: dir.to_path_buf(),
+            problem: "written before schema 1: its steps have no grad_amax, which replay needs (train it again)".into(),
+        });
+    }
+    let recipe = run.train_config().ok().map(|c| c.recipe);
+    let own = recipe.as_ref().map(|r| r.loss_scaling);
+    let mut named: Vec<(String, LossScaling)> = Vec::new();
+    for name in policies {
+        let entry = if name.trim() == RUN_POLICY {
+            let p = own.ok_or_else(|| Error::BadFile {
+                path: dir.join(crate::train::run::CONFIG),
+                problem: "names no recipe: its own loss scaling ('--policy run') is unknown".into(),
+            })?;
+            (format!("run ({p})"), p)
+        } else {
+            let p: LossScaling = name.parse()?;
+            (p.to_string(), p)
+        };
+        if named.iter().any(|(n, _)| *n == entry.0) {
+            return Err(Error::BadScaler {
+                value: name.clone(),
+                problem: "given twice".into(),
+            });
+        }
+        named.push(entry);
+    }
+    let run_model = match &recipe {
+        Some(r) => {
+            let f = r.format(Class::ActivationGrad);
+            OverflowModel {
+                format: f,
+                // Saturating stores, and 8-bit formats scaled per tensor, do not overflow by the
+                // loss scale.
+                by_magnitude: r.overflow == Overflow::Ieee
+                    && !(r.fp8_scaling.is_some() && f.total_bits() <= 8),
+            }
+        }
+        None => OverflowModel {
+            format: FP32,
+            by_magnitude: true,
+        },
+    };
+    let judged = judged_format(run_model.format, format);
+    let judged = OverflowModel {
+        format: judged,
+        by_magnitude: judged != run_model.format || run_model.by_magnitude,
+    };
+    let mut replayer = Replayer::new(&named, run_model, judged);
+    let mut captures = run.captures()?.peekable();
+    for record in run.steps()? {
+        let r = record?;
+        // Captures come in step order; feed the one of this step before the step itself.
+        while let Some(c) = captures.next_if(|c| c.as_ref().map_or(true, |c| c.step <= r.step)) {
+            let c = c?;
+            if c.step == r.step {
+                replayer.capture(c.step, c.loss_scale.unwrap_or(1.0), c.gradients());
+            }
+        }
+        replayer.step(&RecordedStep {
+            step: r.step,
+            loss_scale: r.loss_scale,
+            overflow: r.overflow,
+            skipped: r.skipped,
+            grad_amax: r.grad_amax,
+        });
+        progress(r.step);
+    }
+    Ok(RunReplay {
+        run: dir.display().to_string(),
+        recipe: run.recipe_name(),
+        run_policy: own.map(|p| p.to_string()),
+        replay: replayer.finish(),
+    })
+}
+
+/// The figure: each policy's scale over steps, over the band of the window.
+#[must_use]
+pub fn trajectory_figure(r: &RunReplay) -> Figure {
+    let window = &r.replay.window;
+    let stride = window.len().div_ceil(super::runs::MAX_POINTS).max(1);
+    let band: Vec<(f64, f64, f64)> = window
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % stride == 0 || *i + 1 == window.len())
+        .filter_map(|(_, &(step, lo, hi))| {
+            let (lo, hi) = (lo?, hi?);
+            (lo <= hi).then(|| (step as f64, 2f64.powi(lo), 2f64.powi(hi)))
+        })
+        .collect();
+    let last = window.last().map_or(1, |w| w.0);
+    let mut lines = Vec::new();
+    let mut marks = Vec::new();
+    for (i, p) in r.replay.policies.iter().enumerate() {
+        lines.push(Line {
+            name: p.policy.clone(),
+            color: run_color(i),
+            points: staircase(p, last),
+        });
+        if p.skipped.count > 0 {
+            marks.push(Line {
+                name: format!("{}: skipped", p.policy),
+                color: run_color(i),
+                points: p
+                    .skipped
+                    .steps
+                    .iter()
+                    .filter_map(|&s| Some((s as f64, p.scale_at(s)?)))
+                    .collect(),
+            });
+        }
+    }
+    Figure {
+        id: "replay".into(),
+        section: 1,
+        caption: format!(
+            "Each policy's loss scale over the recorded run's steps (open loop), its skipped steps (crosses), and the window in {} (band: from the smallest scale that keeps {} of the captured gradient values from underflowing, at the last capture step, to the largest that keeps the step's largest gradient finite).",
+            r.replay.judged.format,
+            super::page::pct(1.0 - crate::scaling::window::MAX_UNDERFLOW)
+        ),
+        chart: Chart::Lines(LineChart {
+            title: format!("Loss-scale policies replayed over {}", r.recipe),
+            x_desc: "step".into(),
+            y_desc: "loss scale (log2)".into(),
+            axis: Axis::Log2,
+            lines,
+            bands: if band.is_empty() {
+                Vec::new()
+            } else {
+                vec![Band {
+                    name: format!("window in {}", r.replay.judged.format),
+                    color: RGB_GREY,
+                    points: band,
+                }]
+            },
+            marks,
+            legend: Corner::LowerRight,
+        }),
+    }
+}
+
+const RGB_GREY: plotters::style::RGBColor = plotters::style::RGBColor(90, 90, 90);
+
+/// A policy's scale as a staircase up to step `last` (or its stop).
+fn staircase(p: &PolicyReplay, last: u64) -> Vec<(f64, f64)> {
+    let end = p.stopped_at.unwrap_or(last) as f64;
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    for &(step, scale) in &p.scale_changes {
+        if let Some(&(_, before)) = points.last() {
+            points.push((step as f64, before));
+        }
+        points.push((step as f64, scale));
+    }
+    if let Some(&(_, scale)) = points.last() {
+        points.push((end, scale));
+    }
+    points
+}
+
+/// Writes `dir/index.html` (the table and the figure), `dir/replay.json` (what `--json` prints)
+/// and `dir/figures/replay.{png,svg}`. Returns the page's path.
+///
+/// # Errors
+/// A file in `dir` that mixprec did not write, a failed write, a chart that cannot be drawn.
+pub fn write_replay(dir: &Path, r: &RunReplay) -> Result<PathBuf> {
+    super::check_outputs(
+        dir,
+        &[
+            "index.html",
+            "replay.json",
+            "figures/replay.svg",
+            "figures/replay.png",
+        ],
+        "--out",
+    )?;
+    let figure = trajectory_figure(r);
+    let svgs = write_figures(dir, std::slice::from_ref(&figure))?;
+    write_json(&dir.join("replay.json"), r)?;
+    let rows = table(r);
+    let body = html! {
+        section id="replay" {
+            h2 { "Policies replayed over " (r.run) }
+            p { (r.replay.open_loop) }
+            p { "The run's recipe: " (r.recipe) "; its loss scaling: " (r.run_policy.as_deref().unwrap_or("unknown")) ". Gradients judged against " (r.replay.judged.format) "."
+                @if r.replay.unexplained_overflows > 0 {
+                    " " (r.replay.unexplained_overflows) " recorded overflow steps are not explained by the largest gradient (inf or NaN from elsewhere): they overflow at every scale."
+                }
+            }
+            table {
+                thead { tr { @for h in HEADER { th { (h) } } } }
+                tbody { @for row in &rows { tr { @for c in row { td { (c) } } } } }
+            }
+            (figure_markup(&figure.id, svgs.get(&figure.id).map_or("", String::as_str), &figure.caption))
+        }
+        footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) ". The numbers are in replay.json (what replay --json prints)." } }
+    };
+    write_page(dir, &document(&format!("mixprec replay: {}", r.run), body))
+}
+
+/// The table's columns.
+pub const HEADER: [&str; 10] = [
+    "policy",
+    "scale at the last step",
+    "scale changes",
+    "overflow steps",
+    "skipped",
+    "above window",
+    "below window",
+    "underflow (%, mean over captures)",
+    "stopped at",
+    "same as the run",
+];
+
+/// One row per policy.
+#[must_use]
+pub fn table(r: &RunReplay) -> Vec<[String; 10]> {
+    r.replay
+        .policies
+        .iter()
+        .map(|p| {
+            [
+                p.policy.clone(),
+                p.scale_changes
+                    .last()
+                    .map_or("-".into(), |&(_, s)| scale_name(s)),
+                p.scale_changes.len().saturating_sub(1).to_string(),
+                p.overflow.count.to_string(),
+                p.skipped.count.to_string(),
+                p.above_window.count.to_string(),
+                p.below_window.count.to_string(),
+                p.mean_underflow().map_or("-".into(), pct_cell),
+                p.stopped_at.map_or("-".into(), |s| s.to_string()),
+                if p.matches_run { "yes" } else { "no" }.into(),
+            ]
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::FP16;
+    use crate::stats::Histogram;
+
+    /// The figure draws each policy's scale as a staircase through its change points up to the
+    /// last step, crosses at its skipped steps at the scale they used, and the band between the
+    /// window's edges (low edge from the capture, high edge from each step's grad_amax).
+    #[test]
+    fn the_figure_draws_the_trajectories_over_the_window() {
+        let model = OverflowModel {
+            format: FP16,
+            by_magnitude: true,
+        };
+        let policies: Vec<(String, LossScaling)> = ["gradscaler:init_scale=2^10,growth_interval=2"]
+            .iter()
+            .map(|n| ((*n).to_string(), n.parse().unwrap()))
+            .collect();
+        let mut r = Replayer::new(&policies, model, model);
+        let mut h = Histogram::new(0);
+        h.add_f32(&[2f32.powi(-16), 1024.0]);
+        r.capture(1, 1024.0, h);
+        for step in 1..=4 {
+            r.step(&RecordedStep {
+                step,
+                loss_scale: 1024.0,
+                overflow: step == 3,
+                skipped: step == 3,
+                grad_amax: Some(if step == 3 { 100.0 } else { 1.0 }),
+            });
+        }
+        let run = RunReplay {
+            run: "r".into(),
+            recipe: "fp16-dynamic".into(),
+            run_policy: None,
+            replay: r.finish(),
+        };
+        let f = trajectory_figure(&run);
+        let Chart::Lines(c) = &f.chart else { panic!() };
+        assert_eq!(c.axis, Axis::Log2);
+        // 1024 on steps 1-2, 2048 on step 3 (overflows: 100 x 2048), 1024 on step 4.
+        assert_eq!(
+            c.lines[0].points,
+            vec![
+                (1.0, 1024.0),
+                (3.0, 1024.0),
+                (3.0, 2048.0),
+                (4.0, 2048.0),
+                (4.0, 1024.0),
+                (4.0, 1024.0)
+            ]
+        );
+        assert_eq!(c.marks[0].points, vec![(3.0, 2048.0)]);
+        // Low edge 2^1 (from the capture), high edge 2^15 (grad_amax 1) or 2^9 (100).
+        assert_eq!(
+            c.bands[0].points,
+            vec![
+                (1.0, 2.0, 32768.0),
+                (2.0, 2.0, 32768.0),
+                (3.0, 2.0, 512.0),
+                (4.0, 2.0, 32768.0)
+            ]
+        );
+        assert_eq!(c.lines[0].name, policies[0].0);
+    }
+}

@@ -1,0 +1,172 @@
+//! Replay on hand-made runs, where every step's outcome can be worked out.
+
+use super::*;
+use crate::format::FP16;
+
+const FP16_BY_MAGNITUDE: OverflowModel = OverflowModel {
+    format: FP16,
+    by_magnitude: true,
+};
+
+fn policies(names: &[&str]) -> Vec<(String, LossScaling)> {
+    names
+        .iter()
+        .map(|n| ((*n).to_string(), n.parse().unwrap()))
+        .collect()
+}
+
+/// A run at static scale 2^10 whose grad_amax is 1 except on step 3 (100: 2^10 * 100 > 65504
+/// overflows there, 2^9 * 100 = 51200 does not) and step 5 (NaN from elsewhere: grad_amax 1 does
+/// not explain it).
+fn recorded() -> Vec<RecordedStep> {
+    (1..=6)
+        .map(|step| RecordedStep {
+            step,
+            loss_scale: 1024.0,
+            overflow: step == 3 || step == 5,
+            skipped: step == 3 || step == 5,
+            grad_amax: Some(if step == 3 { 100.0 } else { 1.0 }),
+        })
+        .collect()
+}
+
+fn replay(names: &[&str], steps: &[RecordedStep], captures: &[(u64, Histogram)]) -> Replay {
+    let mut r = Replayer::new(&policies(names), FP16_BY_MAGNITUDE, FP16_BY_MAGNITUDE);
+    for s in steps {
+        for (step, h) in captures {
+            if *step == s.step {
+                r.capture(*step, s.loss_scale, h.clone());
+            }
+        }
+        r.step(s);
+    }
+    r.finish()
+}
+
+#[test]
+fn each_policy_worked_out() {
+    let r = replay(
+        &[
+            "static:1024",
+            "static:512",
+            "gradscaler:init_scale=2^10,growth_interval=2",
+            "none",
+        ],
+        &recorded(),
+        &[],
+    );
+    assert_eq!((r.steps, r.unexplained_overflows), (6, 1));
+    let [same, lower, dynamic, none] = &r.policies[..] else {
+        panic!()
+    };
+    // The run's own policy: its scales and skips exactly.
+    assert!(same.matches_run);
+    assert_eq!(same.scale_changes, vec![(1, 1024.0)]);
+    assert_eq!(same.skipped.steps, vec![3, 5]);
+    assert_eq!(same.above_window.steps, vec![3]);
+    // Half the scale: step 3 fits; step 5's NaN overflows at any scale.
+    assert!(!lower.matches_run);
+    assert_eq!(lower.skipped.steps, vec![5]);
+    assert!(lower.above_window.steps.is_empty());
+    // Dynamic, interval 2: 1024 (1, 2 clean: grow) 2048 (3 overflows: 100 * 2048) 1024 (4 clean)
+    // 1024 (5 NaN: back off) 512 (6 clean).
+    assert_eq!(
+        dynamic.scale_changes,
+        vec![(1, 1024.0), (3, 2048.0), (4, 1024.0), (6, 512.0)]
+    );
+    assert_eq!(dynamic.skipped.steps, vec![3, 5]);
+    assert_eq!(dynamic.scale_at(5), Some(1024.0));
+    assert_eq!(dynamic.scale_at(6), Some(512.0));
+    // No scaling: overflows are counted, nothing is skipped.
+    assert_eq!(none.overflow.steps, vec![5]);
+    assert_eq!(none.skipped.count, 0);
+    assert_eq!(none.scale_changes, vec![(1, 1.0)]);
+}
+
+/// The high edge follows grad_amax; the low edge comes from the last capture.
+#[test]
+fn window_edges_and_underflow_at_capture_steps() {
+    // Captured at step 1 at scale 2^10: values stored 2^-16 (unscaled 2^-26) and 1024 (1).
+    let mut h = Histogram::new(0);
+    h.add_f32(&[2f32.powi(-16), 1024.0]);
+    let r = replay(&["static:1024", "static:2"], &recorded(), &[(1, h)]);
+    // Unscaled 2^-26 underflows at 2^0 and not at 2^1 (2^-25 is the tie, and its bin counts as
+    // the values above it).
+    assert_eq!(r.captures.len(), 1);
+    assert_eq!(r.captures[0].min_log2_scale, Some(1));
+    // grad_amax 1: 2^15 * 1 is finite in fp16, 2^16 is not.
+    assert_eq!(r.captures[0].max_log2_scale, Some(15));
+    assert_eq!(r.window[2], (3, Some(1), Some(9)));
+    let [big, small] = &r.policies[..] else {
+        panic!()
+    };
+    assert!(big.below_window.steps.is_empty());
+    assert!(small.below_window.steps.is_empty());
+    assert_eq!(
+        big.underflow,
+        vec![Underflow {
+            step: 1,
+            scale: 1024.0,
+            share: 0.0
+        }]
+    );
+    let r = replay(
+        &["static:1"],
+        &recorded(),
+        &[(1, {
+            let mut h = Histogram::new(0);
+            h.add_f32(&[2f32.powi(-16), 1024.0]);
+            h
+        })],
+    );
+    let p = &r.policies[0];
+    assert_eq!(p.below_window.steps, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        p.underflow,
+        vec![Underflow {
+            step: 1,
+            scale: 1.0,
+            share: 0.5
+        }]
+    );
+}
+
+/// DeepSpeed stops at the minimum scale; the replay says where, and goes no further.
+#[test]
+fn a_policy_that_stops() {
+    let steps: Vec<RecordedStep> = (1..=5)
+        .map(|step| RecordedStep {
+            step,
+            loss_scale: 1.0,
+            overflow: true,
+            skipped: true,
+            grad_amax: Some(1e6),
+        })
+        .collect();
+    let r = replay(&["deepspeed:init_scale=2"], &steps, &[]);
+    let p = &r.policies[0];
+    // 2 (absorbed), 2 -> 1, 1: stop.
+    assert_eq!(p.stopped_at, Some(3));
+    assert_eq!(p.skipped.steps, vec![1, 2]);
+    assert_eq!(p.scale_at(4), None);
+    assert!(!p.matches_run);
+}
+
+/// Saturating stores never overflow by magnitude: only recorded non-finite values count.
+#[test]
+fn saturating_formats_do_not_overflow_by_magnitude() {
+    let sat = OverflowModel {
+        format: FP16,
+        by_magnitude: false,
+    };
+    let mut r = Replayer::new(&policies(&["static:1024"]), sat, sat);
+    for s in recorded() {
+        r.step(&s);
+    }
+    let r = r.finish();
+    // Step 3's amax would overflow, but stores saturate: step 3's recorded overflow is
+    // unexplained by magnitude, as is step 5's.
+    assert_eq!(r.unexplained_overflows, 2);
+    assert!(r.policies[0].above_window.steps.is_empty());
+    assert_eq!(r.window[2].2, None);
+}
