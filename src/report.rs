@@ -11,10 +11,12 @@
 //! own `histogram.png` in the directory is never overwritten.
 
 pub mod charts;
+pub mod grid;
 pub mod page;
 pub mod plot;
 pub mod runs;
 
+pub use grid::GridReport;
 pub use page::Report;
 pub use runs::{ReportOptions, RunData};
 

@@ -122,21 +122,7 @@ impl Report {
             names.push(format!("figures/{}.png", f.id));
         }
         super::check_outputs(dir, &names, "--out")?;
-        let figures_dir = dir.join("figures");
-        std::fs::create_dir_all(&figures_dir).map_err(|source| Error::Io {
-            path: figures_dir.clone(),
-            source,
-        })?;
-        let mut svgs = BTreeMap::new();
-        for f in &self.figure_data {
-            let size = f.chart.size();
-            let svg_path = figures_dir.join(format!("{}.svg", f.id));
-            let svg = super::render_svg(&svg_path, size, &|a| f.chart.draw(a))?;
-            write_atomic(&svg_path, |w| w.write_all(svg.as_bytes()))?;
-            let png_path = figures_dir.join(format!("{}.png", f.id));
-            super::write_png(&png_path, size, &|a| f.chart.draw(a))?;
-            svgs.insert(f.id.clone(), svg);
-        }
+        let svgs = write_figures(dir, &self.figure_data)?;
         write_json(&dir.join("report.json"), self)?;
         write_page(dir, &self.html(&svgs))
     }
@@ -298,8 +284,32 @@ impl Report {
     }
 }
 
+/// Writes each figure as `dir/figures/{id}.svg` and `.png` (the directory created if needed),
+/// each file atomically; returns the SVGs by id, for the page.
+///
+/// # Errors
+/// A directory or file that cannot be written, or a chart that cannot be drawn.
+pub(super) fn write_figures(dir: &Path, figures: &[Figure]) -> Result<BTreeMap<String, String>> {
+    let figures_dir = dir.join("figures");
+    std::fs::create_dir_all(&figures_dir).map_err(|source| Error::Io {
+        path: figures_dir.clone(),
+        source,
+    })?;
+    let mut svgs = BTreeMap::new();
+    for f in figures {
+        let size = f.chart.size();
+        let svg_path = figures_dir.join(format!("{}.svg", f.id));
+        let svg = super::render_svg(&svg_path, size, &|a| f.chart.draw(a))?;
+        write_atomic(&svg_path, |w| w.write_all(svg.as_bytes()))?;
+        let png_path = figures_dir.join(format!("{}.png", f.id));
+        super::write_png(&png_path, size, &|a| f.chart.draw(a))?;
+        svgs.insert(f.id.clone(), svg);
+    }
+    Ok(svgs)
+}
+
 /// A page: the skeleton every report shares (title, styles, mixprec's mark), around `body`.
-fn document(title: &str, body: Markup) -> Markup {
+pub(super) fn document(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         (PreEscaped(super::SVG_SIGNATURE))
@@ -321,7 +331,7 @@ fn document(title: &str, body: Markup) -> Markup {
 
 /// A figure: its SVG inline (from a file mixprec rendered: trusted markup whose text plotters
 /// escapes), the caption, links to its files.
-fn figure_markup(id: &str, svg: &str, caption: &str) -> Markup {
+pub(super) fn figure_markup(id: &str, svg: &str, caption: &str) -> Markup {
     html! {
         figure id=(id) {
             (PreEscaped(svg))
@@ -336,7 +346,7 @@ fn figure_markup(id: &str, svg: &str, caption: &str) -> Markup {
 
 /// `value` as pretty JSON with `"written_by": "mixprec"` first (the mark that lets a later report
 /// replace it), atomically.
-fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+pub(super) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let bad = |e: serde_json::Error| Error::BadFile {
         path: path.to_path_buf(),
         problem: e.to_string(),
@@ -354,7 +364,7 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 }
 
 /// Writes `page` as `dir/index.html`, atomically; returns its path.
-fn write_page(dir: &Path, page: &Markup) -> Result<PathBuf> {
+pub(super) fn write_page(dir: &Path, page: &Markup) -> Result<PathBuf> {
     let index = dir.join("index.html");
     write_atomic(&index, |w| w.write_all(page.0.as_bytes()))?;
     Ok(index)
@@ -452,7 +462,7 @@ th{background:#f3f3f3}figure{margin:1.5em 0}figure svg{max-width:100%;height:aut
 figcaption{font-size:0.9em;color:#444}.swatch{display:inline-block;width:0.9em;height:0.9em;margin-right:0.4em;vertical-align:middle}\
 li{margin:0.4em 0}";
 
-fn css(c: RGBColor) -> String {
+pub(super) fn css(c: RGBColor) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
@@ -553,7 +563,7 @@ fn pct(x: f64) -> String {
     }
 }
 
-fn scale_name(s: f64) -> String {
+pub(super) fn scale_name(s: f64) -> String {
     let k = s.log2();
     if (k - k.round()).abs() < 1e-9 {
         format!("2^{}", k.round())
@@ -562,7 +572,7 @@ fn scale_name(s: f64) -> String {
     }
 }
 
-fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
+pub(super) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
     match (w.min_log2_scale, w.max_log2_scale) {
         (Some(lo), Some(hi)) if lo <= hi => Some(format!("2^{lo}..2^{hi}")),
         _ => None,
@@ -943,6 +953,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
         chart: Chart::Lines(LineChart {
             title: "Training loss".into(),
             x_desc: "step".into(),
+            x_axis: Axis::Linear,
             y_desc: "loss (log scale)".into(),
             axis: if positive { Axis::Log10 } else { Axis::Linear },
             lines: lines_of(runs, |r| curve(&r.loss.points)),
@@ -963,6 +974,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
             chart: Chart::Lines(LineChart {
                 title: format!("Test metric: {name}"),
                 x_desc: "step".into(),
+                x_axis: Axis::Linear,
                 y_desc: name,
                 axis: Axis::Linear,
                 lines: lines_of(runs, |r| curve(&r.eval)),
@@ -979,6 +991,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
         chart: Chart::Lines(LineChart {
             title: "Loss scale".into(),
             x_desc: "step".into(),
+            x_axis: Axis::Linear,
             y_desc: "loss scale (log2)".into(),
             axis: Axis::Log2,
             lines: lines_of(runs, |r| curve(&r.loss_scale.points)),
@@ -1142,6 +1155,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
         chart: Chart::Lines(LineChart {
             title: "Updates lost to swamping".into(),
             x_desc: "step".into(),
+            x_axis: Axis::Linear,
             y_desc: "updates lost (share of nonzero updates)".into(),
             axis: Axis::Linear,
             lines: lines_of(runs, |r| curve(&r.updates_lost.points)),
@@ -1241,6 +1255,7 @@ fn window_figure(runs: &[RunData]) -> Figure {
         chart: Chart::Lines(LineChart {
             title: "Loss-scale window over training".into(),
             x_desc: "step".into(),
+            x_axis: Axis::Linear,
             y_desc: "loss scale (log2)".into(),
             axis: Axis::Log2,
             lines,

@@ -421,7 +421,6 @@ impl RunData {
     fn summarise(&self, r: &CaptureRecord) -> CaptureSummary {
         let mut classes: BTreeMap<Class, Tally> = BTreeMap::new();
         let mut gradients: Vec<(String, Class, Tally)> = Vec::new();
-        let mut pooled = Histogram::new(0);
         for site in &r.sites {
             classes.entry(site.tensor).or_default().add(site);
             if matches!(site.tensor, Class::ActivationGrad | Class::WeightGrad) {
@@ -436,9 +435,6 @@ impl RunData {
                         gradients.push((site.layer.clone(), site.tensor, t));
                     }
                 }
-                if site.values.sub_bins_log2() == pooled.sub_bins_log2() {
-                    pooled.merge(&site.values);
-                }
             }
         }
         let loss_scale = r.loss_scale.unwrap_or(1.0);
@@ -450,7 +446,7 @@ impl RunData {
                 .into_iter()
                 .map(|(l, c, t)| (l, c, t.shares()))
                 .collect(),
-            window: unscaled_window(&pooled, loss_scale, self.grad_format),
+            window: unscaled_window(&gradients_of(r), loss_scale, self.grad_format),
         }
     }
 
@@ -478,6 +474,21 @@ impl RunData {
                 .map(|&(_, v)| (self.eval_name.clone().unwrap_or_default(), v)),
         }
     }
+}
+
+/// The activation and weight gradients of every layer at capture `r`, pooled (as stored:
+/// scaled by the capture's loss scale): what a capture's window is computed from.
+#[must_use]
+pub fn gradients_of(r: &CaptureRecord) -> Histogram {
+    let mut pooled = Histogram::new(0);
+    for site in &r.sites {
+        if matches!(site.tensor, Class::ActivationGrad | Class::WeightGrad)
+            && site.values.sub_bins_log2() == pooled.sub_bins_log2()
+        {
+            pooled.merge(&site.values);
+        }
+    }
+    pooled
 }
 
 /// The window of the gradients summarised by `h`, captured scaled by `loss_scale`: the sweep of
