@@ -338,6 +338,38 @@ fn the_report_of_a_grid() {
     }
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(page.contains("difference from fp32") && page.contains("fp16-static"));
+    // Another x key: the baseline is fp32 at the same number of steps, whose runs differ.
+    let s = tmp.path().join("steps");
+    ok(&grid(
+        &base,
+        &s,
+        "2",
+        &["--vary", "recipe=fp32,bf16-master", "--vary", "steps=3,9", "--seeds", "2"],
+    ));
+    let out_s = tmp.path().join("report-steps");
+    ok(&bin().arg("report").arg(&s).arg("--out").arg(&out_s).output().unwrap());
+    let r = json(&out_s.join("report.json"));
+    assert_eq!(r["x_key"], "steps");
+    let index = lines(&s.join("grid.jsonl"));
+    let metric = |recipe: &str, steps: &str| -> Vec<f64> {
+        index
+            .iter()
+            .filter(|l| l["values"]["recipe"] == recipe && l["values"]["steps"] == steps)
+            .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
+            .collect()
+    };
+    assert_ne!(metric("fp32", "3"), metric("fp32", "9"));
+    for steps in ["3", "9"] {
+        let cell = r["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["series"] == "bf16-master" && c["x"] == steps)
+            .unwrap();
+        let want = mean(&metric("bf16-master", steps)) - mean(&metric("fp32", steps));
+        let got = cell["metric_vs_fp32"]["difference"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-12, "steps {steps}: {got} vs {want}");
+    }
     // A grid is reported alone.
     let o = bin()
         .arg("report")
