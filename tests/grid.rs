@@ -344,10 +344,23 @@ fn the_report_of_a_grid() {
         &base,
         &s,
         "2",
-        &["--vary", "recipe=fp32,bf16-master", "--vary", "steps=3,9", "--seeds", "2"],
+        &[
+            "--vary",
+            "recipe=fp32,bf16-master",
+            "--vary",
+            "steps=3,9",
+            "--seeds",
+            "2",
+        ],
     ));
     let out_s = tmp.path().join("report-steps");
-    ok(&bin().arg("report").arg(&s).arg("--out").arg(&out_s).output().unwrap());
+    ok(&bin()
+        .arg("report")
+        .arg(&s)
+        .arg("--out")
+        .arg(&out_s)
+        .output()
+        .unwrap());
     let r = json(&out_s.join("report.json"));
     assert_eq!(r["x_key"], "steps");
     let index = lines(&s.join("grid.jsonl"));

@@ -4,8 +4,11 @@
 # both see the same load. Prints wall seconds and runs per minute. Run from anywhere.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release --quiet
-bin=$PWD/target/release/mixprec
+# BIN: a mixprec binary already built (default: build this checkout's).
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --quiet
+fi
+bin=${BIN:-$PWD/target/release/mixprec}
 threads=${THREADS:-2}
 rounds=${ROUNDS:-2}
 work=$(mktemp -d)

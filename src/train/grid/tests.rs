@@ -157,7 +157,10 @@ fn nested_keys_apply_after_their_parents_and_values_are_typed() {
         (8, 12)
     );
     // A string key keeps a value that reads as a number as a string.
-    assert_eq!(spec(&["dataset=12"], 1).runs().unwrap()[0].config.dataset, "12");
+    assert_eq!(
+        spec(&["dataset=12"], 1).runs().unwrap()[0].config.dataset,
+        "12"
+    );
 }
 
 #[test]
