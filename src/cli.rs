@@ -4,6 +4,7 @@
 mod analyze;
 mod explain;
 mod formats;
+mod grid;
 mod quantize;
 mod replay;
 mod report;
@@ -39,6 +40,7 @@ enum Command {
     Quantize(quantize::Args),
     Analyze(analyze::Args),
     Train(train::Args),
+    Grid(grid::Args),
     Report(report::Args),
     Replay(replay::Args),
 }
@@ -105,6 +107,7 @@ where
         Command::Quantize(args) => quantize::run(&args, &mut out),
         Command::Analyze(args) => analyze::run(&args, &mut out),
         Command::Train(args) => train::run(&args, &mut out),
+        Command::Grid(args) => grid::run(&args, &mut out),
         Command::Report(args) => report::run(&args, &mut out),
         Command::Replay(args) => replay::run(&args, &mut out),
     }
@@ -120,6 +123,22 @@ where
         }
         other => other,
     }
+}
+
+/// A progress bar of `len` `unit`s on standard error, drawn only when it is a terminal (hidden
+/// when piped or redirected).
+fn progress_bar(len: u64, unit: &str) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    let template = format!("{{bar:30}} {{pos}}/{{len}} {unit}  {{msg}}  [{{elapsed}} < {{eta}}]");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
 }
 
 /// Standard output, remembering whether a write to it failed, so that the error can name it.

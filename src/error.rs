@@ -97,6 +97,14 @@ pub enum Error {
         /// The longest line accepted, in bytes.
         limit: usize,
     },
+    /// A grid of runs that cannot be run as given (`mixprec grid`).
+    #[error("{what}: {problem}")]
+    Grid {
+        /// What is wrong: the flag and its value, or the run.
+        what: String,
+        /// Why.
+        problem: String,
+    },
     /// A file that cannot be read or written.
     #[error("{}: {source}", path.display())]
     Io {

@@ -12,11 +12,13 @@
 
 pub mod charts;
 pub mod formats;
+pub mod grid;
 pub mod page;
 pub mod plot;
 pub mod replay;
 pub mod runs;
 
+pub use grid::GridReport;
 pub use page::Report;
 pub use runs::{ReportOptions, RunData};
 

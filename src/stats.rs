@@ -8,6 +8,7 @@
 //!   lost and the relative rounding error, exact and in one pass whatever the number of scales.
 //! - [`recommend()`]: the loss-scale window that keeps the overflow and underflow of a set of
 //!   tensors within bounds, or a plain explanation of why none exists.
+//! - [`seeds`]: statistics over seeds (a mean with its Student t interval, Welch's t-test).
 //!
 //! ```
 //! use mixprec::format::FP16;
@@ -30,6 +31,7 @@
 
 mod histogram;
 pub mod recommend;
+pub mod seeds;
 pub mod sweep;
 
 pub use histogram::{Bin, Histogram, MAX_SUB_BINS_LOG2};

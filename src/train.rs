@@ -36,6 +36,7 @@ pub mod budget;
 pub mod capture;
 pub mod config;
 pub mod data;
+pub mod grid;
 pub mod layer;
 pub mod loss;
 pub mod model;

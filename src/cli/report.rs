@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::format::FloatFormat;
-use crate::report::{Report, ReportOptions, RunData};
+use crate::report::grid::is_grid;
+use crate::report::{GridReport, Report, ReportOptions, RunData};
 
 /// Report on training runs: findings in words, the runs compared, loss and loss-scale curves,
 /// what rounding lost per layer over training, the paper's Figure 3 from the run, the
@@ -16,7 +17,8 @@ use crate::report::{Report, ReportOptions, RunData};
 /// last written step.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Run directories (written by `mixprec train`); several are compared on the same axes.
+    /// Run directories (written by `mixprec train`); several are compared on the same axes. Or one
+    /// grid directory (written by `mixprec grid`): the metric against the varied key, over seeds.
     #[arg(value_name = "RUN_DIR", required = true)]
     runs: Vec<PathBuf>,
     /// The directory to write the report into (created if needed; its index.html, report.json
@@ -42,6 +44,21 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         format,
         step: args.step,
     };
+    if let Some(grid) = args.runs.iter().find(|d| is_grid(d)) {
+        if args.runs.len() > 1 {
+            anyhow::bail!(
+                "{} is a grid directory: report it alone (its runs are compared in its report)",
+                grid.display()
+            );
+        }
+        let report = GridReport::read(grid, &options)?;
+        let index = report.write(&args.out)?;
+        for f in &report.findings {
+            writeln!(out, "- {f}")?;
+        }
+        writeln!(out, "report: {}", index.display())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     for (i, a) in args.runs.iter().enumerate() {
         if args.runs[..i].iter().any(|b| same_dir(a, b)) {
             anyhow::bail!("{}: given twice", a.display());

@@ -1,10 +1,8 @@
 //! `mixprec train`: trains a model under a precision recipe and writes a run directory.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::format::{Overflow, Rounding};
 use crate::scaling::scaler::LossScaling;
@@ -181,17 +179,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let Some(dir) = &args.out else {
         anyhow::bail!("--out DIR is required (see --help)");
     };
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::with_draw_target(Some(config.steps), ProgressDrawTarget::stderr());
-        if let Ok(style) =
-            ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  [{elapsed} < {eta}]")
-        {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = super::progress_bar(config.steps, "steps");
     let summary = run::run(&config, dir, &mut |r| {
         bar.inc(1);
         if r.step % 10 == 0 {

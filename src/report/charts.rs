@@ -128,6 +128,8 @@ pub struct LineChart {
     pub title: String,
     /// x axis description, with units.
     pub x_desc: String,
+    /// x mapping.
+    pub x_axis: Axis,
     /// y axis description, with units.
     pub y_desc: String,
     /// y mapping.
@@ -157,10 +159,10 @@ pub enum Corner {
 /// # Errors
 /// Whatever the backend reports.
 pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -> DrawResult<DB> {
-    let axis = c.axis;
+    let (axis, x_axis) = (c.axis, c.x_axis);
     let mapped = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
         pts.iter()
-            .filter_map(|&(x, y)| Some((x, axis.map(y)?)))
+            .filter_map(|&(x, y)| Some((x_axis.map(x)?, axis.map(y)?)))
             .collect()
     };
     let all_y = c
@@ -204,7 +206,7 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         .bold_line_style(RGBColor(225, 225, 225))
         .x_desc(&c.x_desc)
         .y_desc(&c.y_desc)
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&|x| x_axis.label(*x))
         .y_label_formatter(&|y| axis.label(*y))
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))

@@ -211,6 +211,7 @@ pub fn spacing_chart(formats: &[FloatFormat]) -> LineChart {
         x_desc: "magnitude |x| (log2)".into(),
         y_desc: "spacing at |x| (log2)".into(),
         axis: Axis::Log2,
+        x_axis: Axis::Linear,
         lines: formats
             .iter()
             .enumerate()

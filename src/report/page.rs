@@ -572,7 +572,7 @@ pub(crate) fn scale_name(s: f64) -> String {
     }
 }
 
-fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
+pub(super) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
     match (w.min_log2_scale, w.max_log2_scale) {
         (Some(lo), Some(hi)) if lo <= hi => Some(format!("2^{lo}..2^{hi}")),
         _ => None,
@@ -953,6 +953,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
         chart: Chart::Lines(LineChart {
             title: "Training loss".into(),
             x_desc: "step".into(),
+            x_axis: Axis::Linear,
             y_desc: "loss (log scale)".into(),
             axis: if positive { Axis::Log10 } else { Axis::Linear },
             lines: lines_of(runs, |r| curve(&r.loss.points)),
@@ -973,6 +974,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
             chart: Chart::Lines(LineChart {
                 title: format!("Test metric: {name}"),
                 x_desc: "step".into(),
+                x_axis: Axis::Linear,
                 y_desc: name,
                 axis: Axis::Linear,
                 lines: lines_of(runs, |r| curve(&r.eval)),
@@ -989,6 +991,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
         chart: Chart::Lines(LineChart {
             title: "Loss scale".into(),
             x_desc: "step".into(),
+            x_axis: Axis::Linear,
             y_desc: "loss scale (log2)".into(),
             axis: Axis::Log2,
             lines: lines_of(runs, |r| curve(&r.loss_scale.points)),
@@ -1152,6 +1155,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
         chart: Chart::Lines(LineChart {
             title: "Updates lost to swamping".into(),
             x_desc: "step".into(),
+            x_axis: Axis::Linear,
             y_desc: "updates lost (share of nonzero updates)".into(),
             axis: Axis::Linear,
             lines: lines_of(runs, |r| curve(&r.updates_lost.points)),
@@ -1251,6 +1255,7 @@ fn window_figure(runs: &[RunData]) -> Figure {
         chart: Chart::Lines(LineChart {
             title: "Loss-scale window over training".into(),
             x_desc: "step".into(),
+            x_axis: Axis::Linear,
             y_desc: "loss scale (log2)".into(),
             axis: Axis::Log2,
             lines,

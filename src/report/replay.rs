@@ -176,6 +176,7 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
             x_desc: "step".into(),
             y_desc: "loss scale (log2)".into(),
             axis: Axis::Log2,
+            x_axis: Axis::Linear,
             lines,
             bands: if band.is_empty() {
                 Vec::new()

@@ -198,6 +198,24 @@ fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
     }
 }
 
+/// The name of `recipe` (which has no loss scaling) once it is given a static scale: the preset
+/// it then is (`fp16-master` becomes `fp16-static`), or its name with `+static` (`fp32+static`),
+/// so that no run with a loss scale is labelled as a recipe without one.
+fn static_name(recipe: &Recipe) -> String {
+    let scaled = |r: &Recipe| Recipe {
+        name: String::new(),
+        loss_scaling: LossScaling::Static { scale: 1.0 },
+        ..r.clone()
+    };
+    crate::train::recipe::PRESET_NAMES
+        .iter()
+        .filter_map(|name| Recipe::preset(name).ok())
+        .find(|p| {
+            matches!(p.loss_scaling, LossScaling::Static { .. }) && scaled(p) == scaled(recipe)
+        })
+        .map_or_else(|| format!("{}+static", recipe.name), |p| p.name)
+}
+
 /// Command-line values that replace the config file's.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
@@ -269,7 +287,8 @@ impl TrainConfig {
     /// `--rounding`, `--accumulation` and `--overflow` set those options of the recipe (preset or
     /// the config file's), and `--loss-scale S` sets the static scale (static recipes), the
     /// initial scale (dynamic recipes), or turns a recipe without loss scaling into a static one
-    /// with scale `S`.
+    /// with scale `S`, renamed so that its name says so (`fp16-master` becomes `fp16-static`,
+    /// the preset it then is; any other gets `+static`: `fp32+static`).
     ///
     /// # Errors
     /// [`Error::InvalidValue`] for an unknown recipe name.
@@ -299,6 +318,9 @@ impl TrainConfig {
             self.recipe.loss_scaling = p;
         }
         if let Some(s) = o.loss_scale {
+            if self.recipe.loss_scaling == LossScaling::None {
+                self.recipe.name = static_name(&self.recipe);
+            }
             self.recipe.loss_scaling = match self.recipe.loss_scaling {
                 LossScaling::Dynamic(mut d) => {
                     d.init_scale = s;
@@ -407,6 +429,31 @@ mod tests {
         })
         .unwrap();
         assert_eq!(c2.recipe.loss_scaling, LossScaling::Static { scale: 8.0 });
+        // A static scale is named as such: fp16-master with a scale is the fp16-static preset.
+        assert_eq!(
+            c2.recipe,
+            Recipe {
+                loss_scaling: LossScaling::Static { scale: 8.0 },
+                ..Recipe::preset("fp16-static").unwrap()
+            }
+        );
+        let mut f = TrainConfig::default();
+        let scale = |s| Overrides {
+            loss_scale: Some(s),
+            ..Overrides::default()
+        };
+        f.apply(&scale(4.0)).unwrap();
+        assert_eq!(f.recipe.name, "fp32+static");
+        // A second scale changes the scale, not the name again.
+        f.apply(&scale(2.0)).unwrap();
+        assert_eq!(f.recipe.name, "fp32+static");
+        f.apply(&Overrides {
+            recipe: Some("fp16-dynamic".into()),
+            loss_scale: Some(8.0),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(f.recipe.name, "fp16-dynamic");
         // The resolved config round-trips.
         let json = serde_json::to_string(&c2).unwrap();
         assert_eq!(serde_json::from_str::<TrainConfig>(&json).unwrap(), c2);

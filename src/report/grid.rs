@@ -1,0 +1,782 @@
+//! The report of a grid directory (`mixprec grid`): the final metric and loss of its runs
+//! against the varied key, per series (the other varied values, such as the recipe), as a mean
+//! with its 95% Student t interval over seeds, and Welch's t-test of each series against the
+//! `fp32` series at the same value; for a loss-scale grid, the loss-scale window that `analyze`
+//! computes from the fp32 runs' captured gradients, drawn over the curves.
+
+use std::path::{Path, PathBuf};
+
+use maud::{Markup, html};
+use serde::Serialize;
+
+use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
+use super::page::{
+    Chart, Figure, css, document, figure_markup, write_figures, write_json, write_page,
+};
+use super::runs::{ReportOptions, unscaled_window};
+use crate::Result;
+use crate::format::{FP16, FP32, FloatFormat};
+use crate::stats::seeds::{MeanCi, Welch, welch};
+use crate::stats::{Histogram, Recommendation};
+use crate::train::grid::{GRID, GridRun, GridSpec, LOSS_SCALE};
+use crate::train::precision::Class;
+use crate::train::recipe::Recipe;
+use crate::train::run::{RunDir, Summary};
+use crate::train::scaler::LossScaling;
+
+/// The confidence level of every interval.
+pub const LEVEL: f64 = 0.95;
+/// The significance level of the findings.
+pub const ALPHA: f64 = 0.05;
+/// The key whose `fp32` value is the baseline.
+const RECIPE: &str = "recipe";
+
+/// Whether `dir` is a grid directory (it holds `grid.json`).
+#[must_use]
+pub fn is_grid(dir: &Path) -> bool {
+    dir.join(GRID).is_file()
+}
+
+/// One value of the x key in one series: its runs over seeds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    /// The series (the other varied values).
+    pub series: String,
+    /// The x value as written (`2^16`); empty when nothing but the series varies.
+    pub x: String,
+    /// The recipe names the runs had (`fp16-static` for `fp16-master` with a scale).
+    pub recipes: Vec<String>,
+    /// Runs of the grid here.
+    pub runs: usize,
+    /// Of which finished.
+    pub finished: usize,
+    /// Of which diverged.
+    pub diverged: usize,
+    /// The final metric, over the finished runs.
+    pub metric: Option<MeanCi>,
+    /// Welch's test of the metric against the fp32 series here.
+    pub metric_vs_fp32: Option<Welch>,
+    /// The final loss, over the finished runs whose loss is finite.
+    pub final_loss: Option<MeanCi>,
+    /// Welch's test of the final loss against the fp32 series here.
+    pub loss_vs_fp32: Option<Welch>,
+}
+
+/// The loss-scale window from the fp32 runs' captured gradients.
+#[derive(Clone, Debug, Serialize)]
+pub struct GridWindow {
+    /// The format the gradients were judged against.
+    pub format: String,
+    /// The loss scale of the fp32 runs whose captures were pooled (the one nearest 2^0).
+    pub loss_scale: f64,
+    /// Runs pooled (seeds).
+    pub runs: usize,
+    /// Capture steps pooled.
+    pub captures: usize,
+    /// The window, in log2 of the scale.
+    pub window: Recommendation,
+}
+
+/// The report of a grid directory.
+#[derive(Clone, Debug, Serialize)]
+pub struct GridReport {
+    /// The grid directory.
+    pub dir: String,
+    /// The grid (`grid.json`).
+    pub grid: GridSpec,
+    /// Runs in the grid.
+    pub runs: usize,
+    /// Runs not finished (killed, failed, still running or not run yet), by directory name.
+    pub unfinished: Vec<String>,
+    /// The final metric's name (`test_accuracy`, `modes_covered`).
+    pub metric: String,
+    /// The key on the x axis, if any.
+    pub x_key: Option<String>,
+    /// The series, in grid order.
+    pub series: Vec<String>,
+    /// One per series and x value, in grid order.
+    pub cells: Vec<Cell>,
+    /// For a loss-scale grid with fp32 runs: their window.
+    pub window: Option<GridWindow>,
+    /// The findings in words.
+    pub findings: Vec<String>,
+    /// The ids of the figures.
+    pub figures: Vec<String>,
+    #[serde(skip)]
+    figure_data: Vec<Figure>,
+}
+
+/// A finished run's summary, or none.
+fn summary(dir: &Path, run: &GridRun) -> Option<Summary> {
+    RunDir::open(&run.dir(dir))
+        .ok()
+        .filter(RunDir::is_complete)
+        .and_then(|d| d.summary)
+}
+
+/// A value written as `2^k` or a plain number.
+fn number(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let x = if t.starts_with("2^") || t.starts_with("2**") {
+        crate::format::pow2(crate::format::parse_log2_scale("x", t, 1023).ok()?)
+    } else {
+        t.parse().ok()?
+    };
+    x.is_finite().then_some(x)
+}
+
+/// Whether `recipe` is FP32 throughout (a loss scale aside).
+fn is_fp32(recipe: &Recipe) -> bool {
+    let plain = Recipe {
+        name: "fp32".into(),
+        loss_scaling: LossScaling::None,
+        ..recipe.clone()
+    };
+    plain == Recipe::fp32()
+}
+
+impl GridReport {
+    /// Reads the grid directory `dir` (finished runs only; the others are listed).
+    ///
+    /// # Errors
+    /// A missing or malformed `grid.json`, or a capture log of an fp32 run that cannot be read.
+    pub fn read(dir: &Path, options: &ReportOptions) -> Result<GridReport> {
+        let spec = GridSpec::read(dir)?;
+        let runs = spec.runs()?;
+        let summaries: Vec<Option<Summary>> = runs.iter().map(|r| summary(dir, r)).collect();
+        let metric = summaries
+            .iter()
+            .flatten()
+            .map(|s| s.eval_metric.name.clone())
+            .next()
+            .unwrap_or_else(|| "metric".into());
+        let x_key = spec
+            .vary
+            .iter()
+            .find(|v| v.key == LOSS_SCALE)
+            .or_else(|| {
+                spec.vary
+                    .iter()
+                    .find(|v| v.key != RECIPE && v.values.iter().all(|x| number(x).is_some()))
+            })
+            .map(|v| v.key.clone());
+        let series_of = |run: &GridRun| -> String {
+            let others: Vec<&(String, String)> = run
+                .values
+                .iter()
+                .filter(|(k, _)| Some(k) != x_key.as_ref())
+                .collect();
+            match others.as_slice() {
+                [] => run.config.recipe.name.clone(),
+                [(k, v)] if k == RECIPE => v.clone(),
+                _ => others
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+        };
+        let x_of = |run: &GridRun| -> String {
+            run.values
+                .iter()
+                .find(|(k, _)| Some(k) == x_key.as_ref())
+                .map_or_else(String::new, |(_, v)| v.clone())
+        };
+        // The fp32 twin of a run's series: the same values with recipe fp32.
+        let baseline_of = |run: &GridRun| -> Option<String> {
+            let recipe = run.values.iter().find(|(k, _)| k == RECIPE)?;
+            (recipe.1 != "fp32").then(|| {
+                let twin = GridRun {
+                    values: run
+                        .values
+                        .iter()
+                        .map(|(k, v)| {
+                            (
+                                k.clone(),
+                                if k == RECIPE {
+                                    "fp32".into()
+                                } else {
+                                    v.clone()
+                                },
+                            )
+                        })
+                        .collect(),
+                    ..run.clone()
+                };
+                series_of(&twin)
+            })
+        };
+        let mut series: Vec<String> = Vec::new();
+        let mut cells: Vec<Cell> = Vec::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for (i, run) in runs.iter().enumerate() {
+            let (s, x) = (series_of(run), x_of(run));
+            if !series.contains(&s) {
+                series.push(s.clone());
+            }
+            let at = match cells.iter().position(|c| c.series == s && c.x == x) {
+                Some(at) => at,
+                None => {
+                    cells.push(Cell {
+                        series: s,
+                        x,
+                        recipes: Vec::new(),
+                        runs: 0,
+                        finished: 0,
+                        diverged: 0,
+                        metric: None,
+                        metric_vs_fp32: None,
+                        final_loss: None,
+                        loss_vs_fp32: None,
+                    });
+                    members.push(Vec::new());
+                    cells.len() - 1
+                }
+            };
+            members[at].push(i);
+            let cell = &mut cells[at];
+            cell.runs += 1;
+            if !cell.recipes.contains(&run.config.recipe.name) {
+                cell.recipes.push(run.config.recipe.name.clone());
+            }
+        }
+        let samples = |at: usize, f: &dyn Fn(&Summary) -> f64| -> Vec<f64> {
+            members[at]
+                .iter()
+                .filter_map(|&i| summaries[i].as_ref())
+                .map(f)
+                .filter(|v| v.is_finite())
+                .collect()
+        };
+        let metric_of = |s: &Summary| s.eval_metric.value;
+        let loss_of = |s: &Summary| s.final_loss;
+        for at in 0..cells.len() {
+            let done: Vec<&Summary> = members[at]
+                .iter()
+                .filter_map(|&i| summaries[i].as_ref())
+                .collect();
+            let (m, l) = (samples(at, &metric_of), samples(at, &loss_of));
+            let baseline = baseline_of(&runs[members[at][0]]).and_then(|b| {
+                cells
+                    .iter()
+                    .position(|c| c.series == b && c.x == cells[at].x)
+            });
+            let vs = |f: &dyn Fn(&Summary) -> f64, own: &[f64]| {
+                baseline.and_then(|b| welch(own, &samples(b, f), LEVEL))
+            };
+            let cell = Cell {
+                finished: done.len(),
+                diverged: done.iter().filter(|s| s.diverged).count(),
+                metric: MeanCi::new(&m, LEVEL),
+                metric_vs_fp32: vs(&metric_of, &m),
+                final_loss: MeanCi::new(&l, LEVEL),
+                loss_vs_fp32: vs(&loss_of, &l),
+                ..cells[at].clone()
+            };
+            cells[at] = cell;
+        }
+        let unfinished = runs
+            .iter()
+            .zip(&summaries)
+            .filter(|(_, s)| s.is_none())
+            .map(|(r, _)| r.name.clone())
+            .collect();
+        let window = if x_key.as_deref() == Some(LOSS_SCALE) {
+            fp32_window(dir, &runs, &summaries, options)?
+        } else {
+            None
+        };
+        let mut report = GridReport {
+            dir: dir.display().to_string(),
+            runs: runs.len(),
+            unfinished,
+            metric,
+            x_key,
+            series,
+            cells,
+            window,
+            findings: Vec::new(),
+            figures: Vec::new(),
+            figure_data: Vec::new(),
+            grid: spec,
+        };
+        report.findings = report.findings();
+        report.figure_data = report.charts();
+        report.figures = report.figure_data.iter().map(|f| f.id.clone()).collect();
+        Ok(report)
+    }
+
+    /// Writes `index.html`, `report.json` and `figures/*.{png,svg}` into `dir` (created if
+    /// needed), each file atomically. Returns the page's path.
+    ///
+    /// # Errors
+    /// A file there that mixprec did not write, a failed write, a chart that cannot be drawn.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf> {
+        let mut names = vec!["index.html".to_string(), "report.json".to_string()];
+        for f in &self.figure_data {
+            names.push(format!("figures/{}.svg", f.id));
+            names.push(format!("figures/{}.png", f.id));
+        }
+        super::check_outputs(dir, &names, "--out")?;
+        let svgs = write_figures(dir, &self.figure_data)?;
+        write_json(&dir.join("report.json"), self)?;
+        let x = self.x_key.as_deref().unwrap_or("the series");
+        let title = format!(
+            "mixprec grid report: {} against {x}, {} seeds",
+            self.metric, self.grid.seeds
+        );
+        let body = html! {
+            section id="findings" {
+                h2 { "1. Findings" }
+                ul { @for f in &self.findings { li { (f) } } }
+            }
+            section id="grid" {
+                h2 { "2. The grid" }
+                p { (self.runs) " runs: every combination of the values below, times " (self.grid.seeds)
+                    " seeds (" (self.grid.base.seed) " to " (self.grid.base.seed + self.grid.seeds - 1)
+                    "), each a run directory under " code { (self.dir) "/runs/" } "; the rest of the config is the base config ("
+                    code { "grid.json" } ")." }
+                table {
+                    thead { tr { th { "key" } th { "values" } } }
+                    tbody { @for v in &self.grid.vary { tr { td { (v.key) } td { (v.values.join(", ")) } } } }
+                }
+                @if !self.unfinished.is_empty() {
+                    p { (self.unfinished.len()) " runs have not finished (killed, failed, still running, or in a share not run yet) and are left out: "
+                        (self.unfinished.iter().take(12).cloned().collect::<Vec<_>>().join("; "))
+                        @if self.unfinished.len() > 12 { "; and " (self.unfinished.len() - 12) " more" } "." }
+                }
+            }
+            section id="table" {
+                h2 { "3. " (self.metric) " and final loss over seeds" }
+                p { "Mean over the finished runs with its 95% confidence interval (Student t, n - 1 degrees of freedom); the difference from the fp32 series at the same value with its 95% interval and the two-sided p-value of Welch's t-test (unequal variances), each test on its own: with many rows, some p-values under 0.05 come by chance. A diverged run's loss is not finite and is left out of the loss columns." }
+                (self.table())
+            }
+            section id="figures" {
+                h2 { "4. Figures" }
+                @if self.figure_data.is_empty() {
+                    p { "No figure: the varied values are not numbers (the table has them all)." }
+                }
+                @for f in &self.figure_data {
+                    (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
+                }
+            }
+            footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the grid directory " (self.dir) ". The numbers are in report.json." } }
+        };
+        write_page(dir, &document(&title, body))
+    }
+
+    fn table(&self) -> Markup {
+        let color = |s: &str| {
+            css(run_color(
+                self.series.iter().position(|x| x == s).unwrap_or(0),
+            ))
+        };
+        html! {
+            table {
+                thead { tr {
+                    th { "series" } @if let Some(x) = &self.x_key { th { (x) } } th { "recipe as run" }
+                    th { "runs" } th { "diverged" }
+                    th { (self.metric) " mean [95% CI]" } th { "difference from fp32 [95% CI]" } th { "p" }
+                    th { "final loss mean [95% CI]" } th { "difference from fp32 [95% CI]" } th { "p" }
+                } }
+                tbody {
+                    @for c in &self.cells {
+                        tr {
+                            td { span.swatch style=(format!("background:{}", color(&c.series))) {} (c.series) }
+                            @if self.x_key.is_some() { td { (c.x) } }
+                            td { (c.recipes.join(", ")) }
+                            td { (c.finished) @if c.finished < c.runs { " of " (c.runs) } }
+                            td { (c.diverged) }
+                            td { (mean_cell(c.metric)) } td { (diff_cell(c.metric_vs_fp32)) } td { (p_cell(c.metric_vs_fp32)) }
+                            td { (mean_cell(c.final_loss)) } td { (diff_cell(c.loss_vs_fp32)) } td { (p_cell(c.loss_vs_fp32)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn findings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.unfinished.is_empty() {
+            out.push(format!(
+                "{} of the {} runs have not finished: the statistics use the finished ones.",
+                self.unfinished.len(),
+                self.runs
+            ));
+        }
+        if self.grid.seeds < 2 {
+            out.push(
+                "One seed per combination: no confidence intervals or tests (run the grid with --seeds 5)."
+                    .into(),
+            );
+        }
+        let window = self.window.as_ref().and_then(|w| {
+            let (lo, hi) = (w.window.min_log2_scale?, w.window.max_log2_scale?);
+            (lo <= hi).then_some((lo, hi))
+        });
+        if let Some(w) = &self.window {
+            out.push(match window {
+                Some((lo, hi)) => format!(
+                    "From the fp32 runs' captured gradients ({} runs at loss scale {}, {} capture steps pooled), analyze's loss-scale window for {} is 2^{lo}..2^{hi} (at most 0.1% of the values underflow, none overflows); it is drawn over the curves.",
+                    w.runs,
+                    super::page::scale_name(w.loss_scale),
+                    w.captures,
+                    w.format
+                ),
+                None => format!(
+                    "The fp32 runs' captured gradients ({} capture steps) leave no loss-scale window for {}: no single scale keeps underflow within 0.1% without overflow.",
+                    w.captures, w.format
+                ),
+            });
+        }
+        for s in &self.series {
+            let tested: Vec<&Cell> = self
+                .cells
+                .iter()
+                .filter(|c| &c.series == s && c.metric_vs_fp32.is_some())
+                .collect();
+            if tested.is_empty() {
+                continue;
+            }
+            let differs = |c: &&&Cell| c.metric_vs_fp32.is_some_and(|w| w.p_value < ALPHA);
+            let sig: Vec<&&Cell> = tested.iter().filter(differs).collect();
+            let at = |c: &Cell| {
+                if c.x.is_empty() {
+                    String::new()
+                } else {
+                    format!(" at {}", c.x)
+                }
+            };
+            let mut text = if sig.is_empty() {
+                format!(
+                    "{s}: {} is not distinguishable from fp32's (Welch p >= {ALPHA}) at any of the {} values",
+                    self.metric,
+                    tested.len()
+                )
+            } else {
+                let worst = sig
+                    .iter()
+                    .min_by(|a, b| {
+                        let d = |c: &Cell| c.metric_vs_fp32.map_or(0.0, |w| w.difference);
+                        d(a).total_cmp(&d(b))
+                    })
+                    .map_or_else(String::new, |c| {
+                        let w = c.metric_vs_fp32.map_or(f64::NAN, |w| w.difference);
+                        let m = c.metric.map_or(f64::NAN, |m| m.mean);
+                        format!(
+                            "; the largest drop{}: mean {m:.4}, {w:+.4} from fp32 (p = {})",
+                            at(c),
+                            p_text(c.metric_vs_fp32.map_or(f64::NAN, |w| w.p_value))
+                        )
+                    });
+                format!(
+                    "{s}: {} differs from fp32's (Welch p < {ALPHA}) at {} of {} values{}{worst}",
+                    self.metric,
+                    sig.len(),
+                    tested.len(),
+                    if sig.len() <= 8 {
+                        format!(
+                            " ({})",
+                            sig.iter()
+                                .map(|c| c.x.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    } else {
+                        String::new()
+                    }
+                )
+            };
+            if let Some((lo, hi)) = window {
+                let inside = |c: &&Cell| {
+                    number(&c.x).is_some_and(|x| {
+                        let k = x.log2();
+                        k >= f64::from(lo) && k <= f64::from(hi)
+                    })
+                };
+                let (n_in, sig_in) = (
+                    tested.iter().filter(|c| inside(c)).count(),
+                    sig.iter().filter(|c| inside(c)).count(),
+                );
+                text += &format!(
+                    "; inside the window: {sig_in} of {n_in} scales differ, outside: {} of {}",
+                    sig.len() - sig_in,
+                    tested.len() - n_in
+                );
+            }
+            out.push(text + ".");
+        }
+        out
+    }
+
+    fn charts(&self) -> Vec<Figure> {
+        let Some(x_key) = &self.x_key else {
+            return Vec::new();
+        };
+        let powers = self.cells.iter().all(|c| {
+            let t = c.x.trim_start();
+            t.starts_with("2^") || t.starts_with("2**")
+        });
+        let x_axis = if x_key == LOSS_SCALE || powers {
+            Axis::Log2
+        } else {
+            Axis::Linear
+        };
+        let x_desc = if x_key == LOSS_SCALE {
+            "loss scale (log2 axis)".to_string()
+        } else {
+            format!("{x_key}{}", if powers { " (log2 axis)" } else { "" })
+        };
+        let window = self.window.as_ref().and_then(|w| {
+            let (lo, hi) = (w.window.min_log2_scale?, w.window.max_log2_scale?);
+            (lo <= hi).then_some((lo, hi, w.format.clone()))
+        });
+        let xs: Vec<f64> = self.cells.iter().filter_map(|c| number(&c.x)).collect();
+        let (x_min, x_max) = xs
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        let chart = |id: &str, what: &str, pick: &dyn Fn(&Cell) -> Option<MeanCi>| {
+            let mut lines = Vec::new();
+            let mut bands = Vec::new();
+            let (mut y0, mut y1) = (f64::MAX, f64::MIN);
+            for (i, s) in self.series.iter().enumerate() {
+                let mut points = Vec::new();
+                let mut band = Vec::new();
+                for c in self.cells.iter().filter(|c| &c.series == s) {
+                    let (Some(x), Some(m)) = (number(&c.x), pick(c)) else {
+                        continue;
+                    };
+                    points.push((x, m.mean));
+                    y0 = y0.min(m.mean);
+                    y1 = y1.max(m.mean);
+                    if m.low.is_finite() {
+                        band.push((x, m.low, m.high));
+                        y0 = y0.min(m.low);
+                        y1 = y1.max(m.high);
+                    }
+                }
+                lines.push(Line {
+                    name: format!("{s} (mean)"),
+                    color: run_color(i),
+                    points,
+                });
+                if !band.is_empty() {
+                    bands.push(Band {
+                        name: format!("{s} (95% CI)"),
+                        color: run_color(i),
+                        points: band,
+                    });
+                }
+            }
+            let positive = y0 > 0.0;
+            let axis = if what == "loss" && positive {
+                Axis::Log10
+            } else {
+                Axis::Linear
+            };
+            let mut caption = format!(
+                "Final {} of each series against {x_key}: the mean over seeds, with its 95% confidence interval shaded.",
+                if what == "loss" {
+                    "training loss"
+                } else {
+                    &self.metric
+                }
+            );
+            if let (Some((lo, hi, format)), true) = (&window, y0 <= y1) {
+                let (a, b) = (
+                    crate::format::pow2(*lo).max(x_min),
+                    crate::format::pow2(*hi).min(x_max),
+                );
+                if a <= b {
+                    bands.insert(
+                        0,
+                        Band {
+                            name: format!(
+                                "analyze's window (fp32 gradients, {format}): 2^{lo}..2^{hi}"
+                            ),
+                            color: WINDOW_COLOR,
+                            points: vec![(a, y0, y1), (b, y0, y1)],
+                        },
+                    );
+                }
+                caption += &format!(
+                    " Grey: the loss-scale window that analyze computes from the fp32 runs' captured gradients (2^{lo}..2^{hi} for {format}, clipped to the grid)."
+                );
+            }
+            Figure {
+                id: id.into(),
+                section: 4,
+                caption,
+                chart: Chart::Lines(LineChart {
+                    title: format!(
+                        "{} against {x_key}",
+                        if what == "loss" {
+                            "final training loss"
+                        } else {
+                            &self.metric
+                        }
+                    ),
+                    x_desc: x_desc.clone(),
+                    x_axis,
+                    y_desc: if what == "loss" {
+                        "final training loss (mean over seeds)".into()
+                    } else {
+                        format!("{} (mean over seeds)", self.metric)
+                    },
+                    axis,
+                    lines,
+                    bands,
+                    marks: Vec::new(),
+                    legend: if what == "loss" {
+                        Corner::UpperRight
+                    } else {
+                        Corner::LowerRight
+                    },
+                }),
+            }
+        };
+        vec![
+            chart("grid-metric", "metric", &|c| c.metric),
+            chart("grid-loss", "loss", &|c| c.final_loss),
+        ]
+    }
+}
+
+/// The colour of the window band.
+const WINDOW_COLOR: plotters::style::RGBColor = plotters::style::RGBColor(110, 110, 110);
+
+/// The window of the fp32 runs nearest loss scale 2^0, their captures pooled.
+fn fp32_window(
+    dir: &Path,
+    runs: &[GridRun],
+    summaries: &[Option<Summary>],
+    options: &ReportOptions,
+) -> Result<Option<GridWindow>> {
+    let scale_of = |r: &GridRun| match r.config.recipe.loss_scaling {
+        LossScaling::Static { scale } => f64::from(scale),
+        LossScaling::Dynamic(d) => f64::from(d.init_scale),
+        LossScaling::None => 1.0,
+    };
+    let fp32: Vec<&GridRun> = runs
+        .iter()
+        .zip(summaries)
+        .filter(|(r, s)| s.is_some() && is_fp32(&r.config.recipe))
+        .map(|(r, _)| r)
+        .collect();
+    let Some(nearest) = fp32
+        .iter()
+        .map(|r| scale_of(r))
+        .min_by(|a, b| a.log2().abs().total_cmp(&b.log2().abs()))
+    else {
+        return Ok(None);
+    };
+    let format: FloatFormat = options.format.unwrap_or_else(|| {
+        runs.iter()
+            .map(|r| r.config.recipe.format(Class::ActivationGrad))
+            .find(|&f| f != FP32)
+            .unwrap_or(FP16)
+    });
+    let mut pooled = Histogram::new(0);
+    let (mut used, mut captures) = (0, 0);
+    for run in fp32.into_iter().filter(|r| scale_of(r) == nearest) {
+        used += 1;
+        for record in RunDir::open(&run.dir(dir))?.captures()? {
+            let record = record?;
+            if record.loss_scale.unwrap_or(1.0) == nearest {
+                let h = record.gradients();
+                if h.sub_bins_log2() == pooled.sub_bins_log2() {
+                    pooled.merge(&h);
+                    captures += 1;
+                }
+            }
+        }
+    }
+    Ok(Some(GridWindow {
+        format: format.to_string(),
+        loss_scale: nearest,
+        runs: used,
+        captures,
+        window: unscaled_window(&pooled, nearest, format),
+    }))
+}
+
+fn mean_cell(m: Option<MeanCi>) -> String {
+    match m {
+        None => "-".into(),
+        Some(m) if m.low.is_finite() => format!("{} [{}, {}]", g4(m.mean), g4(m.low), g4(m.high)),
+        Some(m) => format!("{} (n = 1)", g4(m.mean)),
+    }
+}
+
+fn diff_cell(w: Option<Welch>) -> String {
+    w.map_or_else(
+        || "-".into(),
+        |w| format!("{:+} [{}, {}]", Signed(w.difference), g4(w.low), g4(w.high)),
+    )
+}
+
+fn p_cell(w: Option<Welch>) -> String {
+    w.map_or_else(|| "-".into(), |w| p_text(w.p_value))
+}
+
+fn p_text(p: f64) -> String {
+    if p < 1e-3 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// Four significant digits, plain between 1e-3 and 1e5.
+fn g4(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let a = x.abs();
+    if (1e-3..1e5).contains(&a) {
+        let digits = (3 - a.log10().floor() as i32).max(0) as usize;
+        format!("{x:.digits$}")
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
+/// A number with its sign, as [`g4`] writes it.
+struct Signed(f64);
+
+impl std::fmt::Display for Signed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 >= 0.0 {
+            write!(f, "+{}", g4(self.0))
+        } else {
+            f.write_str(&g4(self.0))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_cells() {
+        assert_eq!(number("2^16"), Some(65536.0));
+        assert_eq!(number("2**-2"), Some(0.25));
+        assert_eq!(number("0.01"), Some(0.01));
+        assert_eq!(number("16"), Some(16.0));
+        assert_eq!(number("fp32"), None);
+        assert_eq!(g4(0.971_234), "0.9712");
+        assert_eq!(g4(30.703_81), "30.70");
+        assert_eq!(g4(1.2e-5), "1.200e-5");
+        assert_eq!(p_text(0.000_176), "1.8e-4");
+        assert_eq!(p_text(0.3220), "0.322");
+        assert!(is_fp32(&Recipe::fp32()));
+        let mut scaled = Recipe::fp32();
+        scaled.name = "fp32+static".into();
+        scaled.loss_scaling = LossScaling::Static { scale: 8.0 };
+        assert!(is_fp32(&scaled));
+        assert!(!is_fp32(&Recipe::preset("fp8-hybrid").unwrap()));
+        assert!(!is_fp32(&Recipe::preset("fp16-master").unwrap()));
+    }
+}

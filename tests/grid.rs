@@ -1,0 +1,464 @@
+//! `mixprec grid` and `mixprec report` of a grid through the real binary: runs identical to
+//! `train` alone, resuming, shards merging, the report's statistics, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mixprec"))
+}
+
+/// A small, fast base config (digits MLP, a few steps, captures).
+fn base(dir: &Path) -> PathBuf {
+    let path = dir.join("base.json");
+    std::fs::write(
+        &path,
+        r#"{"mlp": {"depth": 2, "width": 64}, "loss_multiplier": 1.52587890625e-05,
+            "steps": 12, "batch": 32, "seed": 5, "capture_every": 5}"#,
+    )
+    .unwrap();
+    path
+}
+
+fn grid(base: &Path, out: &Path, threads: &str, extra: &[&str]) -> Output {
+    bin()
+        .arg("grid")
+        .arg("--config")
+        .arg(base)
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .env("RAYON_NUM_THREADS", threads)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn without_time(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("wall_seconds");
+    v
+}
+
+const VARY: [&str; 6] = [
+    "--vary",
+    "recipe=fp32,fp16-master,fp16-dynamic",
+    "--vary",
+    "loss_scale=2^0..2^12",
+    "--seeds",
+    "2",
+];
+
+fn runs_of(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Each run of a grid on 2 threads (one run per thread) is the run `train` makes alone, on 1
+/// thread, from its config.json: the same bytes.
+#[test]
+fn every_run_is_the_run_train_makes_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = base(tmp.path());
+    let g = tmp.path().join("g");
+    let o = grid(&base, &g, "2", &VARY);
+    let stdout = ok(&o);
+    assert!(
+        stdout.contains("grid: 78 runs (0 already finished, 78 trained, 0 failed); 78 of 78"),
+        "{stdout}"
+    );
+    // Piped: no progress bar.
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let names = runs_of(&g);
+    assert_eq!(names.len(), 78);
+    let index = lines(&g.join("grid.jsonl"));
+    assert_eq!(index.len(), 78);
+    // Grid order: the first --vary slowest, the seed fastest.
+    assert_eq!(index[0]["run"], "runs/recipe=fp32,loss_scale=2^0,seed=5");
+    assert_eq!(index[1]["run"], "runs/recipe=fp32,loss_scale=2^0,seed=6");
+    assert_eq!(index[2]["run"], "runs/recipe=fp32,loss_scale=2^1,seed=5");
+    assert_eq!(
+        index[77]["run"],
+        "runs/recipe=fp16-dynamic,loss_scale=2^12,seed=6"
+    );
+    let line = &index[30];
+    assert_eq!(line["values"]["recipe"], "fp16-master");
+    assert_eq!(line["values"]["loss_scale"], "2^2");
+    assert_eq!(line["seed"], 5);
+    // Its config: the base, the recipe honestly named, the scale, the seed.
+    let dir = g.join("runs/recipe=fp16-master,loss_scale=2^2,seed=5");
+    let config = json(&dir.join("config.json"));
+    assert_eq!(config["recipe"]["name"], "fp16-static");
+    assert_eq!(config["recipe"]["loss_scaling"]["scale"], 4.0);
+    assert_eq!(
+        (config["seed"].clone(), config["steps"].clone()),
+        (5.into(), 12.into())
+    );
+    assert_eq!(config["mlp"]["width"], 64);
+    assert_eq!(line["summary"], json(&dir.join("summary.json")));
+    let dynamic = json(&g.join("runs/recipe=fp16-dynamic,loss_scale=2^12,seed=6/config.json"));
+    assert_eq!(dynamic["recipe"]["loss_scaling"]["init_scale"], 4096.0);
+    assert_eq!(dynamic["seed"], 6);
+    for name in [
+        "recipe=fp16-master,loss_scale=2^2,seed=5",
+        "recipe=fp16-dynamic,loss_scale=2^12,seed=6",
+        "recipe=fp32,loss_scale=2^7,seed=6",
+    ] {
+        let run = g.join("runs").join(name);
+        let alone = tmp.path().join(format!("alone-{name}"));
+        let o = bin()
+            .arg("train")
+            .arg("--config")
+            .arg(run.join("config.json"))
+            .arg("--out")
+            .arg(&alone)
+            .env("RAYON_NUM_THREADS", "1")
+            .output()
+            .unwrap();
+        ok(&o);
+        for file in ["config.json", "metrics.jsonl", "captures.jsonl"] {
+            assert!(
+                std::fs::read(run.join(file)).unwrap() == std::fs::read(alone.join(file)).unwrap(),
+                "{name}/{file}"
+            );
+        }
+        assert_eq!(
+            without_time(json(&run.join("summary.json"))),
+            without_time(json(&alone.join("summary.json")))
+        );
+        assert!(!run.join("INCOMPLETE").exists());
+    }
+}
+
+/// Shares run separately merge into one directory, or into copies merged afterwards; a killed
+/// run is redone, a finished one kept, on a rerun of the same command.
+#[test]
+fn shards_merge_and_a_killed_grid_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = base(tmp.path());
+    let vary = [
+        "--vary",
+        "recipe=fp32,fp16-master",
+        "--vary",
+        "loss_scale=2^0,2^8",
+        "--seeds",
+        "2",
+    ];
+    let whole = tmp.path().join("whole");
+    ok(&grid(&base, &whole, "2", &vary));
+    // Two shares into one directory.
+    let shared = tmp.path().join("shared");
+    let with = |shard: &'static str| [&vary[..], &["--shard", shard]].concat();
+    let first = ok(&grid(&base, &shared, "1", &with("1/2")));
+    assert!(
+        first.contains(
+            "grid: 4 runs in share 1/2 (0 already finished, 4 trained, 0 failed); 4 of 8"
+        ),
+        "{first}"
+    );
+    // Share 1 of 2 holds every other run in grid order.
+    let index = lines(&shared.join("grid.jsonl"));
+    assert_eq!(index[0]["run"], "runs/recipe=fp32,loss_scale=2^0,seed=5");
+    assert_eq!(index[1]["run"], "runs/recipe=fp32,loss_scale=2^8,seed=5");
+    let second = ok(&grid(&base, &shared, "1", &with("2/2")));
+    assert!(second.contains("8 of 8"), "{second}");
+    assert_eq!(runs_of(&shared), runs_of(&whole));
+    let strip = |mut v: Vec<Value>| -> Vec<Value> {
+        for l in &mut v {
+            l["summary"].as_object_mut().unwrap().remove("wall_seconds");
+        }
+        v
+    };
+    assert_eq!(
+        strip(lines(&shared.join("grid.jsonl"))),
+        strip(lines(&whole.join("grid.jsonl")))
+    );
+    // Two shares in two directories, copied together: the report reads the run directories.
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    ok(&grid(&base, &a, "1", &with("1/2")));
+    ok(&grid(&base, &b, "1", &with("2/2")));
+    for name in runs_of(&b) {
+        std::fs::rename(b.join("runs").join(&name), a.join("runs").join(&name)).unwrap();
+    }
+    let report = tmp.path().join("report-a");
+    ok(&bin()
+        .arg("report")
+        .arg(&a)
+        .arg("--out")
+        .arg(&report)
+        .output()
+        .unwrap());
+    let r = json(&report.join("report.json"));
+    assert_eq!(r["unfinished"], Value::Array(vec![]));
+    assert_eq!(r["runs"], 8);
+    // A rerun rebuilds grid.jsonl from the run directories, training nothing.
+    let again = ok(&grid(&base, &a, "1", &vary));
+    assert!(
+        again.contains("(8 already finished, 0 trained, 0 failed); 8 of 8"),
+        "{again}"
+    );
+    assert_eq!(lines(&a.join("grid.jsonl")).len(), 8);
+
+    // Killed: one run left INCOMPLETE (its logs cut short), one never started.
+    let runs = whole.join("runs");
+    let killed = runs.join("recipe=fp16-master,loss_scale=2^8,seed=6");
+    let before = std::fs::read(killed.join("metrics.jsonl")).unwrap();
+    std::fs::write(killed.join("INCOMPLETE"), "killed\n").unwrap();
+    std::fs::write(killed.join("metrics.jsonl"), &before[..before.len() / 2]).unwrap();
+    std::fs::remove_dir_all(runs.join("recipe=fp32,loss_scale=2^0,seed=5")).unwrap();
+    let kept = runs.join("recipe=fp32,loss_scale=2^8,seed=6/summary.json");
+    let kept_before = std::fs::read(&kept).unwrap();
+    let resumed = ok(&grid(&base, &whole, "2", &vary));
+    assert!(
+        resumed.contains("grid: 8 runs (6 already finished, 2 trained, 0 failed); 8 of 8"),
+        "{resumed}"
+    );
+    assert!(!killed.join("INCOMPLETE").exists());
+    assert_eq!(std::fs::read(killed.join("metrics.jsonl")).unwrap(), before);
+    // The finished run was left alone (its wall time would differ if it had been rerun).
+    assert_eq!(std::fs::read(&kept).unwrap(), kept_before);
+}
+
+/// The report of a grid: means, intervals and Welch's tests as the summaries give them, the
+/// window from the fp32 runs' captures, the figures.
+#[test]
+fn the_report_of_a_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = base(tmp.path());
+    let g = tmp.path().join("g");
+    ok(&grid(
+        &base,
+        &g,
+        "2",
+        &[
+            "--vary",
+            "recipe=fp32,fp16-master",
+            "--vary",
+            "loss_scale=2^0,2^4,2^8",
+            "--seeds",
+            "3",
+        ],
+    ));
+    let out = tmp.path().join("report");
+    let stdout = ok(&bin()
+        .arg("report")
+        .arg(&g)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap());
+    assert!(
+        stdout.contains("analyze's loss-scale window for fp16 is 2^"),
+        "{stdout}"
+    );
+    let r = json(&out.join("report.json"));
+    assert_eq!(r["metric"], "test_accuracy");
+    assert_eq!(r["x_key"], "loss_scale");
+    assert_eq!(r["series"], serde_json::json!(["fp32", "fp16-master"]));
+    let cells = r["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 6);
+    // Recompute one cell from grid.jsonl.
+    let index = lines(&g.join("grid.jsonl"));
+    let values = |recipe: &str, scale: &str| -> Vec<f64> {
+        index
+            .iter()
+            .filter(|l| l["values"]["recipe"] == recipe && l["values"]["loss_scale"] == scale)
+            .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
+            .collect()
+    };
+    let (master, fp32) = (values("fp16-master", "2^4"), values("fp32", "2^4"));
+    assert_eq!((master.len(), fp32.len()), (3, 3));
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
+    let cell = cells
+        .iter()
+        .find(|c| c["series"] == "fp16-master" && c["x"] == "2^4")
+        .unwrap();
+    assert_eq!(cell["recipes"], serde_json::json!(["fp16-static"]));
+    assert_eq!(cell["metric"]["n"], 3);
+    assert!((cell["metric"]["mean"].as_f64().unwrap() - mean(&master)).abs() < 1e-12);
+    let d = cell["metric_vs_fp32"]["difference"].as_f64().unwrap();
+    assert!((d - (mean(&master) - mean(&fp32))).abs() < 1e-12, "{cell}");
+    let (lo, hi) = (
+        cell["metric"]["low"].as_f64().unwrap(),
+        cell["metric"]["high"].as_f64().unwrap(),
+    );
+    assert!(lo <= mean(&master) && mean(&master) <= hi);
+    // The fp32 series is the baseline: not tested against itself.
+    let base_cell = cells.iter().find(|c| c["series"] == "fp32").unwrap();
+    assert!(base_cell["metric_vs_fp32"].is_null());
+    // The window comes from the fp32 runs at 2^0, all seeds, every capture (steps 1, 5, 10).
+    let w = &r["window"];
+    assert_eq!(
+        (w["loss_scale"].clone(), w["runs"].clone()),
+        (1.0.into(), 3.into())
+    );
+    assert_eq!(w["captures"], 9);
+    assert_eq!(w["format"], "fp16");
+    assert!(
+        w["window"]["min_log2_scale"].as_i64().unwrap()
+            <= w["window"]["max_log2_scale"].as_i64().unwrap()
+    );
+    for f in [
+        "index.html",
+        "figures/grid-metric.png",
+        "figures/grid-metric.svg",
+        "figures/grid-loss.png",
+    ] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("difference from fp32") && page.contains("fp16-static"));
+    // Another x key: the baseline is fp32 at the same number of steps, whose runs differ.
+    let s = tmp.path().join("steps");
+    ok(&grid(
+        &base,
+        &s,
+        "2",
+        &[
+            "--vary",
+            "recipe=fp32,bf16-master",
+            "--vary",
+            "steps=3,9",
+            "--seeds",
+            "2",
+        ],
+    ));
+    let out_s = tmp.path().join("report-steps");
+    ok(&bin()
+        .arg("report")
+        .arg(&s)
+        .arg("--out")
+        .arg(&out_s)
+        .output()
+        .unwrap());
+    let r = json(&out_s.join("report.json"));
+    assert_eq!(r["x_key"], "steps");
+    let index = lines(&s.join("grid.jsonl"));
+    let metric = |recipe: &str, steps: &str| -> Vec<f64> {
+        index
+            .iter()
+            .filter(|l| l["values"]["recipe"] == recipe && l["values"]["steps"] == steps)
+            .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
+            .collect()
+    };
+    assert_ne!(metric("fp32", "3"), metric("fp32", "9"));
+    for steps in ["3", "9"] {
+        let cell = r["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["series"] == "bf16-master" && c["x"] == steps)
+            .unwrap();
+        let want = mean(&metric("bf16-master", steps)) - mean(&metric("fp32", steps));
+        let got = cell["metric_vs_fp32"]["difference"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-12, "steps {steps}: {got} vs {want}");
+    }
+    // A grid is reported alone.
+    let o = bin()
+        .arg("report")
+        .arg(&g)
+        .arg(&g)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is a grid directory: report it alone"));
+}
+
+/// Bad input: one line naming the problem, exit code 2, nothing trained or written.
+#[test]
+fn bad_input_is_named_before_any_training() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = base(tmp.path());
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--vary", "stepz=1,2"],
+            "--vary 'stepz=1': unknown field `stepz`",
+        ),
+        (
+            &["--vary", "optimizer.nope.x=1"],
+            "unknown config key optimizer.nope.x",
+        ),
+        (
+            &["--vary", "loss_scale=2^9..2^3"],
+            "the range 2^9..2^3 is empty",
+        ),
+        (&["--vary", "loss_scale=2^0..2^x"], "'2^x' is not"),
+        (&["--vary", "loss_scale=0,2"], "--vary 'loss_scale=0': "),
+        (&["--vary", "steps=0,3"], "--vary 'steps=0': invalid steps"),
+        (
+            &["--vary", "recipe=fp12"],
+            "--vary 'recipe=fp12': invalid recipe 'fp12'",
+        ),
+        (
+            &["--vary", "recipe=fp16-pure", "--vary", "loss_scale=2^4"],
+            "runs/recipe=fp16-pure,loss_scale=2^4,seed=5: invalid loss scaling",
+        ),
+        (
+            &["--vary", "batch=32,100000"],
+            "runs/batch=100000,seed=5: invalid batch",
+        ),
+        (&["--vary", "dataset=missing.csv"], "missing.csv"),
+        (&["--vary", "steps=1,1"], "given twice"),
+        (&["--vary", "steps=1", "--vary", "steps=2"], "varied twice"),
+        (&["--seeds", "0"], "invalid --seeds '0'"),
+        (&["--shard", "3/2"], "invalid --shard '3/2'"),
+        (&["--shard", "1/0"], "invalid --shard '1/0'"),
+        (&["--shard", "a/b"], "invalid --shard 'a/b'"),
+    ];
+    for (args, needle) in cases {
+        let out = tmp.path().join("never");
+        let o = grid(&base, &out, "1", args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    // A directory that holds another grid, or anything else, is not touched.
+    let g = tmp.path().join("g");
+    ok(&grid(&base, &g, "1", &["--vary", "steps=1,2"]));
+    let before = std::fs::read(g.join("grid.json")).unwrap();
+    let o = grid(&base, &g, "1", &["--vary", "steps=1,3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("describes another grid"));
+    assert_eq!(std::fs::read(g.join("grid.json")).unwrap(), before);
+    assert_eq!(runs_of(&g).len(), 2);
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let o = grid(&base, &other, "1", &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("holds no grid.json"));
+}
