@@ -332,3 +332,36 @@ fn sign_of_zero_is_kept() {
     assert_eq!(z, 0.0);
     assert!(z.is_sign_negative());
 }
+
+/// The scalar path's stochastic rounding on its boundary: up iff `floor(f 2^32) > u`, strictly,
+/// with `u` the stream's bits at the value's position ([`stochastic_bits`]). A value whose
+/// fraction of the gap is exactly `u / 2^32` stays at its lower neighbour (`>=` would round it
+/// up); one 2^-32 of the gap more rounds up. Normals (1 + f 2^-10), subnormals (3 2^-24 +
+/// f 2^-24) and values under the smallest subnormal (f 2^-24), both signs, at positions in
+/// the first and later blocks of 2^32 (another random key).
+#[test]
+fn stochastic_rounding_is_strict_at_the_random_bits() {
+    let seed = 0x005e_ed0f_5eed;
+    let r = Rounder::new(
+        FP16,
+        RoundOptions {
+            rounding: Rounding::Stochastic,
+            seed,
+            ..RoundOptions::default()
+        },
+    );
+    let p = |e: i32| 2f64.powi(e);
+    let mut indices: Vec<u64> = (0..2000).collect();
+    indices.extend([1 << 32, (1 << 32) + 7, 5 << 40, u64::MAX]);
+    for index in indices {
+        let u = f64::from(stochastic_bits(seed, index));
+        for (lower, gap) in [(1.0, p(-10)), (3.0 * p(-24), p(-24)), (0.0, p(-24))] {
+            for sign in [1.0, -1.0] {
+                let at = sign * (lower + u * p(-32) * gap);
+                let above = sign * (lower + (u + 1.0) * p(-32) * gap);
+                assert_eq!(r.round_at(at, index).0, sign * lower, "{index} {at:e}");
+                assert_eq!(r.round_at(above, index).0, sign * (lower + gap), "{index}");
+            }
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 use mixprec::format::{
     BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath, Overflow, PRESETS, RoundCounts,
-    RoundOptions, Rounder, Rounding, TF32,
+    RoundOptions, Rounder, Rounding, TF32, stochastic_bits,
 };
 use mixprec::train::Rng;
 
@@ -110,6 +110,95 @@ fn kernels_agree_with_the_scalar_twin() {
             }
         }
     }
+}
+
+/// The kernels' stochastic rounding on its boundary: up iff the dropped fraction, as 32 bits,
+/// is strictly greater than the position's random bits `h` ([`stochastic_bits`] of the seed
+/// and the position, as [`Rounding::Stochastic`] says). Each value is built from its own
+/// position's `h` so that its fraction equals `h` (`>` keeps it, `>=` would round it up), and
+/// one step above (rounds up):
+/// - normals, through the kernels' integer addition: fp16 drops 13 of f32's 23 mantissa bits,
+///   so `1 + (h >> 19) 2^-23` has the fraction `h`'s top 13 bits (all the kernel compares);
+/// - fp16 subnormals, through the kernels' explicit comparison: `3 2^-24 + h 2^-56` (quantum
+///   2^-24, fraction `h / 2^32`) is an f32 when `h`'s low 10 bits are zero; the positions
+///   where they are are found by drawing the stream.
+#[test]
+fn stochastic_rounding_is_strict_at_the_random_bits() {
+    let seed = 0x005e_ed0f_5eed;
+    let r = Rounder::new(
+        FP16,
+        RoundOptions {
+            rounding: Rounding::Stochastic,
+            seed,
+            ..RoundOptions::default()
+        },
+    );
+    let start = 12_345u64;
+    let n = 1usize << 16;
+    let h: Vec<f64> = (0..n as u64)
+        .map(|i| f64::from(stochastic_bits(seed, start + i)))
+        .collect();
+    let sign = |i: usize| if i % 3 == 0 { -1.0 } else { 1.0 };
+    let p = |e: i32| 2f64.powi(e);
+    // (fraction, lower neighbour, gap) per position; None where the position is left at 0.
+    let normal = |i: usize, step: f64| {
+        let t = (h[i] * p(-19)).floor() + step;
+        Some((1.0 + t * p(-23), 1.0, p(-10)))
+    };
+    let subnormal = |i: usize, step: f64| {
+        (h[i] % 1024.0 == 0.0)
+            .then(|| (3.0 * p(-24) + (h[i] + step) * p(-56), 3.0 * p(-24), p(-24)))
+    };
+    let mut boundaries = 0;
+    for (what, case) in [
+        (
+            "normal",
+            &normal as &dyn Fn(usize, f64) -> Option<(f64, f64, f64)>,
+        ),
+        ("subnormal", &subnormal),
+    ] {
+        for (step, up) in [(0.0, false), (1.0, true)] {
+            let step = if what == "subnormal" {
+                step * 1024.0
+            } else {
+                step
+            };
+            let cases: Vec<_> = (0..n).map(|i| case(i, step)).collect();
+            let xs: Vec<f32> = cases
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c.map_or(0.0, |c| (sign(i) * c.0) as f32))
+                .collect();
+            // The values are f32s exactly.
+            for (x, c) in xs.iter().zip(&cases) {
+                assert!(c.is_none_or(|c| f64::from(*x).abs() == c.0));
+            }
+            for path in [KernelPath::Auto, KernelPath::Portable] {
+                let mut got = xs.clone();
+                r.round_f32_slice_via(path, &mut got, start);
+                if path == KernelPath::Auto {
+                    let mut public = xs.clone();
+                    r.round_f32_slice_at(&mut public, start);
+                    assert_eq!(public, got);
+                }
+                for (i, c) in cases.iter().enumerate() {
+                    let Some((_, lower, gap)) = *c else { continue };
+                    boundaries += usize::from(!up);
+                    let want = sign(i) * if up { lower + gap } else { lower };
+                    assert_eq!(
+                        f64::from(got[i]),
+                        want,
+                        "{what} {path:?}: position {}, h {:#x}, x {:e}",
+                        start + i as u64,
+                        h[i] as u32,
+                        xs[i]
+                    );
+                }
+            }
+        }
+    }
+    // Every normal position, and the subnormal ones found (about n / 1024 per path).
+    assert!(boundaries > 2 * (n + 32), "{boundaries}");
 }
 
 #[test]

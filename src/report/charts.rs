@@ -37,6 +37,21 @@ pub const NORMAL: RGBColor = RGBColor(0, 158, 115);
 /// Overflow.
 pub const OVERFLOW: RGBColor = RGBColor(204, 121, 167);
 
+/// Draws the legend of `chart`'s labelled series at `position`, on a light box.
+fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+) -> DrawResult<DB> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.88))
+        .border_style(BLACK.mix(0.3))
+        .label_font((FONT, 15))
+        .position(position)
+        .draw()?;
+    Ok(())
+}
+
 /// How the y axis maps values.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Axis {
@@ -230,17 +245,13 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
             .label(&m.name)
             .legend(move |(x, y)| Cross::new((x + 9, y), 5, color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font((FONT, 15))
-        .position(match c.legend {
+    legend(
+        &mut chart,
+        match c.legend {
             Corner::UpperRight => SeriesLabelPosition::UpperRight,
             Corner::LowerRight => SeriesLabelPosition::LowerRight,
-        })
-        .draw()?;
-    Ok(())
+        },
+    )
 }
 
 /// A zone edge at or beyond this (log2) is open-ended: it does not widen the axis.
@@ -259,6 +270,10 @@ pub struct Zone {
     pub label: String,
 }
 
+/// One histogram of a [`Log2Histograms`]: legend, colour, bars `(log2 lower, log2 upper,
+/// percent per octave)`.
+pub type HistogramLine = (String, RGBColor, Vec<(f64, f64, f64)>);
+
 /// Histograms of log2 magnitudes drawn as outlines over zones.
 #[derive(Clone, Debug)]
 pub struct Log2Histograms {
@@ -269,7 +284,7 @@ pub struct Log2Histograms {
     /// Zones.
     pub zones: Vec<Zone>,
     /// `(legend, colour, bars)`; bars `(log2 lower, log2 upper, percent per octave)`.
-    pub series: Vec<(String, RGBColor, Vec<(f64, f64, f64)>)>,
+    pub series: Vec<HistogramLine>,
 }
 
 /// The bars of `h` shifted by `shift` octaves: percent of its finite nonzero values per octave.
@@ -353,41 +368,16 @@ pub fn log2_histograms<DB: DrawingBackend>(
     for (name, color, b) in &c.series {
         let color = *color;
         chart
-            .draw_series(LineSeries::new(outline(b), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                super::plot::steps(b, 0.0),
+                color.stroke_width(2),
+            ))?
             .label(name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
             });
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font((FONT, 15))
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
-    Ok(())
-}
-
-/// The outline of bars `(x0, x1, height)`, down to zero across gaps.
-fn outline(bars: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
-    let mut pts = Vec::with_capacity(bars.len() * 4 + 2);
-    let mut prev_end = f64::NAN;
-    for &(a, b, y) in bars {
-        if a != prev_end {
-            if prev_end.is_finite() {
-                pts.push((prev_end, 0.0));
-            }
-            pts.push((a, 0.0));
-        }
-        pts.push((a, y));
-        pts.push((b, y));
-        prev_end = b;
-    }
-    if prev_end.is_finite() {
-        pts.push((prev_end, 0.0));
-    }
-    pts
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// Values in `[0, 1]` on a grid of rows (layers) and columns (steps).
@@ -552,12 +542,5 @@ pub fn stacked_shares<DB: DrawingBackend>(
             .label(name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.3))
-        .label_font((FONT, 15))
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
 }

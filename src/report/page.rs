@@ -160,7 +160,6 @@ impl Report {
         document(
             &title,
             html! {
-                        h1 { (title) }
                         section id="findings" {
                             h2 { "1. Findings" }
                             ul {
@@ -729,8 +728,16 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
             if !compared.is_empty() && worst < 0.01 {
                 say(
                     format!(
-                        "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}).",
-                        pct(worst)
+                        "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}{}).",
+                        pct(worst),
+                        if compared.len() < r.shadow.len() {
+                            match steps(&compared) {
+                                1 => ", at the one shadow step where both were finite".to_string(),
+                                k => format!(", at the {k} shadow steps where both were finite"),
+                            }
+                        } else {
+                            String::new()
+                        }
                     ),
                     &format!("shadow-{i}"),
                 );
@@ -928,7 +935,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     let mut out = Vec::new();
     let positive = runs
         .iter()
-        .all(|r| r.loss.points.iter().all(|p| !(p.1 <= 0.0)));
+        .all(|r| r.loss.points.iter().all(|p| p.1 > 0.0 || p.1.is_nan()));
     out.push(Figure {
         id: "loss".into(),
         section: 3,
@@ -1029,74 +1036,28 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
                     .collect(),
             }),
         });
-        let mut rows: Vec<(String, Class)> = Vec::new();
-        for c in &r.captures {
-            for (l, class, _) in &c.gradients {
-                if !rows.iter().any(|(rl, rc)| rl == l && rc == class) {
-                    rows.push((l.clone(), *class));
-                }
-            }
-        }
         out.push(Figure {
             id: format!("underflow-{i}"),
             section: 4,
             caption: format!("{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.", r.name),
-            chart: Chart::Heatmap(Heatmap {
-                title: format!("{}: underflow share per layer", r.name),
-                value_desc: "values that underflowed (%)".into(),
-                rows: rows.iter().map(|(l, c)| format!("{l} {}", c.name())).collect(),
-                cols: steps.clone(),
-                values: rows
-                    .iter()
-                    .map(|(l, class)| {
-                        r.captures
-                            .iter()
-                            .map(|c| {
-                                c.gradients
-                                    .iter()
-                                    .find(|(gl, gc, _)| gl == l && gc == class)
-                                    .map_or(f64::NAN, |g| g.2.underflow)
-                            })
-                            .collect()
-                    })
-                    .collect(),
-            }),
+            chart: Chart::Heatmap(layer_grid(
+                format!("{}: underflow share per layer", r.name),
+                "values that underflowed (%)",
+                r.captures.iter().flat_map(|c| {
+                    c.gradients.iter().map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
+                }),
+            )),
         });
         if !r.shadow.is_empty() {
-            let mut srows: Vec<(String, Class)> = Vec::new();
-            let mut ssteps: Vec<u64> = Vec::new();
-            for p in &r.shadow {
-                if !srows.iter().any(|(l, c)| *l == p.layer && *c == p.tensor) {
-                    srows.push((p.layer.clone(), p.tensor));
-                }
-                if ssteps.last() != Some(&p.step) {
-                    ssteps.push(p.step);
-                }
-            }
             out.push(Figure {
                 id: format!("shadow-{i}"),
                 section: 4,
                 caption: format!("{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).", r.name),
-                chart: Chart::Heatmap(Heatmap {
-                    title: format!("{}: gradient norm lost against FP32", r.name),
-                    value_desc: "FP32 gradient norm lost (%)".into(),
-                    rows: srows.iter().map(|(l, c)| format!("{l} {}", c.name())).collect(),
-                    cols: ssteps.clone(),
-                    values: srows
-                        .iter()
-                        .map(|(l, c)| {
-                            ssteps
-                                .iter()
-                                .map(|s| {
-                                    r.shadow
-                                        .iter()
-                                        .find(|p| p.step == *s && p.layer == *l && p.tensor == *c)
-                                        .map_or(f64::NAN, |p| p.norm_lost)
-                                })
-                                .collect()
-                        })
-                        .collect(),
-                }),
+                chart: Chart::Heatmap(layer_grid(
+                    format!("{}: gradient norm lost against FP32", r.name),
+                    "FP32 gradient norm lost (%)",
+                    r.shadow.iter().map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
+                )),
             });
         }
     }
@@ -1192,10 +1153,47 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
     out
 }
 
-fn per_layer(
-    hists: &[(String, Histogram)],
-    shift: f64,
-) -> Vec<(String, RGBColor, Vec<(f64, f64, f64)>)> {
+/// A layers x steps map from `(step, layer, class, value)` points: one row per layer and class
+/// and one column per step, in the order they first appear; NaN where a pair has no point.
+fn layer_grid<'a>(
+    title: String,
+    value_desc: &str,
+    points: impl Iterator<Item = (u64, &'a str, Class, f64)>,
+) -> Heatmap {
+    let mut rows: Vec<(&str, Class)> = Vec::new();
+    let mut cols: Vec<u64> = Vec::new();
+    let mut cells: Vec<(usize, usize, f64)> = Vec::new();
+    for (step, layer, class, value) in points {
+        let row = rows
+            .iter()
+            .position(|&r| r == (layer, class))
+            .unwrap_or_else(|| {
+                rows.push((layer, class));
+                rows.len() - 1
+            });
+        let col = cols.iter().position(|&c| c == step).unwrap_or_else(|| {
+            cols.push(step);
+            cols.len() - 1
+        });
+        cells.push((row, col, value));
+    }
+    let mut values = vec![vec![f64::NAN; cols.len()]; rows.len()];
+    for (row, col, value) in cells {
+        values[row][col] = value;
+    }
+    Heatmap {
+        title,
+        value_desc: value_desc.to_string(),
+        rows: rows
+            .iter()
+            .map(|(l, c)| format!("{l} {}", c.name()))
+            .collect(),
+        cols,
+        values,
+    }
+}
+
+fn per_layer(hists: &[(String, Histogram)], shift: f64) -> Vec<charts::HistogramLine> {
     hists
         .iter()
         .enumerate()
@@ -1250,5 +1248,46 @@ fn window_figure(runs: &[RunData]) -> Figure {
             marks,
             legend: Corner::LowerRight,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{BF16, FP8_E5M2, FP16};
+
+    /// The run report's format zones: each label and colour goes with its edges (fp16:
+    /// underflow below 2^-25, half the min subnormal; subnormal up to the min normal 2^-14;
+    /// normal up to the max; overflow above), and the zones tile the axis in that order.
+    #[test]
+    fn zones_label_and_colour_the_right_ranges() {
+        let z = zones(FP16);
+        let named = |label: &str| z.iter().find(|z| z.label.starts_with(label)).unwrap();
+        let under = named("underflow");
+        assert_eq!(under.label, "underflow in fp16 (rounds to 0)");
+        assert_eq!((under.to, under.color), (-25.0, charts::UNDERFLOW));
+        let sub = named("subnormal");
+        assert_eq!(
+            (sub.from, sub.to, sub.color),
+            (-25.0, -14.0, charts::SUBNORMAL)
+        );
+        let normal = named("normal");
+        assert_eq!(
+            (normal.from, normal.to, normal.color),
+            (-14.0, 65504f64.log2(), charts::NORMAL)
+        );
+        let over = named("overflow");
+        assert_eq!((over.from, over.color), (65504f64.log2(), charts::OVERFLOW));
+        for f in [FP16, BF16, FP8_E5M2] {
+            let z = zones(f);
+            assert_eq!(z[0].to, f.min_subnormal().log2() - 1.0, "{f}");
+            assert_eq!(z[0].color, charts::UNDERFLOW, "{f}");
+            assert_eq!(z[3].from, f.max().log2(), "{f}");
+            assert_eq!(z[3].color, charts::OVERFLOW, "{f}");
+            assert!(z[0].from < z[0].to && z[3].from < z[3].to, "{f}");
+            for w in z.windows(2) {
+                assert_eq!(w[0].to, w[1].from, "{f}");
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::AnalyzePlots;
+use crate::format::FloatFormat;
 
 /// The result of drawing on a backend `DB`.
 pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
@@ -22,8 +23,7 @@ const SCALED: RGBColor = RGBColor(0, 114, 178);
 
 /// `log2` of the edges of the format's zones: half the min subnormal (below: lost), the min
 /// normal, and the max.
-fn zones(p: &AnalyzePlots<'_>) -> (f64, f64, f64) {
-    let f = p.format;
+fn zones(f: FloatFormat) -> (f64, f64, f64) {
     (
         f.min_subnormal().log2() - 1.0,
         f64::from(f.emin()),
@@ -31,8 +31,95 @@ fn zones(p: &AnalyzePlots<'_>) -> (f64, f64, f64) {
     )
 }
 
+/// What the histogram draws behind the bars over `x0..x1` (log2 |x|): each zone of format `f`
+/// as `(from, to, colour, legend)`, lost values first.
+fn histogram_zones(f: FloatFormat, x0: f64, x1: f64) -> [(f64, f64, RGBColor, String); 4] {
+    let (lost, min_normal, max) = zones(f);
+    [
+        (
+            x0,
+            lost,
+            UNDERFLOW,
+            "lost: below half the min subnormal".to_string(),
+        ),
+        (
+            lost,
+            min_normal,
+            SUBNORMAL,
+            "subnormal: reduced precision".to_string(),
+        ),
+        (
+            min_normal,
+            max,
+            NORMAL,
+            format!("normal: {} significant bits", f.man_bits() + 1),
+        ),
+        (
+            max,
+            x1,
+            OVERFLOW,
+            format!("overflow: above max {}", f.max()),
+        ),
+    ]
+}
+
+/// One class of the sweep's stacked bars: its colour, its legend, and per scale `(k, y0, y1)`,
+/// the bar at `log2_scale` `k` from `y0` to `y1` percent of the finite nonzero values.
+type Stack = (RGBColor, &'static str, Vec<(f64, f64, f64)>);
+
+/// What the sweep's upper panel draws: underflow, subnormal, normal and overflow shares stacked
+/// in that order, from 0 up, at each scale of `s`.
+fn sweep_stacks(s: &crate::stats::Sweep) -> Vec<Stack> {
+    type Class = (RGBColor, &'static str, fn(&crate::stats::SweepRow) -> u64);
+    let classes: [Class; 4] = [
+        (UNDERFLOW, "underflow (becomes 0)", |r| r.underflow),
+        (SUBNORMAL, "subnormal", |r| r.subnormal),
+        (NORMAL, "normal", |r| r.normal),
+        (OVERFLOW, "overflow (inf: step skipped)", |r| r.overflow),
+    ];
+    let n = s.finite_nonzero().max(1) as f64;
+    classes
+        .iter()
+        .enumerate()
+        .map(|(c, &(color, label, get))| {
+            let bars = s.rows.iter().map(|row| {
+                let below: u64 = classes[..c].iter().map(|(_, _, g)| g(row)).sum();
+                let k = f64::from(row.log2_scale);
+                let y0 = 100.0 * below as f64 / n;
+                let y1 = 100.0 * (below + get(row)) as f64 / n;
+                (k, y0, y1)
+            });
+            (color, label, bars.collect())
+        })
+        .collect()
+}
+
+/// The heatmap's edge lines at the scale `2^k`: `(log2 |x|, colour, legend)` for the lost,
+/// subnormal and overflow edges of format `f`, each moved down by `k`.
+fn heatmap_edges(f: FloatFormat, k: i32) -> [(f64, RGBColor, String); 3] {
+    let (lost, min_normal, max) = zones(f);
+    let kf = f64::from(k);
+    [
+        (
+            lost - kf,
+            UNDERFLOW,
+            format!("left: lost at 2^{k} (below half the min subnormal / 2^{k})"),
+        ),
+        (
+            min_normal - kf,
+            SUBNORMAL,
+            format!("left: subnormal at 2^{k} (below the min normal / 2^{k})"),
+        ),
+        (
+            max - kf,
+            OVERFLOW,
+            format!("right: overflow at 2^{k} (above max / 2^{k})"),
+        ),
+    ]
+}
+
 /// The outline of histogram bars `(x0, x1, height)` shifted by `dx`, down to zero across gaps.
-fn steps(bars: &[(f64, f64, f64)], dx: f64) -> Vec<(f64, f64)> {
+pub(crate) fn steps(bars: &[(f64, f64, f64)], dx: f64) -> Vec<(f64, f64)> {
     let mut pts = Vec::with_capacity(bars.len() * 4 + 2);
     let mut prev_end = f64::NAN;
     for &(a, b, y) in bars {
@@ -65,7 +152,7 @@ pub fn histogram<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     p: &AnalyzePlots<'_>,
 ) -> DrawResult<DB> {
-    let (lost, min_normal, max) = zones(p);
+    let (lost, _, max) = zones(p.format);
     let k = p.recommendation.log2_scale;
     let shift = f64::from(k.unwrap_or(0));
     let n = p.total.finite_nonzero().max(1) as f64;
@@ -114,33 +201,7 @@ pub fn histogram<DB: DrawingBackend>(
     let zone = |a: f64, b: f64, c: RGBColor| {
         Rectangle::new([(a.max(x0), 0.0), (b.min(x1), ymax)], c.mix(0.18).filled())
     };
-    let labels = [
-        (
-            x0,
-            lost,
-            UNDERFLOW,
-            "lost: below half the min subnormal".to_string(),
-        ),
-        (
-            lost,
-            min_normal,
-            SUBNORMAL,
-            "subnormal: reduced precision".to_string(),
-        ),
-        (
-            min_normal,
-            max,
-            NORMAL,
-            format!("normal: {} significant bits", p.format.man_bits() + 1),
-        ),
-        (
-            max,
-            x1,
-            OVERFLOW,
-            format!("overflow: above max {}", p.format.max()),
-        ),
-    ];
-    for (a, b, c, label) in labels {
+    for (a, b, c, label) in histogram_zones(p.format, x0, x1) {
         chart
             .draw_series(std::iter::once(zone(a, b, c)))?
             .label(label)
@@ -190,7 +251,6 @@ pub fn sweep<DB: DrawingBackend>(
         (Some(a), Some(b)) => (f64::from(a.log2_scale), f64::from(b.log2_scale)),
         _ => (0.0, 1.0),
     };
-    let n = s.finite_nonzero().max(1) as f64;
     let r = p.recommendation;
     let caption = match (r.min_log2_scale, r.max_log2_scale) {
         (Some(a), Some(b)) if a <= b => {
@@ -216,21 +276,11 @@ pub fn sweep<DB: DrawingBackend>(
         .axis_desc_style((FONT, 20))
         .label_style((FONT, 16))
         .draw()?;
-    type Class = (RGBColor, &'static str, fn(&crate::stats::SweepRow) -> u64);
-    let classes: [Class; 4] = [
-        (UNDERFLOW, "underflow (becomes 0)", |r| r.underflow),
-        (SUBNORMAL, "subnormal", |r| r.subnormal),
-        (NORMAL, "normal", |r| r.normal),
-        (OVERFLOW, "overflow (inf: step skipped)", |r| r.overflow),
-    ];
-    for (c, (color, _, get)) in classes.iter().enumerate() {
-        let rects = s.rows.iter().map(|row| {
-            let below: u64 = classes[..c].iter().map(|(_, _, g)| g(row)).sum();
-            let k = f64::from(row.log2_scale);
-            let y0 = 100.0 * below as f64 / n;
-            let y1 = 100.0 * (below + get(row)) as f64 / n;
-            Rectangle::new([(k - 0.5, y0), (k + 0.5, y1)], color.filled())
-        });
+    let stacks = sweep_stacks(s);
+    for (color, _, bars) in &stacks {
+        let rects = bars
+            .iter()
+            .map(|&(k, y0, y1)| Rectangle::new([(k - 0.5, y0), (k + 0.5, y1)], color.filled()));
         chart.draw_series(rects)?;
     }
     if let (Some(a), Some(b)) = (r.min_log2_scale, r.max_log2_scale)
@@ -252,7 +302,7 @@ pub fn sweep<DB: DrawingBackend>(
             BLACK.stroke_width(3),
         )))?;
     }
-    let mut entries: Vec<(Swatch, String)> = classes
+    let mut entries: Vec<(Swatch, String)> = stacks
         .iter()
         .map(|(c, l, _)| (Swatch::Fill(*c), (*l).to_string()))
         .collect();
@@ -497,9 +547,8 @@ pub fn heatmap<DB: DrawingBackend>(
         .flat_map(|r| r.1.iter().map(|c| c.1))
         .fold(1e-12, f64::max);
     let k = p.recommendation.log2_scale.unwrap_or(0);
-    let (lost, min_normal, max) = zones(p);
-    let kf = f64::from(k);
-    let (lost, min_normal, max) = (lost - kf, min_normal - kf, max - kf);
+    let edges = heatmap_edges(p.format, k);
+    let (lost, max) = (edges[0].0, edges[2].0);
     let x0 = f64::from(e_lo).min(lost) - 1.0;
     let x1 = f64::from(e_hi + 1).max(max) + 1.0;
     let nrows = rows.len().max(1);
@@ -553,23 +602,6 @@ pub fn heatmap<DB: DrawingBackend>(
             label_style.clone(),
         )))?;
     }
-    let edges = [
-        (
-            lost,
-            UNDERFLOW,
-            format!("left: lost at 2^{k} (below half the min subnormal / 2^{k})"),
-        ),
-        (
-            min_normal,
-            SUBNORMAL,
-            format!("left: subnormal at 2^{k} (below the min normal / 2^{k})"),
-        ),
-        (
-            max,
-            OVERFLOW,
-            format!("right: overflow at 2^{k} (above max / 2^{k})"),
-        ),
-    ];
     for (x, color, label) in edges {
         chart
             .draw_series(std::iter::once(PathElement::new(
@@ -666,4 +698,87 @@ fn log_share(v: f64, vmax: f64) -> f64 {
 fn longest_label(names: &[String]) -> u32 {
     let chars = names.iter().map(|n| n.chars().count()).max().unwrap_or(4) as u32;
     (chars * 9 + 20).clamp(60, 320)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{BF16, FP8_E4M3, FP16};
+    use crate::stats::SweepAccumulator;
+
+    /// The histogram's bands: what is lost lies below half the min subnormal, in the underflow
+    /// colour; subnormals up to the min normal; normals up to the max; overflow above it.
+    #[test]
+    fn histogram_zones_colour_each_range_of_the_format() {
+        let zones = histogram_zones(FP16, -40.0, 30.0);
+        let at = |c: RGBColor| zones.iter().find(|z| z.2 == c).unwrap();
+        let (under, sub, normal, over) = (at(UNDERFLOW), at(SUBNORMAL), at(NORMAL), at(OVERFLOW));
+        // fp16: min subnormal 2^-24 (half of it 2^-25), min normal 2^-14, max 65504.
+        assert_eq!((under.0, under.1), (-40.0, -25.0));
+        assert_eq!((sub.0, sub.1), (-25.0, -14.0));
+        assert_eq!((normal.0, normal.1), (-14.0, 65504f64.log2()));
+        assert_eq!((over.0, over.1), (65504f64.log2(), 30.0));
+        assert!(under.3.starts_with("lost"), "{}", under.3);
+        assert!(sub.3.starts_with("subnormal"), "{}", sub.3);
+        assert_eq!(normal.3, "normal: 11 significant bits");
+        assert_eq!(over.3, "overflow: above max 65504");
+        for f in [BF16, FP8_E4M3] {
+            let z = histogram_zones(f, -200.0, 200.0);
+            assert_eq!(z[0].1, f.min_subnormal().log2() - 1.0, "{f}");
+            assert_eq!(z[0].2, UNDERFLOW, "{f}");
+            assert_eq!(z[3].0, f.max().log2(), "{f}");
+            assert_eq!(z[3].2, OVERFLOW, "{f}");
+        }
+    }
+
+    /// The heatmap's edge lines sit at the zone edges moved down by the scale, each in its
+    /// zone's colour.
+    #[test]
+    fn heatmap_edges_are_the_zone_edges_over_the_scale() {
+        let e = heatmap_edges(FP16, 8);
+        assert_eq!((e[0].0, e[0].1), (-33.0, UNDERFLOW));
+        assert_eq!((e[1].0, e[1].1), (-22.0, SUBNORMAL));
+        assert_eq!((e[2].0, e[2].1), (65504f64.log2() - 8.0, OVERFLOW));
+        assert!(e[0].2.starts_with("left: lost at 2^8"), "{}", e[0].2);
+        assert!(e[2].2.starts_with("right: overflow"), "{}", e[2].2);
+    }
+
+    /// The sweep's stacked bars on values whose fate is known: in fp16 at scale 1, 2^-26
+    /// underflows (below 2^-25), 2^-20 is subnormal, 1 is normal, 2^17 overflows (above
+    /// 65504); 1, 2, 3 and 4 of each. At 2^10 the underflow becomes subnormal and the
+    /// subnormals normal.
+    #[test]
+    fn sweep_stacks_draw_each_class_in_its_colour() {
+        let mut acc = SweepAccumulator::new(FP16);
+        let mut xs = vec![2f32.powi(-26)];
+        xs.extend([2f32.powi(-20); 2]);
+        xs.extend([1.0; 3]);
+        xs.extend([2f32.powi(17); 4]);
+        xs.extend([0.0; 5]);
+        acc.add_f32(&xs);
+        let sweep = acc.sweep(0..=10);
+        let stacks = sweep_stacks(&sweep);
+        let colours: Vec<RGBColor> = stacks.iter().map(|s| s.0).collect();
+        assert_eq!(colours, [UNDERFLOW, SUBNORMAL, NORMAL, OVERFLOW]);
+        assert!(stacks[0].1.starts_with("underflow"));
+        assert!(stacks[3].1.starts_with("overflow"));
+        let at = |k: usize| -> Vec<(f64, f64)> {
+            stacks
+                .iter()
+                .map(|s| {
+                    assert_eq!(s.2[k].0, k as f64);
+                    (s.2[k].1, s.2[k].2)
+                })
+                .collect()
+        };
+        // Shares of the 10 finite nonzero values, stacked from 0 to 100.
+        assert_eq!(
+            at(0),
+            [(0.0, 10.0), (10.0, 30.0), (30.0, 60.0), (60.0, 100.0)]
+        );
+        assert_eq!(
+            at(10),
+            [(0.0, 0.0), (0.0, 10.0), (10.0, 60.0), (60.0, 100.0)]
+        );
+    }
 }

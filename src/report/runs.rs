@@ -13,9 +13,9 @@ use crate::train::precision::Class;
 use crate::train::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary};
 
 /// Points kept per curve; longer runs keep every `2^j`-th step.
-const MAX_POINTS: usize = 2000;
+pub const MAX_POINTS: usize = 2000;
 /// Steps listed per kind of event (skipped, overflow); the counts are always whole.
-const MAX_EVENTS: usize = 2000;
+pub const MAX_EVENTS: usize = 2000;
 /// The loss scales (log2, of the unscaled gradients) over which windows are searched.
 pub const WINDOW_SCALES: std::ops::RangeInclusive<i32> = -24..=48;
 /// The largest share of gradient values allowed to underflow at a window's low edge (as
@@ -172,7 +172,7 @@ pub struct CaptureSummary {
     pub gradients: Vec<(String, Class, Shares)>,
     /// The loss-scale window of the unscaled gradients (activation and weight gradients pooled),
     /// from the captured histograms as `analyze` computes it ([`sweep_from_histogram`],
-    /// [`recommend`] with margin 0 and [`MAX_UNDERFLOW`]), in log2 of the scale.
+    /// [`recommend()`] with margin 0 and [`MAX_UNDERFLOW`]), in log2 of the scale.
     pub window: Recommendation,
 }
 

@@ -132,8 +132,36 @@ impl Real for f32 {
         no_all_ones_exponent(xs, f32::to_bits, 0x7f80_0000)
     }
     fn finite_amax(xs: &[Self]) -> (f64, bool) {
-        let (m, finite) = finite_amax_bits(xs, f32::to_bits, 0x7fff_ffff, 0x7f80_0000);
-        (f64::from(f32::from_bits(m)), finite)
+        // Eight lanes of float compares and selects (which vectorise); NaN fails both tests.
+        let block = |block: &[f32]| {
+            let (mut m, mut bad) = ([0f32; 8], [false; 8]);
+            let chunks = block.chunks_exact(8);
+            let tail = chunks.remainder();
+            for c in chunks {
+                for i in 0..8 {
+                    let a = c[i].abs();
+                    let finite = a < f32::INFINITY;
+                    m[i] = if finite && a > m[i] { a } else { m[i] };
+                    bad[i] |= !finite;
+                }
+            }
+            for (i, &x) in tail.iter().enumerate() {
+                let a = x.abs();
+                let finite = a < f32::INFINITY;
+                m[i] = if finite && a > m[i] { a } else { m[i] };
+                bad[i] |= !finite;
+            }
+            (m.into_iter().fold(0f32, f32::max), !bad.contains(&true))
+        };
+        let (m, finite) = if xs.len() < 2 * PAR_CHUNK || rayon::current_num_threads() == 1 {
+            block(xs)
+        } else {
+            use rayon::prelude::*;
+            xs.par_chunks(PAR_CHUNK)
+                .map(block)
+                .reduce(|| (0.0, true), |a, b| (a.0.max(b.0), a.1 && b.1))
+        };
+        (f64::from(m), finite)
     }
 }
 

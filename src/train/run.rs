@@ -68,7 +68,7 @@ pub use schema::{
     CaptureRecord, EvalMetric, ShadowRecord, ShadowSite, SiteCapture, StepRecord, Summary,
     UpdateRatios,
 };
-pub use writer::RunWriter;
+pub use writer::{FLUSH_EVERY, RunWriter};
 
 use super::capture::Observer;
 use super::config::{ModelKind, TrainConfig};

@@ -117,6 +117,56 @@ mod tests {
         check_layer(&mut layer, &x, 22);
     }
 
+    /// `fp32_ops.norm_stats` under fp16: rows with a large mean and a small spread (1000 plus
+    /// multiples of an fp16 ulp there, 0.5; -2048 minus multiples of 2). Kept in FP32, the statistics give the f64
+    /// LayerNorm to within the rounding of its output to fp16 (half an ulp, at most
+    /// `|y| 2^-11`, plus a little for f32's own error). Rounded to fp16, the mean of
+    /// `[1000, 1000.5, 1000.5, 1000.5]` (1000.375) becomes 1000.5 and the output is
+    /// `[-2, 0, 0, 0]` instead of `[-1.73, 0.58, 0.58, 0.58]`.
+    #[test]
+    fn norm_stats_in_fp32_follow_f64_and_in_fp16_do_not() {
+        use crate::train::recipe::Recipe;
+        let rows = [
+            [1000.0, 1000.5, 1000.5, 1000.5],
+            [1000.0, 1000.0, 1000.0, 1001.5],
+            [-2048.0, -2050.0, -2050.0, -2050.0],
+            [0.25, -0.5, 0.125, 1.0],
+        ];
+        let x = Array2::from_shape_fn((rows.len(), 4), |(i, j)| rows[i][j] as f32);
+        let (gamma, beta) = ([1.5f32, -0.75, 1.0, 2.0], [0.25f32, 0.0, -0.5, 1.0]);
+        let run = |norm_stats: bool| {
+            let mut recipe = Recipe::preset("fp16-master").unwrap();
+            recipe.fp32_ops.norm_stats = norm_stats;
+            let mut p = Precision::new(&recipe, 0);
+            p.register("n");
+            let mut layer = LayerNorm::<f32>::new(4, 0);
+            layer.gamma.weight = Array2::from_shape_fn((1, 4), |(_, j)| gamma[j]);
+            layer.beta.weight = Array2::from_shape_fn((1, 4), |(_, j)| beta[j]);
+            layer.forward(x.clone(), &mut p)
+        };
+        // The f64 reference (`eps` as the layer's).
+        let reference = Array2::from_shape_fn(x.dim(), |(i, j)| {
+            let r = rows[i];
+            let mean = r.iter().sum::<f64>() / 4.0;
+            let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 4.0;
+            f64::from(gamma[j]) * (r[j] - mean) / (var + 1e-5).sqrt() + f64::from(beta[j])
+        });
+        let within_output_rounding =
+            |y: f32, want: f64| (f64::from(y) - want).abs() <= want.abs() * 2f64.powi(-11) * 1.01;
+        let fp32 = run(true);
+        for (&y, &want) in fp32.iter().zip(&reference) {
+            assert!(within_output_rounding(y, want), "{y} vs {want}");
+        }
+        let fp16 = run(false);
+        assert_eq!(fp16.row(0).to_vec(), [-2.75, 0.0, -0.5, 1.0]);
+        let off = fp16
+            .iter()
+            .zip(&reference)
+            .filter(|&(&y, &want)| !within_output_rounding(y, want))
+            .count();
+        assert!(off >= 8, "{off} outputs off with fp16 statistics: {fp16}");
+    }
+
     #[test]
     fn output_rows_are_normalised() {
         let mut p = Precision::exact();

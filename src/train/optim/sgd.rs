@@ -140,4 +140,29 @@ mod tests {
             assert_eq!(stats, UpdateStats { nonzero: 1, lost }, "{recipe}");
         }
     }
+
+    /// FP32 master weights lose updates too: 1e-9 is under 2^-24, half an f32 ulp at 1, so
+    /// `1 + 1e-9` is 1 in f32 and the update is lost, with fp16 and with FP32 master weights
+    /// (the two count in different code paths). A weight of 2^-20 takes the same update.
+    #[test]
+    fn updates_below_half_an_f32_ulp_are_lost_with_fp32_master_too() {
+        for recipe in ["fp16-pure", "fp16-master", "fp32"] {
+            let mut p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
+            let site = p.register("w");
+            let mut w = Param::new("weight", site, Array2::from_elem((1, 3), 1.0f32));
+            w.master[[0, 2]] = 2f32.powi(-20);
+            w.sync(&mut p);
+            w.grad = Array2::from_shape_vec((1, 3), vec![1.0, 0.0, 1.0]).unwrap();
+            let stats = Sgd::new(1e-9, 0.0).step(&mut [&mut w], 1.0, &mut p);
+            assert_eq!(
+                stats,
+                UpdateStats {
+                    nonzero: 2,
+                    lost: if recipe == "fp16-pure" { 2 } else { 1 }
+                },
+                "{recipe}"
+            );
+            assert_eq!(w.master[[0, 0]], 1.0, "{recipe}");
+        }
+    }
 }

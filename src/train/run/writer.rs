@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::io::write_atomic;
 
 /// The longest a written line waits in memory before it reaches the file.
-const FLUSH_EVERY: Duration = Duration::from_secs(2);
+pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
 
 /// Bytes of lines kept in memory before they are written regardless of time.
 const BUFFER: usize = 1 << 20;
