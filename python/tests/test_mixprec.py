@@ -1,13 +1,10 @@
 """The Python package against the command line (bit for bit) and against ml_dtypes.
 
-The binary is $MIXPREC_BIN, else target/release/mixprec of the repository (scripts/python-test
-builds it); the tests that need it are skipped, saying so, when neither exists.
+The binary comes from the ``cli`` fixture (conftest.py).
 """
 
 import json
-import os
 import pathlib
-import subprocess
 
 import numpy as np
 import pytest
@@ -17,20 +14,6 @@ import mixprec
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FORMATS = ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "tf32", "e3m2"]
 MODES = ["nearest-even", "toward-zero", "up", "down", "stochastic"]
-
-
-@pytest.fixture(scope="session")
-def cli():
-    path = pathlib.Path(os.environ.get("MIXPREC_BIN", ROOT / "target" / "release" / "mixprec"))
-    if not path.is_file():
-        pytest.skip(f"no mixprec binary at {path} (run scripts/python-test, or set MIXPREC_BIN)")
-
-    def run(*args, stdin=""):
-        return subprocess.run(
-            [str(path), *args], input=stdin, capture_output=True, text=True, check=False
-        )
-
-    return run
 
 
 def values_f64():
