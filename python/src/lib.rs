@@ -4,6 +4,8 @@
 //! parses names with the library's own parsers (so messages are the command line's), takes
 //! zero-copy views of numpy arrays, and runs the library's parallel paths with the GIL released.
 
+mod record;
+
 use std::path::PathBuf;
 
 use mixprec::Error;
@@ -22,7 +24,7 @@ use pyo3::types::PyDict;
 const ARRAY_PATH: &str = "<array>";
 
 /// A library error as the Python exception a caller expects, with the command line's message.
-fn py_err(e: Error) -> PyErr {
+pub(crate) fn py_err(e: Error) -> PyErr {
     match e {
         Error::Io { .. } => PyOSError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
@@ -278,5 +280,12 @@ fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(formats_json, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_json, m)?)?;
     m.add("ARRAY_PATH", ARRAY_PATH)?;
+    m.add_class::<record::Capture>()?;
+    m.add_class::<record::RunWriter>()?;
+    m.add(
+        "CAPTURE_SUB_BINS_LOG2",
+        mixprec::train::capture::CAPTURE_SUB_BINS_LOG2,
+    )?;
+    m.add("SCHEMA", mixprec::train::run::schema::SCHEMA)?;
     Ok(())
 }

@@ -287,7 +287,13 @@ impl RunData {
                 .collect(),
             None => BTreeMap::new(),
         };
-        let run_grad_format = format_of(Class::ActivationGrad);
+        // A run recorded from PyTorch names the format it was judged against in `format`.
+        let recorded = run
+            .config
+            .get("format")
+            .and_then(Value::as_str)
+            .and_then(|f| f.parse::<FloatFormat>().ok());
+        let run_grad_format = recorded.unwrap_or_else(|| format_of(Class::ActivationGrad));
         let grad_format = options.format.unwrap_or(if run_grad_format == FP32 {
             FP16
         } else {
@@ -386,7 +392,9 @@ impl RunData {
         self.steps_read += 1;
         self.loss.push(r.step, r.loss);
         self.loss_scale.push(r.step, r.loss_scale);
-        self.updates_lost.push(r.step, r.updates_lost);
+        if r.updates_lost.is_finite() {
+            self.updates_lost.push(r.step, r.updates_lost);
+        }
         if let Some(a) = r.grad_amax {
             self.grad_amax.push(r.step, a);
         }
