@@ -60,7 +60,12 @@ fn round_views<T: Float>(
 ) -> RoundCounts {
     if dst.is_standard_layout() {
         if let Some(src) = &src {
-            dst.assign(src);
+            // A slice copy where both are contiguous: ndarray's element-wise assign over
+            // dynamic dimensions costs more than the rounding itself.
+            match (src.as_slice(), dst.as_slice_mut()) {
+                (Some(s), Some(d)) => d.copy_from_slice(s),
+                _ => dst.assign(src),
+            }
         }
         if let Some(xs) = dst.as_slice_mut() {
             return T::round(r, xs);

@@ -95,7 +95,8 @@ def to_numpy(t):
     return t.detach().float().numpy().copy()
 
 
-def test_captured_histograms_equal_numpys(tmp_path):
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_captured_histograms_equal_numpys(tmp_path, dtype):
     """On capture steps the test's own hooks keep copies of the weights, each leaf module's
     output and its gradient, and each parameter's accumulated gradient; numpy's histograms of
     them are the recorded ones, site by site."""
@@ -128,7 +129,8 @@ def test_captured_histograms_equal_numpys(tmp_path):
             hooks.append(m.register_forward_hook(fwd))
 
     out = tmp_path / "run"
-    train(out, every=every, spy=spy, init_scale=2.0**8)  # no step skipped: Adam has state
+    # No step skipped (Adam has state); autocast stores activations in `dtype`.
+    train(out, every=every, spy=spy, init_scale=2.0**8, dtype=dtype)
     captures = read_jsonl(out / "captures.jsonl")
     assert [c["step"] for c in captures] == [1, 3, 6]
     for c in captures:
