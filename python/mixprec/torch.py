@@ -303,7 +303,13 @@ class Recorder:
         grads = [p.grad for p in self._param_layer if p.grad is not None]
         if not grads:
             return None, False
-        norms = torch.stack([n.to(torch.float64) for n in torch._foreach_norm(grads, math.inf)])
+        # One concatenation per device and dtype, then one reduction each: on the CPU a few
+        # times faster than torch._foreach_norm(grads, inf) for a model's few dozen tensors.
+        groups: Dict[Tuple[Any, Any], List[torch.Tensor]] = {}
+        for g in grads:
+            groups.setdefault((g.device, g.dtype), []).append(g.reshape(-1))
+        amaxes = [torch.cat(gs).abs().max().to(torch.float64).cpu() for gs in groups.values()]
+        norms = torch.stack(amaxes)
         amax = float(norms.max())
         if math.isfinite(amax):
             return (amax if amax > 0 else None), False
