@@ -180,6 +180,9 @@ fn formats_json(names: Vec<String>) -> PyResult<String> {
     serde_json::to_string(&rows).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// A view of float32 (`Ok`) or float64 (`Err`) values.
+type F32OrF64<'a> = Result<ArrayViewD<'a, f32>, ArrayViewD<'a, f64>>;
+
 /// One tensor's values, borrowed from its array for the length of the call.
 enum Borrowed<'py> {
     F32(PyReadonlyArrayDyn<'py, f32>),
@@ -245,7 +248,7 @@ fn analyze_json(
         };
         borrowed.push((info, values));
     }
-    let views: Vec<(TensorInfo, Result<ArrayViewD<'_, f32>, ArrayViewD<'_, f64>>)> = borrowed
+    let views: Vec<(TensorInfo, F32OrF64<'_>)> = borrowed
         .iter()
         .map(|(info, v)| {
             let view = match v {

@@ -60,7 +60,7 @@ fn add_f32_blocks(
         scratch.resize(len, 0.0);
         widen(start, scratch);
         h.par_add_f32(scratch);
-        counts = counts + r.par_round_f32_slice_at(scratch, start as u64);
+        counts += r.par_round_f32_slice_at(scratch, start as u64);
     }
     counts
 }
@@ -73,7 +73,7 @@ impl Stored for f32 {
         for (b, block) in xs.chunks(BLOCK).enumerate() {
             scratch.clear();
             scratch.extend_from_slice(block);
-            counts = counts + r.par_round_f32_slice_at(scratch, (b * BLOCK) as u64);
+            counts += r.par_round_f32_slice_at(scratch, (b * BLOCK) as u64);
         }
         counts
     }
@@ -87,7 +87,7 @@ impl Stored for f64 {
         for (b, block) in xs.chunks(BLOCK).enumerate() {
             scratch.clear();
             scratch.extend_from_slice(block);
-            counts = counts + r.par_round_f64_slice_at(&mut scratch, (b * BLOCK) as u64);
+            counts += r.par_round_f64_slice_at(&mut scratch, (b * BLOCK) as u64);
         }
         counts
     }
@@ -208,7 +208,7 @@ fn add_typed<T: Stored>(
     let view = a.as_array();
     let (h, counts) = (&mut site.values, &mut site.rounding);
     let c = py.detach(|| with_slice(view, |xs| T::add(xs, h, r, &mut Vec::new())));
-    *counts = *counts + c;
+    *counts += c;
     Ok(())
 }
 
@@ -255,7 +255,7 @@ impl Capture {
                 let (h, counts) = (&mut site.values, &mut site.rounding);
                 let c =
                     py.detach(|| with_slice(view, |xs| add_half(xs, half, h, &r, &mut Vec::new())));
-                *counts = *counts + c;
+                *counts += c;
                 Ok(())
             }
             _ => Err(PyTypeError::new_err(format!(
@@ -286,14 +286,13 @@ impl Capture {
         let (underflow, subnormal, overflow, nan, infinite) = rounding;
         let site = self.site(layer, tensor, part)?;
         site.values.merge(&h);
-        site.rounding = site.rounding
-            + RoundCounts {
-                underflow,
-                subnormal,
-                overflow,
-                nan,
-                infinite,
-            };
+        site.rounding += RoundCounts {
+            underflow,
+            subnormal,
+            overflow,
+            nan,
+            infinite,
+        };
         Ok(())
     }
 
