@@ -9,6 +9,9 @@ gives for the same values, bit for bit:
 - :func:`analyze` tells which loss scales keep named arrays in a format (``mixprec analyze
   --json``).
 
+:class:`mixprec.torch.Recorder` (``from mixprec.torch import Recorder``, which imports torch)
+records a PyTorch training loop as a run directory that ``mixprec report`` renders.
+
 Bad arguments raise :class:`ValueError` (a bad value, with the command line's message) or
 :class:`TypeError` (a wrong type).
 """
