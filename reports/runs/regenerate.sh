@@ -29,3 +29,22 @@ study lstm fp32 fp16-pure
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1400 \
     --screenshot=reports/runs/underflow.png "file://$PWD/reports/runs/underflow/index.html" \
     2>/dev/null
+# The PyTorch example (examples/pytorch_recorder.py: a small transformer trained with autocast
+# and a GradScaler under mixprec.torch.Recorder), with the Python environment that
+# scripts/python-test makes (or $PYTHON, with torch and mixprec importable).
+venv=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/mixprec/py-venv-* 2>/dev/null | head -1)
+python=${PYTHON:-${venv:+$venv/bin/python}}
+if [ -n "$python" ]; then
+    cargo build --release --quiet -p mixprec-python
+    cp target/release/lib_mixprec.so python/mixprec/.lib.so.tmp
+    mv -f python/mixprec/.lib.so.tmp python/mixprec/_mixprec.abi3.so
+    PYTHONPATH=python "$python" examples/pytorch_recorder.py "$runs/pytorch" >/dev/null
+    rm -rf reports/runs/pytorch
+    "$bin" report "$runs/pytorch" --out reports/runs/pytorch >reports/runs/pytorch-findings.txt
+    mv reports/runs/pytorch-findings.txt reports/runs/pytorch/findings.txt
+    chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1400 \
+        --screenshot=reports/runs/pytorch.png "file://$PWD/reports/runs/pytorch/index.html" \
+        2>/dev/null
+else
+    echo "reports/runs/pytorch: skipped (no Python environment: run scripts/python-test first)" >&2
+fi

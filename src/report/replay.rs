@@ -90,7 +90,7 @@ pub fn replay_run(
             }
         }
         None => OverflowModel {
-            format: FP32,
+            format: run.recorded_format().unwrap_or(FP32),
             by_magnitude: true,
         },
     };

@@ -283,7 +283,11 @@ impl RunData {
                 .collect(),
             None => BTreeMap::new(),
         };
-        let grad_format = judged_format(format_of(Class::ActivationGrad), options.format);
+        let grad_format = judged_format(
+            run.recorded_format()
+                .unwrap_or_else(|| format_of(Class::ActivationGrad)),
+            options.format,
+        );
         let mut data = RunData {
             name: run.recipe_name(),
             dir: dir.display().to_string(),
@@ -377,7 +381,9 @@ impl RunData {
         self.steps_read += 1;
         self.loss.push(r.step, r.loss);
         self.loss_scale.push(r.step, r.loss_scale);
-        self.updates_lost.push(r.step, r.updates_lost);
+        if r.updates_lost.is_finite() {
+            self.updates_lost.push(r.step, r.updates_lost);
+        }
         if let Some(a) = r.grad_amax {
             self.grad_amax.push(r.step, a);
         }

@@ -120,6 +120,13 @@ impl RunDir {
             .to_string()
     }
 
+    /// The format a run recorded from outside mixprec (the PyTorch recorder) names as its
+    /// gradients' in the config's `format` key; `None` for `train`'s runs, whose recipe says it.
+    #[must_use]
+    pub fn recorded_format(&self) -> Option<crate::format::FloatFormat> {
+        self.config.get("format")?.as_str()?.parse().ok()
+    }
+
     /// The lines of `metrics.jsonl`, in step order.
     ///
     /// # Errors

@@ -32,7 +32,9 @@ pub struct StepRecord {
     /// On overflow, the first storage point where an inf or NaN was stored.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub first_nonfinite: Option<Site>,
-    /// Updates that changed no master weight, over nonzero updates, this step.
+    /// Updates that changed no master weight, over nonzero updates, this step (`null` in the
+    /// file, NaN here, when the writer did not measure it: the PyTorch recorder).
+    #[serde(with = "nullable")]
     pub updates_lost: f64,
     /// The GAN's generator loss (`loss` is then the discriminator's).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -152,7 +154,8 @@ pub struct ShadowRecord {
 pub struct EvalMetric {
     /// What is measured: `test_accuracy` for classifiers, `modes_covered` (0 to 8) for the GAN.
     pub name: String,
-    /// Its value.
+    /// Its value (`null` in the file when not finite).
+    #[serde(with = "nullable")]
     pub value: f64,
 }
 

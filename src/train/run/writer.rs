@@ -143,7 +143,12 @@ impl RunWriter {
         }
     }
 
-    fn flush(&mut self) -> crate::Result<()> {
+    /// Writes every line held in memory to its log (a recorder does so before it lets an
+    /// exception through, so that a crashed loop's run ends at its last step).
+    ///
+    /// # Errors
+    /// A failed write.
+    pub fn flush(&mut self) -> crate::Result<()> {
         self.metrics.flush()?;
         self.captures.flush()?;
         if let Some(log) = &mut self.shadow {

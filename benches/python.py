@@ -1,0 +1,123 @@
+"""The Python package's speed (reports/perf/python.md), side by side in one process:
+
+1. ``mixprec.quantize`` against ml_dtypes' ``astype`` round trip (float32 -> format -> float32),
+   one thread (RAYON_NUM_THREADS=1, set here before mixprec loads), 16M gradient-like values,
+   best of 7;
+2. the cost of ``mixprec.torch.Recorder`` at ``every=100`` on a small transformer trained on the
+   CPU with a GradScaler, one torch thread: the same training with and without it, alternated,
+   best of 2 (each 400 steps, so 5 capture steps: 1, 100, ..., 400). In float32: CPU autocast
+   in float16 or bfloat16 makes this model's step about 4.5x slower here (no half-precision
+   matrix units), which would hide the recorder's cost; float32 is the harder test.
+
+    PYTHONPATH=python python benches/python.py     # after scripts/python-test built the module
+"""
+
+import os
+
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+
+import platform  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import mixprec  # noqa: E402
+from mixprec.torch import Recorder  # noqa: E402
+
+
+def best(f, repeats=7):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def quantize_table():
+    rng = np.random.default_rng(0)
+    n = 1 << 24
+    x = (rng.choice([-1.0, 1.0], n) * 2.0 ** rng.uniform(-30, 10, n)).astype(np.float32)
+    rows = []
+    for fmt, dtype in [
+        ("fp16", np.float16),
+        ("bf16", ml_dtypes.bfloat16),
+        ("fp8-e4m3", ml_dtypes.float8_e4m3fn),
+        ("fp8-e5m2", ml_dtypes.float8_e5m2),
+    ]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = x.astype(dtype).astype(np.float32)
+            got = mixprec.quantize(x, fmt)
+            # The same values (NaN where either has one; their payloads may differ).
+            assert np.array_equal(want, got, equal_nan=True), fmt
+            t_ml = best(lambda: x.astype(dtype).astype(np.float32))
+        t_mp = best(lambda: mixprec.quantize(x, fmt))
+        rows.append((fmt, t_ml * 1e3, t_mp * 1e3, t_ml / t_mp))
+    return rows
+
+
+class TinyTransformer(torch.nn.Module):
+    def __init__(self, vocab=64, d=64, heads=4, layers=2):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d)
+        layer = torch.nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(d, 2)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
+
+
+def train(steps, record):
+    torch.manual_seed(0)
+    model = TinyTransformer()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    g = torch.Generator().manual_seed(1)
+    data = [torch.randint(0, 64, (32, 16), generator=g) for _ in range(steps)]
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = Recorder(model, out=f"{tmp}/run", every=100, optimizer=opt) if record else None
+        t = time.perf_counter()
+        for x in data:
+            y = x[:, 0] % 2
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            if rec is not None:
+                rec.step(loss, scaler=scaler)
+            scaler.update()
+        if rec is not None:
+            rec.close()
+        return (time.perf_counter() - t) / steps
+
+
+def main():
+    cpu = next(
+        (l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
+        platform.processor(),
+    )
+    print(f"CPU: {cpu}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
+    print(f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, torch {torch.__version__}")
+    print("\n| format | ml_dtypes astype round trip, ms | mixprec.quantize, ms | speed-up |")
+    print("|---|---:|---:|---:|")
+    for fmt, ml, mp, ratio in quantize_table():
+        print(f"| {fmt} | {ml:.1f} | {mp:.1f} | {ratio:.1f}x |")
+    torch.set_num_threads(1)
+    steps = 400
+    train(20, False)  # warm-up
+    plain, recorded = [], []
+    for _ in range(2):
+        plain.append(train(steps, False))
+        recorded.append(train(steps, True))
+    p, r = min(plain), min(recorded)
+    print(f"\nrecorder, every=100, {steps} steps, torch threads 1: step {p * 1e3:.2f} ms without, "
+          f"{r * 1e3:.2f} ms with: cost {100 * (r / p - 1):.1f}% (best of 2; all: "
+          f"{', '.join(f'{a * 1e3:.2f}/{b * 1e3:.2f}' for a, b in zip(plain, recorded))} ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""mixprec: exact FP16/BF16/FP8 rounding and loss-scale analysis for numpy arrays.
+
+Bindings of the mixprec Rust toolkit. Every function gives what the ``mixprec`` command line
+gives for the same values, bit for bit:
+
+- :func:`quantize` rounds float32/float64 arrays into a format (``mixprec quantize``), with the
+  counts of underflow, subnormal results, overflow, NaN and infinite inputs on request;
+- :func:`formats` lists the formats' properties (``mixprec formats --json``);
+- :func:`analyze` tells which loss scales keep named arrays in a format (``mixprec analyze
+  --json``).
+
+:class:`mixprec.torch.Recorder` (``from mixprec.torch import Recorder``, which imports torch)
+records a PyTorch training loop as a run directory that ``mixprec report`` renders.
+
+Bad arguments raise :class:`ValueError` (a bad value, with the command line's message) or
+:class:`TypeError` (a wrong type).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Union, overload
+
+import numpy as np
+
+from . import _mixprec
+
+__all__ = ["quantize", "formats", "analyze", "ROUNDING_MODES", "OVERFLOW_RULES"]
+
+#: The rounding modes ``quantize`` accepts (as the command line's ``--rounding``).
+ROUNDING_MODES = ("nearest-even", "toward-zero", "up", "down", "stochastic")
+#: The overflow rules ``quantize`` accepts (as the command line's ``--overflow``).
+OVERFLOW_RULES = ("ieee", "saturate")
+
+Counts = Dict[str, int]
+
+
+def _float_array(x: Any, what: str) -> np.ndarray:
+    """``x`` as a numpy float32/float64 array without copying; TypeError for anything else.
+
+    Objects that are not numpy arrays but export DLPack (a CPU torch tensor) are viewed through
+    ``np.from_dlpack``, which does not copy.
+    """
+    if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
+        try:
+            x = np.from_dlpack(x)
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:
+            raise TypeError(f"{what}: cannot view {type(x).__name__} as a numpy array: {e}") from e
+    if not isinstance(x, np.ndarray):
+        raise TypeError(
+            f"{what}: expected a numpy float32 or float64 array, got {type(x).__name__}"
+        )
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{what}: expected a numpy float32 or float64 array, got dtype {x.dtype}")
+    if not x.dtype.isnative:
+        raise TypeError(f"{what}: expected native byte order, got dtype {x.dtype.str}")
+    return x
+
+
+def _seed(seed: Any) -> int:
+    if isinstance(seed, bool):
+        raise TypeError("seed: expected an int, got bool")
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"seed: expected an int, got {type(seed).__name__}") from None
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"invalid seed '{seed}': expected a whole number from 0 to 2^64-1")
+    return seed
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what}: expected a str, got {type(value).__name__}")
+    return value
+
+
+@overload
+def quantize(
+    x: np.ndarray,
+    format: str,
+    rounding: str = ...,
+    overflow: str = ...,
+    subnormals: bool = ...,
+    seed: int = ...,
+    out: Optional[np.ndarray] = ...,
+    *,
+    return_counts: Literal[False] = ...,
+) -> np.ndarray: ...
+
+
+@overload
+def quantize(
+    x: np.ndarray,
+    format: str,
+    rounding: str = ...,
+    overflow: str = ...,
+    subnormals: bool = ...,
+    seed: int = ...,
+    out: Optional[np.ndarray] = ...,
+    *,
+    return_counts: Literal[True],
+) -> Tuple[np.ndarray, Counts]: ...
+
+
+def quantize(
+    x: np.ndarray,
+    format: str,
+    rounding: str = "nearest-even",
+    overflow: str = "ieee",
+    subnormals: bool = True,
+    seed: int = 0,
+    out: Optional[np.ndarray] = None,
+    *,
+    return_counts: bool = False,
+) -> Union[np.ndarray, Tuple[np.ndarray, Counts]]:
+    """Rounds every value of ``x`` into ``format``, as ``mixprec quantize`` does.
+
+    The result has ``x``'s dtype and shape and holds values of the format (widened exactly):
+    float32 values are rounded from their float32 value, float64 values from their float64
+    value, each once, directly into the format.
+
+    Args:
+        x: a numpy float32 or float64 array of any shape and strides (or an object exporting
+            DLPack, such as a CPU torch tensor, viewed without a copy).
+        format: ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8-e4m3`` (``e4m3fn``), ``fp8-e5m2`` or
+            ``eXmY`` (see :func:`formats`).
+        rounding: ``nearest-even``, ``toward-zero``, ``up``, ``down`` or ``stochastic``.
+            Stochastic rounding draws its random bits from ``seed`` and each value's position in
+            C order (row-major flat index), so results do not depend on strides or threads.
+        overflow: ``ieee`` (infinity, or NaN in ``fp8-e4m3``; the largest finite value for
+            directed roundings toward zero) or ``saturate`` (always +-max).
+        subnormals: ``False`` flushes results below the smallest normal to a zero of the input's
+            sign (the command line's ``--subnormals off``).
+        seed: the seed of stochastic rounding, 0 to 2**64 - 1.
+        out: where to write the result: ``x`` itself (rounding in place), or a writeable array
+            of ``x``'s dtype and shape. A new C-contiguous array when None.
+        return_counts: also return a dict of what rounding did: ``underflow`` (nonzero finite
+            inputs that became zero), ``subnormal`` (nonzero results below the smallest
+            normal), ``overflow`` (finite inputs beyond the largest finite value), ``nan`` and
+            ``infinite`` (such inputs).
+
+    Returns:
+        The rounded array (``out`` when given), or ``(array, counts)`` with ``return_counts``.
+
+    Raises:
+        TypeError: ``x`` or ``out`` is not a float32/float64 numpy array, or their dtypes differ.
+        ValueError: an unknown format, rounding mode or overflow rule (the command line's
+            message), a bad seed, ``out`` of another shape or not writeable.
+
+    A C-contiguous ``out`` (or result) is rounded where it lies, on all cores, without holding
+    the GIL; other layouts go through one contiguous buffer.
+
+    >>> import numpy as np, mixprec
+    >>> mixprec.quantize(np.array([0.1, 1e-8, 65520.0]), "fp16")
+    array([0.09997559, 0.        ,        inf])
+    """
+    x = _float_array(x, "x")
+    format = _str(format, "format")
+    rounding = _str(rounding, "rounding")
+    overflow = _str(overflow, "overflow")
+    if not isinstance(subnormals, (bool, np.bool_)):
+        raise TypeError(f"subnormals: expected a bool, got {type(subnormals).__name__}")
+    seed = _seed(seed)
+    if out is None:
+        out = np.empty(x.shape, dtype=x.dtype)
+    elif out is not x:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out: expected a numpy array, got {type(out).__name__}")
+        if out.dtype != x.dtype:
+            raise TypeError(f"out: dtype {out.dtype} is not x's dtype {x.dtype}")
+        if out.shape != x.shape:
+            raise ValueError(f"out: shape {out.shape} is not x's shape {x.shape}")
+        if np.may_share_memory(x, out):
+            # Overlapping but different views: read from a copy, as numpy ufuncs do.
+            x = x.copy()
+    if not out.flags.writeable:
+        raise ValueError("out: the array is read-only")
+    counts = _mixprec.quantize_into(x, out, format, rounding, overflow, bool(subnormals), seed)
+    return (out, counts) if return_counts else out
+
+
+def formats(*names: str) -> List[Dict[str, Any]]:
+    """The properties of formats, as ``mixprec formats --json`` lists them.
+
+    Args:
+        names: format names (``fp16``, ``e3m4``, ...); the presets when none are given.
+
+    Returns:
+        One dict per format: ``name``, ``exponent_bits``, ``mantissa_bits``, ``bias``, ``max``,
+        ``min_normal``, ``min_subnormal``, ``epsilon``, ``has_infinity``.
+
+    Raises:
+        ValueError: an unknown format name (the command line's message).
+
+    >>> [f["name"] for f in mixprec.formats()]
+    ['fp32', 'tf32', 'fp16', 'bf16', 'fp8-e4m3', 'fp8-e5m2']
+    """
+    return json.loads(_mixprec.formats_json([_str(n, "format name") for n in names]))
+
+
+def _dtype_name(a: np.ndarray) -> str:
+    return {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}[a.dtype]
+
+
+def analyze(
+    tensors: Mapping[str, Any],
+    format: str = "fp16",
+    scales: str = "0..32",
+    margin: int = 0,
+    max_underflow: float = 0.001,
+) -> Dict[str, Any]:
+    """Which loss scales keep these tensors in ``format``: ``mixprec analyze --json``'s result.
+
+    Args:
+        tensors: tensor name -> numpy float64, float32 or float16 array (float16 widened
+            exactly; any shape and strides), or an object exporting DLPack. Names keep the
+            mapping's order.
+        format: the format the scaled values are rounded into.
+        scales: the log2 scales swept, ``LO..HI`` (each end ``k`` or ``2^k``), as ``--scales``.
+        margin: bits of headroom kept below overflow, as ``--margin``.
+        max_underflow: the largest share of values allowed to underflow, as
+            ``--max-underflow``.
+
+    Returns:
+        The dict that ``mixprec analyze FILES --json`` prints for files holding these tensors
+        (each tensor's ``file`` is ``"<array>"``).
+
+    Raises:
+        TypeError: ``tensors`` is not a mapping of str to float arrays.
+        ValueError: no tensors, or a bad format, scale range, margin or underflow share (the
+            command line's message).
+    """
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"tensors: expected a mapping of names to arrays, got {type(tensors).__name__}")
+    if not tensors:
+        raise ValueError("tensors: no tensors to analyze")
+    if isinstance(margin, bool):
+        raise TypeError("margin: expected an int, got bool")
+    margin = operator.index(margin)
+    if not -(2**31) <= margin < 2**31:
+        raise ValueError(
+            f"invalid --margin '{margin}': expected a whole number of bits from 0 to 2000"
+        )
+    max_underflow = float(max_underflow)
+    items = []
+    for name, a in tensors.items():
+        name = _str(name, "tensor name")
+        dtype = None
+        if isinstance(a, np.ndarray) and a.dtype == np.float16:
+            a, dtype = a.astype(np.float32), "F16"
+        a = _float_array(a, name)
+        items.append((name, a, dtype or _dtype_name(a)))
+    return json.loads(
+        _mixprec.analyze_json(items, _str(format, "format"), _str(scales, "scales"), margin, max_underflow)
+    )
+

@@ -1,0 +1,430 @@
+"""Records a PyTorch training loop as a mixprec run directory, for ``mixprec report``.
+
+::
+
+    from mixprec.torch import Recorder
+
+    with Recorder(model, out="runs/x", format="fp16", every=100, optimizer=opt) as rec:
+        for x, y in data:
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            rec.step(loss, scaler=scaler)   # after scaler.step, before scaler.update
+            scaler.update()
+
+Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
+step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``
+(the largest finite magnitude of the unscaled weight gradients, and of the activation gradients
+on capture steps). On capture steps (the first, then every ``every``) hooks see the weights the
+forward reads, every leaf module's output (activations, forward hooks) and its gradient
+(activation gradients, hooks on the outputs), every parameter's gradient once accumulated
+(weight gradients, post-accumulate-grad hooks) and the optimizer's state, and a line of
+``captures.jsonl`` holds their log2 histograms (gradients scaled by the loss scale, as the
+backward pass held them) and the counts of rounding them into ``format``. Histograms of CPU
+tensors are formed in Rust where the tensors lie; those of CUDA tensors on the device with torch
+operations, so that only a few hundred numbers reach the host.
+
+The directory is the one ``mixprec train`` writes (written by the same Rust code): ``mixprec
+report DIR --out PAGE`` renders it, finished or not. A loop that raises leaves an unfinished run
+(its ``INCOMPLETE`` marker, and every step recorded so far), which ``report`` reads too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+
+from . import _mixprec
+
+__all__ = ["Recorder", "histogram_torch"]
+
+#: torch's dtype for each format that torch can round into on the device.
+_TORCH_FORMATS = {
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "fp8-e4m3": getattr(torch, "float8_e4m3fn", None),
+    "e4m3fn": getattr(torch, "float8_e4m3fn", None),
+    "fp8-e5m2": getattr(torch, "float8_e5m2", None),
+}
+
+#: PyTorch's names of optimizer state, as `mixprec train` names the same parts.
+_PARTS = {"exp_avg": "adam_m", "exp_avg_sq": "adam_v", "momentum_buffer": "momentum"}
+
+
+def histogram_torch(t: torch.Tensor, fmt: str) -> Tuple[Dict[str, Any], Tuple[int, ...]]:
+    """The capture histogram of ``t`` and the counts of rounding it into ``fmt``, formed with
+    torch operations where ``t`` lies (the CUDA path; one transfer of a few hundred numbers).
+
+    The bins are those of ``mixprec::stats::Histogram`` (its module documentation): a finite
+    nonzero value ``x`` widened exactly to float64 falls in bin ``E * 2^s + j`` where the
+    biased-exponent-and-mantissa bits of ``|x|`` shifted right by ``52 - s`` are ``(E + 1023) *
+    2^s + j``. The tests check this path against the Rust one on the same tensors.
+
+    Returns the histogram's serde form (as ``captures.jsonl`` holds it) and the counts
+    ``(underflow, subnormal, overflow, nan, infinite)``; ``fmt`` must be one of the formats torch
+    has a dtype for.
+    """
+    s = int(_mixprec.CAPTURE_SUB_BINS_LOG2)
+    x = t.detach().reshape(-1).to(torch.float64)
+    a = x.abs()
+    finite = torch.isfinite(x)
+    nonzero = finite & (a != 0)
+    v = a[nonzero]
+    idx = (v.view(torch.int64) >> (52 - s)) - (1023 << s)
+    lo = idx.min() if v.numel() else torch.zeros((), dtype=torch.int64, device=x.device)
+    bins = torch.bincount(idx - lo) if v.numel() else idx.new_zeros(0)
+    y = t.detach().reshape(-1).to(_TORCH_FORMATS[fmt]).to(torch.float64)
+    info = _format(fmt)
+    ya = y.abs()
+    # Overflow from the input, not from torch's cast (which saturates in float8_e4m3fn): a value
+    # overflows when it rounds (nearest-even) above the largest finite value, that is when it
+    # exceeds the largest plus half its ulp, or equals that tie and the largest is odd.
+    ulp = 2.0 ** (math.floor(math.log2(info["max"])) - info["mantissa_bits"])
+    tie = info["max"] + ulp / 2
+    over = (a > tie) | (a == tie) if int(info["max"] / ulp) % 2 else a > tie
+    stats = torch.stack(
+        [
+            lo.to(torch.float64),
+            (x == 0).sum().to(torch.float64),
+            torch.isnan(x).sum().to(torch.float64),
+            (x == math.inf).sum().to(torch.float64),
+            (x == -math.inf).sum().to(torch.float64),
+            (nonzero & (x < 0)).sum().to(torch.float64),
+            v.max() if v.numel() else a.new_zeros(()),
+            v.min() if v.numel() else a.new_zeros(()),
+            v.sum(),
+            (v * v).sum(),
+            (nonzero & (y == 0)).sum().to(torch.float64),
+            ((ya != 0) & (ya < info["min_normal"])).sum().to(torch.float64),
+            (finite & over).sum().to(torch.float64),
+        ]
+    )
+    host = torch.cat([stats, bins.to(torch.float64)]).cpu().tolist()
+    lo_, zeros, nan, pos_inf, neg_inf, neg, amax, amin, sum_abs, sum_sq = host[:10]
+    under, sub, over = (int(c) for c in host[10:13])
+    counts = [int(c) for c in host[13:]]
+    histogram = {
+        "sub_bins_log2": s,
+        "first_bin": int(lo_) if counts else 0,
+        "bins": counts,
+        "zeros": int(zeros),
+        "nan": int(nan),
+        "pos_inf": int(pos_inf),
+        "neg_inf": int(neg_inf),
+        "negatives": int(neg),
+        "amax": amax,
+        "min_nonzero": amin if counts else None,
+        "sum_abs": sum_abs,
+        "sum_sq": sum_sq,
+    }
+    return histogram, (under, sub, over, int(nan), int(pos_inf + neg_inf))
+
+
+def _finite(x: float) -> Optional[float]:
+    """``x``, or None (JSON ``null``, as the run directory writes values that are not finite)."""
+    return x if math.isfinite(x) else None
+
+
+def _format(name: str) -> Dict[str, Any]:
+    return json.loads(_mixprec.formats_json([name]))[0]
+
+
+class Recorder:
+    """Records a training loop into the run directory ``out``.
+
+    Args:
+        model: the ``torch.nn.Module`` trained (a ``DistributedDataParallel`` is unwrapped).
+        out: the run directory, new or empty (with ``ranks="each"``, rank ``r`` writes
+            ``out/rank{r}``).
+        format: the format the values are judged against (rounding counts, the report's zones
+            and windows): ``fp16``, ``bf16``, ``fp8-e4m3``, ``fp8-e5m2`` or any format of
+            :func:`mixprec.formats`. On CUDA, formats torch has no dtype for are counted on the
+            host from a copy.
+        every: capture every ``every`` steps (and the first); 0: never.
+        optimizer: the optimizer, whose state is captured on capture steps (optional).
+        ranks: with ``torch.distributed`` initialised, ``"zero"`` (only rank 0 records; the
+            others' calls do nothing) or ``"each"`` (every rank records its own directory).
+        name: the run's name in reports (default ``pytorch-{format}``).
+
+    Raises:
+        ValueError: a bad format, ``every`` or ``ranks``, or an ``out`` that holds anything
+            (the command line's message).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        out: "str | os.PathLike[str]",
+        format: str = "fp16",
+        every: int = 100,
+        *,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        ranks: str = "zero",
+        name: Optional[str] = None,
+    ) -> None:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(f"every: expected a whole number of steps >= 0, got {every!r}")
+        if ranks not in ("zero", "each"):
+            raise ValueError(f"ranks: expected 'zero' or 'each', got {ranks!r}")
+        self._format_info = _format(format)  # ValueError with the CLI's message
+        self.format = format
+        self.every = every
+        self.name = name or f"pytorch-{format}"
+        if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+            model = model.module
+        self.model = model
+        self.optimizer = optimizer
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        self.active = ranks == "each" or rank == 0
+        path = pathlib.Path(out)
+        if ranks == "each" and world > 1:
+            path = path / f"rank{rank}"
+        self.path = path
+        self._leaves = [
+            (n or "model", m) for n, m in model.named_modules() if not any(True for _ in m.children())
+        ]
+        self._layers = [n for n, _ in self._leaves]
+        self._param_layer = {}
+        for n, p in model.named_parameters():
+            self._param_layer[p] = n.rsplit(".", 1)[0] if "." in n else "model"
+        self._hooks: List[Any] = []
+        self._capture: Optional[Any] = None
+        self._step = 0
+        self._losses: List[float] = []
+        self._skipped = self._overflows = self._trailing_skips = 0
+        self._start = time.monotonic()
+        self._act_amax = 0.0
+        self._writer = None
+        if not self.active:
+            return
+        config = {
+            "source": "pytorch",
+            "recipe": {"name": self.name},
+            "format": format,
+            "capture_every": every,
+            "model": type(model).__name__,
+            "layers": self._layers,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "torch": torch.__version__,
+            "rank": rank,
+            "world_size": world,
+        }
+        self._writer = _mixprec.RunWriter(str(path), json.dumps(config))
+        if every > 0:
+            self._begin_capture()
+
+    # -- capture ---------------------------------------------------------------------------
+
+    def _add(self, layer: str, tensor: str, t: torch.Tensor, part: Optional[str] = None) -> None:
+        """Adds ``t``'s values to the site (layer, tensor, part) of the current capture."""
+        if not (t.is_floating_point() and t.numel()):
+            return
+        t = t.detach()
+        if tensor == "activation_grad":
+            a = t.abs().max()
+            if torch.isfinite(a):
+                self._act_amax = max(self._act_amax, float(a))
+        if t.device.type != "cpu":
+            if self.format in _TORCH_FORMATS and _TORCH_FORMATS[self.format] is not None:
+                h, counts = histogram_torch(t, self.format)
+                self._capture.add_histogram(layer, tensor, part, json.dumps(h), counts)
+                return
+            t = t.cpu()
+        if t.dtype in (torch.float32, torch.float64):
+            self._capture.add(layer, tensor, part, t.numpy(), "float")
+        elif t.dtype in (torch.float16, torch.bfloat16):
+            kind = "f16" if t.dtype == torch.float16 else "bf16"
+            self._capture.add(layer, tensor, part, t.view(torch.int16).numpy(), kind)
+        else:
+            self._capture.add(layer, tensor, part, t.float().numpy(), "float")
+
+    def _begin_capture(self) -> None:
+        self._capture = _mixprec.Capture(self.format, self._layers)
+        self._act_amax = 0.0
+        with torch.no_grad():
+            for p, layer in self._param_layer.items():
+                self._add(layer, "weight", p)
+        for name, module in self._leaves:
+            self._hooks.append(module.register_forward_hook(self._forward_hook(name)))
+        for p, layer in self._param_layer.items():
+            if p.requires_grad:
+                self._hooks.append(p.register_post_accumulate_grad_hook(self._grad_hook(layer)))
+
+    def _forward_hook(self, name: str):
+        def hook(module, inputs, output):
+            out = output[0] if isinstance(output, (tuple, list)) and output else output
+            if not isinstance(out, torch.Tensor):
+                return
+            self._add(name, "activation", out)
+            if out.requires_grad:
+                out.register_hook(lambda g: self._add(name, "activation_grad", g))
+
+        return hook
+
+    def _grad_hook(self, layer: str):
+        def hook(p):
+            if p.grad is not None:
+                self._add(layer, "weight_grad", p.grad)
+
+        return hook
+
+    def _end_capture(self):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if self.optimizer is not None:
+            with torch.no_grad():
+                for p, state in self.optimizer.state.items():
+                    layer = self._param_layer.get(p)
+                    if layer is None:
+                        continue
+                    for key, value in state.items():
+                        if isinstance(value, torch.Tensor) and value.dim() > 0:
+                            self._add(layer, "optimizer_state", value, _PARTS.get(key, key))
+        capture, self._capture = self._capture, None
+        return capture
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _grad_amax(self) -> Tuple[Optional[float], bool]:
+        """The largest finite magnitude of the parameters' (unscaled) gradients, and whether
+        one was inf or NaN."""
+        grads = [p.grad for p in self._param_layer if p.grad is not None]
+        if not grads:
+            return None, False
+        # One concatenation per device and dtype, then one reduction each: on the CPU a few
+        # times faster than torch._foreach_norm(grads, inf) for a model's few dozen tensors.
+        groups: Dict[Tuple[Any, Any], List[torch.Tensor]] = {}
+        for g in grads:
+            groups.setdefault((g.device, g.dtype), []).append(g.reshape(-1))
+        amaxes = [torch.cat(gs).abs().max().to(torch.float64).cpu() for gs in groups.values()]
+        norms = torch.stack(amaxes)
+        amax = float(norms.max())
+        if math.isfinite(amax):
+            return (amax if amax > 0 else None), False
+        finite = [g[torch.isfinite(g)] for g in grads]
+        amax = max((float(g.abs().max()) for g in finite if g.numel()), default=0.0)
+        return (amax if amax > 0 else None), True
+
+    def step(self, loss: Any, scaler: Optional[Any] = None) -> None:
+        """Records one training step; call once per optimizer step.
+
+        With a ``torch.amp.GradScaler``, call it after ``scaler.step(optimizer)`` and before
+        ``scaler.update()``: the scale is then the one this step's backward used, and the scaler
+        still knows whether it found an inf or NaN (and so skipped the step).
+
+        Args:
+            loss: the step's loss (unscaled; a tensor or a number).
+            scaler: the GradScaler, if the loop uses one.
+
+        Raises:
+            RuntimeError: the scaler has not stepped since its last update (``rec.step`` called
+                after ``scaler.update()``, or before ``scaler.step``).
+        """
+        if not self.active:
+            return
+        self._step += 1
+        step = self._step
+        loss = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
+        scale, found_inf = 1.0, False
+        if scaler is not None and scaler.is_enabled():
+            found = [
+                v
+                for state in scaler._per_optimizer_states.values()
+                for v in state["found_inf_per_device"].values()
+            ]
+            if not found:
+                raise RuntimeError(
+                    "rec.step(loss, scaler=scaler): the scaler has not stepped since its last "
+                    "update; call rec.step after scaler.step(optimizer) and before scaler.update()"
+                )
+            found_inf = any(float(v) > 0 for v in found)
+            scale = float(scaler.get_scale())
+        amax, nonfinite = self._grad_amax()
+        capture = self._end_capture() if self._capture is not None else None
+        if capture is not None and self._act_amax > 0:
+            amax = max(amax or 0.0, self._act_amax / scale)
+        overflow = found_inf or nonfinite
+        skipped = found_inf
+        record = {
+            "step": step,
+            "loss": _finite(loss),
+            "loss_scale": scale,
+            "overflow": overflow,
+            "skipped": skipped,
+            "updates_lost": None,
+            "grad_amax": amax,
+            "counts": {},
+        }
+        self._writer.step(json.dumps(record, allow_nan=False), capture)
+        self._losses = (self._losses + [loss])[-20:]
+        self._skipped += skipped
+        self._overflows += overflow
+        self._trailing_skips = self._trailing_skips + 1 if skipped else 0
+        if self.every > 0 and (step + 1) % self.every == 0:
+            self._begin_capture()
+
+    def close(self, metric: Optional[Tuple[str, float]] = None) -> None:
+        """Finishes the run: writes ``summary.json`` and removes the ``INCOMPLETE`` marker.
+
+        Args:
+            metric: ``(name, value)`` of the trained model's evaluation, for the summary;
+                default: the mean loss of the last (up to 20) steps, named
+                ``mean_loss_last_20_steps``.
+        """
+        if not self.active or not self._writer.open:
+            return
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if metric is None:
+            finite = [l for l in self._losses if math.isfinite(l)]
+            value = sum(finite) / len(finite) if finite else math.nan
+            metric = ("mean_loss_last_20_steps", value)
+        final = self._losses[-1] if self._losses else math.nan
+        weights_finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+        steps = self._step
+        summary = {
+            "recipe": self.name,
+            "steps": steps,
+            "skipped_steps": self._skipped,
+            "overflow_steps": self._overflows,
+            "diverged": (not math.isfinite(final))
+            or not weights_finite
+            or (steps > 0 and self._trailing_skips >= min(steps, 20)),
+            "final_loss": _finite(final),
+            "eval_metric": {"name": str(metric[0]), "value": _finite(float(metric[1]))},
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "wall_seconds": time.monotonic() - self._start,
+        }
+        self._writer.finish(json.dumps(summary, allow_nan=False))
+
+    def flush(self) -> None:
+        """Writes the steps held in memory to the run directory (they reach it within 2 s, and
+        at every capture step, anyway)."""
+        if self.active and self._writer.open:
+            self._writer.flush()
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            # An unfinished run: every step so far on disk, the marker kept.
+            for h in self._hooks:
+                h.remove()
+            self._hooks = []
+            self.flush()

@@ -1,0 +1,299 @@
+//! `mixprec._mixprec`: the native half of the `mixprec` Python package.
+//!
+//! Thin on purpose: arguments are checked and documented in `mixprec/__init__.py`; this module
+//! parses names with the library's own parsers (so messages are the command line's), takes
+//! zero-copy views of numpy arrays, and runs the library's parallel paths with the GIL released.
+
+mod record;
+
+use std::path::PathBuf;
+
+use mixprec::Error;
+use mixprec::analysis::{AnalysisOptions, TensorInput, analyze, parse_log2_scales};
+use mixprec::format::{
+    FloatFormat, Overflow, PRESETS, RoundCounts, RoundOptions, Rounder, Rounding,
+};
+use mixprec::io::{Dtype, TensorInfo, Values};
+use numpy::ndarray::{ArrayViewD, ArrayViewMutD};
+use numpy::{Element, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// The path recorded for tensors given as arrays (the `file` field of `analyze`'s result).
+const ARRAY_PATH: &str = "<array>";
+
+/// A library error as the Python exception a caller expects, with the command line's message.
+pub(crate) fn py_err(e: Error) -> PyErr {
+    match e {
+        Error::Io { .. } => PyOSError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+/// The element types the library rounds in place.
+trait Float: Element + Copy + Send + Sync {
+    fn round(r: &Rounder, xs: &mut [Self]) -> RoundCounts;
+}
+
+impl Float for f32 {
+    fn round(r: &Rounder, xs: &mut [f32]) -> RoundCounts {
+        r.par_round_f32_slice_at(xs, 0)
+    }
+}
+
+impl Float for f64 {
+    fn round(r: &Rounder, xs: &mut [f64]) -> RoundCounts {
+        r.par_round_f64_slice_at(xs, 0)
+    }
+}
+
+/// Rounds `src` (or `dst` itself when `src` is `None`) into `dst`, positions in C order.
+///
+/// A C-contiguous `dst` is rounded where it lies, after one copy of `src` into it; any other
+/// layout goes through one contiguous buffer, so that the stream positions (which pick the
+/// random bits of stochastic rounding) are always the logical C-order indices.
+fn round_views<T: Float>(
+    r: &Rounder,
+    src: Option<ArrayViewD<'_, T>>,
+    mut dst: ArrayViewMutD<'_, T>,
+) -> RoundCounts {
+    if dst.is_standard_layout() {
+        if let Some(src) = &src {
+            // A slice copy where both are contiguous: ndarray's element-wise assign over
+            // dynamic dimensions costs more than the rounding itself.
+            match (src.as_slice(), dst.as_slice_mut()) {
+                (Some(s), Some(d)) => d.copy_from_slice(s),
+                _ => dst.assign(src),
+            }
+        }
+        if let Some(xs) = dst.as_slice_mut() {
+            return T::round(r, xs);
+        }
+    }
+    let mut buf: Vec<T> = match &src {
+        Some(src) => src.iter().copied().collect(),
+        None => dst.iter().copied().collect(),
+    };
+    let counts = T::round(r, &mut buf);
+    for (d, v) in dst.iter_mut().zip(buf) {
+        *d = v;
+    }
+    counts
+}
+
+fn quantize_typed<T: Float>(
+    py: Python<'_>,
+    r: &Rounder,
+    x: &Bound<'_, PyAny>,
+    out: &Bound<'_, PyAny>,
+) -> PyResult<RoundCounts> {
+    let out = out.cast::<PyArrayDyn<T>>()?;
+    let mut w = out
+        .try_readwrite()
+        .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
+    if x.is(out) {
+        let view = w.as_array_mut();
+        return Ok(py.detach(|| round_views::<T>(r, None, view)));
+    }
+    let x = x.cast::<PyArrayDyn<T>>()?;
+    let rx = x
+        .try_readonly()
+        .map_err(|e| PyValueError::new_err(format!("x: {e}")))?;
+    let (src, dst) = (rx.as_array(), w.as_array_mut());
+    Ok(py.detach(|| round_views::<T>(r, Some(src), dst)))
+}
+
+/// Rounds `x` into `out` (the same array, or one of the same dtype and shape that shares no
+/// memory with it) and returns the counts as a dict.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn quantize_into<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    out: &Bound<'py, PyAny>,
+    format: &str,
+    rounding: &str,
+    overflow: &str,
+    subnormals: bool,
+    seed: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let format: FloatFormat = format.parse().map_err(py_err)?;
+    let options = RoundOptions {
+        rounding: rounding.parse::<Rounding>().map_err(py_err)?,
+        overflow: overflow.parse::<Overflow>().map_err(py_err)?,
+        subnormals,
+        seed,
+    };
+    let r = Rounder::new(format, options);
+    let counts = if out.cast::<PyArrayDyn<f32>>().is_ok() {
+        quantize_typed::<f32>(py, &r, x, out)?
+    } else if out.cast::<PyArrayDyn<f64>>().is_ok() {
+        quantize_typed::<f64>(py, &r, x, out)?
+    } else {
+        return Err(PyTypeError::new_err(
+            "out: expected a numpy float32 or float64 array",
+        ));
+    };
+    counts_dict(py, counts)
+}
+
+fn counts_dict(py: Python<'_>, c: RoundCounts) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("underflow", c.underflow)?;
+    d.set_item("subnormal", c.subnormal)?;
+    d.set_item("overflow", c.overflow)?;
+    d.set_item("nan", c.nan)?;
+    d.set_item("infinite", c.infinite)?;
+    Ok(d)
+}
+
+/// The formats' properties as JSON, with the keys of `mixprec formats --json` (the presets when
+/// `names` is empty).
+#[pyfunction]
+fn formats_json(names: Vec<String>) -> PyResult<String> {
+    let formats: Vec<FloatFormat> = if names.is_empty() {
+        PRESETS.iter().map(|(_, f)| *f).collect()
+    } else {
+        names
+            .iter()
+            .map(|n| n.parse())
+            .collect::<Result<_, _>>()
+            .map_err(py_err)?
+    };
+    let rows: Vec<_> = formats
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "name": f.name(),
+                "exponent_bits": f.exp_bits(),
+                "mantissa_bits": f.man_bits(),
+                "bias": f.bias(),
+                "max": f.max(),
+                "min_normal": f.min_normal(),
+                "min_subnormal": f.min_subnormal(),
+                "epsilon": f.epsilon(),
+                "has_infinity": f.has_infinity(),
+            })
+        })
+        .collect();
+    serde_json::to_string(&rows).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A view of float32 (`Ok`) or float64 (`Err`) values.
+type F32OrF64<'a> = Result<ArrayViewD<'a, f32>, ArrayViewD<'a, f64>>;
+
+/// One tensor's values, borrowed from its array for the length of the call.
+enum Borrowed<'py> {
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    F64(PyReadonlyArrayDyn<'py, f64>),
+}
+
+/// The analysis of named arrays as JSON (what `mixprec analyze --json` prints for files holding
+/// them). `tensors` holds (name, float32 or float64 array, dtype name as the files spell it:
+/// F64, F32, F16 or BF16, the latter two already widened exactly to float32).
+#[pyfunction]
+fn analyze_json(
+    py: Python<'_>,
+    tensors: Vec<(String, Bound<'_, PyAny>, String)>,
+    format: &str,
+    scales: &str,
+    margin: i32,
+    max_underflow: f64,
+) -> PyResult<String> {
+    let format: FloatFormat = format.parse().map_err(py_err)?;
+    let (lo, hi) = parse_log2_scales(scales).map_err(py_err)?;
+    let options = AnalysisOptions {
+        format,
+        lo,
+        hi,
+        margin,
+        max_underflow,
+        tensors: Vec::new(),
+    };
+    options.validate().map_err(py_err)?;
+    let mut borrowed = Vec::with_capacity(tensors.len());
+    for (name, array, dtype) in &tensors {
+        let dtype = match dtype.as_str() {
+            "F64" => Dtype::F64,
+            "F32" => Dtype::F32,
+            "F16" => Dtype::F16,
+            "BF16" => Dtype::BF16,
+            other => return Err(PyTypeError::new_err(format!("{name}: dtype {other}"))),
+        };
+        let values = if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
+            Borrowed::F32(
+                a.try_readonly()
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?,
+            )
+        } else if let Ok(a) = array.cast::<PyArrayDyn<f64>>() {
+            Borrowed::F64(
+                a.try_readonly()
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?,
+            )
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "{name}: expected a numpy float32 or float64 array"
+            )));
+        };
+        let shape = match &values {
+            Borrowed::F32(a) => a.as_array().shape().to_vec(),
+            Borrowed::F64(a) => a.as_array().shape().to_vec(),
+        };
+        let info = TensorInfo {
+            name: name.clone(),
+            dtype,
+            shape,
+            path: PathBuf::from(ARRAY_PATH),
+        };
+        borrowed.push((info, values));
+    }
+    let views: Vec<(TensorInfo, F32OrF64<'_>)> = borrowed
+        .iter()
+        .map(|(info, v)| {
+            let view = match v {
+                Borrowed::F32(a) => Ok(a.as_array()),
+                Borrowed::F64(a) => Err(a.as_array()),
+            };
+            (info.clone(), view)
+        })
+        .collect();
+    let analysis = py.detach(move || {
+        let inputs: Vec<TensorInput> = views
+            .into_iter()
+            .map(|(info, view)| {
+                let mut input = TensorInput::new(info, format);
+                match view {
+                    Ok(v) => match v.as_slice() {
+                        Some(xs) => input.add(Values::F32(xs)),
+                        None => input.add(Values::F32(&v.iter().copied().collect::<Vec<_>>())),
+                    },
+                    Err(v) => match v.as_slice() {
+                        Some(xs) => input.add(Values::F64(xs)),
+                        None => input.add(Values::F64(&v.iter().copied().collect::<Vec<_>>())),
+                    },
+                }
+                input
+            })
+            .collect();
+        analyze(inputs, Vec::new(), &options)
+    });
+    serde_json::to_string(&analysis).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The native half of the `mixprec` package (use `mixprec`, not this module).
+#[pymodule]
+fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(quantize_into, m)?)?;
+    m.add_function(wrap_pyfunction!(formats_json, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_json, m)?)?;
+    m.add("ARRAY_PATH", ARRAY_PATH)?;
+    m.add_class::<record::Capture>()?;
+    m.add_class::<record::RunWriter>()?;
+    m.add(
+        "CAPTURE_SUB_BINS_LOG2",
+        mixprec::train::capture::CAPTURE_SUB_BINS_LOG2,
+    )?;
+    m.add("SCHEMA", mixprec::train::run::schema::SCHEMA)?;
+    Ok(())
+}

@@ -1,0 +1,420 @@
+//! The native half of `mixprec.torch.Recorder`: the histograms and rounding counts of captured
+//! tensors ([`Capture`]), and the run directory's writer ([`RunWriter`], the library's own), so
+//! that a recorded PyTorch run has the schema of `mixprec train`'s runs, written by the same code.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
+use mixprec::stats::Histogram;
+use mixprec::train::capture::CAPTURE_SUB_BINS_LOG2;
+use mixprec::train::precision::StoreCounts;
+use mixprec::train::run::{self, CaptureRecord, SiteCapture, StepRecord, Summary};
+use mixprec::train::{Class, TrainConfig};
+use numpy::ndarray::ArrayViewD;
+use numpy::{Element, PyArrayDyn, PyArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use serde::de::DeserializeOwned;
+
+use crate::py_err;
+
+/// Values widened and rounded at a time (a multiple of the histogram's chunk, so that adding
+/// block by block gives the same sums as adding the whole tensor at once).
+const BLOCK: usize = 1 << 16;
+
+fn parse<T: DeserializeOwned>(what: &str, json: &str) -> PyResult<T> {
+    serde_json::from_str(json).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
+
+fn class(name: &str) -> PyResult<Class> {
+    Class::ALL
+        .into_iter()
+        .find(|c| c.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Class::ALL.iter().map(|c| c.name()).collect();
+            PyValueError::new_err(format!(
+                "unknown tensor class '{name}' (expected one of: {})",
+                names.join(", ")
+            ))
+        })
+}
+
+/// Element types whose values a capture reads: each widens a block of its values to f32 or
+/// f64, which the histogram and the rounder take.
+trait Stored: Element + Copy + Send + Sync {
+    /// Adds `xs` to `h` and returns the counts of rounding them with `r`, through `scratch`.
+    fn add(xs: &[Self], h: &mut Histogram, r: &Rounder, scratch: &mut Vec<f32>) -> RoundCounts;
+}
+
+fn add_f32_blocks(
+    n: usize,
+    h: &mut Histogram,
+    r: &Rounder,
+    scratch: &mut Vec<f32>,
+    widen: impl Fn(usize, &mut [f32]),
+) -> RoundCounts {
+    let mut counts = RoundCounts::default();
+    for start in (0..n).step_by(BLOCK) {
+        let len = BLOCK.min(n - start);
+        scratch.resize(len, 0.0);
+        widen(start, scratch);
+        h.par_add_f32(scratch);
+        counts += r.par_round_f32_slice_at(scratch, start as u64);
+    }
+    counts
+}
+
+impl Stored for f32 {
+    fn add(xs: &[f32], h: &mut Histogram, r: &Rounder, scratch: &mut Vec<f32>) -> RoundCounts {
+        // The histogram reads the array where it lies; only the rounding needs a scratch copy.
+        h.par_add_f32(xs);
+        let mut counts = RoundCounts::default();
+        for (b, block) in xs.chunks(BLOCK).enumerate() {
+            scratch.clear();
+            scratch.extend_from_slice(block);
+            counts += r.par_round_f32_slice_at(scratch, (b * BLOCK) as u64);
+        }
+        counts
+    }
+}
+
+impl Stored for f64 {
+    fn add(xs: &[f64], h: &mut Histogram, r: &Rounder, _: &mut Vec<f32>) -> RoundCounts {
+        h.par_add_f64(xs);
+        let mut counts = RoundCounts::default();
+        let mut scratch = Vec::with_capacity(BLOCK.min(xs.len()));
+        for (b, block) in xs.chunks(BLOCK).enumerate() {
+            scratch.clear();
+            scratch.extend_from_slice(block);
+            counts += r.par_round_f64_slice_at(&mut scratch, (b * BLOCK) as u64);
+        }
+        counts
+    }
+}
+
+/// 16-bit patterns: fp16 or bf16 values as torch hands them over (viewed as int16, since numpy
+/// has no bfloat16). Widened exactly to f32 a block at a time.
+#[derive(Clone, Copy)]
+enum Half {
+    F16,
+    Bf16,
+}
+
+fn add_half(
+    bits: &[i16],
+    kind: Half,
+    h: &mut Histogram,
+    r: &Rounder,
+    scratch: &mut Vec<f32>,
+) -> RoundCounts {
+    add_f32_blocks(bits.len(), h, r, scratch, |start, out| {
+        let src = &bits[start..start + out.len()];
+        for (o, &b) in out.iter_mut().zip(src) {
+            *o = match kind {
+                Half::F16 => half::f16::from_bits(b as u16).to_f32(),
+                Half::Bf16 => half::bf16::from_bits(b as u16).to_f32(),
+            };
+        }
+    })
+}
+
+/// A contiguous view's slice, or a C-order copy of a strided one.
+fn with_slice<T: Copy, R>(v: ArrayViewD<'_, T>, f: impl FnOnce(&[T]) -> R) -> R {
+    match v.as_slice() {
+        Some(xs) => f(xs),
+        None => f(&v.iter().copied().collect::<Vec<_>>()),
+    }
+}
+
+/// One storage point's histogram and rounding counts, merged over every tensor added to it.
+#[derive(Clone)]
+struct Site {
+    layer: String,
+    tensor: Class,
+    part: Option<String>,
+    values: Histogram,
+    rounding: RoundCounts,
+}
+
+/// The sites of one capture step: log2 histograms (`CAPTURE_SUB_BINS_LOG2`, as `mixprec
+/// train`'s captures) of the values before rounding, and the counts of rounding them into the
+/// format, per (layer, tensor class, part), merged over the tensors added to each.
+#[pyclass(module = "mixprec._mixprec")]
+pub struct Capture {
+    rounder: Rounder,
+    layers: Vec<String>,
+    sites: Vec<Site>,
+}
+
+impl Capture {
+    fn site(&mut self, layer: String, tensor: &str, part: Option<String>) -> PyResult<&mut Site> {
+        let tensor = class(tensor)?;
+        let at = match self
+            .sites
+            .iter()
+            .position(|s| s.layer == layer && s.tensor == tensor && s.part == part)
+        {
+            Some(at) => at,
+            None => {
+                self.sites.push(Site {
+                    layer,
+                    tensor,
+                    part,
+                    values: Histogram::new(CAPTURE_SUB_BINS_LOG2),
+                    rounding: RoundCounts::default(),
+                });
+                self.sites.len() - 1
+            }
+        };
+        Ok(&mut self.sites[at])
+    }
+
+    /// Takes the sites out, in layer order (the order of `layers`; others after, by name), then
+    /// class order, then part.
+    fn take_sites(&mut self) -> Vec<SiteCapture> {
+        let layers = &self.layers;
+        let rank = |s: &Site| {
+            let layer = layers.iter().position(|l| *l == s.layer);
+            (
+                layer.unwrap_or(usize::MAX),
+                s.layer.clone(),
+                s.tensor.index(),
+                s.part.clone(),
+            )
+        };
+        let mut sites = std::mem::take(&mut self.sites);
+        sites.sort_by_cached_key(rank);
+        sites
+            .into_iter()
+            .map(|s| SiteCapture {
+                layer: s.layer,
+                tensor: s.tensor,
+                part: s.part,
+                values: s.values,
+                rounding: s.rounding,
+            })
+            .collect()
+    }
+}
+
+fn add_typed<T: Stored>(
+    py: Python<'_>,
+    values: &Bound<'_, PyAny>,
+    site: &mut Site,
+    r: &Rounder,
+) -> PyResult<()> {
+    let a = values.cast::<PyArrayDyn<T>>()?.try_readonly()?;
+    let view = a.as_array();
+    let (h, counts) = (&mut site.values, &mut site.rounding);
+    let c = py.detach(|| with_slice(view, |xs| T::add(xs, h, r, &mut Vec::new())));
+    *counts += c;
+    Ok(())
+}
+
+#[pymethods]
+impl Capture {
+    /// A capture whose rounding counts are those of rounding into `format` (nearest-even, IEEE
+    /// overflow, subnormals kept); `layers` orders the sites.
+    #[new]
+    fn new(format: &str, layers: Vec<String>) -> PyResult<Self> {
+        let format: FloatFormat = format.parse().map_err(py_err)?;
+        Ok(Capture {
+            rounder: Rounder::new(format, RoundOptions::default()),
+            layers,
+            sites: Vec::new(),
+        })
+    }
+
+    /// Adds the values of `values` (a numpy array, read where it lies) to the site (`layer`,
+    /// `tensor`, `part`). `kind`: `"float"` for a float32/float64 array, `"f16"` or `"bf16"`
+    /// for an int16 array of such bit patterns.
+    #[pyo3(signature = (layer, tensor, part, values, kind))]
+    fn add(
+        &mut self,
+        py: Python<'_>,
+        layer: String,
+        tensor: &str,
+        part: Option<String>,
+        values: &Bound<'_, PyAny>,
+        kind: &str,
+    ) -> PyResult<()> {
+        let r = self.rounder;
+        let site = self.site(layer, tensor, part)?;
+        match kind {
+            "float" if values.cast::<PyArrayDyn<f32>>().is_ok() => {
+                add_typed::<f32>(py, values, site, &r)
+            }
+            "float" if values.cast::<PyArrayDyn<f64>>().is_ok() => {
+                add_typed::<f64>(py, values, site, &r)
+            }
+            "f16" | "bf16" => {
+                let a = values.cast::<PyArrayDyn<i16>>()?.try_readonly()?;
+                let view = a.as_array();
+                let half = if kind == "f16" { Half::F16 } else { Half::Bf16 };
+                let (h, counts) = (&mut site.values, &mut site.rounding);
+                let c =
+                    py.detach(|| with_slice(view, |xs| add_half(xs, half, h, &r, &mut Vec::new())));
+                *counts += c;
+                Ok(())
+            }
+            _ => Err(PyTypeError::new_err(format!(
+                "values: expected a float32/float64 array (kind 'float') or an int16 array \
+                 (kind 'f16' or 'bf16'), got kind '{kind}'"
+            ))),
+        }
+    }
+
+    /// Adds a histogram formed elsewhere (on the device, by torch operations): its serde form
+    /// as JSON (checked as a histogram file is), with the rounding counts `(underflow,
+    /// subnormal, overflow, nan, infinite)` of its values.
+    fn add_histogram(
+        &mut self,
+        layer: String,
+        tensor: &str,
+        part: Option<String>,
+        histogram_json: &str,
+        rounding: (u64, u64, u64, u64, u64),
+    ) -> PyResult<()> {
+        let h: Histogram = parse("histogram", histogram_json)?;
+        if h.sub_bins_log2() != CAPTURE_SUB_BINS_LOG2 {
+            return Err(PyValueError::new_err(format!(
+                "histogram: sub_bins_log2 {} is not the captures' {CAPTURE_SUB_BINS_LOG2}",
+                h.sub_bins_log2()
+            )));
+        }
+        let (underflow, subnormal, overflow, nan, infinite) = rounding;
+        let site = self.site(layer, tensor, part)?;
+        site.values.merge(&h);
+        site.rounding += RoundCounts {
+            underflow,
+            subnormal,
+            overflow,
+            nan,
+            infinite,
+        };
+        Ok(())
+    }
+
+    /// The sites as `captures.jsonl` writes them (a JSON list), in record order.
+    fn sites_json(&self) -> PyResult<String> {
+        let mut copy = Capture {
+            rounder: self.rounder,
+            layers: self.layers.clone(),
+            sites: self.sites.clone(),
+        };
+        serde_json::to_string(&copy.take_sites()).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+/// Per tensor class, summed over a capture's sites: the step's `counts`.
+fn class_counts(sites: &[SiteCapture]) -> BTreeMap<Class, StoreCounts> {
+    let mut counts: BTreeMap<Class, StoreCounts> = BTreeMap::new();
+    for s in sites {
+        let c = counts.entry(s.tensor).or_default();
+        c.stored += s.values.count();
+        c.underflow += s.rounding.underflow;
+        c.subnormal += s.rounding.subnormal;
+        c.overflow += s.rounding.overflow;
+        c.nonfinite += s.values.nonfinite();
+    }
+    counts
+}
+
+/// A run directory being written: `mixprec::train::run::RunWriter` (the `INCOMPLETE` marker,
+/// `config.json`, append-only logs, `summary.json`). Dropped unfinished, it writes out the lines
+/// it holds and leaves the marker: a crashed loop leaves a reportable run.
+#[pyclass(module = "mixprec._mixprec")]
+pub struct RunWriter {
+    inner: Option<run::RunWriter>,
+    path: PathBuf,
+}
+
+impl RunWriter {
+    fn writer(&mut self) -> PyResult<&mut run::RunWriter> {
+        self.inner.as_mut().ok_or_else(|| {
+            PyRuntimeError::new_err(format!(
+                "{}: the run is already finished",
+                self.path.display()
+            ))
+        })
+    }
+}
+
+#[pymethods]
+impl RunWriter {
+    /// Creates the run directory `path` (new, or empty) with `config_json` (a JSON object) as
+    /// `config.json`.
+    #[new]
+    fn new(path: PathBuf, config_json: &str) -> PyResult<Self> {
+        let config: serde_json::Map<String, serde_json::Value> = parse("config", config_json)?;
+        // A config that `mixprec train` would read is a train run's, not a recorder's.
+        if serde_json::from_value::<TrainConfig>(config.clone().into()).is_ok() {
+            return Err(PyValueError::new_err(
+                "config: a recorded run's config must not read as a `mixprec train` config",
+            ));
+        }
+        let inner = run::RunWriter::create(&path, &config, false).map_err(py_err)?;
+        Ok(RunWriter {
+            inner: Some(inner),
+            path,
+        })
+    }
+
+    /// Appends one line to `metrics.jsonl`: `record_json`, a `StepRecord` (checked against the
+    /// schema). With `capture`, also its line of `captures.jsonl` (the step's `loss_scale`), and
+    /// the step's `counts` are the capture's, per tensor class (without, no class stored
+    /// anything that the recorder saw, and `counts` is empty).
+    #[pyo3(signature = (record_json, capture=None))]
+    fn step(&mut self, record_json: &str, capture: Option<&Bound<'_, Capture>>) -> PyResult<()> {
+        let mut record: StepRecord = parse("step record", record_json)?;
+        let capture = capture.map(|c| {
+            let sites = c.borrow_mut().take_sites();
+            record.counts = class_counts(&sites);
+            CaptureRecord {
+                step: record.step,
+                loss_scale: Some(record.loss_scale),
+                sites,
+                update_ratios: Vec::new(),
+            }
+        });
+        let w = self.writer()?;
+        if let Some(capture) = &capture {
+            w.capture(capture).map_err(py_err)?;
+        }
+        w.step(&record).map_err(py_err)
+    }
+
+    /// Writes the lines held in memory to the logs.
+    fn flush(&mut self) -> PyResult<()> {
+        self.writer()?.flush().map_err(py_err)
+    }
+
+    /// Finishes the run: `summary_json` (a `Summary`) as `summary.json`, and the marker
+    /// removed.
+    fn finish(&mut self, summary_json: &str) -> PyResult<()> {
+        let summary: Summary = parse("summary", summary_json)?;
+        let w = self.inner.take().ok_or_else(|| {
+            PyRuntimeError::new_err(format!(
+                "{}: the run is already finished",
+                self.path.display()
+            ))
+        })?;
+        w.finish(&summary).map_err(py_err)
+    }
+
+    /// Whether the run is still open (not finished).
+    #[getter]
+    fn open(&self) -> bool {
+        self.inner.is_some()
+    }
+}
+
+impl Drop for RunWriter {
+    fn drop(&mut self) {
+        if let Some(w) = &mut self.inner {
+            // Nothing to report the error to; the lines already written stay readable.
+            let _ = w.flush();
+        }
+    }
+}

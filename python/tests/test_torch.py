@@ -1,0 +1,233 @@
+"""mixprec.torch.Recorder on a small transformer trained on CPU with autocast and a GradScaler.
+
+The captured histograms are checked against histograms computed here with numpy from the same
+tensors (taken by hooks of the test's own), the recorded scales against the scaler's, and the
+recorded run against `mixprec report`.
+"""
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (scripts/python-test installs it)")
+
+import mixprec  # noqa: E402
+from mixprec.torch import Recorder, histogram_torch  # noqa: E402
+
+
+class TinyTransformer(torch.nn.Module):
+    """A token classifier: embedding, two encoder layers, mean pooling, linear head."""
+
+    def __init__(self, vocab=32, d=32, heads=2, layers=2, classes=4):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d)
+        layer = torch.nn.TransformerEncoderLayer(d, heads, 64, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(d, classes)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
+
+
+def batches(steps, batch=8, seq=12, vocab=32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randint(0, vocab, (batch, seq), generator=g)
+        yield x, x[:, 0] % 4
+
+
+def train(out, steps=7, every=3, init_scale=2.0**24, dtype=torch.float16, spy=None, fail_at=None):
+    """Trains with autocast and a GradScaler and the recorder; returns the scales the scaler
+    used, step by step, and whether it skipped each step. ``spy(step, model)`` is called
+    before each step's forward."""
+    torch.manual_seed(0)
+    model = TinyTransformer()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=2)
+    scales, skipped = [], []
+    with Recorder(model, out=out, format="fp16", every=every, optimizer=opt) as rec:
+        for step, (x, y) in enumerate(batches(steps), start=1):
+            if spy is not None:
+                spy(step, model)
+            if step == fail_at:
+                raise RuntimeError("the loop fails")
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=dtype):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scales.append(scaler.get_scale())
+            rec.step(loss, scaler=scaler)
+            scaler.update()
+            skipped.append(scaler.get_scale() < scales[-1])
+    return scales, skipped
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def numpy_histogram(arrays):
+    """The capture histogram of the values of ``arrays`` (one bin per power of two), from
+    numpy: frexp gives |x| = m 2^e with 0.5 <= m < 1, so the bin is e - 1."""
+    x = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in arrays])
+    a = np.abs(x)
+    nz = np.isfinite(x) & (a != 0)
+    e = np.frexp(a[nz])[1] - 1
+    h = {
+        "zeros": int(np.sum(x == 0)),
+        "nan": int(np.sum(np.isnan(x))),
+        "pos_inf": int(np.sum(x == np.inf)),
+        "neg_inf": int(np.sum(x == -np.inf)),
+        "negatives": int(np.sum(x[nz] < 0)),
+        "amax": float(a[nz].max()) if nz.any() else 0.0,
+        "min_nonzero": float(a[nz].min()) if nz.any() else None,
+        "first_bin": int(e.min()) if nz.any() else 0,
+        "bins": np.bincount(e - e.min()).tolist() if nz.any() else [],
+    }
+    return h
+
+
+def to_numpy(t):
+    return t.detach().float().numpy().copy()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_captured_histograms_equal_numpys(tmp_path, dtype):
+    """On capture steps the test's own hooks keep copies of the weights, each leaf module's
+    output and its gradient, and each parameter's accumulated gradient; numpy's histograms of
+    them are the recorded ones, site by site."""
+    every, seen, hooks = 3, {}, []
+
+    def spy(step, model):
+        for h in hooks:
+            h.remove()
+        hooks.clear()
+        if not (step == 1 or step % every == 0):
+            return
+        sites = seen[step] = {}
+
+        def put(key, t):
+            sites.setdefault(key, []).append(to_numpy(t))
+
+        names = {p: n.rsplit(".", 1)[0] for n, p in model.named_parameters()}
+        for p, layer in names.items():
+            put((layer, "weight"), p)
+            hooks.append(p.register_post_accumulate_grad_hook(
+                lambda p, layer=layer: put((layer, "weight_grad"), p.grad)))
+        for name, m in model.named_modules():
+            if any(True for _ in m.children()):
+                continue
+
+            def fwd(m, i, o, name=name):
+                put((name, "activation"), o)
+                o.register_hook(lambda g: put((name, "activation_grad"), g))
+
+            hooks.append(m.register_forward_hook(fwd))
+
+    out = tmp_path / "run"
+    # No step skipped (Adam has state); autocast stores activations in `dtype`.
+    train(out, every=every, spy=spy, init_scale=2.0**8, dtype=dtype)
+    captures = read_jsonl(out / "captures.jsonl")
+    assert [c["step"] for c in captures] == [1, 3, 6]
+    for c in captures:
+        sites = {(s["layer"], s["tensor"]): s for s in c["sites"] if "part" not in s}
+        assert set(sites) == set(seen[c["step"]]), c["step"]
+        for key, arrays in seen[c["step"]].items():
+            got, want = sites[key]["values"], numpy_histogram(arrays)
+            for field, value in want.items():
+                assert got[field] == value, (c["step"], key, field)
+        parts = {s["part"] for s in c["sites"] if s["tensor"] == "optimizer_state"}
+        assert parts == {"adam_m", "adam_v"}
+
+
+def test_scales_and_skips_equal_the_scalers(tmp_path):
+    out = tmp_path / "run"
+    # 2^24 overflows fp16's gradients at first: the scaler backs off, skipping steps.
+    scales, skipped = train(out, steps=12, init_scale=2.0**24)
+    steps = read_jsonl(out / "metrics.jsonl")
+    assert [s["loss_scale"] for s in steps] == scales
+    assert [s["skipped"] for s in steps] == skipped
+    assert any(skipped) and not all(skipped)
+    assert all(s["overflow"] == s["skipped"] for s in steps)
+    assert all(s["grad_amax"] is None or s["grad_amax"] > 0 for s in steps)
+    # Counts on capture steps only: what the hooks stored, per class.
+    assert steps[0]["counts"]["activation"]["stored"] > 0
+    assert steps[1]["counts"] == {}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 12 and summary["skipped_steps"] == sum(skipped)
+    assert not (out / "INCOMPLETE").exists()
+
+
+def test_report_renders(tmp_path, cli):
+    out = tmp_path / "run"
+    train(out, steps=7)
+    r = cli("report", str(out), "--out", str(tmp_path / "page"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "page" / "index.html").is_file()
+
+
+def test_a_crashed_loop_leaves_a_reportable_run(tmp_path, cli):
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="the loop fails"):
+        train(out, steps=7, fail_at=6)
+    assert (out / "INCOMPLETE").exists() and not (out / "summary.json").exists()
+    assert [s["step"] for s in read_jsonl(out / "metrics.jsonl")] == [1, 2, 3, 4, 5]
+    r = cli("report", str(out), "--out", str(tmp_path / "page"))
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_device_path_equals_the_rust_path(fmt, dtype):
+    """The torch-operations histogram (the CUDA path, run here on CPU tensors) has the Rust
+    histogram's bins and counts, and torch's casts count rounding as mixprec rounds."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(5000, generator=g, dtype=torch.float64) * 10.0 ** (
+        torch.rand(5000, generator=g, dtype=torch.float64) * 60 - 30)
+    x[:8] = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1e-40, 65520.0, 480.0])
+    with np.errstate(over="ignore"):
+        t = x.to(dtype)
+    h, counts = histogram_torch(t, fmt)
+    cap = mixprec._mixprec.Capture(fmt, [])
+    if dtype == torch.float32:
+        cap.add("l", "activation", None, t.numpy(), "float")
+    else:
+        kind = "f16" if dtype == torch.float16 else "bf16"
+        cap.add("l", "activation", None, t.view(torch.int16).numpy(), kind)
+    (site,) = json.loads(cap.sites_json())
+    want = site["values"]
+    for field in ("first_bin", "bins", "zeros", "nan", "pos_inf", "neg_inf", "negatives", "amax",
+                  "min_nonzero"):
+        assert h[field] == want[field], field
+    assert h["sum_sq"] == pytest.approx(want["sum_sq"], rel=1e-9)
+    r = site["rounding"]
+    assert counts == (r["underflow"], r["subnormal"], r["overflow"], r["nan"], r["infinite"])
+
+
+def test_bad_arguments(tmp_path):
+    model = TinyTransformer()
+    with pytest.raises(ValueError, match="unknown format 'fp17'"):
+        Recorder(model, out=tmp_path / "a", format="fp17")
+    with pytest.raises(ValueError, match="every"):
+        Recorder(model, out=tmp_path / "a", every=-1)
+    with pytest.raises(ValueError, match="ranks"):
+        Recorder(model, out=tmp_path / "a", ranks="all")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    with pytest.raises(ValueError, match="not empty"):
+        Recorder(model, out=tmp_path / "full")
+    # rec.step after scaler.update(): the scaler no longer says whether it skipped.
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    rec = Recorder(model, out=tmp_path / "b", every=0)
+    x, y = next(batches(1))
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    with pytest.raises(RuntimeError, match="before scaler.update"):
+        rec.step(loss, scaler=scaler)
