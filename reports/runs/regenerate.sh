@@ -30,11 +30,10 @@ chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1
     --screenshot=reports/runs/underflow.png "file://$PWD/reports/runs/underflow/index.html" \
     2>/dev/null
 # The PyTorch example (examples/pytorch_recorder.py: a small transformer trained with autocast
-# and a GradScaler under mixprec.torch.Recorder), with the Python environment that
-# scripts/python-test makes (or $PYTHON, with torch and mixprec importable).
-venv=$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/mixprec/py-venv-* 2>/dev/null | head -1)
-python=${PYTHON:-${venv:+$venv/bin/python}}
-if [ -n "$python" ]; then
+# and a GradScaler under mixprec.torch.Recorder), in the Python tests' environment
+# (scripts/python-env; or $PYTHON, with torch importable).
+python=${PYTHON:-$(scripts/python-env)/bin/python}
+if [ -x "$python" ]; then
     cargo build --release --quiet -p mixprec-python
     cp target/release/lib_mixprec.so python/mixprec/.lib.so.tmp
     mv -f python/mixprec/.lib.so.tmp python/mixprec/_mixprec.abi3.so
@@ -46,5 +45,6 @@ if [ -n "$python" ]; then
         --screenshot=reports/runs/pytorch.png "file://$PWD/reports/runs/pytorch/index.html" \
         2>/dev/null
 else
-    echo "reports/runs/pytorch: skipped (no Python environment: run scripts/python-test first)" >&2
+    echo "reports/runs/pytorch: no Python at $python" >&2
+    exit 2
 fi
