@@ -91,6 +91,27 @@ pub const PRESETS: [(&str, FloatFormat); 6] = [
 ];
 
 impl FloatFormat {
+    /// The properties `mixprec formats --json` prints for the format (and Python's
+    /// `mixprec.formats()` returns): fields, bias, extremes and epsilon, the extremes also as
+    /// powers of two.
+    #[must_use]
+    pub fn properties(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name(),
+            "exponent_bits": self.exp_bits(),
+            "mantissa_bits": self.man_bits(),
+            "bias": self.bias(),
+            "max": self.max(),
+            "min_normal": self.min_normal(),
+            "min_subnormal": self.min_subnormal(),
+            "epsilon": self.epsilon(),
+            "log2_max": self.max().log2(),
+            "log2_min_normal": self.min_normal().log2(),
+            "log2_min_subnormal": self.min_subnormal().log2(),
+            "has_infinity": self.has_infinity(),
+        })
+    }
+
     /// An IEEE-like format: bias `2^(exp_bits-1) - 1`, the top exponent reserved for infinities
     /// and NaN, subnormals.
     ///

@@ -7,31 +7,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mixprec"))
-}
-
-fn fresh(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mixprec-replay-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn ok(out: Output) -> String {
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    stdout.into_owned()
-}
-
-fn fails(out: Output) -> String {
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    err
-}
+mod common;
+use common::{bin, fails, fresh, ok};
 
 fn train(scaler: &str, steps: &str, dir: &Path) {
     ok(bin()

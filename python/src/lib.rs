@@ -161,22 +161,7 @@ fn formats_json(names: Vec<String>) -> PyResult<String> {
             .collect::<Result<_, _>>()
             .map_err(py_err)?
     };
-    let rows: Vec<_> = formats
-        .iter()
-        .map(|f| {
-            serde_json::json!({
-                "name": f.name(),
-                "exponent_bits": f.exp_bits(),
-                "mantissa_bits": f.man_bits(),
-                "bias": f.bias(),
-                "max": f.max(),
-                "min_normal": f.min_normal(),
-                "min_subnormal": f.min_subnormal(),
-                "epsilon": f.epsilon(),
-                "has_infinity": f.has_infinity(),
-            })
-        })
-        .collect();
+    let rows: Vec<_> = formats.iter().map(FloatFormat::properties).collect();
     serde_json::to_string(&rows).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use serde_json::json;
 
 use crate::format::{FloatFormat, PRESETS};
 
@@ -56,25 +55,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if args.json {
-        let rows: Vec<_> = formats
-            .iter()
-            .map(|f| {
-                json!({
-                    "name": f.name(),
-                    "exponent_bits": f.exp_bits(),
-                    "mantissa_bits": f.man_bits(),
-                    "bias": f.bias(),
-                    "max": f.max(),
-                    "min_normal": f.min_normal(),
-                    "min_subnormal": f.min_subnormal(),
-                    "epsilon": f.epsilon(),
-                    "log2_max": f.max().log2(),
-                    "log2_min_normal": f.min_normal().log2(),
-                    "log2_min_subnormal": f.min_subnormal().log2(),
-                    "has_infinity": f.has_infinity(),
-                })
-            })
-            .collect();
+        let rows: Vec<_> = formats.iter().map(FloatFormat::properties).collect();
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -14,8 +14,7 @@ use crate::train::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary
 
 /// Points kept per curve; longer runs keep every `2^j`-th step.
 pub const MAX_POINTS: usize = 2000;
-/// Steps listed per kind of event (skipped, overflow); the counts are always whole.
-pub const MAX_EVENTS: usize = 2000;
+pub use crate::scaling::replay::{Events, MAX_EVENTS};
 pub use crate::scaling::window::{MAX_UNDERFLOW, WINDOW_SCALES, unscaled_window};
 
 /// How to read the runs.
@@ -63,23 +62,6 @@ impl Curve {
     }
 }
 
-/// Steps on which something happened: all counted, the first [`MAX_EVENTS`] listed.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Events {
-    /// How many.
-    pub count: u64,
-    /// The first steps.
-    pub steps: Vec<u64>,
-}
-
-impl Events {
-    fn add(&mut self, step: u64) {
-        self.count += 1;
-        if self.steps.len() < MAX_EVENTS {
-            self.steps.push(step);
-        }
-    }
-}
 
 /// Steps whose first inf or NaN was stored at one site.
 #[derive(Clone, Debug, Serialize)]

@@ -74,7 +74,8 @@ pub struct Events {
 }
 
 impl Events {
-    fn add(&mut self, step: u64) {
+    /// Counts `step`, and lists it while fewer than [`MAX_EVENTS`] are.
+    pub fn add(&mut self, step: u64) {
         self.count += 1;
         if self.steps.len() < MAX_EVENTS {
             self.steps.push(step);

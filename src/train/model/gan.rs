@@ -307,7 +307,7 @@ mod tests {
             .collect();
         gan.step(&real).unwrap();
         let z = Array2::from_shape_fn((256, 8), |(i, j)| ((i * 8 + j) as f32 * 0.37).sin());
-        let mut fake_loss = |gan: &mut GanTrainer| {
+        let fake_loss = |gan: &mut GanTrainer| {
             let x = gan.generator.forward(z.clone(), &mut gan.precision);
             let logits = gan.discriminator.forward(x, &mut gan.precision);
             // BCE toward 1 on logits: softplus(-l).
