@@ -2,8 +2,7 @@
 //! gives the run's scales and skipped steps exactly (runs whose dynamic scaler moves both ways),
 //! another policy's skips follow from the recorded grad_amax, the page, and bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use serde_json::Value;
 

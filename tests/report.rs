@@ -1,8 +1,8 @@
 //! `mixprec report` through the real binary: its numbers against the run files (and against
 //! `analyze`), unfinished and diverged runs, bad input, escaping, and the page in a real browser.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use mixprec::io::{TensorData, write_npy};
 use mixprec::stats::Histogram;

@@ -189,7 +189,8 @@ def formats(*names: str) -> List[Dict[str, Any]]:
 
     Returns:
         One dict per format: ``name``, ``exponent_bits``, ``mantissa_bits``, ``bias``, ``max``,
-        ``min_normal``, ``min_subnormal``, ``epsilon``, ``has_infinity``.
+        ``min_normal``, ``min_subnormal``, ``epsilon``, ``log2_max``, ``log2_min_normal``,
+        ``log2_min_subnormal``, ``has_infinity``.
 
     Raises:
         ValueError: an unknown format name (the command line's message).

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-
 use crate::format::{FloatFormat, PRESETS};
 
 /// List number formats and their properties.

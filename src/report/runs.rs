@@ -62,7 +62,6 @@ impl Curve {
     }
 }
 
-
 /// Steps whose first inf or NaN was stored at one site.
 #[derive(Clone, Debug, Serialize)]
 pub struct NonfiniteSite {
