@@ -142,8 +142,9 @@ impl<'de> Deserialize<'de> for TrainConfig {
         let scaler = value.as_object_mut().and_then(|o| o.remove("scaler"));
         let mut config = TrainConfig::deserialize(value).map_err(D::Error::custom)?;
         if let Some(scaler) = scaler {
-            config.recipe.loss_scaling = crate::scaling::policy::deserialize_policy(scaler)
+            let scaling = crate::scaling::policy::deserialize_policy(scaler)
                 .map_err(|e| D::Error::custom(format!("scaler: {e}")))?;
+            config.recipe = with_scaling(&config.recipe, scaling);
         }
         Ok(config)
     }
@@ -198,22 +199,38 @@ fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
     }
 }
 
-/// The name of `recipe` (which has no loss scaling) once it is given a static scale: the preset
-/// it then is (`fp16-master` becomes `fp16-static`), or its name with `+static` (`fp32+static`),
-/// so that no run with a loss scale is labelled as a recipe without one.
-fn static_name(recipe: &Recipe) -> String {
-    let scaled = |r: &Recipe| Recipe {
+/// `recipe` with loss scaling `scaling`, renamed when that changes what it is, so that no run is
+/// labelled as a recipe it is not: the preset it then is (`fp16-master` with a static scale is
+/// `fp16-static`, with `gradscaler` `fp16-dynamic`), else its name with the scaling's
+/// (`fp32+static`, `fp16-master+megatron:hysteresis=3`). A static scale's value is a setting,
+/// not part of the name.
+fn with_scaling(recipe: &Recipe, scaling: LossScaling) -> Recipe {
+    let mut out = Recipe {
+        loss_scaling: scaling,
+        ..recipe.clone()
+    };
+    if scaling == recipe.loss_scaling {
+        return out;
+    }
+    let key = |r: &Recipe| Recipe {
         name: String::new(),
-        loss_scaling: LossScaling::Static { scale: 1.0 },
+        loss_scaling: match r.loss_scaling {
+            LossScaling::Static { .. } => LossScaling::Static { scale: 1.0 },
+            other => other,
+        },
         ..r.clone()
     };
-    crate::train::recipe::PRESET_NAMES
+    let target = key(&out);
+    let suffix = match scaling {
+        LossScaling::Static { .. } => "static".to_string(),
+        other => other.to_string(),
+    };
+    out.name = crate::train::recipe::PRESET_NAMES
         .iter()
         .filter_map(|name| Recipe::preset(name).ok())
-        .find(|p| {
-            matches!(p.loss_scaling, LossScaling::Static { .. }) && scaled(p) == scaled(recipe)
-        })
-        .map_or_else(|| format!("{}+static", recipe.name), |p| p.name)
+        .find(|p| key(p) == target)
+        .map_or_else(|| format!("{}+{suffix}", recipe.name), |p| p.name);
+    out
 }
 
 /// Command-line values that replace the config file's.
@@ -315,11 +332,11 @@ impl TrainConfig {
             self.recipe.overflow = v;
         }
         if let Some(p) = o.scaler {
-            self.recipe.loss_scaling = p;
+            self.recipe = with_scaling(&self.recipe, p);
         }
         if let Some(s) = o.loss_scale {
             if self.recipe.loss_scaling == LossScaling::None {
-                self.recipe.name = static_name(&self.recipe);
+                self.recipe = with_scaling(&self.recipe, LossScaling::Static { scale: s });
             }
             self.recipe.loss_scaling = match self.recipe.loss_scaling {
                 LossScaling::Dynamic(mut d) => {
@@ -522,6 +539,33 @@ mod tests {
         assert_eq!(d.labels, None);
     }
 
+    /// A recipe given another loss scaling says so in its name: the preset it then is, else
+    /// its name with the scaling's; the same scaling keeps the name.
+    #[test]
+    fn a_new_scaler_renames_the_recipe() {
+        let named = |recipe: &str, scaler: &str| {
+            let mut c = TrainConfig {
+                recipe: Recipe::preset(recipe).unwrap(),
+                ..TrainConfig::default()
+            };
+            c.apply(&Overrides {
+                scaler: Some(scaler.parse().unwrap()),
+                ..Overrides::default()
+            })
+            .unwrap();
+            c.recipe.name
+        };
+        assert_eq!(named("fp16-master", "gradscaler"), "fp16-dynamic");
+        assert_eq!(named("fp16-master", "static:2^10"), "fp16-static");
+        assert_eq!(named("fp16-dynamic", "gradscaler"), "fp16-dynamic");
+        assert_eq!(
+            named("fp16-master", "megatron:hysteresis=3"),
+            "fp16-master+megatron:hysteresis=3"
+        );
+        assert_eq!(named("fp32", "keras"), "fp32+keras");
+        assert_eq!(named("fp32", "static:8"), "fp32+static");
+    }
+
     /// A scaler by name: the `scaler` key (replacing the recipe's, whatever the key order), a
     /// name as the recipe's `loss_scaling`, and `--scaler` before `--loss-scale`; the resolved
     /// config holds the object and reads back the same.
@@ -534,7 +578,8 @@ mod tests {
             c.recipe.loss_scaling,
             LossScaling::Dynamic(DynamicScaling::megatron())
         );
-        assert_eq!(c.recipe.name, "fp16-dynamic");
+        // fp16-dynamic with Megatron's scaler is the fp16-megatron preset, and named so.
+        assert_eq!(c.recipe.name, "fp16-megatron");
         let json = serde_json::to_value(&c).unwrap();
         assert!(json.get("scaler").is_none(), "{json}");
         assert_eq!(serde_json::from_value::<TrainConfig>(json).unwrap(), c);
