@@ -383,6 +383,40 @@ fn the_report_of_a_grid() {
         let got = cell["metric_vs_fp32"]["difference"].as_f64().unwrap();
         assert!((got - want).abs() < 1e-12, "steps {steps}: {got} vs {want}");
     }
+    // Only the recipe varies: one comparison per recipe, said with its numbers (the mean over
+    // the seeds and the difference from fp32, recomputed from grid.jsonl).
+    let c = tmp.path().join("recipes");
+    ok(&grid(
+        &base,
+        &c,
+        "2",
+        &["--vary", "recipe=fp32,bf16-master", "--seeds", "3"],
+    ));
+    let findings = ok(&bin()
+        .arg("report")
+        .arg(&c)
+        .arg("--out")
+        .arg(tmp.path().join("report-recipes"))
+        .output()
+        .unwrap());
+    let index = lines(&c.join("grid.jsonl"));
+    let by = |recipe: &str| -> Vec<f64> {
+        index
+            .iter()
+            .filter(|l| l["values"]["recipe"] == recipe)
+            .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
+            .collect()
+    };
+    let (bf16, fp32) = (mean(&by("bf16-master")), mean(&by("fp32")));
+    let line = findings
+        .lines()
+        .find(|l| l.starts_with("- bf16-master:"))
+        .unwrap_or_else(|| panic!("{findings}"));
+    assert!(
+        line.contains(&format!("test_accuracy {bf16:.4} ["))
+            && line.contains(&format!("over 3 seeds, {:+.4} [", bf16 - fp32)),
+        "{line}"
+    );
     // A grid is reported alone.
     let o = bin()
         .arg("report")

@@ -448,7 +448,28 @@ impl GridReport {
                     format!(" at {}", c.x)
                 }
             };
-            let mut text = if sig.is_empty() {
+            let mut text = if let ([c], true) = (&tested[..], tested[0].x.is_empty()) {
+                // Nothing but the series varies: one comparison, said with its numbers.
+                let (m, w) = (c.metric, c.metric_vs_fp32);
+                let (m, w) = (m.as_ref(), w.as_ref());
+                format!(
+                    "{s}: {} {:.4} [{:.4}, {:.4}] over {} seeds, {:+.4} [{:+.4}, {:+.4}] from fp32 (Welch p = {}): {}",
+                    self.metric,
+                    m.map_or(f64::NAN, |m| m.mean),
+                    m.map_or(f64::NAN, |m| m.low),
+                    m.map_or(f64::NAN, |m| m.high),
+                    m.map_or(0, |m| m.n),
+                    w.map_or(f64::NAN, |w| w.difference),
+                    w.map_or(f64::NAN, |w| w.low),
+                    w.map_or(f64::NAN, |w| w.high),
+                    p_text(w.map_or(f64::NAN, |w| w.p_value)),
+                    if sig.is_empty() {
+                        "not distinguishable from fp32"
+                    } else {
+                        "differs from fp32"
+                    }
+                )
+            } else if sig.is_empty() {
                 format!(
                     "{s}: {} is not distinguishable from fp32's (Welch p >= {ALPHA}) at any of the {} values",
                     self.metric,
