@@ -233,7 +233,7 @@ pub fn write_replay(dir: &Path, r: &RunReplay) -> Result<PathBuf> {
     let rows = table(r);
     let body = html! {
         section id="replay" {
-            h2 { "Policies replayed over " (r.run) }
+            h2 { "Policies replayed" }
             p { (r.replay.open_loop) }
             p { "The run's recipe: " (r.recipe) "; its loss scaling: " (r.run_policy.as_deref().unwrap_or("unknown")) ". Gradients judged against " (r.replay.judged.format) "."
                 @if r.replay.unexplained_overflows > 0 {
