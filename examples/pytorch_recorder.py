@@ -52,7 +52,8 @@ def main():
     scaler = torch.amp.GradScaler(device, init_scale=2.0**24)
     g = torch.Generator(device="cpu").manual_seed(1)
 
-    with Recorder(model, out=args.out, format="fp16", every=args.every, optimizer=opt) as rec:
+    with Recorder(model, out=args.out, format="fp16", every=args.every, optimizer=opt,
+                  scaler=scaler) as rec:
         for step in range(args.steps):
             x = torch.randint(0, 64, (32, 16), generator=g).to(device)
             y = (x.float().mean(dim=1) > 31.5).long()
@@ -61,7 +62,7 @@ def main():
                 loss = torch.nn.functional.cross_entropy(model(x), y)
             scaler.scale(loss).backward()
             scaler.step(opt)
-            rec.step(loss, scaler=scaler)  # after scaler.step, before scaler.update
+            rec.step(loss)  # after scaler.step, before scaler.update
             scaler.update()
             if step % 50 == 0:
                 print(f"step {step:4d}  loss {loss.item():.4f}  scale {scaler.get_scale():g}")

@@ -4,14 +4,16 @@
 
     from mixprec.torch import Recorder
 
-    with Recorder(model, out="runs/x", format="fp16", every=100, optimizer=opt) as rec:
+    scaler = torch.amp.GradScaler("cuda")
+    with Recorder(model, out="runs/x", format="fp16", every=100, optimizer=opt,
+                  scaler=scaler) as rec:
         for x, y in data:
             opt.zero_grad()
             with torch.autocast("cuda", dtype=torch.float16):
                 loss = loss_fn(model(x), y)
             scaler.scale(loss).backward()
             scaler.step(opt)
-            rec.step(loss, scaler=scaler)   # after scaler.step, before scaler.update
+            rec.step(loss)   # after scaler.step, before scaler.update
             scaler.update()
 
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
@@ -26,8 +28,14 @@ backward pass held them) and the counts of rounding them into ``format``. Histog
 tensors are formed in Rust where the tensors lie; those of CUDA tensors on the device with torch
 operations, so that only a few hundred numbers reach the host.
 
-The directory is the one ``mixprec train`` writes (written by the same Rust code): ``mixprec
-report DIR --out PAGE`` renders it, finished or not. A loop that raises leaves an unfinished run
+The directory is the one ``mixprec train`` writes (written by the same Rust code), its config a
+recorded run's (``mixprec::train::run::RecordedConfig``): the precision the loop trained in as a
+recipe (``format`` for the weights the forward reads, the activations and both gradients, FP32
+master weights and optimizer state, as ``torch.autocast`` trains) whose loss scaling is the
+GradScaler's own policy: the ``gradscaler`` preset with the scaler's initial scale, growth and
+backoff factors and growth interval (``none`` without a scaler, or with it disabled). ``mixprec
+report DIR --out PAGE`` renders it, finished or not; ``mixprec replay DIR --policy run`` replays
+the scaler's policy over it. A loop that raises leaves an unfinished run
 (its ``INCOMPLETE`` marker, and every step recorded so far), which ``report`` reads too.
 """
 
@@ -137,6 +145,20 @@ def _format(name: str) -> Dict[str, Any]:
     return json.loads(_mixprec.formats_json([name]))[0]
 
 
+def _policy(scaler: Optional[Any]) -> str:
+    """The loss-scaling policy of ``scaler`` by mixprec's name: a GradScaler is the
+    ``gradscaler`` preset with its own parameters (its initial scale the one its next step will
+    use), ``none`` without a scaler or with it disabled."""
+    if scaler is None or not scaler.is_enabled():
+        return "none"
+    return (
+        f"gradscaler:init_scale={float(scaler.get_scale())!r},"
+        f"growth_factor={float(scaler.get_growth_factor())!r},"
+        f"backoff_factor={float(scaler.get_backoff_factor())!r},"
+        f"growth_interval={int(scaler.get_growth_interval())}"
+    )
+
+
 class Recorder:
     """Records a training loop into the run directory ``out``.
 
@@ -150,13 +172,18 @@ class Recorder:
             host from a copy.
         every: capture every ``every`` steps (and the first); 0: never.
         optimizer: the optimizer, whose state is captured on capture steps (optional).
+        scaler: the loop's ``torch.amp.GradScaler``, if it uses one: its policy goes into the
+            run's config, and every step records its scale and whether it skipped the step.
         ranks: with ``torch.distributed`` initialised, ``"zero"`` (only rank 0 records; the
             others' calls do nothing) or ``"each"`` (every rank records its own directory).
         name: the run's name in reports (default ``pytorch-{format}``).
+        flush_every: the longest, in seconds, a step's line waits in memory before it reaches
+            ``metrics.jsonl`` (capture steps, :meth:`flush`, :meth:`close` and an exception
+            leaving the ``with`` block write everything at once).
 
     Raises:
-        ValueError: a bad format, ``every`` or ``ranks``, or an ``out`` that holds anything
-            (the command line's message).
+        ValueError: a bad format, ``every``, ``ranks`` or ``flush_every``, or an ``out`` that
+            holds anything (the command line's message).
     """
 
     def __init__(
@@ -167,8 +194,10 @@ class Recorder:
         every: int = 100,
         *,
         optimizer: Optional[torch.optim.Optimizer] = None,
+        scaler: Optional[Any] = None,
         ranks: str = "zero",
         name: Optional[str] = None,
+        flush_every: float = 2.0,
     ) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ValueError(f"every: expected a whole number of steps >= 0, got {every!r}")
@@ -182,6 +211,7 @@ class Recorder:
             model = model.module
         self.model = model
         self.optimizer = optimizer
+        self.scaler = scaler
         rank, world = 0, 1
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -207,9 +237,19 @@ class Recorder:
         self._writer = None
         if not self.active:
             return
+        low = self._format_info["name"]
         config = {
             "source": "pytorch",
-            "recipe": {"name": self.name},
+            "recipe": {
+                "name": self.name,
+                "weights": low,
+                "activations": low,
+                "activation_grads": low,
+                "weight_grads": low,
+                "optimizer_state": "fp32",
+                "master_weights": "fp32",
+                "loss_scaling": _policy(scaler),
+            },
             "format": format,
             "capture_every": every,
             "model": type(model).__name__,
@@ -220,7 +260,7 @@ class Recorder:
             "rank": rank,
             "world_size": world,
         }
-        self._writer = _mixprec.RunWriter(str(path), json.dumps(config))
+        self._writer = _mixprec.RunWriter(str(path), json.dumps(config), float(flush_every))
         if every > 0:
             self._begin_capture()
 
@@ -320,18 +360,27 @@ class Recorder:
     def step(self, loss: Any, scaler: Optional[Any] = None) -> None:
         """Records one training step; call once per optimizer step.
 
-        With a ``torch.amp.GradScaler``, call it after ``scaler.step(optimizer)`` and before
-        ``scaler.update()``: the scale is then the one this step's backward used, and the scaler
-        still knows whether it found an inf or NaN (and so skipped the step).
+        With a ``torch.amp.GradScaler`` (given to the constructor), call it after
+        ``scaler.step(optimizer)`` and before ``scaler.update()``: the scale is then the one this
+        step's backward used, and the scaler still knows whether it found an inf or NaN (and so
+        skipped the step).
 
         Args:
             loss: the step's loss (unscaled; a tensor or a number).
-            scaler: the GradScaler, if the loop uses one.
+            scaler: the constructor's ``scaler`` again, or nothing.
 
         Raises:
+            ValueError: a ``scaler`` that is not the constructor's (whose policy the run's
+                config records).
             RuntimeError: the scaler has not stepped since its last update (``rec.step`` called
                 after ``scaler.update()``, or before ``scaler.step``).
         """
+        if scaler is not None and scaler is not self.scaler:
+            raise ValueError(
+                "scaler: not the GradScaler given to Recorder(..., scaler=scaler), whose policy "
+                "the run's config records; pass the loop's scaler to the constructor"
+            )
+        scaler = self.scaler
         if not self.active:
             return
         self._step += 1

@@ -4,12 +4,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
 use mixprec::stats::Histogram;
 use mixprec::train::capture::CAPTURE_SUB_BINS_LOG2;
 use mixprec::train::precision::StoreCounts;
-use mixprec::train::run::{self, CaptureRecord, SiteCapture, StepRecord, Summary};
+use mixprec::train::run::{
+    self, CaptureRecord, RecordedConfig, SiteCapture, StepRecord, Summary,
+};
 use mixprec::train::{Class, TrainConfig};
 use numpy::ndarray::ArrayViewD;
 use numpy::{Element, PyArrayDyn, PyArrayMethods};
@@ -343,18 +346,30 @@ impl RunWriter {
 
 #[pymethods]
 impl RunWriter {
-    /// Creates the run directory `path` (new, or empty) with `config_json` (a JSON object) as
-    /// `config.json`.
+    /// Creates the run directory `path` (new, or empty) with `config_json` as `config.json`: a
+    /// `RecordedConfig` (`mixprec::train::run::RecordedConfig`: `source`, the `recipe` the loop
+    /// trained with, `format`, `capture_every`, and the recorder's other keys), written in its
+    /// resolved form (the recipe in full, as `mixprec train` writes its own). A step's line
+    /// reaches the file within `flush_every` seconds (and at every capture and flush).
     #[new]
-    fn new(path: PathBuf, config_json: &str) -> PyResult<Self> {
-        let config: serde_json::Map<String, serde_json::Value> = parse("config", config_json)?;
+    #[pyo3(signature = (path, config_json, flush_every=run::FLUSH_EVERY.as_secs_f64()))]
+    fn new(path: PathBuf, config_json: &str, flush_every: f64) -> PyResult<Self> {
+        let flush_every = Duration::try_from_secs_f64(flush_every).map_err(|_| {
+            PyValueError::new_err(format!(
+                "flush_every: expected a finite number of seconds >= 0, got {flush_every}"
+            ))
+        })?;
+        let config: RecordedConfig = parse("config", config_json)?;
+        config.recipe.validate().map_err(py_err)?;
         // A config that `mixprec train` would read is a train run's, not a recorder's.
-        if serde_json::from_value::<TrainConfig>(config.clone().into()).is_ok() {
+        let value = serde_json::to_value(&config).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if serde_json::from_value::<TrainConfig>(value).is_ok() {
             return Err(PyValueError::new_err(
                 "config: a recorded run's config must not read as a `mixprec train` config",
             ));
         }
-        let inner = run::RunWriter::create(&path, &config, false).map_err(py_err)?;
+        let mut inner = run::RunWriter::create(&path, &config, false).map_err(py_err)?;
+        inner.set_flush_every(flush_every);
         Ok(RunWriter {
             inner: Some(inner),
             path,

@@ -39,28 +39,31 @@ def batches(steps, batch=8, seq=12, vocab=32, seed=0):
         yield x, x[:, 0] % 4
 
 
-def train(out, steps=7, every=3, init_scale=2.0**24, dtype=torch.float16, spy=None, fail_at=None):
-    """Trains with autocast and a GradScaler and the recorder; returns the scales the scaler
-    used, step by step, and whether it skipped each step. ``spy(step, model)`` is called
-    before each step's forward."""
+def train(out, steps=7, every=3, init_scale=2.0**24, dtype=torch.float16, spy=None, inf_at=(),
+          **scaler_args):
+    """Trains with autocast and a GradScaler (``growth_interval`` 2 unless given) and the
+    recorder; returns the scales the scaler used, step by step, and whether it skipped each
+    step. ``spy(step, model)`` is called before each step's forward; at the steps of ``inf_at``
+    a weight gradient is made inf after the backward pass (an overflow the scaler must skip)."""
     torch.manual_seed(0)
     model = TinyTransformer()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=2)
+    scaler_args.setdefault("growth_interval", 2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, **scaler_args)
     scales, skipped = [], []
-    with Recorder(model, out=out, format="fp16", every=every, optimizer=opt) as rec:
+    with Recorder(model, out=out, format="fp16", every=every, optimizer=opt, scaler=scaler) as rec:
         for step, (x, y) in enumerate(batches(steps), start=1):
             if spy is not None:
                 spy(step, model)
-            if step == fail_at:
-                raise RuntimeError("the loop fails")
             opt.zero_grad()
             with torch.autocast("cpu", dtype=dtype):
                 loss = torch.nn.functional.cross_entropy(model(x), y)
             scaler.scale(loss).backward()
+            if step in inf_at:
+                model.head.weight.grad[0, 0] = math.inf
             scaler.step(opt)
             scales.append(scaler.get_scale())
-            rec.step(loss, scaler=scaler)
+            rec.step(loss)
             scaler.update()
             skipped.append(scaler.get_scale() < scales[-1])
     return scales, skipped
@@ -170,14 +173,82 @@ def test_report_renders(tmp_path, cli):
     assert (tmp_path / "page" / "index.html").is_file()
 
 
-def test_a_crashed_loop_leaves_a_reportable_run(tmp_path, cli):
+def test_config_says_the_formats_and_the_scalers_policy(tmp_path, cli):
+    """The config's recipe: autocast's formats and the GradScaler's own parameters (not its
+    defaults), which the report's run table shows; a disabled scaler is no loss scaling."""
     out = tmp_path / "run"
-    with pytest.raises(RuntimeError, match="the loop fails"):
-        train(out, steps=7, fail_at=6)
-    assert (out / "INCOMPLETE").exists() and not (out / "summary.json").exists()
-    assert [s["step"] for s in read_jsonl(out / "metrics.jsonl")] == [1, 2, 3, 4, 5]
+    train(out, steps=3, init_scale=2.0**12, growth_interval=7, growth_factor=4.0,
+          backoff_factor=0.25)
+    recipe = json.loads((out / "config.json").read_text())["recipe"]
+    classes = ("weights", "activations", "activation_grads", "weight_grads", "optimizer_state",
+               "master_weights")
+    assert [recipe[c] for c in classes] == ["fp16"] * 4 + ["fp32"] * 2
+    ls = recipe["loss_scaling"]
+    assert (ls["kind"], ls["init_scale"], ls["growth_factor"], ls["backoff_factor"],
+            ls["growth_interval"], ls["hysteresis"]) == ("dynamic", 4096.0, 4.0, 0.25, 7, 1)
     r = cli("report", str(out), "--out", str(tmp_path / "page"))
     assert r.returncode == 0, r.stderr
+    html = (tmp_path / "page" / "index.html").read_text()
+    assert "<td>fp16 / fp16 / fp16 / fp16 / fp32 / fp32</td>" in html
+    assert "init_scale 4096.0, growth_factor 4.0, backoff_factor 0.25, growth_interval 7" in html
+    train(tmp_path / "off", steps=2, enabled=False)
+    config = json.loads((tmp_path / "off" / "config.json").read_text())
+    assert config["recipe"]["loss_scaling"] == {"kind": "none"}
+
+
+def test_replaying_the_scalers_policy_gives_the_recorded_scales_and_skips(tmp_path, cli):
+    """`replay --policy run`: the GradScaler's policy from the config, stepped over the recorded
+    gradients, gives the recorded scale and skip decision at every step: the scale grows every
+    3 clean steps and backs off at the forced overflow of step 8."""
+    out = tmp_path / "run"
+    scales, skipped = train(out, steps=16, every=5, init_scale=2.0**10, growth_interval=3,
+                            inf_at=(8,))
+    assert skipped[7] and sum(skipped) == 1
+    assert len(set(scales)) >= 4  # grew, grew, backed off, grew
+    r = cli("replay", str(out), "--policy", "run", "gradscaler:init_scale=2^10", "--json")
+    assert r.returncode == 0, r.stderr
+    own, other = json.loads(r.stdout)["policies"]
+    assert own["policy"].startswith("run (gradscaler:init_scale=1024,growth_interval=3)")
+
+    def scale_at(p, t):
+        return [s for at, s in p["scale_changes"] if at <= t][-1]
+
+    assert [scale_at(own, t) for t in range(1, 17)] == scales
+    assert own["skipped"]["steps"] == [t for t, s in enumerate(skipped, start=1) if s]
+    assert own["matches_run"]
+    # The same initial scale with GradScaler's default growth interval (2000) never grows: the
+    # check above can tell policies apart.
+    assert not other["matches_run"]
+
+
+def test_a_crashed_loop_leaves_a_reportable_run(tmp_path, cli):
+    """A loop that raises at step 6: the run keeps its INCOMPLETE marker and every step so far.
+    Step 3's capture wrote steps 1 to 3; the time-based flush is put out of reach (a day) and
+    the recorder kept alive (so no flush when it is dropped): only the flush on the way out of
+    the ``with`` block can write steps 4 and 5, whatever the machine's speed."""
+    out = tmp_path / "run"
+    torch.manual_seed(0)
+    model = TinyTransformer()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = Recorder(model, out=out, every=3, optimizer=opt, flush_every=86400.0)
+    with pytest.raises(RuntimeError, match="the loop fails"):
+        with rec:
+            for step, (x, y) in enumerate(batches(7), start=1):
+                if step == 6:
+                    raise RuntimeError("the loop fails")
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                rec.step(loss)
+    assert (out / "INCOMPLETE").exists() and not (out / "summary.json").exists()
+    assert [s["step"] for s in read_jsonl(out / "metrics.jsonl")] == [1, 2, 3, 4, 5]
+    assert [c["step"] for c in read_jsonl(out / "captures.jsonl")] == [1, 3]
+    r = cli("report", str(out), "--out", str(tmp_path / "page"))
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "page" / "index.html").read_text()
+    assert "<td>UNFINISHED (killed or running)</td>" in html
+    assert rec.path == out  # kept alive to here
 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2"])
@@ -220,14 +291,20 @@ def test_bad_arguments(tmp_path):
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(ValueError, match="not empty"):
         Recorder(model, out=tmp_path / "full")
+    with pytest.raises(ValueError, match="flush_every"):
+        Recorder(model, out=tmp_path / "a", flush_every=-1.0)
     # rec.step after scaler.update(): the scaler no longer says whether it skipped.
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu")
-    rec = Recorder(model, out=tmp_path / "b", every=0)
+    rec = Recorder(model, out=tmp_path / "b", every=0, scaler=scaler)
     x, y = next(batches(1))
     loss = torch.nn.functional.cross_entropy(model(x), y)
     scaler.scale(loss).backward()
     scaler.step(opt)
     scaler.update()
     with pytest.raises(RuntimeError, match="before scaler.update"):
+        rec.step(loss, scaler=scaler)
+    # A scaler the constructor did not get: its policy is not in the config.
+    rec = Recorder(model, out=tmp_path / "c", every=0)
+    with pytest.raises(ValueError, match="Recorder\\(..., scaler=scaler\\)"):
         rec.step(loss, scaler=scaler)

@@ -42,7 +42,7 @@ pub struct RunReplay {
 ///
 /// # Errors
 /// Not a run directory, a run without `grad_amax` (schema 0), an unreadable log, a bad policy
-/// name, or `run` for a run whose config names no recipe.
+/// name, or `run` for a run whose config describes no recipe.
 pub fn replay_run(
     dir: &Path,
     policies: &[String],
@@ -56,14 +56,14 @@ pub fn replay_run(
             problem: "written before schema 1: its steps have no grad_amax, which replay needs (train it again)".into(),
         });
     }
-    let recipe = run.train_config().ok().map(|c| c.recipe);
+    let recipe = run.recipe();
     let own = recipe.as_ref().map(|r| r.loss_scaling);
     let mut named: Vec<(String, LossScaling)> = Vec::new();
     for name in policies {
         let entry = if name.trim() == RUN_POLICY {
             let p = own.ok_or_else(|| Error::BadFile {
                 path: dir.join(crate::train::run::CONFIG),
-                problem: "names no recipe: its own loss scaling ('--policy run') is unknown".into(),
+                problem: "describes no recipe (recorded before recorders wrote one): its own loss scaling ('--policy run') is unknown".into(),
             })?;
             (format!("run ({p})"), p)
         } else {

@@ -254,8 +254,8 @@ impl RunData {
     /// capture step of the run.
     pub fn read(dir: &Path, options: &ReportOptions) -> crate::Result<RunData> {
         let run = RunDir::open(dir)?;
-        // Formats from the recipe of a `train` run (a run written by another tool may not say).
-        let recipe = run.train_config().ok().map(|c| c.recipe);
+        // Formats from the run's recipe (a run recorded by an older recorder may not say).
+        let recipe = run.recipe();
         let format_of = |c: Class| recipe.as_ref().map_or(FP32, |r| r.format(c));
         let formats: BTreeMap<Class, String> = match &recipe {
             Some(r) => Class::ALL

@@ -7,6 +7,9 @@
 //! - `config.json`: `"schema": 1`, then the full resolved [`TrainConfig`] (the recipe as an
 //!   object). Written atomically before the first step; `mixprec train --config` accepts it, so a
 //!   run can be repeated from its directory.
+//!   A run recorded outside mixprec (the PyTorch recorder) has a [`RecordedConfig`] instead:
+//!   `"source"`, a `recipe` object (the loop's formats and its scaler's loss scaling), `format`,
+//!   `capture_every` and the recorder's description of the loop.
 //! - `metrics.jsonl`: one [`StepRecord`] per line, in step order: `step`, `loss` (the batch's
 //!   mean loss, unscaled; `null` when not finite), `loss_scale` (the scale this step's backward
 //!   used), `overflow`, `skipped`, `updates_lost` (share of nonzero updates that changed no master
@@ -65,8 +68,8 @@ use ndarray::{Array2, Axis};
 
 pub use reader::{Records, RunDir};
 pub use schema::{
-    CaptureRecord, EvalMetric, ShadowRecord, ShadowSite, SiteCapture, StepRecord, Summary,
-    UpdateRatios,
+    CaptureRecord, EvalMetric, RecordedConfig, ShadowRecord, ShadowSite, SiteCapture, StepRecord,
+    Summary, UpdateRatios,
 };
 pub use writer::{FLUSH_EVERY, RunWriter};
 

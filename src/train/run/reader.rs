@@ -5,13 +5,14 @@ use std::io::{BufRead, BufReader};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::schema::{CaptureRecord, SCHEMA, ShadowRecord, StepRecord, Summary};
 use super::{CAPTURES, CONFIG, INCOMPLETE, METRICS, SHADOW, SUMMARY};
 use crate::error::Error;
-use crate::train::TrainConfig;
+use crate::train::{Recipe, TrainConfig};
 
 /// A run directory opened for reading.
 ///
@@ -107,6 +108,17 @@ impl RunDir {
             path: self.path.join(CONFIG),
             problem: e.to_string(),
         })
+    }
+
+    /// The run's recipe: a `train` run's, or the one a recorded run's config describes
+    /// ([`RecordedConfig`](super::schema::RecordedConfig)); `None` when the config has neither
+    /// (a run recorded before recorders wrote it).
+    #[must_use]
+    pub fn recipe(&self) -> Option<Recipe> {
+        match self.train_config() {
+            Ok(c) => Some(c.recipe),
+            Err(_) => Recipe::deserialize(self.config.get("recipe")?).ok(),
+        }
     }
 
     /// The recipe's name, from the config (`"?"` when it has none).

@@ -7,13 +7,40 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::format::RoundCounts;
+use crate::format::FloatFormat;
 use crate::stats::Histogram;
+use crate::train::Recipe;
 use crate::train::precision::{Class, Site, StoreCounts};
 
 /// The version of the run directory's schema, written as `"schema"` in `config.json` and
 /// `summary.json`. Readers accept this version and runs written before versions existed (no key:
 /// version 0, which had no per-step counts, no `grad_amax` and no shadow).
 pub const SCHEMA: u32 = 1;
+
+/// `config.json` of a run recorded outside mixprec's training core (`"source": "pytorch"`: the
+/// PyTorch recorder), the keys `report` and `replay` read; the recorder's own description of the
+/// loop (model, layers, parameters, optimizer, versions, rank) is kept as written.
+///
+/// Added in schema 1 without a version change: runs recorded before it lack `recipe`'s formats
+/// and loss scaling, which readers then report as unknown.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedConfig {
+    /// What recorded the run: `pytorch`.
+    pub source: String,
+    /// The precision the loop trained in, as a recipe: for `torch.autocast`, `format` for the
+    /// weights the forward pass reads, the activations and both gradients, FP32 master weights
+    /// and optimizer state; its `loss_scaling` the loop's scaler's policy (a PyTorch GradScaler
+    /// is the `gradscaler` preset with its own `init_scale`, `growth_factor`, `backoff_factor`
+    /// and `growth_interval`; `none` without a scaler, or with one disabled).
+    pub recipe: Recipe,
+    /// The format the captured values are judged against (rounding counts, windows).
+    pub format: FloatFormat,
+    /// Steps between capture steps (and the first); 0: none.
+    pub capture_every: u64,
+    /// The rest, as the recorder wrote it.
+    #[serde(flatten)]
+    pub about: serde_json::Map<String, serde_json::Value>,
+}
 
 /// One training step: a line of `metrics.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -87,6 +87,7 @@ pub struct RunWriter {
     captures: Log,
     shadow: Option<Log>,
     flushed: Instant,
+    flush_every: Duration,
 }
 
 impl RunWriter {
@@ -108,16 +109,23 @@ impl RunWriter {
             captures: Log::create(dir.join(CAPTURES))?,
             shadow: shadow.then(|| Log::create(dir.join(SHADOW))).transpose()?,
             flushed: Instant::now(),
+            flush_every: FLUSH_EVERY,
         })
     }
 
-    /// Appends a line to `metrics.jsonl` (reaching the file within [`FLUSH_EVERY`]).
+    /// Sets the longest a step's line waits in memory ([`FLUSH_EVERY`] unless set): a recorder
+    /// whose steps take longer may want every line on disk at once (`Duration::ZERO`).
+    pub fn set_flush_every(&mut self, every: Duration) {
+        self.flush_every = every;
+    }
+
+    /// Appends a line to `metrics.jsonl` (reaching the file within the flush interval).
     ///
     /// # Errors
     /// A failed write.
     pub fn step(&mut self, record: &StepRecord) -> crate::Result<()> {
         self.metrics.push(record)?;
-        if self.flushed.elapsed() >= FLUSH_EVERY {
+        if self.flushed.elapsed() >= self.flush_every {
             self.flush()?;
         }
         Ok(())
