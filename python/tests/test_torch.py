@@ -308,3 +308,61 @@ def test_bad_arguments(tmp_path):
     rec = Recorder(model, out=tmp_path / "c", every=0)
     with pytest.raises(ValueError, match="Recorder\\(..., scaler=scaler\\)"):
         rec.step(loss, scaler=scaler)
+
+
+def _ddp_worker(rank, world, port, out, ranks):
+    """One rank of a 2-process DistributedDataParallel loop (gloo, CPU) under the recorder."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(TinyTransformer())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+        with Recorder(model, out=out, every=2, optimizer=opt, scaler=scaler, ranks=ranks) as rec:
+            # Each rank its own batches, as a DistributedSampler gives them.
+            for x, y in batches(3, seed=rank):
+                opt.zero_grad()
+                with torch.autocast("cpu", dtype=torch.float16):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                rec.step(loss)
+                scaler.update()
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("ranks", ["each", "zero"])
+def test_distributed_data_parallel(tmp_path, cli, ranks):
+    """Two CPU processes (gloo): with ranks="each" every rank writes its own finished run in
+    out/rank{r}, its own losses (each rank saw its own batches); with "zero" only rank 0
+    writes, into out itself. Each run renders."""
+    out = tmp_path / "run"
+    torch.multiprocessing.spawn(_ddp_worker, args=(2, _free_port(), str(out), ranks), nprocs=2)
+    if ranks == "each":
+        assert sorted(p.name for p in out.iterdir()) == ["rank0", "rank1"]
+        runs = [out / "rank0", out / "rank1"]
+    else:
+        assert not (out / "rank0").exists() and not (out / "rank1").exists()
+        runs = [out]
+    losses = []
+    for rank, run in enumerate(runs):
+        config = json.loads((run / "config.json").read_text())
+        assert (config["rank"], config["world_size"]) == (rank, 2)
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["steps"] == 3 and not (run / "INCOMPLETE").exists()
+        assert [c["step"] for c in read_jsonl(run / "captures.jsonl")] == [1, 2]
+        losses.append([s["loss"] for s in read_jsonl(run / "metrics.jsonl")])
+        r = cli("report", str(run), "--out", str(tmp_path / f"page{rank}"))
+        assert r.returncode == 0, r.stderr
+    if ranks == "each":
+        assert losses[0] != losses[1]
