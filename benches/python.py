@@ -4,8 +4,9 @@
    one thread (RAYON_NUM_THREADS=1, set here before mixprec loads), 16M gradient-like values,
    best of 7;
 2. the cost of ``mixprec.torch.Recorder`` at ``every=100`` on a small transformer trained on the
-   CPU with a GradScaler, one torch thread: the same training with and without it, alternated,
-   best of 2 (each 400 steps, so 5 capture steps: 1, 100, ..., 400). In float32: CPU autocast
+   CPU with a GradScaler, one torch thread: two identical trainings, one recorded, advanced in
+   alternating blocks of 100 steps (one capture step each), 9 rounds in ABBA order, the first
+   a warm-up; the median of the rounds' ratios. In float32: CPU autocast
    in float16 or bfloat16 makes this model's step about 4.5x slower here (no half-precision
    matrix units), which would hide the recorder's cost; float32 is the harder test.
 
@@ -71,28 +72,39 @@ class TinyTransformer(torch.nn.Module):
         return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
 
 
-def train(steps, record):
-    torch.manual_seed(0)
-    model = TinyTransformer()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+def recorder_rounds(rounds, block):
+    """Two identical trainings, one under the recorder, advanced in alternating blocks of
+    ``block`` steps (ABBA order, so that a drift of the machine's load falls on both); returns
+    the seconds per step of each block, without and with the recorder, round by round."""
+
+    def setup():
+        torch.manual_seed(0)
+        model = TinyTransformer()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        return model, opt, torch.amp.GradScaler("cpu", init_scale=2.0**16)
+
     g = torch.Generator().manual_seed(1)
-    data = [torch.randint(0, 64, (32, 16), generator=g) for _ in range(steps)]
+    data = [torch.randint(0, 64, (32, 16), generator=g) for _ in range(rounds * block)]
+    plain, recorded = setup(), setup()
+    times = {False: [], True: []}
     with tempfile.TemporaryDirectory() as tmp:
-        rec = Recorder(model, out=f"{tmp}/run", every=100, optimizer=opt) if record else None
-        t = time.perf_counter()
-        for x in data:
-            y = x[:, 0] % 2
-            opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            if rec is not None:
-                rec.step(loss, scaler=scaler)
-            scaler.update()
-        if rec is not None:
-            rec.close()
-        return (time.perf_counter() - t) / steps
+        model, opt, scaler = recorded
+        rec = Recorder(model, out=f"{tmp}/run", every=100, optimizer=opt, scaler=scaler)
+        for r in range(rounds):
+            for record in (False, True) if r % 2 == 0 else (True, False):
+                model, opt, scaler = recorded if record else plain
+                t = time.perf_counter()
+                for x in data[r * block:(r + 1) * block]:
+                    opt.zero_grad(set_to_none=True)
+                    loss = torch.nn.functional.cross_entropy(model(x), x[:, 0] % 2)
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    if record:
+                        rec.step(loss)
+                    scaler.update()
+                times[record].append((time.perf_counter() - t) / block)
+        rec.close()
+    return times[False], times[True]
 
 
 def main():
@@ -107,16 +119,21 @@ def main():
     for fmt, ml, mp, ratio in quantize_table():
         print(f"| {fmt} | {ml:.1f} | {mp:.1f} | {ratio:.1f}x |")
     torch.set_num_threads(1)
-    steps = 400
-    train(20, False)  # warm-up
-    plain, recorded = [], []
-    for _ in range(2):
-        plain.append(train(steps, False))
-        recorded.append(train(steps, True))
-    p, r = min(plain), min(recorded)
-    print(f"\nrecorder, every=100, {steps} steps, torch threads 1: step {p * 1e3:.2f} ms without, "
-          f"{r * 1e3:.2f} ms with: cost {100 * (r / p - 1):.1f}% (best of 2; all: "
-          f"{', '.join(f'{a * 1e3:.2f}/{b * 1e3:.2f}' for a, b in zip(plain, recorded))} ms)")
+    rounds, block = 9, 100
+    load = os.getloadavg()[0]
+    plain, recorded = recorder_rounds(rounds, block)
+    # Round 0 (two capture steps, steps 1 and 100, and the first calls) is the warm-up.
+    ratios = sorted(b / a for a, b in zip(plain[1:], recorded[1:]))
+    median = ratios[len(ratios) // 2]
+    print(f"\nrecorder, every=100, torch threads 1, {rounds - 1} rounds of {block} steps each way "
+          f"(ABBA), load average {load:.1f} before, {os.getloadavg()[0]:.1f} after:")
+    print("| round | without, ms/step | with, ms/step | cost |")
+    print("|---:|---:|---:|---:|")
+    for r, (a, b) in enumerate(zip(plain, recorded)):
+        note = " (warm-up)" if r == 0 else ""
+        print(f"| {r}{note} | {a * 1e3:.2f} | {b * 1e3:.2f} | {100 * (b / a - 1):+.1f}% |")
+    print(f"median cost {100 * (median - 1):+.1f}% (rounds 1-{rounds - 1}: "
+          f"{100 * (ratios[0] - 1):+.1f}% to {100 * (ratios[-1] - 1):+.1f}%)")
 
 
 if __name__ == "__main__":
