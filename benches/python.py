@@ -4,9 +4,9 @@
    one thread (RAYON_NUM_THREADS=1, set here before mixprec loads), 16M gradient-like values,
    best of 7;
 2. the cost of ``mixprec.torch.Recorder`` at ``every=100`` on a small transformer trained on the
-   CPU with a GradScaler, one torch thread: two identical trainings, one recorded, advanced in
-   alternating blocks of 100 steps (one capture step each), 9 rounds in ABBA order, the first
-   a warm-up; the median of the rounds' ratios. In float32: CPU autocast
+   CPU with a GradScaler, one torch thread: two identical trainings, one recorded, advanced
+   step by step in turn, 9 rounds of 100 steps (one capture step each; the first round a
+   warm-up); the median of the rounds' ratios, in wall-clock and CPU time. In float32: CPU autocast
    in float16 or bfloat16 makes this model's step about 4.5x slower here (no half-precision
    matrix units), which would hide the recorder's cost; float32 is the harder test.
 
@@ -73,9 +73,11 @@ class TinyTransformer(torch.nn.Module):
 
 
 def recorder_rounds(rounds, block):
-    """Two identical trainings, one under the recorder, advanced in alternating blocks of
-    ``block`` steps (ABBA order, so that a drift of the machine's load falls on both); returns
-    the seconds per step of each block, without and with the recorder, round by round."""
+    """Two identical trainings, one under the recorder, advanced step by step in turn (which
+    goes first alternates), so that the machine's load falls on both alike; returns per round
+    of ``block`` steps the seconds per step without and with the recorder, in wall-clock time
+    and in this process's CPU time (one torch thread, one rayon thread: the CPU time is the
+    work done, less disturbed by other processes than the wall-clock time)."""
 
     def setup():
         torch.manual_seed(0)
@@ -85,26 +87,26 @@ def recorder_rounds(rounds, block):
 
     g = torch.Generator().manual_seed(1)
     data = [torch.randint(0, 64, (32, 16), generator=g) for _ in range(rounds * block)]
-    plain, recorded = setup(), setup()
-    times = {False: [], True: []}
+    runs = {False: setup(), True: setup()}
+    times = {(record, clock): [0.0] * rounds for record in runs for clock in ("wall", "cpu")}
     with tempfile.TemporaryDirectory() as tmp:
-        model, opt, scaler = recorded
+        model, opt, scaler = runs[True]
         rec = Recorder(model, out=f"{tmp}/run", every=100, optimizer=opt, scaler=scaler)
-        for r in range(rounds):
-            for record in (False, True) if r % 2 == 0 else (True, False):
-                model, opt, scaler = recorded if record else plain
-                t = time.perf_counter()
-                for x in data[r * block:(r + 1) * block]:
-                    opt.zero_grad(set_to_none=True)
-                    loss = torch.nn.functional.cross_entropy(model(x), x[:, 0] % 2)
-                    scaler.scale(loss).backward()
-                    scaler.step(opt)
-                    if record:
-                        rec.step(loss)
-                    scaler.update()
-                times[record].append((time.perf_counter() - t) / block)
+        for i, x in enumerate(data):
+            for record in (False, True) if i % 2 == 0 else (True, False):
+                model, opt, scaler = runs[record]
+                w, c = time.perf_counter(), time.process_time()
+                opt.zero_grad(set_to_none=True)
+                loss = torch.nn.functional.cross_entropy(model(x), x[:, 0] % 2)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                if record:
+                    rec.step(loss)
+                scaler.update()
+                times[record, "wall"][i // block] += (time.perf_counter() - w) / block
+                times[record, "cpu"][i // block] += (time.process_time() - c) / block
         rec.close()
-    return times[False], times[True]
+    return times
 
 
 def main():
@@ -121,19 +123,26 @@ def main():
     torch.set_num_threads(1)
     rounds, block = 9, 100
     load = os.getloadavg()[0]
-    plain, recorded = recorder_rounds(rounds, block)
-    # Round 0 (two capture steps, steps 1 and 100, and the first calls) is the warm-up.
-    ratios = sorted(b / a for a, b in zip(plain[1:], recorded[1:]))
-    median = ratios[len(ratios) // 2]
-    print(f"\nrecorder, every=100, torch threads 1, {rounds - 1} rounds of {block} steps each way "
-          f"(ABBA), load average {load:.1f} before, {os.getloadavg()[0]:.1f} after:")
-    print("| round | without, ms/step | with, ms/step | cost |")
-    print("|---:|---:|---:|---:|")
-    for r, (a, b) in enumerate(zip(plain, recorded)):
-        note = " (warm-up)" if r == 0 else ""
-        print(f"| {r}{note} | {a * 1e3:.2f} | {b * 1e3:.2f} | {100 * (b / a - 1):+.1f}% |")
-    print(f"median cost {100 * (median - 1):+.1f}% (rounds 1-{rounds - 1}: "
-          f"{100 * (ratios[0] - 1):+.1f}% to {100 * (ratios[-1] - 1):+.1f}%)")
+    times = recorder_rounds(rounds, block)
+    print(f"\nrecorder, every=100, torch threads 1, {rounds} rounds of {block} steps each way, "
+          f"interleaved step by step; load average {load:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after:")
+    print("| round | wall without, ms/step | wall with | cost | CPU without, ms/step | CPU with "
+          "| cost |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    cost = {"wall": [], "cpu": []}
+    for r in range(rounds):
+        row = [f"{r}" + (" (warm-up)" if r == 0 else "")]
+        for clock in ("wall", "cpu"):
+            a, b = times[False, clock][r], times[True, clock][r]
+            row += [f"{a * 1e3:.2f}", f"{b * 1e3:.2f}", f"{100 * (b / a - 1):+.1f}%"]
+            if r > 0:  # round 0: two capture steps (1 and 100) and the first calls
+                cost[clock].append(b / a - 1)
+        print("| " + " | ".join(row) + " |")
+    for clock, c in cost.items():
+        c.sort()
+        print(f"{clock}: median cost {100 * c[len(c) // 2]:+.1f}% (rounds 1-{rounds - 1}: "
+              f"{100 * c[0]:+.1f}% to {100 * c[-1]:+.1f}%)")
 
 
 if __name__ == "__main__":
