@@ -10,9 +10,7 @@ use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
 use mixprec::stats::Histogram;
 use mixprec::train::capture::CAPTURE_SUB_BINS_LOG2;
 use mixprec::train::precision::StoreCounts;
-use mixprec::train::run::{
-    self, CaptureRecord, RecordedConfig, SiteCapture, StepRecord, Summary,
-};
+use mixprec::train::run::{self, CaptureRecord, RecordedConfig, SiteCapture, StepRecord, Summary};
 use mixprec::train::{Class, TrainConfig};
 use numpy::ndarray::ArrayViewD;
 use numpy::{Element, PyArrayDyn, PyArrayMethods};
@@ -362,7 +360,8 @@ impl RunWriter {
         let config: RecordedConfig = parse("config", config_json)?;
         config.recipe.validate().map_err(py_err)?;
         // A config that `mixprec train` would read is a train run's, not a recorder's.
-        let value = serde_json::to_value(&config).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let value =
+            serde_json::to_value(&config).map_err(|e| PyValueError::new_err(e.to_string()))?;
         if serde_json::from_value::<TrainConfig>(value).is_ok() {
             return Err(PyValueError::new_err(
                 "config: a recorded run's config must not read as a `mixprec train` config",

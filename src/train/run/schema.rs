@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::format::RoundCounts;
 use crate::format::FloatFormat;
+use crate::format::RoundCounts;
 use crate::stats::Histogram;
 use crate::train::Recipe;
 use crate::train::precision::{Class, Site, StoreCounts};
