@@ -280,6 +280,48 @@ fn the_reader_reads_what_the_writer_wrote() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A recorded run's config: its recipe (formats and the scaler's policy) read back by
+/// `RunDir::recipe` as a `train` run's is; a recorded run written before recorders wrote a recipe
+/// has none, and a `train` run's recipe is its config's.
+#[test]
+fn a_recorded_config_gives_its_recipe() {
+    let recipe = Recipe {
+        name: "pytorch-fp16".into(),
+        loss_scaling: "gradscaler:init_scale=2^12,growth_interval=7"
+            .parse()
+            .unwrap(),
+        ..Recipe::preset("fp16-dynamic").unwrap()
+    };
+    let config = RecordedConfig {
+        source: "pytorch".into(),
+        recipe: recipe.clone(),
+        format: crate::format::FP16,
+        capture_every: 10,
+        about: serde_json::from_str(r#"{"model": "Tiny", "layers": ["a", "b"]}"#).unwrap(),
+    };
+    let dir = tempdir("recorded");
+    let w = RunWriter::create(&dir, &config, false).unwrap();
+    drop(w);
+    let r = RunDir::open(&dir).unwrap();
+    assert!(r.train_config().is_err());
+    assert_eq!(r.recipe(), Some(recipe));
+    assert_eq!(r.recorded_format(), Some(crate::format::FP16));
+    let back: RecordedConfig = serde_json::from_value(r.config.clone()).unwrap();
+    assert_eq!(back, config);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Before recorders wrote one: a recipe of a name only.
+    let old = serde_json::json!({"source": "pytorch", "recipe": {"name": "x"}, "format": "fp16"});
+    let w = RunWriter::create(&dir, &old, false).unwrap();
+    drop(w);
+    assert_eq!(RunDir::open(&dir).unwrap().recipe(), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let trained = tempdir("recipe-of-train");
+    run(&small("fp16-dynamic"), &trained, &mut |_| {}).unwrap();
+    let r = RunDir::open(&trained).unwrap();
+    assert_eq!(r.recipe(), Some(r.train_config().unwrap().recipe));
+    std::fs::remove_dir_all(&trained).unwrap();
+}
+
 /// A run cut short: the marker stays, the logs hold whole lines up to the cut, a cut-off last
 /// line is ignored, a bad line in the middle is an error naming it, and training into the
 /// directory again says that it holds an unfinished run.
