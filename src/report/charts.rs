@@ -589,7 +589,12 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
     let (mut x0, mut x1) = (f64::MAX, f64::MIN);
     for r in &c.rows {
         let (lo, hi) = r.mean.map_or((f64::NAN, f64::NAN), |m| (m.1, m.2));
-        for v in r.values.iter().chain([lo, hi].iter()).filter_map(|&v| axis.map(v)) {
+        for v in r
+            .values
+            .iter()
+            .chain([lo, hi].iter())
+            .filter_map(|&v| axis.map(v))
+        {
             x0 = x0.min(v);
             x1 = x1.max(v);
         }
@@ -614,6 +619,20 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
         .y_label_area_size(label_width)
         // An empty band under the last row holds the legend.
         .build_cartesian_2d(x0 - pad..x1 + pad, -1.5..nr as f64 - 0.5)?;
+    // Enough decimals that neighbouring ticks differ (values near 1 spread over 0.005).
+    let digits = ((-(x1 - x0).log10()).ceil() as i32 + 1).clamp(0, 8) as usize;
+    let x_label = |v: f64| {
+        if axis == Axis::Linear {
+            let text = format!("{v:.digits$}");
+            if text.contains('.') {
+                text.trim_end_matches('0').trim_end_matches('.').to_string()
+            } else {
+                text
+            }
+        } else {
+            axis.label(v)
+        }
+    };
     let names: Vec<String> = c.rows.iter().map(|r| r.name.clone()).collect();
     let at = |v: f64| {
         let i = v.round();
@@ -628,7 +647,7 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
         .x_desc(&c.x_desc)
         .y_desc("series")
         .y_labels(nr + 1)
-        .x_label_formatter(&|x| axis.label(*x))
+        .x_label_formatter(&|x| x_label(*x))
         // Row 0 is drawn at the top.
         .y_label_formatter(&|y| {
             at(*y)
@@ -649,7 +668,11 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
             } else {
                 0.0
             };
-            Some(Circle::new((axis.map(v)?, y + dy), 5, color.stroke_width(2)))
+            Some(Circle::new(
+                (axis.map(v)?, y + dy),
+                5,
+                color.stroke_width(2),
+            ))
         });
         let drawn = chart.draw_series(dots)?;
         if i == 0 {
@@ -667,9 +690,10 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
                 PathElement::new(vec![(hi, y - 0.12), (hi, y + 0.12)], color.stroke_width(3)),
             ])?;
             if i == 0 {
-                bar.label("95% confidence interval of the mean").legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], grey.stroke_width(3))
-                });
+                bar.label("95% confidence interval of the mean")
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], grey.stroke_width(3))
+                    });
             }
         }
         if let Some(m) = axis.map(mean) {

@@ -18,7 +18,7 @@ use crate::Result;
 use crate::format::{FP16, FP32, FloatFormat};
 use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::stats::{Histogram, Recommendation};
-use crate::train::grid::{GRID, GridRun, GridSpec, LOSS_SCALE};
+use crate::train::grid::{GRID, GridRun, GridSpec, LOSS_SCALE, value_name};
 use crate::train::precision::Class;
 use crate::train::recipe::Recipe;
 use crate::train::run::{RunDir, Summary};
@@ -169,16 +169,14 @@ impl GridReport {
             let others: Vec<&(String, String)> = run
                 .values
                 .iter()
-                .filter(|(k, _)| {
-                    Some(k) != x_key.as_ref() && varied.iter().any(|v| &v.key == k)
-                })
+                .filter(|(k, _)| Some(k) != x_key.as_ref() && varied.iter().any(|v| &v.key == k))
                 .collect();
             match others.as_slice() {
                 [] => run.config.recipe.name.clone(),
-                [(k, v)] if k == RECIPE => v.clone(),
+                [(k, v)] if k == RECIPE => value_name(v),
                 _ => others
                     .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
+                    .map(|(k, v)| format!("{k}={}", value_name(v)))
                     .collect::<Vec<_>>()
                     .join(", "),
             }
@@ -187,12 +185,12 @@ impl GridReport {
             run.values
                 .iter()
                 .find(|(k, _)| Some(k) == x_key.as_ref())
-                .map_or_else(String::new, |(_, v)| v.clone())
+                .map_or_else(String::new, |(_, v)| value_name(v))
         };
         // The fp32 twin of a run's series: the same values with recipe fp32.
         let baseline_of = |run: &GridRun| -> Option<String> {
             let recipe = run.values.iter().find(|(k, _)| k == RECIPE)?;
-            (recipe.1 != "fp32").then(|| {
+            (value_name(&recipe.1) != "fp32").then(|| {
                 let twin = GridRun {
                     values: run
                         .values

@@ -125,7 +125,11 @@ fn advance_any(
     let unrounded = &mut unrounded[..width];
     sums.fill(0.0);
     for (&xl, b_row) in x.iter().zip(b.chunks_exact(n)) {
-        for ((u, &s), &y) in unrounded.iter_mut().zip(sums.iter()).zip(&b_row[j0..j0 + width]) {
+        for ((u, &s), &y) in unrounded
+            .iter_mut()
+            .zip(sums.iter())
+            .zip(&b_row[j0..j0 + width])
+        {
             *u = s + xl * y;
         }
         // Lanes outside the fast rounder's domain (inf, NaN, overflow, tiny) are rare: the
@@ -273,13 +277,25 @@ mod tests {
         let mut random: Vec<f64> = (0..200_000)
             .map(|_| f64::from_bits(rng.below(1 << 32) as u64 | (rng.below(1 << 32) as u64) << 32))
             .collect();
-        random.extend([0.0, -0.0, 65504.0, 65519.99, 65520.0, 2f64.powi(-25), -(2f64.powi(-25))]);
+        random.extend([
+            0.0,
+            -0.0,
+            65504.0,
+            65519.99,
+            65520.0,
+            2f64.powi(-25),
+            -(2f64.powi(-25)),
+        ]);
         let near: Vec<f64> = (0..200_000)
             .map(|i| {
-                let e = (i % 60) as i32 - 30;
+                let e = i % 60 - 30;
                 let tie = 1.0 + (rng.below(1 << 11) as f64 + 0.5) * 2f64.powi(-10);
                 let x = tie * 2f64.powi(e) * if i % 2 == 0 { 1.0 } else { -1.0 };
-                if i % 3 == 0 { x } else { x * (1.0 + rng.normal() * 1e-6) }
+                if i % 3 == 0 {
+                    x
+                } else {
+                    x * (1.0 + rng.normal() * 1e-6)
+                }
             })
             .collect();
         for rounder in rounders() {
@@ -301,7 +317,10 @@ mod tests {
                         } else {
                             assert!(!block_ok);
                             // The near set leaves the fast path only where it overflows.
-                            assert!(set == "random" || x.abs() > rounder.format().max() / 2.0, "{x:e}");
+                            assert!(
+                                set == "random" || x.abs() > rounder.format().max() / 2.0,
+                                "{x:e}"
+                            );
                         }
                     }
                 }
@@ -327,9 +346,8 @@ mod tests {
         ] {
             for rounder in rounders() {
                 for scale in [1e-6f64, 1.0, 300.0] {
-                    let mut a = Array2::from_shape_simple_fn((m, k), || {
-                        (rng.normal() * scale) as f32
-                    });
+                    let mut a =
+                        Array2::from_shape_simple_fn((m, k), || (rng.normal() * scale) as f32);
                     let b = Array2::from_shape_simple_fn((k, n), || rng.normal() as f32);
                     // Zeros, a negative zero and an infinity where there is room.
                     if m * k > 3 {
