@@ -152,6 +152,9 @@ pub enum Corner {
     UpperRight,
     /// Lower right.
     LowerRight,
+    /// Lower right, in room made under the data (the y axis extended), so that the legend
+    /// covers nothing.
+    BelowData,
 }
 
 /// Draws a [`LineChart`].
@@ -192,7 +195,13 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         x1 = x0 + 1.0;
     }
     let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.5 });
-    let (y0, y1) = (y0 - pad, y1 + pad);
+    let (mut y0, y1) = (y0 - pad, y1 + pad);
+    if c.legend == Corner::BelowData {
+        // About 21 pixels per legend entry of a plot about 520 high.
+        let entries = c.lines.len() + c.bands.len() + c.marks.len();
+        let share = ((21 * entries + 24) as f64 / 520.0).min(0.6);
+        y0 -= (y1 - y0) * share / (1.0 - share);
+    }
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
@@ -255,7 +264,7 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         &mut chart,
         match c.legend {
             Corner::UpperRight => SeriesLabelPosition::UpperRight,
-            Corner::LowerRight => SeriesLabelPosition::LowerRight,
+            Corner::LowerRight | Corner::BelowData => SeriesLabelPosition::LowerRight,
         },
     )
 }
