@@ -202,3 +202,80 @@ fn gan_trains_in_every_recipe() {
         );
     }
 }
+
+/// Committed grid reports (`reports/`, made by `mixprec grid` and `mixprec report`) and the
+/// means `analyses/README.md` quotes from them: report folder, run, its series and x value in
+/// the report, and the series' mean there (4 decimals).
+const GRID_FIGURES: &[(&str, &str, &str, &str, &str)] = &[
+    (
+        "accumulation",
+        "recipe=fp16-master,recipe.accumulation=storage,loss_scale=2^4,seed=0",
+        "recipe=fp16-master, recipe.accumulation=storage",
+        "2^4",
+        "0.9340",
+    ),
+    (
+        "accumulation",
+        "recipe=fp16-master,recipe.accumulation=fp32,loss_scale=2^4,seed=1",
+        "recipe=fp16-master, recipe.accumulation=fp32",
+        "2^4",
+        "0.9597",
+    ),
+    (
+        "families/mlp",
+        "recipe=fp16-dynamic,seed=0",
+        "fp16-dynamic",
+        "",
+        "0.9814",
+    ),
+];
+
+/// A few runs of each committed grid report trained again: each must give its seed's value in
+/// the report exactly, and the report's mean must be the one `analyses/README.md` quotes, so a
+/// change that moves the runs, or a regenerated report whose README was not updated, fails.
+#[test]
+#[cfg_attr(debug_assertions, ignore)]
+fn committed_grid_reports_reproduce() {
+    use mixprec::train::grid::GridSpec;
+    for &(folder, name, series, x, mean) in GRID_FIGURES {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("reports")
+            .join(folder)
+            .join("report.json");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let spec: GridSpec = serde_json::from_value(report["grid"].clone()).unwrap();
+        let runs = spec.runs().unwrap();
+        let grid_run = runs.iter().find(|r| r.name == name).unwrap_or_else(|| {
+            panic!("{folder}: no run {name}");
+        });
+        let cell = report["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["series"] == series && c["x"] == x)
+            .unwrap_or_else(|| panic!("{folder}: no cell {series} at '{x}'"));
+        assert_eq!(
+            format!("{:.4}", cell["metric"]["mean"].as_f64().unwrap()),
+            mean,
+            "{folder}: {series} at '{x}': the mean in analyses/README.md"
+        );
+        let index = (grid_run.seed - spec.base.seed) as usize;
+        let committed = cell["metric_values"][index].as_f64().unwrap();
+        let out = std::env::temp_dir().join(format!(
+            "mixprec-grid-figure-{}-{}",
+            std::process::id(),
+            RUN.fetch_add(1, Ordering::Relaxed)
+        ));
+        let summary = run(&grid_run.config, &out, &mut |_| {}).unwrap();
+        let _ = std::fs::remove_dir_all(&out);
+        println!(
+            "{folder}/{name}: {} {} (committed {committed})",
+            summary.eval_metric.name, summary.eval_metric.value
+        );
+        assert_eq!(
+            summary.eval_metric.value, committed,
+            "{folder}/{name}: the committed report"
+        );
+    }
+}

@@ -12,8 +12,8 @@ out=target/grid-dynamic
     --vary 'scaler=static:2^0,"gradscaler:init_scale=1,growth_interval=100",static:2^16,"gradscaler:init_scale=2^40,growth_interval=100"'
 rm -rf reports/dynamic-scaler
 "$bin" report "$out" --out reports/dynamic-scaler/grid
-"$bin" replay "$out/runs/scaler=_gradscaler_init_scale_1_growth_interval_100_,seed=0" \
+"$bin" replay "$out/runs/scaler=gradscaler-init_scale-1-growth_interval-100,seed=0" \
     --policy run gradscaler static:2^16 "gradscaler:init_scale=1,growth_interval=50" \
     --out reports/dynamic-scaler/replay-climbing
-"$bin" replay "$out/runs/scaler=_gradscaler_init_scale_2^40_growth_interval_100_,seed=0" \
+"$bin" replay "$out/runs/scaler=gradscaler-init_scale-2^40-growth_interval-100,seed=0" \
     --policy run gradscaler megatron deepspeed --out reports/dynamic-scaler/replay-backing-off

@@ -152,6 +152,9 @@ pub enum Corner {
     UpperRight,
     /// Lower right.
     LowerRight,
+    /// Lower right, in room made under the data (the y axis extended), so that the legend
+    /// covers nothing.
+    BelowData,
 }
 
 /// Draws a [`LineChart`].
@@ -192,7 +195,13 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         x1 = x0 + 1.0;
     }
     let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.5 });
-    let (y0, y1) = (y0 - pad, y1 + pad);
+    let (mut y0, y1) = (y0 - pad, y1 + pad);
+    if c.legend == Corner::BelowData {
+        // About 21 pixels per legend entry of a plot about 520 high.
+        let entries = c.lines.len() + c.bands.len() + c.marks.len();
+        let share = ((21 * entries + 24) as f64 / 520.0).min(0.6);
+        y0 -= (y1 - y0) * share / (1.0 - share);
+    }
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
@@ -255,7 +264,7 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         &mut chart,
         match c.legend {
             Corner::UpperRight => SeriesLabelPosition::UpperRight,
-            Corner::LowerRight => SeriesLabelPosition::LowerRight,
+            Corner::LowerRight | Corner::BelowData => SeriesLabelPosition::LowerRight,
         },
     )
 }
@@ -547,6 +556,166 @@ pub fn stacked_shares<DB: DrawingBackend>(
             .draw_series(rects)?
             .label(name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
+    }
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
+}
+
+/// One row of a [`DotChart`]: a series' values over seeds, their mean and its interval.
+#[derive(Clone, Debug)]
+pub struct DotRow {
+    /// Row label.
+    pub name: String,
+    /// Colour of its dots and interval.
+    pub color: RGBColor,
+    /// One value per run (seed), in seed order.
+    pub values: Vec<f64>,
+    /// The mean and its confidence interval `(mean, low, high)` (low and high NaN for one run).
+    pub mean: Option<(f64, f64, f64)>,
+}
+
+/// A distribution per category: one row per series, a dot per run, the mean and its confidence
+/// interval (rows, so that long series names stay readable).
+#[derive(Clone, Debug)]
+pub struct DotChart {
+    /// Title.
+    pub title: String,
+    /// x axis description, with units.
+    pub x_desc: String,
+    /// x mapping.
+    pub axis: Axis,
+    /// Rows, top to bottom.
+    pub rows: Vec<DotRow>,
+}
+
+/// Draws a [`DotChart`]: each run a hollow dot, spread vertically in seed order so that equal
+/// values stay visible; the mean a black tick; its interval a bar with end caps.
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> DrawResult<DB> {
+    let axis = c.axis;
+    let nr = c.rows.len().max(1);
+    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+    for r in &c.rows {
+        let (lo, hi) = r.mean.map_or((f64::NAN, f64::NAN), |m| (m.1, m.2));
+        for v in r
+            .values
+            .iter()
+            .chain([lo, hi].iter())
+            .filter_map(|&v| axis.map(v))
+        {
+            x0 = x0.min(v);
+            x1 = x1.max(v);
+        }
+    }
+    if x0 > x1 {
+        (x0, x1) = (0.0, 1.0);
+    }
+    let pad = ((x1 - x0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.05 });
+    let label_width = c
+        .rows
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .clamp(6, 60) as u32
+        * 8
+        + 20;
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(label_width)
+        // An empty band under the last row holds the legend.
+        .build_cartesian_2d(x0 - pad..x1 + pad, -1.5..nr as f64 - 0.5)?;
+    // Enough decimals that neighbouring ticks differ (values near 1 spread over 0.005).
+    let digits = ((-(x1 - x0).log10()).ceil() as i32 + 1).clamp(0, 8) as usize;
+    let x_label = |v: f64| {
+        if axis == Axis::Linear {
+            let text = format!("{v:.digits$}");
+            if text.contains('.') {
+                text.trim_end_matches('0').trim_end_matches('.').to_string()
+            } else {
+                text
+            }
+        } else {
+            axis.label(v)
+        }
+    };
+    let names: Vec<String> = c.rows.iter().map(|r| r.name.clone()).collect();
+    let at = |v: f64| {
+        let i = v.round();
+        ((v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len()).then_some(i as usize)
+    };
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .max_light_lines(1)
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(225, 225, 225))
+        .x_desc(&c.x_desc)
+        .y_desc("series")
+        .y_labels(nr + 1)
+        .x_label_formatter(&|x| x_label(*x))
+        // Row 0 is drawn at the top.
+        .y_label_formatter(&|y| {
+            at(*y)
+                .map(|i| names[names.len() - 1 - i].clone())
+                .unwrap_or_default()
+        })
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    let grey = RGBColor(90, 90, 90);
+    for (i, r) in c.rows.iter().enumerate() {
+        let y = (nr - 1 - i) as f64;
+        let color = r.color;
+        let n = r.values.len();
+        let dots = r.values.iter().enumerate().filter_map(|(k, &v)| {
+            let dy = if n > 1 {
+                (k as f64 / (n - 1) as f64 - 0.5) * 0.5
+            } else {
+                0.0
+            };
+            Some(Circle::new(
+                (axis.map(v)?, y + dy),
+                5,
+                color.stroke_width(2),
+            ))
+        });
+        let drawn = chart.draw_series(dots)?;
+        if i == 0 {
+            drawn
+                .label("one run (seed), spread vertically in seed order")
+                .legend(move |(x, y)| Circle::new((x + 9, y), 5, grey.stroke_width(2)));
+        }
+        let Some((mean, lo, hi)) = r.mean else {
+            continue;
+        };
+        if let (Some(lo), Some(hi)) = (axis.map(lo), axis.map(hi)) {
+            let bar = chart.draw_series([
+                PathElement::new(vec![(lo, y), (hi, y)], color.stroke_width(3)),
+                PathElement::new(vec![(lo, y - 0.12), (lo, y + 0.12)], color.stroke_width(3)),
+                PathElement::new(vec![(hi, y - 0.12), (hi, y + 0.12)], color.stroke_width(3)),
+            ])?;
+            if i == 0 {
+                bar.label("95% confidence interval of the mean")
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], grey.stroke_width(3))
+                    });
+            }
+        }
+        if let Some(m) = axis.map(mean) {
+            let tick = chart.draw_series(std::iter::once(PathElement::new(
+                vec![(m, y - 0.3), (m, y + 0.3)],
+                BLACK.stroke_width(3),
+            )))?;
+            if i == 0 {
+                tick.label("mean over seeds").legend(move |(x, y)| {
+                    PathElement::new(vec![(x + 9, y - 7), (x + 9, y + 7)], BLACK.stroke_width(3))
+                });
+            }
+        }
     }
     legend(&mut chart, SeriesLabelPosition::LowerRight)
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use maud::{Markup, html};
 use serde::Serialize;
 
-use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
+use super::charts::{Axis, Band, Corner, DotChart, DotRow, Line, LineChart, run_color};
 use super::page::{
     Chart, Figure, css, document, figure_markup, write_figures, write_json, write_page,
 };
@@ -18,7 +18,7 @@ use crate::Result;
 use crate::format::{FP16, FP32, FloatFormat};
 use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::stats::{Histogram, Recommendation};
-use crate::train::grid::{GRID, GridRun, GridSpec, LOSS_SCALE};
+use crate::train::grid::{GRID, GridRun, GridSpec, LOSS_SCALE, value_name};
 use crate::train::precision::Class;
 use crate::train::recipe::Recipe;
 use crate::train::run::{RunDir, Summary};
@@ -52,10 +52,14 @@ pub struct Cell {
     pub finished: usize,
     /// Of which diverged.
     pub diverged: usize,
+    /// The final metric of each finished run, in seed order.
+    pub metric_values: Vec<f64>,
     /// The final metric, over the finished runs.
     pub metric: Option<MeanCi>,
     /// Welch's test of the metric against the fp32 series here.
     pub metric_vs_fp32: Option<Welch>,
+    /// The final loss of each finished run whose loss is finite, in seed order.
+    pub loss_values: Vec<f64>,
     /// The final loss, over the finished runs whose loss is finite.
     pub final_loss: Option<MeanCi>,
     /// Welch's test of the final loss against the fp32 series here.
@@ -150,12 +154,13 @@ impl GridReport {
             .map(|s| s.eval_metric.name.clone())
             .next()
             .unwrap_or_else(|| "metric".into());
-        let x_key = spec
-            .vary
+        // A key given one value varies nothing: it is neither the x axis nor part of a name.
+        let varied: Vec<&_> = spec.vary.iter().filter(|v| v.values.len() > 1).collect();
+        let x_key = varied
             .iter()
             .find(|v| v.key == LOSS_SCALE)
             .or_else(|| {
-                spec.vary
+                varied
                     .iter()
                     .find(|v| v.key != RECIPE && v.values.iter().all(|x| number(x).is_some()))
             })
@@ -164,14 +169,14 @@ impl GridReport {
             let others: Vec<&(String, String)> = run
                 .values
                 .iter()
-                .filter(|(k, _)| Some(k) != x_key.as_ref())
+                .filter(|(k, _)| Some(k) != x_key.as_ref() && varied.iter().any(|v| &v.key == k))
                 .collect();
             match others.as_slice() {
                 [] => run.config.recipe.name.clone(),
-                [(k, v)] if k == RECIPE => v.clone(),
+                [(k, v)] if k == RECIPE => value_name(v),
                 _ => others
                     .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
+                    .map(|(k, v)| format!("{k}={}", value_name(v)))
                     .collect::<Vec<_>>()
                     .join(", "),
             }
@@ -180,12 +185,12 @@ impl GridReport {
             run.values
                 .iter()
                 .find(|(k, _)| Some(k) == x_key.as_ref())
-                .map_or_else(String::new, |(_, v)| v.clone())
+                .map_or_else(String::new, |(_, v)| value_name(v))
         };
         // The fp32 twin of a run's series: the same values with recipe fp32.
         let baseline_of = |run: &GridRun| -> Option<String> {
             let recipe = run.values.iter().find(|(k, _)| k == RECIPE)?;
-            (recipe.1 != "fp32").then(|| {
+            (value_name(&recipe.1) != "fp32").then(|| {
                 let twin = GridRun {
                     values: run
                         .values
@@ -224,8 +229,10 @@ impl GridReport {
                         runs: 0,
                         finished: 0,
                         diverged: 0,
+                        metric_values: Vec::new(),
                         metric: None,
                         metric_vs_fp32: None,
+                        loss_values: Vec::new(),
                         final_loss: None,
                         loss_vs_fp32: None,
                     });
@@ -271,6 +278,8 @@ impl GridReport {
                 metric_vs_fp32: vs(&metric_of, &m),
                 final_loss: MeanCi::new(&l, LEVEL),
                 loss_vs_fp32: vs(&loss_of, &l),
+                metric_values: m,
+                loss_values: l,
                 ..cells[at].clone()
             };
             cells[at] = cell;
@@ -353,9 +362,6 @@ impl GridReport {
             }
             section id="figures" {
                 h2 { "4. Figures" }
-                @if self.figure_data.is_empty() {
-                    p { "No figure: the varied values are not numbers (the table has them all)." }
-                }
                 @for f in &self.figure_data {
                     (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
                 }
@@ -533,7 +539,10 @@ impl GridReport {
 
     fn charts(&self) -> Vec<Figure> {
         let Some(x_key) = &self.x_key else {
-            return Vec::new();
+            return vec![
+                self.distribution("grid-metric", None),
+                self.distribution("grid-loss", Some("final training loss")),
+            ];
         };
         let powers = self.cells.iter().all(|c| {
             let t = c.x.trim_start();
@@ -664,6 +673,66 @@ impl GridReport {
     }
 }
 
+impl GridReport {
+    /// For a grid that varies nothing but the series: the final metric (or, with `loss`, the
+    /// final loss) of each series as a distribution over seeds.
+    fn distribution(&self, id: &str, loss: Option<&str>) -> Figure {
+        let what = loss.unwrap_or(&self.metric);
+        let rows: Vec<DotRow> = self
+            .series
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let c = self.cells.iter().find(|c| &c.series == s)?;
+                let (values, m) = if loss.is_some() {
+                    (c.loss_values.clone(), c.final_loss)
+                } else {
+                    (c.metric_values.clone(), c.metric)
+                };
+                Some(DotRow {
+                    name: s.clone(),
+                    color: run_color(i),
+                    values,
+                    mean: m.map(|m| (m.mean, m.low, m.high)),
+                })
+            })
+            .collect();
+        // A log axis where the values span more than a decade.
+        let (lo, hi) = rows
+            .iter()
+            .flat_map(|r| &r.values)
+            .fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+        let positive = lo > 0.0 && hi > 10.0 * lo;
+        Figure {
+            id: id.into(),
+            section: 4,
+            caption: format!(
+                "Final {what} of each series over {} seeds: one dot per run (seeds {} to {}, top to bottom within a row), the mean (black tick) and its 95% confidence interval (bar; Student t).",
+                self.grid.seeds,
+                self.grid.base.seed,
+                self.grid.base.seed + self.grid.seeds.max(1) - 1
+            ),
+            chart: Chart::Dots(DotChart {
+                title: format!("{what} per series, over seeds"),
+                x_desc: format!(
+                    "{what}{}",
+                    if loss.is_some() && positive {
+                        " (log10 axis)"
+                    } else {
+                        ""
+                    }
+                ),
+                axis: if loss.is_some() && positive {
+                    Axis::Log10
+                } else {
+                    Axis::Linear
+                },
+                rows,
+            }),
+        }
+    }
+}
+
 /// The colour of the window band.
 const WINDOW_COLOR: plotters::style::RGBColor = plotters::style::RGBColor(110, 110, 110);
 
@@ -712,6 +781,10 @@ fn fp32_window(
                 }
             }
         }
+    }
+    if captures == 0 {
+        // Runs without captures (capture_every 0): no gradients to judge.
+        return Ok(None);
     }
     Ok(Some(GridWindow {
         format: format.to_string(),

@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::charts::{
-    self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone,
-    run_color,
+    self, Axis, Band, Corner, DotChart, Heatmap, Line, LineChart, Log2Histograms, StackedShares,
+    Zone, run_color,
 };
 use super::runs::{RunData, WINDOW_SCALES};
 use crate::analysis::Analysis;
@@ -44,6 +44,8 @@ pub enum Chart {
     Heatmap(Heatmap),
     /// Stacked shares over capture steps.
     Stacked(StackedShares),
+    /// A distribution per series: a dot per run, the mean and its interval.
+    Dots(DotChart),
 }
 
 impl Chart {
@@ -53,6 +55,7 @@ impl Chart {
             Chart::Histograms(c) => charts::log2_histograms(area, c),
             Chart::Heatmap(c) => charts::heatmap(area, c),
             Chart::Stacked(c) => charts::stacked_shares(area, c),
+            Chart::Dots(c) => charts::dots(area, c),
         }
         .map_err(|e| e.to_string())
     }
@@ -61,6 +64,7 @@ impl Chart {
         match self {
             // Rows stay readable with many layers: the map grows instead.
             Chart::Heatmap(h) => (super::SIZE.0, (200 + 22 * h.rows.len() as u32).max(420)),
+            Chart::Dots(d) => (super::SIZE.0, (260 + 70 * d.rows.len() as u32).max(420)),
             _ => super::SIZE,
         }
     }

@@ -132,7 +132,7 @@ pub fn replay_run(
 pub fn trajectory_figure(r: &RunReplay) -> Figure {
     let window = &r.replay.window;
     let stride = window.len().div_ceil(super::runs::MAX_POINTS).max(1);
-    let band: Vec<(f64, f64, f64)> = window
+    let kept: Vec<(f64, f64, f64)> = window
         .iter()
         .enumerate()
         .filter(|(i, _)| i % stride == 0 || *i + 1 == window.len())
@@ -141,14 +141,33 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
             (lo <= hi).then(|| (step as f64, 2f64.powi(lo), 2f64.powi(hi)))
         })
         .collect();
+    // A staircase, as the scales are: each step's window holds until the next step's, so the
+    // band has no slanted edges (which left white wedges where the window jumps).
+    let band: Vec<(f64, f64, f64)> = kept
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(x, lo, hi))| {
+            let next = kept.get(i + 1).map_or(x, |n| n.0);
+            [(x, lo, hi), (next, lo, hi)]
+        })
+        .collect();
     let last = window.last().map_or(1, |w| w.0);
     let mut lines = Vec::new();
     let mut marks = Vec::new();
-    for (i, p) in r.replay.policies.iter().enumerate() {
+    let policies = &r.replay.policies;
+    for (i, p) in policies.iter().enumerate() {
+        let points = staircase(p, last);
+        // A policy whose scales equal an earlier one's is drawn over it: the legend says so.
+        let same = policies[..i]
+            .iter()
+            .find(|q| staircase(q, last) == points)
+            .map_or_else(String::new, |q| {
+                format!(" (same scales as {}: drawn over it)", q.policy)
+            });
         lines.push(Line {
-            name: p.policy.clone(),
+            name: format!("{}{same}", p.policy),
             color: run_color(i),
-            points: staircase(p, last),
+            points,
         });
         if p.skipped.count > 0 {
             marks.push(Line {
@@ -188,7 +207,7 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
                 }]
             },
             marks,
-            legend: Corner::LowerRight,
+            legend: Corner::BelowData,
         }),
     }
 }
@@ -305,10 +324,14 @@ mod tests {
             format: FP16,
             by_magnitude: true,
         };
-        let policies: Vec<(String, LossScaling)> = ["gradscaler:init_scale=2^10,growth_interval=2"]
-            .iter()
-            .map(|n| ((*n).to_string(), n.parse().unwrap()))
-            .collect();
+        // The same policy twice, written in two ways.
+        let policies: Vec<(String, LossScaling)> = [
+            "gradscaler:init_scale=2^10,growth_interval=2",
+            "gradscaler:growth_interval=2,init_scale=2^10",
+        ]
+        .iter()
+        .map(|n| ((*n).to_string(), n.parse().unwrap()))
+        .collect();
         let mut r = Replayer::new(&policies, model, model);
         let mut h = Histogram::new(0);
         h.add_f32(&[2f32.powi(-16), 1024.0]);
@@ -347,13 +370,26 @@ mod tests {
         // Low edge 2^1 (from the capture), high edge 2^15 (grad_amax 1) or 2^9 (100).
         assert_eq!(
             c.bands[0].points,
+            // A staircase: each step's window holds until the next step.
             vec![
                 (1.0, 2.0, 32768.0),
                 (2.0, 2.0, 32768.0),
+                (2.0, 2.0, 32768.0),
+                (3.0, 2.0, 32768.0),
                 (3.0, 2.0, 512.0),
+                (4.0, 2.0, 512.0),
+                (4.0, 2.0, 32768.0),
                 (4.0, 2.0, 32768.0)
             ]
         );
         assert_eq!(c.lines[0].name, policies[0].0);
+        assert_eq!(
+            c.lines[1].name,
+            format!(
+                "{} (same scales as {}: drawn over it)",
+                policies[1].0, policies[0].0
+            )
+        );
+        assert_eq!(c.legend, Corner::BelowData);
     }
 }

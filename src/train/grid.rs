@@ -163,17 +163,33 @@ fn split_list(list: &str) -> Vec<String> {
     out
 }
 
-/// `text` with every character that is awkward in a file name replaced by `_`.
+/// A value as run names and reports show it: the contents of a JSON string (`"a:b"` is `a:b`),
+/// any other value as written.
+#[must_use]
+pub fn value_name(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::String(s)) => s,
+        _ => text.to_string(),
+    }
+}
+
+/// [`value_name`] as a file name: quotes, brackets, braces and spaces dropped, every other
+/// character that is awkward in a file name (or is a separator of run names, `=` and `,`)
+/// written `-`: `gradscaler:init_scale=1` is `gradscaler-init_scale-1`, `{"lr":0.5}` is
+/// `lr-0.5`.
 fn file_safe(text: &str) -> String {
-    text.chars()
+    let name: String = value_name(text)
+        .chars()
+        .filter(|c| !"\"'[]{} ".contains(*c))
         .map(|c| {
-            if c.is_ascii_alphanumeric() || "._^+-".contains(c) {
+            if c.is_ascii_alphanumeric() || "._^+-".contains(c) || c == '_' {
                 c
             } else {
-                '_'
+                '-'
             }
         })
-        .collect()
+        .collect();
+    if name.is_empty() { "-".into() } else { name }
 }
 
 /// `--shard I/N`: the runs whose position in the grid is `I - 1` modulo `N` (`I` from 1).
@@ -464,7 +480,7 @@ fn set_path(json: &mut Value, key: &str, text: &str) -> Result<(), String> {
         return Err(unknown("not a key of an object".into()));
     };
     let value = match (object.get(leaf), power_of_two(text)) {
-        (Some(Value::String(_)), _) => Value::from(text),
+        (Some(Value::String(_)), _) => Value::from(value_name(text)),
         (_, Some(k)) if (0..64).contains(&k) => Value::from(1u64 << k),
         (_, Some(k)) => Value::from(crate::format::pow2(k)),
         _ => serde_json::from_str(text).unwrap_or_else(|_| Value::from(text)),

@@ -17,7 +17,9 @@ use super::recipe::Fp8Scaling;
 use super::recipe::{Accumulation, AmaxComputeAlgo, Recipe};
 use crate::format::{RoundCounts, RoundOptions, Rounder};
 
+mod accumulate;
 mod product;
+pub use accumulate::{matmul_rounded, matmul_rounded_reference};
 pub use product::{K_BLOCK, gemm, gemm_reference};
 
 /// The classes of tensors a recipe gives a format to.
@@ -613,26 +615,6 @@ impl Precision {
             _ => a.sum_axis(Axis(0)).insert_axis(Axis(0)),
         }
     }
-}
-
-/// `a b` with each output's running sum rounded by `rounder` after every multiply-add: the sum
-/// and product are formed in f64 (a product of two f32 values is exact there) and rounded once,
-/// as a fused multiply-add in the storage format would.
-#[must_use]
-pub fn matmul_rounded<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>, rounder: &Rounder) -> Array2<T> {
-    let (m, k) = a.dim();
-    let n = b.ncols();
-    let mut c = Array2::zeros((m, n));
-    for i in 0..m {
-        for j in 0..n {
-            let mut acc = 0.0f64;
-            for l in 0..k {
-                acc = rounder.round(acc + a[[i, l]].to_f64() * b[[l, j]].to_f64());
-            }
-            c[[i, j]] = T::of(acc);
-        }
-    }
-    c
 }
 
 #[cfg(test)]

@@ -58,7 +58,7 @@ fn bad_varies_are_named() {
         ("recipe=fp32,,fp16-master", "an empty value"),
         ("recipe=fp32,fp32", "'fp32' is given twice"),
         (
-            "dataset=a/b.csv,a_b.csv",
+            "dataset=a/b.csv,a:b.csv",
             "would name the same run directory",
         ),
     ] {
@@ -213,4 +213,51 @@ fn a_directory_holds_one_grid() {
     std::fs::write(full.join("x"), "").unwrap();
     let e = s.prepare(&full).unwrap_err().to_string();
     assert!(e.contains("holds no grid.json"), "{e}");
+}
+
+#[test]
+fn quoted_values_name_runs_cleanly() {
+    // A JSON string is its contents, in run names and in string keys alike.
+    assert_eq!(
+        value_name(r#""gradscaler:init_scale=1""#),
+        "gradscaler:init_scale=1"
+    );
+    assert_eq!(value_name("fp32"), "fp32");
+    assert_eq!(value_name(r#"{"lr":0.5}"#), r#"{"lr":0.5}"#);
+    let runs = spec(
+        &[
+            r#"scaler=static:2^0,"gradscaler:init_scale=1,growth_interval=100""#,
+            r#"dataset="digits",blobs"#,
+        ],
+        1,
+    )
+    .runs()
+    .unwrap();
+    let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "scaler=static-2^0,dataset=digits,seed=7",
+            "scaler=static-2^0,dataset=blobs,seed=7",
+            "scaler=gradscaler-init_scale-1-growth_interval-100,dataset=digits,seed=7",
+            "scaler=gradscaler-init_scale-1-growth_interval-100,dataset=blobs,seed=7",
+        ]
+    );
+    assert_eq!(runs[0].config.dataset, "digits");
+    let g = spec(
+        &[r#"optimizer={"kind":"sgd","lr":0.5},{"kind":"adam","lr":0.01}"#],
+        1,
+    );
+    assert_eq!(
+        g.runs().unwrap()[0].name,
+        "optimizer=kind-sgd-lr-0.5,seed=7"
+    );
+    // A quoted and a bare spelling of one value, or two values that differ only in awkward
+    // characters, would share a directory: refused.
+    for text in [r#"recipe="fp32",fp32"#, "scaler=a:b,a=b"] {
+        assert!(
+            vary_err(text).contains("would name the same run directory"),
+            "{text}"
+        );
+    }
 }
