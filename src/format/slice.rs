@@ -292,7 +292,7 @@ impl Rounder {
                 return unsafe { kernel.run_avx2(io, lo, key) };
             }
         }
-        kernel.run(io, lo, key)
+        kernel.run::<8>(io, lo, key)
     }
 
     /// The scalar twin: every value through the exact f64 path.
@@ -427,53 +427,55 @@ impl Kernel {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn run_avx2(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
-        self.run(io, lo, key)
+        self.run::<8>(io, lo, key)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
     unsafe fn run_avx512(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
-        self.run(io, lo, key)
+        self.run::<16>(io, lo, key)
     }
 
+    /// `L` values per block: a whole number of vectors (8 for AVX2, 16 for AVX-512: larger
+    /// blocks only add register pressure). The results do not depend on it.
     #[inline(always)]
-    fn run(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
+    fn run<const L: usize>(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
         match (self.mode, self.flush) {
-            (NEAREST, false) => self.run_mode::<NEAREST, false>(io, lo, key),
-            (NEAREST, true) => self.run_mode::<NEAREST, true>(io, lo, key),
-            (STOCHASTIC, false) => self.run_mode::<STOCHASTIC, false>(io, lo, key),
-            (STOCHASTIC, true) => self.run_mode::<STOCHASTIC, true>(io, lo, key),
-            (_, false) => self.run_mode::<DIRECTED, false>(io, lo, key),
-            (_, true) => self.run_mode::<DIRECTED, true>(io, lo, key),
+            (NEAREST, false) => self.run_mode::<NEAREST, false, L>(io, lo, key),
+            (NEAREST, true) => self.run_mode::<NEAREST, true, L>(io, lo, key),
+            (STOCHASTIC, false) => self.run_mode::<STOCHASTIC, false, L>(io, lo, key),
+            (STOCHASTIC, true) => self.run_mode::<STOCHASTIC, true, L>(io, lo, key),
+            (_, false) => self.run_mode::<DIRECTED, false, L>(io, lo, key),
+            (_, true) => self.run_mode::<DIRECTED, true, L>(io, lo, key),
         }
     }
 
-    /// Rounds blocks of [`BLOCK`] values: a block with no nonzero value below the format's
+    /// Rounds blocks of `L` values: a block with no nonzero value below the format's
     /// smallest normal and none above its largest finite value (the common case for weights
     /// and activations) takes the count-free loop; any other block takes the general one, which
     /// computes every case for every lane and selects (no branch on the data), with the counts
     /// kept per lane in packed 6-bit fields and summed every [`GROUP`] blocks.
     #[inline(always)]
-    fn run_mode<const MODE: u8, const FLUSH: bool>(
+    fn run_mode<const MODE: u8, const FLUSH: bool, const L: usize>(
         &self,
         io: Io,
         lo: u32,
         key: BlockKey,
     ) -> RoundCounts {
         let mut totals = [0u64; 5];
-        let blocks = io.len / BLOCK;
+        let blocks = io.len / L;
         let mut b = 0;
         while b < blocks {
             let group_end = blocks.min(b + GROUP);
-            let mut fields = [0u32; BLOCK];
+            let mut fields = [0u32; L];
             while b < group_end {
-                let at = b * BLOCK;
-                let x = io.load::<BLOCK>(at);
+                let at = b * L;
+                let x = io.load::<L>(at);
                 let pos = lo.wrapping_add(at as u32);
                 let y = if self.is_ordinary(&x) {
-                    self.ordinary_block::<MODE>(&x, pos, key)
+                    self.ordinary_block::<MODE, L>(&x, pos, key)
                 } else {
-                    self.general_block::<MODE, FLUSH>(&x, pos, key, &mut fields)
+                    self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields)
                 };
                 io.store(at, y);
                 b += 1;
@@ -481,15 +483,15 @@ impl Kernel {
             add_fields(&mut totals, &fields);
         }
         // The last values, as a block padded with zeros (which round to zero, uncounted).
-        let at = blocks * BLOCK;
+        let at = blocks * L;
         if at < io.len {
-            let mut x = [0u32; BLOCK];
+            let mut x = [0u32; L];
             for (i, v) in x.iter_mut().enumerate().take(io.len - at) {
                 [*v] = io.load::<1>(at + i);
             }
-            let mut fields = [0u32; BLOCK];
+            let mut fields = [0u32; L];
             let pos = lo.wrapping_add(at as u32);
-            let y = self.general_block::<MODE, FLUSH>(&x, pos, key, &mut fields);
+            let y = self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields);
             for (i, v) in y.iter().enumerate().take(io.len - at) {
                 io.store(at + i, [*v]);
             }
@@ -508,7 +510,7 @@ impl Kernel {
     /// Whether every value of the block is zero, or a normal of the format no larger than its
     /// largest finite value (magnitudes compared as i32: they are below 2^31).
     #[inline(always)]
-    fn is_ordinary(&self, x: &[u32; BLOCK]) -> bool {
+    fn is_ordinary<const L: usize>(&self, x: &[u32; L]) -> bool {
         let mut odd = 0u32;
         for &bits in x {
             let a = (bits & 0x7fff_ffff) as i32;
@@ -555,28 +557,26 @@ impl Kernel {
             // smallest subnormal, ties to even.
             ((f32::from_bits(a) + self.magic) - self.magic).to_bits()
         } else {
-            // Integer significand, shifted right by a per-lane amount (clamped, so that every
-            // shift is defined: lanes take the branch-free select of both cases).
+            // Integer significand `sig`, with the quantum at bit `sh` (a per-lane shift).
             let exp = a >> 23;
             let sig = (a & 0x007f_ffff) | if exp > 0 { 0x0080_0000 } else { 0 };
             let sh = self.s + self.emin_b.saturating_sub(exp.max(1));
+            // For sh <= 31, as in `round_normal`: up iff the dropped bits `rest` exceed the top
+            // sh bits of h (floor(rest 2^(32 - sh)) > h iff rest > h >> (32 - sh)), by adding
+            // !h >> (32 - sh) = 2^sh - 1 - (h >> (32 - sh)). Directed: h is 0 or all ones.
+            // (The clamp keeps every shift defined; lanes with other `sh` are not selected.)
             let sh_c = sh.min(31);
-            let kept = sig >> sh_c;
-            let rest = sig - (kept << sh_c);
-            // floor(rest / 2^sh * 2^32)
-            let frac = if sh <= 31 {
-                (rest << (31 - sh_c)) << 1
+            let near = (sig + ((!h >> 1) >> (31 - sh_c))) >> sh_c;
+            // For sh >= 32 nothing is kept: up iff floor(sig / 2^(sh - 32)) > h (stochastic),
+            // or iff inexact, away from zero (directed).
+            let far = if MODE == STOCHASTIC {
+                u32::from((sig >> (sh.saturating_sub(32)).min(31)) > h)
             } else {
-                sig >> (sh - 32).min(31)
+                u32::from((sig != 0) & (h == 0))
             };
-            let up = if MODE == STOCHASTIC {
-                u32::from(frac > h)
-            } else {
-                // Directed: h is 0 (away from zero) or all ones (toward zero).
-                u32::from((rest != 0) & (h == 0))
-            };
-            // kept + up <= 2^24: exact as i32 and as f32.
-            (((kept + up) as i32) as f32 * self.quantum).to_bits()
+            let kept_up = if sh <= 31 { near } else { far };
+            // At most 2^24: exact as i32 and as f32.
+            ((kept_up as i32) as f32 * self.quantum).to_bits()
         }
     }
 
@@ -595,13 +595,13 @@ impl Kernel {
     /// Rounds a block in which every value is zero or a normal no larger than the largest
     /// finite value: nothing to count, nothing special, so the loop runs at memory speed.
     #[inline(always)]
-    fn ordinary_block<const MODE: u8>(
+    fn ordinary_block<const MODE: u8, const L: usize>(
         &self,
-        x: &[u32; BLOCK],
+        x: &[u32; L],
         lo: u32,
         key: BlockKey,
-    ) -> [u32; BLOCK] {
-        let mut y = [0u32; BLOCK];
+    ) -> [u32; L] {
+        let mut y = [0u32; L];
         for (i, (&bits, y)) in x.iter().zip(&mut y).enumerate() {
             let sign = bits & 0x8000_0000;
             let h = self.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
@@ -615,16 +615,16 @@ impl Kernel {
     /// the lane's packed counters in `fields` (see [`add_fields`]). Magnitudes are compared as
     /// i32 (they are below 2^31), which vector units do in one instruction.
     #[inline(always)]
-    fn general_block<const MODE: u8, const FLUSH: bool>(
+    fn general_block<const MODE: u8, const FLUSH: bool, const L: usize>(
         &self,
-        x: &[u32; BLOCK],
+        x: &[u32; L],
         lo: u32,
         key: BlockKey,
-        fields: &mut [u32; BLOCK],
-    ) -> [u32; BLOCK] {
+        fields: &mut [u32; L],
+    ) -> [u32; L] {
         let k = self;
-        let mut y = [0u32; BLOCK];
-        for i in 0..BLOCK {
+        let mut y = [0u32; L];
+        for i in 0..L {
             let bits = x[i];
             let sign = bits & 0x8000_0000;
             let a = bits ^ sign;
@@ -662,15 +662,13 @@ impl Kernel {
     }
 }
 
-/// Values per kernel block: a whole number of vectors on every target.
-const BLOCK: usize = 16;
 /// Blocks between sums of the packed counters: each 6-bit field counts at most one value per
 /// block, so it holds up to 63.
 const GROUP: usize = 63;
 
 /// Adds per-lane packed counters (underflow, subnormal, overflow, NaN, infinite: 6 bits each,
 /// from bit 0) to the totals.
-fn add_fields(totals: &mut [u64; 5], fields: &[u32; BLOCK]) {
+fn add_fields<const L: usize>(totals: &mut [u64; 5], fields: &[u32; L]) {
     for (k, total) in totals.iter_mut().enumerate() {
         *total += fields
             .iter()
