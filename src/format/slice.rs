@@ -586,8 +586,7 @@ impl Kernel {
     fn random_bits<const MODE: u8>(&self, lo: u32, key: BlockKey, sign: u32) -> u32 {
         match MODE {
             STOCHASTIC => mix(lo, key),
-            DIRECTED if sign != 0 => self.h_negative,
-            DIRECTED => self.h_positive,
+            DIRECTED => by_sign(sign, self.h_negative, self.h_positive),
             _ => 0,
         }
     }
@@ -646,10 +645,8 @@ impl Kernel {
                 (bits & k.nan_keep) | k.nan_set
             } else if inf {
                 k.infinity_bits | sign
-            } else if sign != 0 {
-                k.overflow_negative | sign
             } else {
-                k.overflow_positive
+                by_sign(sign, k.overflow_negative, k.overflow_positive) | sign
             };
             y[i] = if nan | inf | over { special } else { r | sign };
             fields[i] += u32::from(under)
@@ -660,6 +657,14 @@ impl Kernel {
         }
         y
     }
+}
+
+/// `negative` where the sign bit `sign` is set, else `positive`, by arithmetic (a select of
+/// struct fields by the data can become a load from one of two addresses per lane: a gather).
+#[inline(always)]
+fn by_sign(sign: u32, negative: u32, positive: u32) -> u32 {
+    let mask = ((sign as i32) >> 31) as u32;
+    positive ^ ((positive ^ negative) & mask)
 }
 
 /// Blocks between sums of the packed counters: each 6-bit field counts at most one value per
