@@ -63,7 +63,11 @@ fn bench(c: &mut Criterion) {
         })
     });
     let formats = ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "e6m9"];
-    let modes = [Rounding::NearestEven, Rounding::TowardZero, Rounding::Stochastic];
+    let modes = [
+        Rounding::NearestEven,
+        Rounding::TowardZero,
+        Rounding::Stochastic,
+    ];
     for name in formats {
         let f: FloatFormat = name.parse().unwrap();
         for rounding in modes {

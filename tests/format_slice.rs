@@ -138,7 +138,10 @@ fn kernels_agree_with_the_scalar_twin_across_all_patterns() {
                 let got = rounded(&r, path, &xs, 77);
                 if got != want {
                     let i = (0..xs.len()).find(|&i| got.0[i] != want.0[i]);
-                    panic!("{f} {o:?} {path:?}: first difference at {i:?}; counts {:?} vs {:?}", got.1, want.1);
+                    panic!(
+                        "{f} {o:?} {path:?}: first difference at {i:?}; counts {:?} vs {:?}",
+                        got.1, want.1
+                    );
                 }
             }
         }

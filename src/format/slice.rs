@@ -106,7 +106,11 @@ impl Io {
     /// # Panics
     /// If the lengths differ.
     fn copy(src: &[f32], dst: &mut [f32]) -> Io {
-        assert_eq!(src.len(), dst.len(), "source and destination lengths differ");
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "source and destination lengths differ"
+        );
         Io {
             src: src.as_ptr(),
             dst: dst.as_mut_ptr(),
@@ -229,7 +233,11 @@ impl Rounder {
     /// # Panics
     /// If the lengths differ.
     pub fn par_round_f32_into(&self, src: &[f32], dst: &mut [f32], start: u64) -> RoundCounts {
-        assert_eq!(src.len(), dst.len(), "source and destination lengths differ");
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "source and destination lengths differ"
+        );
         src.par_chunks(PAR_CHUNK)
             .zip(dst.par_chunks_mut(PAR_CHUNK))
             .enumerate()
