@@ -107,6 +107,42 @@ fn kernels_agree_with_the_scalar_twin() {
                     );
                 }
                 assert_eq!(got_c, want_c, "{f} {o:?} {path:?}");
+                // Out of place, into a buffer of other values: the same bits and counts.
+                let mut into = vec![f32::NAN; xs.len()];
+                let into_c = r.round_f32_into_via(path, &xs, &mut into, start);
+                let into: Vec<u32> = into.iter().map(|y| y.to_bits()).collect();
+                assert!(into == want, "{f} {o:?} {path:?}: into");
+                assert_eq!(into_c, want_c, "{f} {o:?} {path:?}: into");
+            }
+        }
+    }
+}
+
+/// Every kernel path against the scalar twin over f32 bit patterns spread evenly across all
+/// 2^32 (a prime stride, so that low mantissa bits vary too), in runs of 64 consecutive patterns
+/// at each step (so that blocks hold ordinary values only, or a mix), for every format, mode,
+/// overflow rule and subnormal setting.
+#[test]
+fn kernels_agree_with_the_scalar_twin_across_all_patterns() {
+    let mut xs = Vec::new();
+    let mut bits = 0u64;
+    while bits < 1 << 32 {
+        xs.extend((0..64).map(|d| f32::from_bits((bits as u32).wrapping_add(d))));
+        bits += 2_097_143; // prime, about 2^21
+    }
+    for f in formats() {
+        for o in all_options() {
+            let r = Rounder::new(f, o);
+            let want = rounded(&r, KernelPath::Scalar, &xs, 77);
+            for path in [KernelPath::Auto, KernelPath::Avx2, KernelPath::Portable] {
+                let got = rounded(&r, path, &xs, 77);
+                if got != want {
+                    let i = (0..xs.len()).find(|&i| got.0[i] != want.0[i]);
+                    panic!(
+                        "{f} {o:?} {path:?}: first difference at {i:?}; counts {:?} vs {:?}",
+                        got.1, want.1
+                    );
+                }
             }
         }
     }
@@ -149,6 +185,13 @@ fn stochastic_rounding_is_strict_at_the_random_bits() {
         (h[i] % 1024.0 == 0.0)
             .then(|| (3.0 * p(-24) + (h[i] + step) * p(-56), 3.0 * p(-24), p(-24)))
     };
+    // Far below (|x| in [2^-34, 2^-33): the quantum 2^-24 is 33 bits above the last bit, so
+    // nothing is kept): `(2h + 1) 2^-57` has the 32-bit fraction floor(h + 1/2) = h (stays
+    // zero), `(2h + 2) 2^-57` has h + 1 (rounds up to 2^-24); for h in [2^22, 2^23 - 1).
+    let far = |i: usize, step: f64| {
+        (h[i] >= p(22) && h[i] < p(23) - 1.0)
+            .then(|| ((2.0 * h[i] + 1.0 + step) * p(-57), 0.0, p(-24)))
+    };
     let mut boundaries = 0;
     for (what, case) in [
         (
@@ -156,6 +199,7 @@ fn stochastic_rounding_is_strict_at_the_random_bits() {
             &normal as &dyn Fn(usize, f64) -> Option<(f64, f64, f64)>,
         ),
         ("subnormal", &subnormal),
+        ("far", &far),
     ] {
         for (step, up) in [(0.0, false), (1.0, true)] {
             let step = if what == "subnormal" {
@@ -233,6 +277,9 @@ fn parallel_equals_serial() {
         let ca = r.round_f32_slice(&mut a);
         let cb = r.par_round_f32_slice(&mut b);
         assert_eq!(ca, cb);
+        let mut into = vec![0f32; xs.len()];
+        assert_eq!(r.par_round_f32_into(&xs, &mut into, 0), ca);
+        assert!(a.iter().zip(&into).all(|(x, y)| x.to_bits() == y.to_bits()));
         assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
         let mut c: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
         let mut d = c.clone();

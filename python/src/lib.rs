@@ -31,14 +31,20 @@ pub(crate) fn py_err(e: Error) -> PyErr {
     }
 }
 
-/// The element types the library rounds in place.
+/// The element types the library rounds, in place or from a source.
 trait Float: Element + Copy + Send + Sync {
     fn round(r: &Rounder, xs: &mut [Self]) -> RoundCounts;
+    /// Rounds `src` into `dst` (same length, disjoint).
+    fn round_into(r: &Rounder, src: &[Self], dst: &mut [Self]) -> RoundCounts;
 }
 
 impl Float for f32 {
     fn round(r: &Rounder, xs: &mut [f32]) -> RoundCounts {
         r.par_round_f32_slice_at(xs, 0)
+    }
+    /// One pass: the destination (a fresh `np.empty` array, usually) is only written.
+    fn round_into(r: &Rounder, src: &[f32], dst: &mut [f32]) -> RoundCounts {
+        r.par_round_f32_into(src, dst, 0)
     }
 }
 
@@ -46,13 +52,19 @@ impl Float for f64 {
     fn round(r: &Rounder, xs: &mut [f64]) -> RoundCounts {
         r.par_round_f64_slice_at(xs, 0)
     }
+    /// f64 values go one by one through the exact path: the copy is a small part of it.
+    fn round_into(r: &Rounder, src: &[f64], dst: &mut [f64]) -> RoundCounts {
+        dst.copy_from_slice(src);
+        r.par_round_f64_slice_at(dst, 0)
+    }
 }
 
 /// Rounds `src` (or `dst` itself when `src` is `None`) into `dst`, positions in C order.
 ///
-/// A C-contiguous `dst` is rounded where it lies, after one copy of `src` into it; any other
-/// layout goes through one contiguous buffer, so that the stream positions (which pick the
-/// random bits of stochastic rounding) are always the logical C-order indices.
+/// A C-contiguous `dst` is rounded where it lies: from a C-contiguous `src` in one pass, else
+/// after one copy of `src` into it; any other layout goes through one contiguous buffer, so
+/// that the stream positions (which pick the random bits of stochastic rounding) are always
+/// the logical C-order indices.
 fn round_views<T: Float>(
     r: &Rounder,
     src: Option<ArrayViewD<'_, T>>,
@@ -60,12 +72,10 @@ fn round_views<T: Float>(
 ) -> RoundCounts {
     if dst.is_standard_layout() {
         if let Some(src) = &src {
-            // A slice copy where both are contiguous: ndarray's element-wise assign over
-            // dynamic dimensions costs more than the rounding itself.
-            match (src.as_slice(), dst.as_slice_mut()) {
-                (Some(s), Some(d)) => d.copy_from_slice(s),
-                _ => dst.assign(src),
+            if let (Some(s), Some(d)) = (src.as_slice(), dst.as_slice_mut()) {
+                return T::round_into(r, s, d);
             }
+            dst.assign(src);
         }
         if let Some(xs) = dst.as_slice_mut() {
             return T::round(r, xs);

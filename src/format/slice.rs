@@ -78,10 +78,76 @@ pub enum KernelPath {
     Scalar,
 }
 
-/// Values per kernel call: small enough for u32 lane counters, large enough to amortise.
+/// Values per kernel call (each splits its work further; see [`Kernel::run_mode`]).
 const CHUNK: usize = 1 << 14;
 /// Values per rayon task.
 const PAR_CHUNK: usize = 1 << 18;
+
+/// Where a kernel reads and writes: one slice (in place), or a source and a destination of
+/// the same length that share no memory. Every value is read before its own result is
+/// written, in blocks, so both cases run one implementation.
+#[derive(Clone, Copy)]
+struct Io {
+    src: *const f32,
+    dst: *mut f32,
+    len: usize,
+}
+
+impl Io {
+    fn in_place(xs: &mut [f32]) -> Io {
+        let p = xs.as_mut_ptr();
+        Io {
+            src: p,
+            dst: p,
+            len: xs.len(),
+        }
+    }
+
+    /// # Panics
+    /// If the lengths differ.
+    fn copy(src: &[f32], dst: &mut [f32]) -> Io {
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "source and destination lengths differ"
+        );
+        Io {
+            src: src.as_ptr(),
+            dst: dst.as_mut_ptr(),
+            len: src.len(),
+        }
+    }
+
+    /// The first `n` values (`n <= len`) and the rest.
+    fn split_at(self, n: usize) -> (Io, Io) {
+        debug_assert!(n <= self.len);
+        // SAFETY (of the `add`s): n <= len, so both pointers stay within their slices.
+        let rest = unsafe {
+            Io {
+                src: self.src.add(n),
+                dst: self.dst.add(n),
+                len: self.len - n,
+            }
+        };
+        (Io { len: n, ..self }, rest)
+    }
+
+    /// Reads `N` values from `at` (all within the slice).
+    #[inline(always)]
+    fn load<const N: usize>(&self, at: usize) -> [u32; N] {
+        debug_assert!(at + N <= self.len);
+        // SAFETY: `at + N <= len`: in bounds of the source.
+        unsafe { self.src.add(at).cast::<[u32; N]>().read_unaligned() }
+    }
+
+    /// Writes `N` values at `at` (all within the slice).
+    #[inline(always)]
+    fn store<const N: usize>(&self, at: usize, v: [u32; N]) {
+        debug_assert!(at + N <= self.len);
+        // SAFETY: `at + N <= len`: in bounds of the destination, which no one else borrows.
+        unsafe { self.dst.add(at).cast::<[u32; N]>().write_unaligned(v) }
+    }
+}
 
 impl Rounder {
     /// Rounds `xs` in place as the first values of a stream (positions `0..xs.len()`); see
@@ -98,18 +164,47 @@ impl Rounder {
         self.round_f32_slice_via(KernelPath::Auto, xs, start)
     }
 
+    /// Rounds `src` into `dst` (of the same length) as positions `start..start + src.len()` of
+    /// a stream: what [`Rounder::round_f32_slice_at`] does to a copy of `src`, in one pass and
+    /// without the copy (the destination is only written, so a fresh allocation costs no
+    /// reads).
+    ///
+    /// # Panics
+    /// If the lengths differ.
+    pub fn round_f32_into(&self, src: &[f32], dst: &mut [f32], start: u64) -> RoundCounts {
+        self.round_f32_into_via(KernelPath::Auto, src, dst, start)
+    }
+
     /// [`Rounder::round_f32_slice_at`] through a chosen implementation, so that tests can check
     /// that every path gives the same bits.
     #[doc(hidden)]
     pub fn round_f32_slice_via(&self, path: KernelPath, xs: &mut [f32], start: u64) -> RoundCounts {
+        self.round_f32_io(path, Io::in_place(xs), start)
+    }
+
+    /// [`Rounder::round_f32_into`] through a chosen implementation (for tests).
+    #[doc(hidden)]
+    pub fn round_f32_into_via(
+        &self,
+        path: KernelPath,
+        src: &[f32],
+        dst: &mut [f32],
+        start: u64,
+    ) -> RoundCounts {
+        self.round_f32_io(path, Io::copy(src, dst), start)
+    }
+
+    fn round_f32_io(&self, path: KernelPath, mut io: Io, start: u64) -> RoundCounts {
         let mut counts = RoundCounts::default();
         let mut index = start;
-        for chunk in xs.chunks_mut(CHUNK) {
+        while io.len > 0 {
+            let (chunk, rest) = io.split_at(io.len.min(CHUNK));
             counts += match path {
                 KernelPath::Scalar => self.round_f32_scalar(chunk, index),
                 _ => self.round_f32_chunk(path, chunk, index),
             };
-            index += chunk.len() as u64;
+            index += chunk.len as u64;
+            io = rest;
         }
         counts
     }
@@ -129,6 +224,24 @@ impl Rounder {
         xs.par_chunks_mut(PAR_CHUNK)
             .enumerate()
             .map(|(i, chunk)| self.round_f32_slice_at(chunk, start + (i * PAR_CHUNK) as u64))
+            .reduce(RoundCounts::default, Add::add)
+    }
+
+    /// [`Rounder::round_f32_into`] on all threads; the result is the same whatever their
+    /// number.
+    ///
+    /// # Panics
+    /// If the lengths differ.
+    pub fn par_round_f32_into(&self, src: &[f32], dst: &mut [f32], start: u64) -> RoundCounts {
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "source and destination lengths differ"
+        );
+        src.par_chunks(PAR_CHUNK)
+            .zip(dst.par_chunks_mut(PAR_CHUNK))
+            .enumerate()
+            .map(|(i, (s, d))| self.round_f32_into(s, d, start + (i * PAR_CHUNK) as u64))
             .reduce(RoundCounts::default, Add::add)
     }
 
@@ -163,12 +276,12 @@ impl Rounder {
     }
 
     /// One chunk of at most [`CHUNK`] values.
-    fn round_f32_chunk(&self, path: KernelPath, xs: &mut [f32], start: u64) -> RoundCounts {
+    fn round_f32_chunk(&self, path: KernelPath, io: Io, start: u64) -> RoundCounts {
         let kernel = Kernel::new(self);
         // The random key changes every 2^32 positions: split a chunk that crosses a boundary.
         let to_boundary = (1u64 << 32) - (start & 0xffff_ffff);
-        if kernel.mode == STOCHASTIC && xs.len() as u64 > to_boundary {
-            let (head, tail) = xs.split_at_mut(to_boundary as usize);
+        if kernel.mode == STOCHASTIC && io.len as u64 > to_boundary {
+            let (head, tail) = io.split_at(to_boundary as usize);
             let tail_start = start + to_boundary;
             return self.round_f32_chunk(path, head, start)
                 + self.round_f32_chunk(path, tail, tail_start);
@@ -180,22 +293,23 @@ impl Rounder {
             use std::arch::is_x86_feature_detected as has;
             if path == KernelPath::Auto && has!("avx512f") && has!("avx512vl") && has!("avx512bw") {
                 // SAFETY: the CPU supports these features, checked just above.
-                return unsafe { kernel.run_avx512(xs, lo, key) };
+                return unsafe { kernel.run_avx512(io, lo, key) };
             }
             if path != KernelPath::Portable && has!("avx2") {
                 // SAFETY: the CPU supports AVX2, checked just above.
-                return unsafe { kernel.run_avx2(xs, lo, key) };
+                return unsafe { kernel.run_avx2(io, lo, key) };
             }
         }
-        kernel.run(xs, lo, key)
+        kernel.run::<8>(io, lo, key)
     }
 
     /// The scalar twin: every value through the exact f64 path.
-    fn round_f32_scalar(&self, xs: &mut [f32], start: u64) -> RoundCounts {
+    fn round_f32_scalar(&self, io: Io, start: u64) -> RoundCounts {
         let mut counts = RoundCounts::default();
-        for (x, index) in xs.iter_mut().zip(start..) {
-            let (r, event) = self.round_at(f64::from(*x), index);
-            *x = f64_to_f32_exact(r);
+        for i in 0..io.len {
+            let [x] = io.load::<1>(i);
+            let (r, event) = self.round_at(f64::from(f32::from_bits(x)), start + i as u64);
+            io.store(i, [f64_to_f32_exact(r).to_bits()]);
             counts.record(event);
         }
         counts
@@ -320,70 +434,109 @@ impl Kernel {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
-        self.run(xs, lo, key)
+    unsafe fn run_avx2(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
+        self.run::<8>(io, lo, key)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
-    unsafe fn run_avx512(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
-        self.run(xs, lo, key)
+    unsafe fn run_avx512(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
+        self.run::<16>(io, lo, key)
     }
 
+    /// `L` values per block: a whole number of vectors (8 for AVX2, 16 for AVX-512: larger
+    /// blocks only add register pressure). The results do not depend on it.
     #[inline(always)]
-    fn run(&self, xs: &mut [f32], lo: u32, key: BlockKey) -> RoundCounts {
+    fn run<const L: usize>(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
         match (self.mode, self.flush) {
-            (NEAREST, false) => self.run_mode::<NEAREST, false>(xs, lo, key),
-            (NEAREST, true) => self.run_mode::<NEAREST, true>(xs, lo, key),
-            (STOCHASTIC, false) => self.run_mode::<STOCHASTIC, false>(xs, lo, key),
-            (STOCHASTIC, true) => self.run_mode::<STOCHASTIC, true>(xs, lo, key),
-            (_, false) => self.run_mode::<DIRECTED, false>(xs, lo, key),
-            (_, true) => self.run_mode::<DIRECTED, true>(xs, lo, key),
+            (NEAREST, false) => self.run_mode::<NEAREST, false, L>(io, lo, key),
+            (NEAREST, true) => self.run_mode::<NEAREST, true, L>(io, lo, key),
+            (STOCHASTIC, false) => self.run_mode::<STOCHASTIC, false, L>(io, lo, key),
+            (STOCHASTIC, true) => self.run_mode::<STOCHASTIC, true, L>(io, lo, key),
+            (_, false) => self.run_mode::<DIRECTED, false, L>(io, lo, key),
+            (_, true) => self.run_mode::<DIRECTED, true, L>(io, lo, key),
         }
     }
 
-    /// Blocks of 16 values with no nonzero value below the format's smallest normal (the common
-    /// case for weights and activations) skip the subnormal-range arithmetic.
+    /// Rounds blocks of `L` values: where [`SUPER`] values hold no nonzero value below the
+    /// format's smallest normal and none above its largest finite value (the common case for weights
+    /// and activations) takes the count-free loop; any other block takes the general one, which
+    /// computes every case for every lane and selects (no branch on the data), with the counts
+    /// kept per lane in packed 6-bit fields and summed every [`GROUP`] blocks.
     #[inline(always)]
-    fn run_mode<const MODE: u8, const FLUSH: bool>(
+    fn run_mode<const MODE: u8, const FLUSH: bool, const L: usize>(
         &self,
-        xs: &mut [f32],
+        io: Io,
         lo: u32,
         key: BlockKey,
     ) -> RoundCounts {
-        const BLOCK: usize = 16;
-        let mut counts = [0u32; 5];
-        let mut blocks = xs.chunks_exact_mut(BLOCK);
-        let mut at = lo;
-        for block in &mut blocks {
-            // Which kinds of value the block holds decides which loop it needs.
-            let (mut small, mut special) = (false, false);
-            for x in block.iter() {
-                let a = x.to_bits() & 0x7fff_ffff;
-                small |= a.wrapping_sub(1) < self.min_normal_bits - 1;
-                special |= a > self.max_bits;
-            }
-            match (small, special) {
-                (false, false) => self.ordinary_block::<MODE>(block, at, key),
-                (true, false) => {
-                    self.block::<MODE, FLUSH, true, false>(block, at, key, &mut counts)
+        let mut totals = [0u64; 5];
+        // Which loop runs is decided per SUPER values, so that on data that mixes kinds of
+        // value (rounded gradients: zeros, subnormals, normals) the branch stays predictable.
+        let per = SUPER / L;
+        let supers = io.len / SUPER;
+        let mut sb = 0;
+        while sb < supers {
+            let group_end = supers.min(sb + GROUP / per);
+            let mut fields = [0u32; L];
+            while sb < group_end {
+                let base = sb * SUPER;
+                let ordinary = self.is_ordinary(&io.load::<SUPER>(base));
+                for at in (base..base + SUPER).step_by(L) {
+                    let x = io.load::<L>(at);
+                    let pos = lo.wrapping_add(at as u32);
+                    let y = if ordinary {
+                        self.ordinary_block::<MODE, L>(&x, pos, key)
+                    } else {
+                        self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields)
+                    };
+                    io.store(at, y);
                 }
-                (false, true) => {
-                    self.block::<MODE, FLUSH, false, true>(block, at, key, &mut counts)
-                }
-                (true, true) => self.block::<MODE, FLUSH, true, true>(block, at, key, &mut counts),
+                sb += 1;
             }
-            at = at.wrapping_add(BLOCK as u32);
+            add_fields(&mut totals, &fields);
         }
-        self.block::<MODE, FLUSH, true, true>(blocks.into_remainder(), at, key, &mut counts);
-        let [under, sub, over, nan, inf] = counts.map(u64::from);
+        // The last values (fewer than SUPER: at most GROUP blocks), the very last as a block
+        // padded with zeros (which round to zero, uncounted).
+        let mut fields = [0u32; L];
+        for at in (supers * SUPER..io.len).step_by(L) {
+            let pos = lo.wrapping_add(at as u32);
+            if at + L <= io.len {
+                let y = self.general_block::<MODE, FLUSH, L>(&io.load(at), pos, key, &mut fields);
+                io.store(at, y);
+            } else {
+                let mut x = [0u32; L];
+                for (i, v) in x.iter_mut().enumerate().take(io.len - at) {
+                    [*v] = io.load::<1>(at + i);
+                }
+                let y = self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields);
+                for (i, v) in y.iter().enumerate().take(io.len - at) {
+                    io.store(at + i, [*v]);
+                }
+            }
+        }
+        add_fields(&mut totals, &fields);
+        let [underflow, subnormal, overflow, nan, infinite] = totals;
         RoundCounts {
-            underflow: under,
-            subnormal: sub,
-            overflow: over,
+            underflow,
+            subnormal,
+            overflow,
             nan,
-            infinite: inf,
+            infinite,
         }
+    }
+
+    /// Whether every value of the block is zero, or a normal of the format no larger than its
+    /// largest finite value (magnitudes compared as i32: they are below 2^31).
+    #[inline(always)]
+    fn is_ordinary<const N: usize>(&self, x: &[u32; N]) -> bool {
+        let mut odd = 0u32;
+        for &bits in x {
+            let a = (bits & 0x7fff_ffff) as i32;
+            let small = (a > 0) & (a < self.min_normal_bits as i32);
+            odd |= u32::from(small | (a > self.max_bits as i32));
+        }
+        odd == 0
     }
 
     /// Rounds the bits of a magnitude at least as large as f32's smallest normal to the format's
@@ -397,7 +550,53 @@ impl Kernel {
             // Up iff the dropped bits exceed the top s bits of h.
             (!h >> (31 - self.s)) >> 1
         };
-        (v + addend) & !self.low_mask
+        v.wrapping_add(addend) & !self.low_mask
+    }
+
+    /// Rounds a magnitude below the format's smallest normal (the bits of an f32): to a
+    /// multiple of the smallest subnormal, or with `FLUSH`, to zero or the smallest normal.
+    #[inline(always)]
+    fn round_small<const MODE: u8, const FLUSH: bool>(&self, a: u32, h: u32) -> u32 {
+        if FLUSH {
+            // Only a value in the binade just under the smallest normal can round up to it.
+            // Where that binade holds f32 subnormals (whose bits have one leading bit fewer),
+            // double them first.
+            let (b, limit) = if self.emin_b == 1 {
+                (a << 1, 0x0100_0000)
+            } else {
+                (a, self.min_normal_bits)
+            };
+            if self.round_normal::<MODE>(b, h) >= limit {
+                self.min_normal_bits
+            } else {
+                0
+            }
+        } else if MODE == NEAREST {
+            // Adding and subtracting 2^(emin - man_bits + 23) rounds to a multiple of the
+            // smallest subnormal, ties to even.
+            ((f32::from_bits(a) + self.magic) - self.magic).to_bits()
+        } else {
+            // Integer significand `sig`, with the quantum at bit `sh` (a per-lane shift).
+            let exp = a >> 23;
+            let sig = (a & 0x007f_ffff) | if exp > 0 { 0x0080_0000 } else { 0 };
+            let sh = self.s + self.emin_b.saturating_sub(exp.max(1));
+            // For sh <= 31, as in `round_normal`: up iff the dropped bits `rest` exceed the top
+            // sh bits of h (floor(rest 2^(32 - sh)) > h iff rest > h >> (32 - sh)), by adding
+            // !h >> (32 - sh) = 2^sh - 1 - (h >> (32 - sh)). Directed: h is 0 or all ones.
+            // (The clamp keeps every shift defined; lanes with other `sh` are not selected.)
+            let sh_c = sh.min(31);
+            let near = (sig + ((!h >> 1) >> (31 - sh_c))) >> sh_c;
+            // For sh >= 32 nothing is kept: up iff floor(sig / 2^(sh - 32)) > h (stochastic),
+            // or iff inexact, away from zero (directed).
+            let far = if MODE == STOCHASTIC {
+                u32::from((sig >> (sh.saturating_sub(32)).min(31)) > h)
+            } else {
+                u32::from((sig != 0) & (h == 0))
+            };
+            let kept_up = if sh <= 31 { near } else { far };
+            // At most 2^24: exact as i32 and as f32.
+            ((kept_up as i32) as f32 * self.quantum).to_bits()
+        }
     }
 
     /// The random bits of the value at stream position `lo` with sign bit `sign`: drawn in
@@ -406,111 +605,100 @@ impl Kernel {
     fn random_bits<const MODE: u8>(&self, lo: u32, key: BlockKey, sign: u32) -> u32 {
         match MODE {
             STOCHASTIC => mix(lo, key),
-            DIRECTED if sign != 0 => self.h_negative,
-            DIRECTED => self.h_positive,
+            DIRECTED => by_sign(sign, self.h_negative, self.h_positive),
             _ => 0,
         }
     }
 
     /// Rounds a block in which every value is zero or a normal no larger than the largest
-    /// finite value: nothing to count, nothing special (the common case for weights and
-    /// activations), so the loop runs at memory speed.
+    /// finite value: nothing to count, nothing special, so the loop runs at memory speed.
     #[inline(always)]
-    fn ordinary_block<const MODE: u8>(&self, xs: &mut [f32], lo: u32, key: BlockKey) {
-        for (i, x) in xs.iter_mut().enumerate() {
-            let bits = x.to_bits();
-            let sign = bits & 0x8000_0000;
-            let h = self.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
-            *x = f32::from_bits(self.round_normal::<MODE>(bits ^ sign, h) | sign);
-        }
-    }
-
-    /// Rounds `xs` (positions `lo..` of the stream); with `SMALL` false, no value may be nonzero
-    /// and below the smallest normal; with `SPECIAL` false, none may be above the largest finite
-    /// value (nor infinite or NaN).
-    #[inline(always)]
-    fn block<const MODE: u8, const FLUSH: bool, const SMALL: bool, const SPECIAL: bool>(
+    fn ordinary_block<const MODE: u8, const L: usize>(
         &self,
-        xs: &mut [f32],
+        x: &[u32; L],
         lo: u32,
         key: BlockKey,
-        counts: &mut [u32; 5],
-    ) {
-        let k = *self;
-        let [mut under, mut sub, mut over, mut nan, mut inf] = *counts;
-        for (i, x) in xs.iter_mut().enumerate() {
-            let bits = x.to_bits();
+    ) -> [u32; L] {
+        let mut y = [0u32; L];
+        for (i, (&bits, y)) in x.iter().zip(&mut y).enumerate() {
+            let sign = bits & 0x8000_0000;
+            let h = self.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
+            *y = self.round_normal::<MODE>(bits ^ sign, h) | sign;
+        }
+        y
+    }
+
+    /// Rounds any block (positions `lo..` of the stream): every lane computes the normal and
+    /// the below-normal result and the special values, and selects; what happened is added to
+    /// the lane's packed counters in `fields` (see [`add_fields`]). Magnitudes are compared as
+    /// i32 (they are below 2^31), which vector units do in one instruction.
+    #[inline(always)]
+    fn general_block<const MODE: u8, const FLUSH: bool, const L: usize>(
+        &self,
+        x: &[u32; L],
+        lo: u32,
+        key: BlockKey,
+        fields: &mut [u32; L],
+    ) -> [u32; L] {
+        let k = self;
+        let mut y = [0u32; L];
+        for i in 0..L {
+            let bits = x[i];
             let sign = bits & 0x8000_0000;
             let a = bits ^ sign;
-            let h = self.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
-            let normal = |v: u32| k.round_normal::<MODE>(v, h);
-            let r = if !SMALL || a >= k.min_normal_bits {
-                normal(a)
-            } else if FLUSH {
-                // Only a value in the binade just under the smallest normal can round up to it.
-                // Where that binade holds f32 subnormals (whose bits have one leading bit fewer),
-                // double them first.
-                let (b, limit) = if k.emin_b == 1 {
-                    (a << 1, 0x0100_0000)
-                } else {
-                    (a, k.min_normal_bits)
-                };
-                if normal(b) >= limit {
-                    k.min_normal_bits
-                } else {
-                    0
-                }
-            } else if MODE != NEAREST {
-                // Below the smallest normal: integer significand, variable shift.
-                let exp = a >> 23;
-                let exp_eff = exp.max(1);
-                let sig = (a & 0x007f_ffff) | if exp > 0 { 0x0080_0000 } else { 0 };
-                let sh = k.s + k.emin_b.saturating_sub(exp_eff);
-                let sh_c = sh.min(31);
-                let kept = sig >> sh_c;
-                let rest = sig - (kept << sh_c);
-                // floor(rest / 2^sh * 2^32)
-                let frac = if sh <= 31 {
-                    (rest << (31 - sh)) << 1
-                } else {
-                    sig >> (sh - 32).min(31)
-                };
-                let up = if MODE == STOCHASTIC {
-                    u32::from(frac > h)
-                } else {
-                    // Directed: h is 0 (away from zero) or all ones (toward zero).
-                    u32::from((rest != 0) & (h == 0))
-                };
-                ((kept + up) as f32 * k.quantum).to_bits()
+            let h = k.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
+            let small = (a as i32) < k.min_normal_bits as i32;
+            let r = if small {
+                k.round_small::<MODE, FLUSH>(a, h)
             } else {
-                ((f32::from_bits(a) + k.magic) - k.magic).to_bits()
+                k.round_normal::<MODE>(a, h)
             };
-            under += u32::from((a != 0) & (r == 0));
-            sub += u32::from((r != 0) & (r < k.min_normal_bits));
-            if !SPECIAL {
-                *x = f32::from_bits(r | sign);
-                continue;
-            }
-            let finite = a < INF;
-            let overflowed = finite & (r > k.max_bits);
-            let out = if a > INF {
+            let nan = (a as i32) > INF as i32;
+            let inf = a == INF;
+            let over = ((a as i32) < INF as i32) & ((r as i32) > k.max_bits as i32);
+            // Only values below the smallest normal can become zero or subnormal (and a NaN's
+            // rounded bits may pass 2^31: not compared as i32 below).
+            let under = small & (a != 0) & (r == 0);
+            let sub = small & (r != 0) & ((r as i32) < k.min_normal_bits as i32);
+            let special = if nan {
                 (bits & k.nan_keep) | k.nan_set
-            } else if a == INF {
+            } else if inf {
                 k.infinity_bits | sign
-            } else if overflowed {
-                sign | if sign != 0 {
-                    k.overflow_negative
-                } else {
-                    k.overflow_positive
-                }
             } else {
-                r | sign
+                by_sign(sign, k.overflow_negative, k.overflow_positive) | sign
             };
-            *x = f32::from_bits(out);
-            over += u32::from(overflowed);
-            nan += u32::from(a > INF);
-            inf += u32::from(a == INF);
+            y[i] = if nan | inf | over { special } else { r | sign };
+            fields[i] += u32::from(under)
+                | u32::from(sub) << 6
+                | u32::from(over) << 12
+                | u32::from(nan) << 18
+                | u32::from(inf) << 24;
         }
-        *counts = [under, sub, over, nan, inf];
+        y
+    }
+}
+
+/// `negative` where the sign bit `sign` is set, else `positive`, by arithmetic (a select of
+/// struct fields by the data can become a load from one of two addresses per lane: a gather).
+#[inline(always)]
+fn by_sign(sign: u32, negative: u32, positive: u32) -> u32 {
+    let mask = ((sign as i32) >> 31) as u32;
+    positive ^ ((positive ^ negative) & mask)
+}
+
+/// Values per decision between the count-free loop and the general one.
+const SUPER: usize = 64;
+/// Blocks between sums of the packed counters: each 6-bit field counts at most one value per
+/// block, so it holds up to 63.
+const GROUP: usize = 63;
+
+/// Adds per-lane packed counters (underflow, subnormal, overflow, NaN, infinite: 6 bits each,
+/// from bit 0) to the totals.
+fn add_fields<const L: usize>(totals: &mut [u64; 5], fields: &[u32; L]) {
+    for (k, total) in totals.iter_mut().enumerate() {
+        *total += fields
+            .iter()
+            .map(|f| u64::from((f >> (6 * k)) & 63))
+            .sum::<u64>();
     }
 }
