@@ -12,6 +12,7 @@
 #   --analyze-mib N    size of the analyze file in MiB (default 256; the issue's figure is 1024)
 #   --capture-steps N  steps of each capture run (default 300)
 #   --out FILE         the table (default reports/perf/machines/<cpu-slug>.md)
+#   --note TEXT        a sentence for the top of the table (what else the machine was doing)
 #
 # Comparisons: (a) rounding 16M gradient-like f32 in place, one thread: benches/round.rs against
 # numpy, ml_dtypes and torch (benches/peers/quantize_peers.py); (b) `mixprec analyze` of a
@@ -25,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-rounds=3 mib=256 steps=300 quick=0 out=""
+rounds=3 mib=256 steps=300 quick=0 out="" note=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 rounds=1 mib=64 steps=30 ;;
@@ -33,6 +34,7 @@ while [ $# -gt 0 ]; do
     --analyze-mib) mib=${2:?}; shift ;;
     --capture-steps) steps=${2:?}; shift ;;
     --out) out=${2:?}; shift ;;
+    --note) note=${2:?}; shift ;;
     *) echo "compare.sh: unknown option '$1' (see the header of benches/compare.sh)" >&2; exit 2 ;;
   esac
   shift
@@ -192,10 +194,15 @@ simd=$(for f in sse4_2 avx fma f16c avx2 avx512f avx512bw avx512vl avx512_vnni a
   echo "Written by \`benches/compare.sh$([ $quick = 1 ] && echo ' --quick') --rounds $rounds --analyze-mib $mib --capture-steps $steps\`"
   echo "on $(date -u '+%Y-%m-%d %H:%M UTC'); the whole run took $((elapsed / 60)) min $((elapsed % 60)) s."
   echo
-  echo "- CPU: $model, family $family, model $cpu_model; $(nproc) cores online ($(cpu_field 'Thread\(s\) per core') thread(s) per core); L1d $(cpu_field 'L1d cache'), L2 $(cpu_field 'L2 cache'), L3 $(cpu_field 'L3 cache')"
+  echo "- CPU: $model, family $family, model $cpu_model; $(nproc) cores online ($(cpu_field 'Thread(s) per core') thread(s) per core); L1d $(cpu_field 'L1d cache'), L2 $(cpu_field 'L2 cache'), L3 $(cpu_field 'L3 cache')"
   echo "- SIMD: ${simd% }"
   echo "- memory: $(free -g | awk '/^Mem/ {print $2}') GiB; kernel $(uname -r)"
   echo "- load average (1, 5, 15 min): $load_start at the start, $load_end at the end"
+  if awk -v l="${load_start%% *}" -v n="$(nproc)" 'BEGIN {exit !(l > n / 2)}'; then
+    echo "- the machine was busy (load average above half its cores): times are inflated and noisy;"
+    echo "  ratios formed within a round (both sides minutes apart) are the figures that count"
+  fi
+  if [ -n "$note" ]; then echo "- note: $note"; fi
   versions
   echo
   python3 benches/compare_table.py "$results" "$mib" "$steps"
