@@ -75,7 +75,7 @@ fn bench_steps(
             g.bench_function(name, |b| {
                 b.iter(|| {
                     step += 1;
-                    if every > 0 && step % every == 0 {
+                    if every > 0 && step.is_multiple_of(every) {
                         t.precision.set_observer(Some(Observer::default()));
                     }
                     let r = t.step(x, Targets::Labels(y)).expect("labels fit");

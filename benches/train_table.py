@@ -8,9 +8,11 @@ fp32 step, and the cost of capturing every step and every 10th step, as ratios m
 same run; the GEMM baseline first where the group has one.
 """
 import json
+import os
 import pathlib
 
-ROOT = pathlib.Path("target/criterion")
+# Where criterion writes (its CRITERION_HOME, as benches/compare.sh sets it).
+ROOT = pathlib.Path(os.environ.get("CRITERION_HOME", "target/criterion"))
 GROUPS = ["digits-mlp", "digits-cnn", "mlp-784-1024-1024-10"]
 RECIPES = ["fp32", "fp16-dynamic", "bf16-master", "fp8-hybrid"]
 

@@ -76,7 +76,7 @@ fn main() -> ExitCode {
                 })
                 .collect();
             // Two-dimensional where the name says weight, like a real layer's gradient.
-            let shape = if name.contains("weight") && n % 64 == 0 {
+            let shape = if name.contains("weight") && n.is_multiple_of(64) {
                 vec![n / 64, 64]
             } else {
                 vec![n]

@@ -174,7 +174,7 @@ fn stochastic_rounding_is_strict_at_the_random_bits() {
     let h: Vec<f64> = (0..n as u64)
         .map(|i| f64::from(stochastic_bits(seed, start + i)))
         .collect();
-    let sign = |i: usize| if i % 3 == 0 { -1.0 } else { 1.0 };
+    let sign = |i: usize| if i.is_multiple_of(3) { -1.0 } else { 1.0 };
     let p = |e: i32| 2f64.powi(e);
     // (fraction, lower neighbour, gap) per position; None where the position is left at 0.
     let normal = |i: usize, step: f64| {

@@ -3,8 +3,10 @@ plain SGD lr 0.01, cross-entropy) on a random batch of 256, in fp32 and under bf
 
     benches/peers/run.sh train --threads 2
 
-Prints the median time per step over --steps steps after --warmup steps, for each mode. Needs
-torch (run.sh installs it); reports/perf/train.md records its output beside
+Prints the median time per step over --steps steps after --warmup steps, for each mode. A mode
+whose steps are slow (bf16 autocast on a CPU without AVX-512 BF16 takes over a second a step)
+stops warming up after 2 s and measuring after --max-seconds, with at least 5 steps measured. Needs
+torch (run.sh takes it from scripts/python-env); reports/perf/train.md records its output beside
 `cargo bench --bench train` measured in the same session, in interleaved rounds.
 """
 
@@ -20,6 +22,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--max-seconds", type=float, default=10.0)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -35,16 +38,23 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     for mode in ["fp32", "bf16-autocast"]:
         times = []
+        start = time.perf_counter()
+        warmup = args.warmup
         for i in range(args.warmup + args.steps):
+            spent = time.perf_counter() - start
+            if i < warmup and i > 0 and spent > 2.0:
+                warmup = i
+            if len(times) >= 5 and spent > args.max_seconds:
+                break
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=(mode != "fp32")):
                 loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
-            if i >= args.warmup:
+            if i >= warmup:
                 times.append(time.perf_counter() - t0)
-        print(f"{mode}: median {statistics.median(times) * 1e3:.2f} ms per step")
+        print(f"{mode}: median {statistics.median(times) * 1e3:.2f} ms per step ({len(times)} steps)")
 
 
 if __name__ == "__main__":

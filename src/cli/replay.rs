@@ -96,10 +96,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             )?;
         }
     }
-    if let Some(page) = page {
-        if !args.json {
-            writeln!(out, "\nreport: {}", page.display())?;
-        }
+    if let Some(page) = page
+        && !args.json
+    {
+        writeln!(out, "\nreport: {}", page.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -42,7 +42,7 @@ pub struct Curve {
 impl Curve {
     fn push(&mut self, step: u64, value: f64) {
         self.stride = self.stride.max(1);
-        if step % self.stride == 0 {
+        if step.is_multiple_of(self.stride) {
             self.points.push((step, value));
             if self.points.len() > MAX_POINTS {
                 self.stride *= 2;
@@ -54,10 +54,10 @@ impl Curve {
     }
 
     fn finish(&mut self) {
-        if let Some(last) = self.last {
-            if self.points.last() != Some(&last) {
-                self.points.push(last);
-            }
+        if let Some(last) = self.last
+            && self.points.last() != Some(&last)
+        {
+            self.points.push(last);
         }
     }
 }

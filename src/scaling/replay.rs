@@ -272,14 +272,14 @@ impl Replayer {
             if overflow {
                 p.overflow.add(r.step);
             }
-            if let Some((_, at, h, _)) = captured {
-                if let Some(share) = underflow_share(h, *at, judged.format, scale) {
-                    p.underflow.push(Underflow {
-                        step: r.step,
-                        scale,
-                        share,
-                    });
-                }
+            if let Some((_, at, h, _)) = captured
+                && let Some(share) = underflow_share(h, *at, judged.format, scale)
+            {
+                p.underflow.push(Underflow {
+                    step: r.step,
+                    scale,
+                    share,
+                });
             }
             match s.update(overflow) {
                 Ok(skipped) => {

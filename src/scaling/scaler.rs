@@ -319,7 +319,7 @@ impl LossScaler {
                         GrowthRule::Tracker => self.growth_tracker == d.growth_interval,
                         GrowthRule::SinceOverflow => {
                             let stable = self.growth_tracker - 1;
-                            stable > 0 && stable % d.growth_interval == 0
+                            stable > 0 && stable.is_multiple_of(d.growth_interval)
                         }
                     };
                     if grow {

@@ -71,14 +71,14 @@ impl Dataset {
     /// As [`Dataset::load`]; [`Error::InvalidValue`] for `labels` with a data set that is not a
     /// `.npy` file (the others hold their labels).
     pub fn load_with_labels(name: &str, labels: Option<&str>, seed: u64) -> crate::Result<Dataset> {
-        if let Some(labels) = labels {
-            if !name.ends_with(".npy") {
-                return Err(Error::InvalidValue {
-                    what: "labels",
-                    value: labels.to_string(),
-                    expected: "a labels file only with a .npy dataset (built-in sets, CSV and .npz files hold their labels)",
-                });
-            }
+        if let Some(labels) = labels
+            && !name.ends_with(".npy")
+        {
+            return Err(Error::InvalidValue {
+                what: "labels",
+                value: labels.to_string(),
+                expected: "a labels file only with a .npy dataset (built-in sets, CSV and .npz files hold their labels)",
+            });
         }
         match name {
             "digits" => digits(),

@@ -599,10 +599,10 @@ pub fn execute(
                         }),
                     };
                     progress(Event::Done(run, result.as_ref()));
-                    if let Err(e) = result {
-                        if let Ok(mut f) = failed.lock() {
-                            f.push((run.name.clone(), e));
-                        }
+                    if let Err(e) = result
+                        && let Ok(mut f) = failed.lock()
+                    {
+                        f.push((run.name.clone(), e));
                     }
                 }
             });

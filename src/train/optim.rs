@@ -205,10 +205,10 @@ pub fn apply_update<T: Real>(
 ) -> UpdateStats {
     p.enter(param.site);
     p.store_array(Class::Update, &mut update);
-    if p.capturing() {
-        if let (Some(w), Some(u)) = (param.master.as_slice(), update.as_slice()) {
-            p.observe_updates(w, u);
-        }
+    if p.capturing()
+        && let (Some(w), Some(u)) = (param.master.as_slice(), update.as_slice())
+    {
+        p.observe_updates(w, u);
     }
     let mut stats = UpdateStats::default();
     if p.rounds(Class::Master) {

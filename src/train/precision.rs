@@ -367,10 +367,11 @@ impl Precision {
         // Unrounded master weights are exactly what the weight copy sees before rounding (the
         // copy is taken from them), so observing them too would capture the same tensor twice.
         let duplicate = class == Class::Master && !self.rounds(Class::Master);
-        if self.recording && !duplicate {
-            if let Some(observer) = &mut self.observer {
-                observer.observe((self.current, class, self.part), xs);
-            }
+        if self.recording
+            && !duplicate
+            && let Some(observer) = &mut self.observer
+        {
+            observer.observe((self.current, class, self.part), xs);
         }
         let gradient = matches!(class, Class::ActivationGrad | Class::WeightGrad);
         // Gradients get one pass before rounding for their largest finite magnitude; unrounded,
@@ -429,12 +430,10 @@ impl Precision {
             self.nonfinite.insert(site);
             self.first_nonfinite.get_or_insert(site);
         }
-        if gradient {
-            if let Some(taps) = &mut self.taps {
-                taps.entry((self.current, class))
-                    .or_default()
-                    .extend(xs.iter().map(|&v| Real::to_f64(v) as f32));
-            }
+        if gradient && let Some(taps) = &mut self.taps {
+            taps.entry((self.current, class))
+                .or_default()
+                .extend(xs.iter().map(|&v| Real::to_f64(v) as f32));
         }
     }
 
@@ -454,10 +453,10 @@ impl Precision {
     /// On capture steps, records the ratios `|w| / |u|` of the current layer's master weights
     /// `weights` (before the update) to the nonzero updates `updates`.
     pub fn observe_updates<T: Real>(&mut self, weights: &[T], updates: &[T]) {
-        if self.recording {
-            if let Some(observer) = &mut self.observer {
-                observer.observe_updates(self.current, weights, updates);
-            }
+        if self.recording
+            && let Some(observer) = &mut self.observer
+        {
+            observer.observe_updates(self.current, weights, updates);
         }
     }
 

@@ -360,14 +360,14 @@ impl Recipe {
     /// [`Error::InvalidValue`] naming the first problem.
     pub fn validate(&self) -> crate::Result<()> {
         self.loss_scaling.validate()?;
-        if let Some(f) = self.fp8_scaling {
-            if f.amax_history_len == 0 {
-                return Err(Error::InvalidValue {
-                    what: "amax_history_len",
-                    value: "0".into(),
-                    expected: "at least 1",
-                });
-            }
+        if let Some(f) = self.fp8_scaling
+            && f.amax_history_len == 0
+        {
+            return Err(Error::InvalidValue {
+                what: "amax_history_len",
+                value: "0".into(),
+                expected: "at least 1",
+            });
         }
         let scaled = self.loss_scaling != LossScaling::None;
         if scaled && self.master_weights == crate::format::FP16 && !self.allow_fp16_unscale {

@@ -21,6 +21,25 @@
 //! scalar kernel rounds the product and the sum separately) go through [`gemm_reference`], the
 //! same order in plain loops. `gemm_matches_the_fixed_order` (below) checks every path bit for
 //! bit against an independent loop in that order.
+//!
+//! What was read in the source of `gemm` 0.19.0 with its `x86-v4` feature (`gemm-common` and
+//! `gemm-f32` 0.19.0; the same code as 0.18.2 but for the feature's name, `nightly` there, and
+//! `pulp` 0.22 for the feature detection):
+//! - dispatch (`gemm_def!` in `gemm-common/src/gemm.rs`): the `avx512f` kernels on a CPU with
+//!   AVX-512F, else the `fma` (AVX2) ones on a CPU with FMA, else the scalar ones;
+//! - both x86 kernel sets are instances of one macro (`microkernel!` in
+//!   `gemm-common/src/microkernel.rs`; 8 lanes, tiles up to 16x6, k unrolled 2 for AVX2; 16
+//!   lanes, tiles up to 64x6, k unrolled 4 for AVX-512): one accumulator per output, from zero,
+//!   updated by one `_mm256_fmadd_ps` / `_mm512_fmadd_ps` per term in increasing k (the
+//!   unrolling repeats the step in sequence; it does not split the chain), then written as
+//!   `fma(1, acc, dst)` (edge tiles: `f32::mul_add`, fused too) or `1 acc`;
+//! - the k-block (`kernel_params` in `gemm-common/src/cache.rs`, unchanged since 0.18.2):
+//!   `max(L1-derived, 512).min(k)`, then `k` split evenly, so one block of `k` for `k <= 512`;
+//!   the shortcut for `m, n <= 64` takes `k.min(512)`;
+//! - the other kernels, taken before the tile kernels and routed to [`gemm_reference`] here:
+//!   horizontal kernels (AVX2 2x2, AVX-512 4x4) for `m n <= 256` with contiguous `lhs` rows and
+//!   `rhs` columns, `gevv` for `k <= 2`, `gemv` for `m <= 1` or `n <= 1`;
+//! - threads split the output (rows and columns of tiles), never `k`.
 
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis, Zip, s};
 
