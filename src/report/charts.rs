@@ -656,11 +656,14 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
         .x_desc(&c.x_desc)
         .y_desc("series")
         .y_labels(nr + 1)
+        // Rows are named, not measured: no tick marks (one would stand in the legend's band).
+        .set_tick_mark_size(LabelAreaPosition::Left, 0)
         .x_label_formatter(&|x| x_label(*x))
         // Row 0 is drawn at the top.
         .y_label_formatter(&|y| {
             at(*y)
-                .map(|i| names[names.len() - 1 - i].clone())
+                // Spaced off the axis, which has no tick marks to do it.
+                .map(|i| format!("{}  ", names[names.len() - 1 - i]))
                 .unwrap_or_default()
         })
         .axis_desc_style((FONT, 18))
