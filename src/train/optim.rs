@@ -196,6 +196,61 @@ pub fn unscaled<T: Real>(param: &Param<T>, inv_scale: T) -> Array2<T> {
     param.grad.mapv(|g| g * inv_scale)
 }
 
+/// [`apply_update`] of the update `step(g)` of each gradient `g` (SGD without momentum): when
+/// storing the update and the master weights would only check them
+/// ([`Precision::check_only`]) and the weight copy is not rounded, the update is never formed as
+/// an array: it is computed, added, counted and checked for inf/NaN in one pass with the weight
+/// copy's refresh. The same values, counts and records as [`apply_update`] of `grad.mapv(step)`.
+pub fn apply_update_fn<T: Real>(
+    param: &mut Param<T>,
+    step: impl Fn(T) -> T + Sync,
+    p: &mut Precision,
+) -> UpdateStats {
+    let fused =
+        p.check_only(Class::Update) && p.check_only(Class::Master) && !p.rounds(Class::Weight);
+    let n = param.grad.len();
+    let fused = fused && param.master.len() == n && param.weight.len() == n;
+    let (true, Some(master), Some(weight), Some(grad)) = (
+        fused,
+        param.master.as_slice_mut(),
+        param.weight.as_slice_mut(),
+        param.grad.as_slice(),
+    ) else {
+        let update = param.grad.mapv(step);
+        return apply_update(param, update, p);
+    };
+    let (stats, bad_updates, bad_masters) = zip2_chunks(
+        master,
+        weight,
+        grad,
+        |master, weight, grad| {
+            let (mut nonzero, mut lost, mut bad_u, mut bad_m) = (0u64, 0u64, 0u64, 0u64);
+            for ((m, w), &g) in master.iter_mut().zip(weight).zip(grad) {
+                let u = step(g);
+                let before = *m;
+                *m = before + u;
+                *w = *m;
+                let moved = u != T::zero();
+                nonzero += u64::from(moved);
+                lost += u64::from(moved && *m == before);
+                bad_u += u64::from(!u.is_finite());
+                bad_m += u64::from(!m.is_finite());
+            }
+            (UpdateStats { nonzero, lost }, bad_u, bad_m)
+        },
+        |mut a, b| {
+            a.0 += b.0;
+            (a.0, a.1 + b.1, a.2 + b.2)
+        },
+    );
+    // In the order of apply_update's stores: the update, then the master weights.
+    p.enter(param.site);
+    p.note_store(Class::Update, n, bad_updates);
+    p.set_tensor(param.name);
+    p.note_store(Class::Master, n, bad_masters);
+    stats
+}
+
 /// Stores `update` (class [`Class::Update`]), adds it to the master weights, stores them (class
 /// [`Class::Master`]) and refreshes the weight copy (class [`Class::Weight`]).
 pub fn apply_update<T: Real>(

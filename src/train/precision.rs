@@ -426,14 +426,47 @@ impl Precision {
                 let bad = xs.iter().filter(|v| !v.is_finite()).count();
                 self.tally[class.index()].nonfinite += bad as u64;
             }
-            let site = (self.current, class);
-            self.nonfinite.insert(site);
-            self.first_nonfinite.get_or_insert(site);
+            self.mark_nonfinite(class);
         }
         if gradient && let Some(taps) = &mut self.taps {
             taps.entry((self.current, class))
                 .or_default()
                 .extend(xs.iter().map(|&v| Real::to_f64(v) as f32));
+        }
+    }
+
+    /// Notes that a value stored as class `class` of the current layer was inf or NaN.
+    fn mark_nonfinite(&mut self, class: Class) {
+        let site = (self.current, class);
+        self.nonfinite.insert(site);
+        self.first_nonfinite.get_or_insert(site);
+    }
+
+    /// Whether storing a tensor of class `class` would only count it and check it for inf/NaN:
+    /// the class is not rounded, not a gradient (whose store also takes its largest magnitude
+    /// and keeps taps), and nothing observes the store. A layer that computes such a tensor can
+    /// then check it in the pass that writes it and record it with [`Precision::note_store`],
+    /// instead of a second pass over it in [`Precision::store`].
+    #[must_use]
+    pub fn check_only(&self, class: Class) -> bool {
+        !self.rounds(class)
+            && self.observer.is_none()
+            && !matches!(class, Class::ActivationGrad | Class::WeightGrad)
+    }
+
+    /// Records a store of `len` values of class `class` at the current layer, `nonfinite` of them
+    /// inf or NaN, that the caller checked itself where [`Precision::check_only`] holds: the
+    /// counts and non-finite sites that [`Precision::store`] of those values records.
+    pub fn note_store(&mut self, class: Class, len: usize, nonfinite: u64) {
+        debug_assert!(self.check_only(class), "note_store where a store does more");
+        if !self.recording {
+            return;
+        }
+        let tally = &mut self.tally[class.index()];
+        tally.stored += len as u64;
+        tally.nonfinite += nonfinite;
+        if nonfinite > 0 {
+            self.mark_nonfinite(class);
         }
     }
 

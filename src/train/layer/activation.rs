@@ -67,6 +67,9 @@ impl<T: Real> Layer<T> for ActivationLayer<T> {
     }
 
     fn forward(&mut self, x: Array2<T>, p: &mut Precision) -> Array2<T> {
+        if self.activation == Activation::Relu && !p.rounds(Class::Activation) {
+            return self.relu_unrounded(x, p);
+        }
         let (half, one) = (T::of(0.5), T::one());
         let mut y = match self.activation {
             Activation::Relu => x.mapv(|v| if v > T::zero() { v } else { T::zero() }),
@@ -116,6 +119,38 @@ impl<T: Real> Layer<T> for ActivationLayer<T> {
         }
         p.store_array(Class::ActivationGrad, &mut dx);
         dx
+    }
+}
+
+impl<T: Real> ActivationLayer<T> {
+    /// ReLU's forward pass where activations are not rounded: the output is positive exactly
+    /// where the input is (it is the input there), so backward's select reads the input, kept
+    /// without a copy of the output; and where the store would only check the output, it is
+    /// checked as it is written.
+    fn relu_unrounded(&mut self, x: Array2<T>, p: &mut Precision) -> Array2<T> {
+        let relu = |v: T| if v > T::zero() { v } else { T::zero() };
+        let y = match x.as_slice() {
+            Some(xs) if p.check_only(Class::Activation) => {
+                let mut bad = 0u64;
+                let ys: Vec<T> = xs
+                    .iter()
+                    .map(|&v| {
+                        let y = relu(v);
+                        bad += u64::from(!y.is_finite());
+                        y
+                    })
+                    .collect();
+                p.note_store(Class::Activation, ys.len(), bad);
+                Array2::from_shape_vec(x.raw_dim(), ys).unwrap_or_else(|_| x.mapv(relu))
+            }
+            _ => {
+                let mut y = x.mapv(relu);
+                p.store_array(Class::Activation, &mut y);
+                y
+            }
+        };
+        self.kept = Some(x);
+        y
     }
 }
 

@@ -80,8 +80,25 @@ impl<T: Real> Layer<T> for Linear<T> {
         );
         let w = self.weight_operand.as_ref().unwrap_or(&self.weight.weight);
         let mut y = p.matmul(x.view(), w.t(), Class::Activation);
-        y += &self.bias.weight;
-        p.store_array(Class::Activation, &mut y);
+        let cols = y.ncols();
+        let bias = self.bias.weight.as_slice().filter(|b| !b.is_empty());
+        match (y.as_slice_mut(), bias) {
+            // The bias added and the sum checked in one pass, where the store would only check.
+            (Some(ys), Some(b)) if p.check_only(Class::Activation) && b.len() == cols => {
+                let mut bad = 0u64;
+                for row in ys.chunks_exact_mut(b.len()) {
+                    for (y, &b) in row.iter_mut().zip(b) {
+                        *y += b;
+                        bad += u64::from(!y.is_finite());
+                    }
+                }
+                p.note_store(Class::Activation, ys.len(), bad);
+            }
+            _ => {
+                y += &self.bias.weight;
+                p.store_array(Class::Activation, &mut y);
+            }
+        }
         self.input = Some(x);
         y
     }

@@ -2,10 +2,10 @@
 
 use ndarray::Array2;
 
-use super::{Optimizer, UpdateStats, apply_update, unscaled};
+use super::{Optimizer, UpdateStats, apply_update, apply_update_fn, unscaled};
 use crate::train::layer::Param;
 use crate::train::precision::{Class, Precision};
-use crate::train::real::{Real, zip_chunks};
+use crate::train::real::Real;
 
 /// SGD with heavy-ball momentum (PyTorch's form):
 /// ```text
@@ -42,38 +42,26 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
         let mut stats = UpdateStats::default();
         let (lr, mu) = (T::of(self.lr), T::of(self.momentum));
         for (i, param) in params.iter_mut().enumerate() {
-            let update = if self.momentum == 0.0 {
+            if self.momentum == 0.0 {
                 // One pass: unscale (in FP32), then scale by the learning rate, as two passes would.
-                let step = |g: T| -lr * (g * inv_scale);
-                let mut update = Array2::zeros(param.grad.dim());
-                match (update.as_slice_mut(), param.grad.as_slice()) {
-                    (Some(u), Some(g)) => zip_chunks(
-                        u,
-                        g,
-                        |u, g| u.iter_mut().zip(g).for_each(|(u, &g)| *u = step(g)),
-                        |(), ()| (),
-                    ),
-                    _ => update = param.grad.mapv(step),
-                }
-                update
+                stats += apply_update_fn(param, |g: T| -lr * (g * inv_scale), p);
+                continue;
+            }
+            let g = unscaled(param, inv_scale);
+            p.enter(param.site);
+            let mut v = if first {
+                g
             } else {
-                let g = unscaled(param, inv_scale);
-                p.enter(param.site);
-                let mut v = if first {
-                    g
-                } else {
-                    &self.velocity[i] * mu + &g
-                };
-                p.set_part("momentum");
-                p.store_array(Class::OptimizerState, &mut v);
-                let update = v.mapv(|x| -lr * x);
-                if first {
-                    self.velocity.push(v);
-                } else {
-                    self.velocity[i] = v;
-                }
-                update
+                &self.velocity[i] * mu + &g
             };
+            p.set_part("momentum");
+            p.store_array(Class::OptimizerState, &mut v);
+            let update = v.mapv(|x| -lr * x);
+            if first {
+                self.velocity.push(v);
+            } else {
+                self.velocity[i] = v;
+            }
             stats += apply_update(param, update, p);
         }
         stats

@@ -337,3 +337,44 @@ fn a_step_reports_updates_lost_with_fp32_and_fp16_master_weights() {
         assert!(r.updates_lost < most, "{name}: {}", r.updates_lost);
     }
 }
+
+/// Where a store would only check its values, the fp32 step checks them in the pass that writes
+/// them (the bias add, ReLU, SGD's update and master weights) and ReLU keeps its input for
+/// backward: the same weights, bit for bit, and the same record (but for the weight copy, which
+/// only a capture stores) as the plain stores, which an observer (a capture on every step)
+/// forces. Updates and inputs that overflow make every count
+/// of non-finite values nonzero.
+#[test]
+fn fused_checks_record_what_the_stores_record() {
+    let data = digits().unwrap();
+    let recipe = Recipe::preset("fp32").unwrap();
+    let x = data.train_x.slice(ndarray::s![..32, ..]).to_owned();
+    let y = &data.train_y[..32];
+    let mut inf = x.clone();
+    inf[[3, 5]] = f32::INFINITY;
+    for (lr, batches) in [(0.1, vec![&x, &x, &inf, &x]), (1e38, vec![&x, &x])] {
+        let sgd = OptimizerConfig::Sgd { lr, momentum: 0.0 };
+        let mut plain = trainer(&recipe, &data, MlpConfig::default(), sgd, 3);
+        let mut fused = trainer(&recipe, &data, MlpConfig::default(), sgd, 3);
+        for (i, &batch) in batches.iter().enumerate() {
+            plain
+                .precision
+                .set_observer(Some(crate::train::capture::Observer::default()));
+            let mut want = plain.step(batch, Targets::Labels(y)).unwrap();
+            // A capture also stores (observes) the unrounded weight copy, which a step without
+            // one leaves alone.
+            want.counts.remove(&Class::Weight);
+            let got = fused.step(batch, Targets::Labels(y)).unwrap();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "lr {lr}, step {i}");
+            for (a, b) in fused.model.params().iter().zip(plain.model.params()) {
+                let bits = |w: &Array2<f32>| w.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a.master), bits(&b.master), "lr {lr}, step {i}");
+                assert_eq!(bits(&a.weight), bits(&b.weight), "lr {lr}, step {i}");
+            }
+        }
+        let counts = fused.precision.class_counts();
+        if lr > 1.0 {
+            assert!(counts[&Class::Update].nonfinite > 0 && counts[&Class::Master].nonfinite > 0);
+        }
+    }
+}
