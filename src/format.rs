@@ -18,6 +18,7 @@
 //! assert_eq!((counts.underflow, counts.subnormal, counts.overflow), (1, 1, 1));
 //! ```
 
+mod block;
 mod encode;
 mod random;
 mod round;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
+pub use block::{E8m0, MX_BLOCK, MX_PRESETS, MxFormat, MxRounder};
 pub use random::stochastic_bits;
 pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};
 pub use scale::{deserialize_loss_scale, parse_log2_scale, parse_loss_scale};

@@ -97,7 +97,10 @@ fn formats_table_and_json() {
     assert_eq!(fp4["name"], "fp4-e2m1");
     assert_eq!(fp4["max"], 6.0);
     assert_eq!(fp4["min_subnormal"], 0.5);
-    assert_eq!((&fp4["has_infinity"], &fp4["has_nan"]), (&false.into(), &false.into()));
+    assert_eq!(
+        (&fp4["has_infinity"], &fp4["has_nan"]),
+        (&false.into(), &false.into())
+    );
     assert_eq!(all[6]["max"], 7.5);
     assert_eq!(all[7]["max"], 28.0);
     assert_eq!(all[4]["has_nan"], true);
@@ -544,7 +547,10 @@ fn formats_ranges_and_plots() {
 /// pattern, NaN kept in values but refused as bits (it has no pattern), and `explain` saying so.
 #[test]
 fn ocp_fp4_quantize_and_explain() {
-    let o = mixprec(&["quantize", "--format", "fp4-e2m1"], "1.2\n-7\ninf\nnan\n0.2\n");
+    let o = mixprec(
+        &["quantize", "--format", "fp4-e2m1"],
+        "1.2\n-7\ninf\nnan\n0.2\n",
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "1\n-6\n6\nNaN\n0\n");
     let o = mixprec(
@@ -557,9 +563,17 @@ fn ocp_fp4_quantize_and_explain() {
         "28\nnan\n",
     );
     assert_bad(&o, "line 2: NaN has no bit pattern in fp6-e3m2");
-    assert_eq!(stdout(&o), "0x1f\n", "the lines before the error are written");
+    assert_eq!(
+        stdout(&o),
+        "0x1f\n",
+        "the lines before the error are written"
+    );
     let o = mixprec(&["explain", "nan", "--format", "fp4-e2m1"], "");
-    assert!(stdout(&o).contains("fp4-e2m1 has no NaN pattern"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("fp4-e2m1 has no NaN pattern"),
+        "{}",
+        stdout(&o)
+    );
     let o = mixprec(&["explain", "100", "--format", "fp6-e2m3"], "");
     let text = stdout(&o);
     assert!(text.contains("7.5 (0x1f) < x < no finite value"), "{text}");

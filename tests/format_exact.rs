@@ -259,7 +259,10 @@ fn ocp_fp4_nan_and_infinity() {
     for f in [FP6_E2M3, FP6_E3M2, FP4_E2M1] {
         let r = Rounder::new(f, RoundOptions::default());
         let (v, ev) = r.round_at(-f64::NAN, 0);
-        assert!(v.is_nan() && v.is_sign_negative() && ev == Event::Nan, "{f}");
+        assert!(
+            v.is_nan() && v.is_sign_negative() && ev == Event::Nan,
+            "{f}"
+        );
         assert_eq!(f.encode(f64::NAN), None, "{f}");
         assert_eq!(r.round(f64::INFINITY), f.max(), "{f}");
         assert_eq!(r.round(-1e30), -f.max(), "{f}");

@@ -2,8 +2,8 @@
 //! over all 2^32 f32 inputs, and exhaustive encode/decode round trips.
 
 use mixprec::format::{
-    BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath, Overflow, PRESETS, RoundCounts,
-    RoundOptions, Rounder, Rounding, TF32, stochastic_bits,
+    BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath,
+    Overflow, PRESETS, RoundCounts, RoundOptions, Rounder, Rounding, TF32, stochastic_bits,
 };
 use mixprec::train::Rng;
 

@@ -147,7 +147,10 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
         Some(pattern) => fields(&mut line, f, pattern, r),
         None => line(
             "bits",
-            format!("none: {} has no NaN pattern (NaN stays NaN in the simulation)", f.name()),
+            format!(
+                "none: {} has no NaN pattern (NaN stays NaN in the simulation)",
+                f.name()
+            ),
         ),
     }
 

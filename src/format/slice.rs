@@ -11,8 +11,8 @@ use std::ops::{Add, AddAssign};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::random::{BlockKey, mix};
 use super::Encoding;
+use super::random::{BlockKey, mix};
 use super::round::{Event, Overflow, Rounder, Rounding};
 
 /// How many values of a slice each rounding event touched.
