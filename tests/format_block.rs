@@ -170,6 +170,18 @@ fn awkward_blocks() -> Vec<f32> {
         }
     }
     blocks.push(vec![f32::MAX; MX_BLOCK]);
+    // Values that vanish when scaled in f32 (2^-140 / 2^112): only their being nonzero matters
+    // (directed rounding moves them to the smallest subnormal).
+    let mut vanishing = vec![
+        2f32.powi(-100),
+        -1e-35,
+        f32::from_bits(1),
+        -f32::from_bits(3),
+        0.0,
+    ];
+    vanishing.resize(MX_BLOCK - 1, 1e-30);
+    vanishing.push(2f32.powi(120));
+    blocks.push(vanishing);
     let mut with_nan = spread(1.0, 0, &mut next);
     with_nan[5] = f32::NAN;
     blocks.push(with_nan);
