@@ -226,6 +226,13 @@ fn stochastic_rounding_is_strict_at_the_random_bits() {
         (h[i] % 1024.0 == 0.0)
             .then(|| (3.0 * p(-24) + (h[i] + step) * p(-56), 3.0 * p(-24), p(-24)))
     };
+    // Far below (|x| in [2^-34, 2^-33): the quantum 2^-24 is 33 bits above the last bit, so
+    // nothing is kept): `(2h + 1) 2^-57` has the 32-bit fraction floor(h + 1/2) = h (stays
+    // zero), `(2h + 2) 2^-57` has h + 1 (rounds up to 2^-24); for h in [2^22, 2^23 - 1).
+    let far = |i: usize, step: f64| {
+        (h[i] >= p(22) && h[i] < p(23) - 1.0)
+            .then(|| ((2.0 * h[i] + 1.0 + step) * p(-57), 0.0, p(-24)))
+    };
     let mut boundaries = 0;
     for (what, case) in [
         (
@@ -233,6 +240,7 @@ fn stochastic_rounding_is_strict_at_the_random_bits() {
             &normal as &dyn Fn(usize, f64) -> Option<(f64, f64, f64)>,
         ),
         ("subnormal", &subnormal),
+        ("far", &far),
     ] {
         for (step, up) in [(0.0, false), (1.0, true)] {
             let step = if what == "subnormal" {

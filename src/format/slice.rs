@@ -458,8 +458,8 @@ impl Kernel {
         }
     }
 
-    /// Rounds blocks of `L` values: a block with no nonzero value below the format's
-    /// smallest normal and none above its largest finite value (the common case for weights
+    /// Rounds blocks of `L` values: where [`SUPER`] values hold no nonzero value below the
+    /// format's smallest normal and none above its largest finite value (the common case for weights
     /// and activations) takes the count-free loop; any other block takes the general one, which
     /// computes every case for every lane and selects (no branch on the data), with the counts
     /// kept per lane in packed 6-bit fields and summed every [`GROUP`] blocks.
@@ -471,40 +471,51 @@ impl Kernel {
         key: BlockKey,
     ) -> RoundCounts {
         let mut totals = [0u64; 5];
-        let blocks = io.len / L;
-        let mut b = 0;
-        while b < blocks {
-            let group_end = blocks.min(b + GROUP);
+        // Which loop runs is decided per SUPER values, so that on data that mixes kinds of
+        // value (rounded gradients: zeros, subnormals, normals) the branch stays predictable.
+        let per = SUPER / L;
+        let supers = io.len / SUPER;
+        let mut sb = 0;
+        while sb < supers {
+            let group_end = supers.min(sb + GROUP / per);
             let mut fields = [0u32; L];
-            while b < group_end {
-                let at = b * L;
-                let x = io.load::<L>(at);
-                let pos = lo.wrapping_add(at as u32);
-                let y = if self.is_ordinary(&x) {
-                    self.ordinary_block::<MODE, L>(&x, pos, key)
-                } else {
-                    self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields)
-                };
-                io.store(at, y);
-                b += 1;
+            while sb < group_end {
+                let base = sb * SUPER;
+                let ordinary = self.is_ordinary(&io.load::<SUPER>(base));
+                for at in (base..base + SUPER).step_by(L) {
+                    let x = io.load::<L>(at);
+                    let pos = lo.wrapping_add(at as u32);
+                    let y = if ordinary {
+                        self.ordinary_block::<MODE, L>(&x, pos, key)
+                    } else {
+                        self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields)
+                    };
+                    io.store(at, y);
+                }
+                sb += 1;
             }
             add_fields(&mut totals, &fields);
         }
-        // The last values, as a block padded with zeros (which round to zero, uncounted).
-        let at = blocks * L;
-        if at < io.len {
-            let mut x = [0u32; L];
-            for (i, v) in x.iter_mut().enumerate().take(io.len - at) {
-                [*v] = io.load::<1>(at + i);
-            }
-            let mut fields = [0u32; L];
+        // The last values (fewer than SUPER: at most GROUP blocks), the very last as a block
+        // padded with zeros (which round to zero, uncounted).
+        let mut fields = [0u32; L];
+        for at in (supers * SUPER..io.len).step_by(L) {
             let pos = lo.wrapping_add(at as u32);
-            let y = self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields);
-            for (i, v) in y.iter().enumerate().take(io.len - at) {
-                io.store(at + i, [*v]);
+            if at + L <= io.len {
+                let y = self.general_block::<MODE, FLUSH, L>(&io.load(at), pos, key, &mut fields);
+                io.store(at, y);
+            } else {
+                let mut x = [0u32; L];
+                for (i, v) in x.iter_mut().enumerate().take(io.len - at) {
+                    [*v] = io.load::<1>(at + i);
+                }
+                let y = self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields);
+                for (i, v) in y.iter().enumerate().take(io.len - at) {
+                    io.store(at + i, [*v]);
+                }
             }
-            add_fields(&mut totals, &fields);
         }
+        add_fields(&mut totals, &fields);
         let [underflow, subnormal, overflow, nan, infinite] = totals;
         RoundCounts {
             underflow,
@@ -518,7 +529,7 @@ impl Kernel {
     /// Whether every value of the block is zero, or a normal of the format no larger than its
     /// largest finite value (magnitudes compared as i32: they are below 2^31).
     #[inline(always)]
-    fn is_ordinary<const L: usize>(&self, x: &[u32; L]) -> bool {
+    fn is_ordinary<const N: usize>(&self, x: &[u32; N]) -> bool {
         let mut odd = 0u32;
         for &bits in x {
             let a = (bits & 0x7fff_ffff) as i32;
@@ -675,6 +686,8 @@ fn by_sign(sign: u32, negative: u32, positive: u32) -> u32 {
     positive ^ ((positive ^ negative) & mask)
 }
 
+/// Values per decision between the count-free loop and the general one.
+const SUPER: usize = 64;
 /// Blocks between sums of the packed counters: each 6-bit field counts at most one value per
 /// block, so it holds up to 63.
 const GROUP: usize = 63;
