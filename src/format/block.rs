@@ -112,6 +112,7 @@ impl MxFormat {
     /// The scale of one block: `2^(floor(log2 amax) - emax_elem)` clamped to E8M0's range, NaN
     /// if the block holds a NaN or an infinity (see the module docs).
     #[must_use]
+    #[inline]
     pub fn block_scale(&self, block: &[f32]) -> E8m0 {
         // The largest magnitude's bits: for non-negative floats, integer order is value order,
         // and NaN and infinity are above every finite value.
@@ -229,24 +230,38 @@ impl MxRounder {
     /// subnormal, it only matters whether it is nonzero, which the lowest bit keeps.
     fn round_chunk(&self, chunk: &mut [f32], start: u64) -> RoundCounts {
         let mut up = [0f32; CHUNK_BLOCKS];
-        for (block, up) in chunk.chunks_mut(MX_BLOCK).zip(&mut up) {
-            let (down, scale) = match self.format.block_scale(block).exponent() {
-                Some(e) => (super::pow2(-e) as f32, super::pow2(e) as f32),
-                None => (f32::NAN, f32::NAN),
-            };
-            *up = scale;
-            for x in block {
-                let y = (*x * down).to_bits();
-                let vanished = (x.to_bits() << 1 != 0) & (y << 1 == 0);
-                *x = f32::from_bits(y | u32::from(vanished));
-            }
+        // Whole blocks by `chunks_exact_mut`, whose fixed length lets the loops vectorise.
+        let whole = chunk.len() / MX_BLOCK * MX_BLOCK;
+        let (blocks, last) = chunk.split_at_mut(whole);
+        for (block, up) in blocks.chunks_exact_mut(MX_BLOCK).zip(&mut up) {
+            *up = self.scale_down(block);
+        }
+        if !last.is_empty() {
+            up[whole / MX_BLOCK] = self.scale_down(last);
         }
         let counts = self.element.round_f32_slice_at(chunk, start);
-        for (block, up) in chunk.chunks_mut(MX_BLOCK).zip(up) {
-            for x in block {
-                *x *= up;
-            }
+        let (blocks, last) = chunk.split_at_mut(whole);
+        for (block, up) in blocks.chunks_exact_mut(MX_BLOCK).zip(up) {
+            block.iter_mut().for_each(|x| *x *= up);
+        }
+        if let Some(&up) = up.get(whole / MX_BLOCK) {
+            last.iter_mut().for_each(|x| *x *= up);
         }
         counts
+    }
+
+    /// Divides one block by its scale; returns the scale (NaN for the NaN scale).
+    #[inline(always)]
+    fn scale_down(&self, block: &mut [f32]) -> f32 {
+        let (down, scale) = match self.format.block_scale(block).exponent() {
+            Some(e) => (super::pow2(-e) as f32, super::pow2(e) as f32),
+            None => (f32::NAN, f32::NAN),
+        };
+        for x in block {
+            let y = (*x * down).to_bits();
+            let vanished = (x.to_bits() << 1 != 0) & (y << 1 == 0);
+            *x = f32::from_bits(y | u32::from(vanished));
+        }
+        scale
     }
 }
