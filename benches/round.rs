@@ -7,7 +7,7 @@
 //! buffer (what `mixprec.quantize` does in Python), the traffic of the copy exactly.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mixprec::format::{FloatFormat, RoundOptions, Rounder, Rounding};
+use mixprec::format::{FloatFormat, MxRounder, RoundOptions, Rounder, Rounding};
 use rayon::prelude::*;
 
 const N: usize = 1 << 24;
@@ -106,6 +106,39 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("1-thread", &id), |b| {
             b.iter(|| pool1.install(|| r.round_f32_slice(&mut buf)))
         });
+    }
+    g.finish();
+    bench_mx(c, &src, &mut buf, &pool1);
+}
+
+/// MX block scaling (issue 13 goal: MXFP8 within 2x of a plain copy, one thread), beside its
+/// own copy baseline and the per-tensor element rounding, in one group so that `cargo bench
+/// --bench round -- mx_` measures them side by side.
+fn bench_mx(c: &mut Criterion, src: &[f32], buf: &mut [f32], pool1: &rayon::ThreadPool) {
+    let mut g = c.benchmark_group("mx_16M_f32");
+    g.throughput(Throughput::Elements(N as u64));
+    g.sample_size(20);
+    g.bench_function("copy/1-thread", |b| b.iter(|| buf.copy_from_slice(src)));
+    let element = Rounder::new("fp8-e4m3".parse().unwrap(), RoundOptions::default());
+    buf.copy_from_slice(src);
+    g.bench_function("fp8-e4m3/nearest-even/1-thread", |b| {
+        b.iter(|| pool1.install(|| element.round_f32_slice(buf)))
+    });
+    for name in ["mxfp8-e4m3", "mxfp8-e5m2", "mxfp4"] {
+        for rounding in [Rounding::NearestEven, Rounding::Stochastic] {
+            let r = MxRounder::new(
+                name.parse().unwrap(),
+                RoundOptions {
+                    rounding,
+                    ..RoundOptions::default()
+                },
+            );
+            // Block rounding is idempotent too: rounded values give back the same scales.
+            buf.copy_from_slice(src);
+            g.bench_function(format!("{name}/{rounding}/1-thread"), |b| {
+                b.iter(|| pool1.install(|| r.round_f32_slice(buf)))
+            });
+        }
     }
     g.finish();
 }

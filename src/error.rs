@@ -80,6 +80,14 @@ pub enum Error {
         /// The offending text (trimmed, shortened).
         text: String,
     },
+    /// A NaN asked for as a bit pattern of a format that has no NaN (fp6/fp4).
+    #[error("input line {line}: NaN has no bit pattern in {format} (it has no NaN)")]
+    NoNanPattern {
+        /// 1-based line number.
+        line: u64,
+        /// The format's name.
+        format: String,
+    },
     /// The gradients overflowed with the loss scale already at its minimum, under a scaler that
     /// stops there (DeepSpeed's default; see `scaling::scaler::DynamicScaling::stop_at_min_scale`).
     #[error(

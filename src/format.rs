@@ -18,6 +18,7 @@
 //! assert_eq!((counts.underflow, counts.subnormal, counts.overflow), (1, 1, 1));
 //! ```
 
+mod block;
 mod encode;
 mod random;
 mod round;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
+pub use block::{E8m0, MX_BLOCK, MX_PRESETS, MxFormat, MxRounder};
 pub use random::stochastic_bits;
 pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};
 pub use scale::{deserialize_loss_scale, parse_log2_scale, parse_loss_scale};
@@ -42,10 +44,10 @@ pub use slice::{KernelPath, RoundCounts};
 /// ```text
 /// bias        = 2^(exp_bits-1) - 1
 /// emin        = 1 - bias                      (exponent of the smallest normal)
-/// emax        = bias      (IEEE-like: the all-ones exponent holds inf and NaN)
-///             = bias + 1  (finite-only, OCP "fn": only all-ones exponent and mantissa is NaN)
-/// max         = (2 - 2^-man_bits) * 2^emax    (IEEE-like)
-///             = (2 - 2^(1-man_bits)) * 2^emax (finite-only)
+/// emax        = bias      (Ieee: the all-ones exponent holds inf and NaN)
+///             = bias + 1  (FiniteNan and Finite: the all-ones exponent holds finite values)
+/// max         = (2 - 2^-man_bits) * 2^emax    (Ieee and Finite)
+///             = (2 - 2^(1-man_bits)) * 2^emax (FiniteNan: all-ones exponent and mantissa is NaN)
 /// min_normal  = 2^emin
 /// min_subnormal = 2^(emin - man_bits)
 /// epsilon     = 2^-man_bits                   (the gap between 1 and the next value)
@@ -58,9 +60,26 @@ pub struct FloatFormat {
     exp_bits: u32,
     /// Stored mantissa (fraction) width, 1..=23.
     man_bits: u32,
-    /// OCP "fn" encoding: no infinities, NaN only at all-ones exponent and mantissa, so the
-    /// all-ones exponent also holds finite values.
-    finite_only: bool,
+    /// Which patterns are special.
+    encoding: Encoding,
+}
+
+/// How a format uses its special patterns: the one place the formats differ beyond their field
+/// widths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Encoding {
+    /// IEEE 754: the all-ones exponent holds the infinities (mantissa zero) and NaNs.
+    Ieee,
+    /// OCP "fn" (`fp8-e4m3`): no infinities; NaN only at all-ones exponent and mantissa, so the
+    /// all-ones exponent otherwise holds finite values.
+    FiniteNan,
+    /// OCP FP6/FP4 elements (`fp6-e2m3`, `fp6-e3m2`, `fp4-e2m1`): every pattern is finite; no
+    /// infinities, no NaN. Out-of-range values (infinities included) saturate to the largest
+    /// finite value with their sign in every overflow mode. A NaN input has no encoding: the
+    /// rounding simulation keeps it a NaN (sign kept, one quiet payload, counted as NaN) and
+    /// [`FloatFormat::encode`] returns `None` for it.
+    Finite,
 }
 
 /// IEEE 754 binary32.
@@ -72,22 +91,27 @@ pub const FP16: FloatFormat = FloatFormat::ieee(5, 10);
 /// bfloat16: fp32's range with 8 bits of precision.
 pub const BF16: FloatFormat = FloatFormat::ieee(8, 7);
 /// OCP FP8 E4M3 (`e4m3fn`): bias 7, no infinities, one NaN per sign, max 448.
-pub const FP8_E4M3: FloatFormat = FloatFormat {
-    exp_bits: 4,
-    man_bits: 3,
-    finite_only: true,
-};
+pub const FP8_E4M3: FloatFormat = FloatFormat::with_encoding(4, 3, Encoding::FiniteNan);
 /// OCP FP8 E5M2: IEEE-like, max 57344.
 pub const FP8_E5M2: FloatFormat = FloatFormat::ieee(5, 2);
+/// OCP MX FP6 E2M3: bias 1, no infinities or NaN, max 7.5.
+pub const FP6_E2M3: FloatFormat = FloatFormat::with_encoding(2, 3, Encoding::Finite);
+/// OCP MX FP6 E3M2: bias 3, no infinities or NaN, max 28.
+pub const FP6_E3M2: FloatFormat = FloatFormat::with_encoding(3, 2, Encoding::Finite);
+/// OCP MX FP4 E2M1: bias 1, no infinities or NaN, max 6 (also NVFP4's element).
+pub const FP4_E2M1: FloatFormat = FloatFormat::with_encoding(2, 1, Encoding::Finite);
 
 /// The presets, in the order `mixprec formats` lists them, with their names.
-pub const PRESETS: [(&str, FloatFormat); 6] = [
+pub const PRESETS: [(&str, FloatFormat); 9] = [
     ("fp32", FP32),
     ("tf32", TF32),
     ("fp16", FP16),
     ("bf16", BF16),
     ("fp8-e4m3", FP8_E4M3),
     ("fp8-e5m2", FP8_E5M2),
+    ("fp6-e2m3", FP6_E2M3),
+    ("fp6-e3m2", FP6_E3M2),
+    ("fp4-e2m1", FP4_E2M1),
 ];
 
 impl FloatFormat {
@@ -109,6 +133,7 @@ impl FloatFormat {
             "log2_min_normal": self.min_normal().log2(),
             "log2_min_subnormal": self.min_subnormal().log2(),
             "has_infinity": self.has_infinity(),
+            "has_nan": self.has_nan(),
         })
     }
 
@@ -120,11 +145,21 @@ impl FloatFormat {
     /// user typed).
     #[must_use]
     pub const fn ieee(exp_bits: u32, man_bits: u32) -> Self {
+        FloatFormat::with_encoding(exp_bits, man_bits, Encoding::Ieee)
+    }
+
+    /// A format with the given field widths and [`Encoding`] (bias `2^(exp_bits-1) - 1`,
+    /// subnormals).
+    ///
+    /// # Panics
+    /// If `exp_bits` is outside 2..=8 or `man_bits` outside 1..=23.
+    #[must_use]
+    pub const fn with_encoding(exp_bits: u32, man_bits: u32, encoding: Encoding) -> Self {
         assert!(exp_bits >= 2 && exp_bits <= 8 && man_bits >= 1 && man_bits <= 23);
         FloatFormat {
             exp_bits,
             man_bits,
-            finite_only: false,
+            encoding,
         }
     }
 
@@ -140,11 +175,10 @@ impl FloatFormat {
         self.man_bits
     }
 
-    /// Whether this is a finite-only (OCP "fn") encoding: no infinities, NaN only at all-ones
-    /// exponent and mantissa (only `fp8-e4m3`).
+    /// How the format uses its special patterns.
     #[must_use]
-    pub const fn finite_only(&self) -> bool {
-        self.finite_only
+    pub const fn encoding(&self) -> Encoding {
+        self.encoding
     }
 
     /// The canonical name: the preset's name where there is one, else `eXmY`.
@@ -177,21 +211,19 @@ impl FloatFormat {
     /// Exponent of the largest finite value.
     #[must_use]
     pub const fn emax(&self) -> i32 {
-        if self.finite_only {
-            self.bias() + 1
-        } else {
-            self.bias()
+        match self.encoding {
+            Encoding::Ieee => self.bias(),
+            Encoding::FiniteNan | Encoding::Finite => self.bias() + 1,
         }
     }
 
     /// Largest finite value.
     #[must_use]
     pub fn max(&self) -> f64 {
-        let top_mantissa = if self.finite_only {
+        let top_mantissa = match self.encoding {
             // All-ones mantissa at the top exponent is NaN.
-            (1u64 << (self.man_bits + 1)) - 2
-        } else {
-            (1u64 << (self.man_bits + 1)) - 1
+            Encoding::FiniteNan => (1u64 << (self.man_bits + 1)) - 2,
+            Encoding::Ieee | Encoding::Finite => (1u64 << (self.man_bits + 1)) - 1,
         };
         top_mantissa as f64 * pow2(self.emax() - self.man_bits as i32)
     }
@@ -217,7 +249,13 @@ impl FloatFormat {
     /// Whether the format encodes infinities.
     #[must_use]
     pub const fn has_infinity(&self) -> bool {
-        !self.finite_only
+        matches!(self.encoding, Encoding::Ieee)
+    }
+
+    /// Whether the format encodes NaN.
+    #[must_use]
+    pub const fn has_nan(&self) -> bool {
+        !matches!(self.encoding, Encoding::Finite)
     }
 }
 
@@ -243,7 +281,8 @@ impl FromStr for FloatFormat {
     type Err = Error;
 
     /// Parses a preset name (any case; `e4m3fn` is an alias of `fp8-e4m3`, and `fp8-` may be
-    /// dropped from `fp8-e5m2`) or `eXmY`, which is always IEEE-like.
+    /// dropped from `fp8-e5m2`) or `eXmY`, which is always IEEE-like (so `e2m1`, max 3, is not
+    /// `fp4-e2m1`, max 6).
     fn from_str(s: &str) -> Result<Self, Error> {
         let lower = s.trim().to_ascii_lowercase();
         let unknown = || Error::UnknownFormat {
@@ -258,6 +297,9 @@ impl FromStr for FloatFormat {
                 return Ok(FP8_E4M3);
             }
             "fp8-e5m2" | "fp8_e5m2" | "float8_e5m2" => return Ok(FP8_E5M2),
+            "fp6-e2m3" | "fp6_e2m3" | "float6_e2m3fn" => return Ok(FP6_E2M3),
+            "fp6-e3m2" | "fp6_e3m2" | "float6_e3m2fn" => return Ok(FP6_E3M2),
+            "fp4-e2m1" | "fp4_e2m1" | "float4_e2m1fn" => return Ok(FP4_E2M1),
             _ => {}
         }
         let rest = lower.strip_prefix('e').ok_or_else(unknown)?;
@@ -313,6 +355,13 @@ mod tests {
         assert_eq!(FP32.max(), f32::MAX as f64);
         assert_eq!(FP32.min_subnormal(), f64::from(f32::from_bits(1)));
         assert_eq!(TF32.epsilon(), 2f64.powi(-10));
+        assert_eq!(FP6_E2M3.max(), 7.5);
+        assert_eq!(FP6_E3M2.max(), 28.0);
+        assert_eq!(FP4_E2M1.max(), 6.0);
+        assert_eq!(FP4_E2M1.min_subnormal(), 0.5);
+        assert_eq!(FP6_E2M3.min_subnormal(), 0.125);
+        assert_eq!(FP6_E3M2.min_subnormal(), 0.0625);
+        assert_eq!("e2m1".parse::<FloatFormat>().unwrap().max(), 3.0);
     }
 
     #[test]

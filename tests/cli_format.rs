@@ -67,6 +67,7 @@ fn formats_table_and_json() {
         "log2_min_normal",
         "log2_min_subnormal",
         "has_infinity",
+        "has_nan",
     ];
     for row in rows {
         let obj = row.as_object().unwrap();
@@ -90,7 +91,19 @@ fn formats_table_and_json() {
     assert_eq!(rows[3]["epsilon"], 0.25);
     let all = mixprec(&["formats", "--json"], "");
     let v: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
-    assert_eq!(v.as_array().unwrap().len(), 6);
+    let all = v.as_array().unwrap();
+    assert_eq!(all.len(), 9);
+    let fp4 = &all[8];
+    assert_eq!(fp4["name"], "fp4-e2m1");
+    assert_eq!(fp4["max"], 6.0);
+    assert_eq!(fp4["min_subnormal"], 0.5);
+    assert_eq!(
+        (&fp4["has_infinity"], &fp4["has_nan"]),
+        (&false.into(), &false.into())
+    );
+    assert_eq!(all[6]["max"], 7.5);
+    assert_eq!(all[7]["max"], 28.0);
+    assert_eq!(all[4]["has_nan"], true);
 }
 
 #[test]
@@ -528,4 +541,43 @@ fn formats_ranges_and_plots() {
         "not written by mixprec",
     );
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// The OCP fp6/fp4 elements: saturation under the default overflow rule, every value a
+/// pattern, NaN kept in values but refused as bits (it has no pattern), and `explain` saying so.
+#[test]
+fn ocp_fp4_quantize_and_explain() {
+    let o = mixprec(
+        &["quantize", "--format", "fp4-e2m1"],
+        "1.2\n-7\ninf\nnan\n0.2\n",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "1\n-6\n6\nNaN\n0\n");
+    let o = mixprec(
+        &["quantize", "--format", "fp4-e2m1", "--output", "bits"],
+        "6\n-0.5\n",
+    );
+    assert_eq!(stdout(&o), "0x7\n0x9\n");
+    let o = mixprec(
+        &["quantize", "--format", "fp6-e3m2", "--output", "bits"],
+        "28\nnan\n",
+    );
+    assert_bad(&o, "line 2: NaN has no bit pattern in fp6-e3m2");
+    assert_eq!(
+        stdout(&o),
+        "0x1f\n",
+        "the lines before the error are written"
+    );
+    let o = mixprec(&["explain", "nan", "--format", "fp4-e2m1"], "");
+    assert!(
+        stdout(&o).contains("fp4-e2m1 has no NaN pattern"),
+        "{}",
+        stdout(&o)
+    );
+    let o = mixprec(&["explain", "100", "--format", "fp6-e2m3"], "");
+    let text = stdout(&o);
+    assert!(text.contains("7.5 (0x1f) < x < no finite value"), "{text}");
+    assert!(text.contains("giving 7.5 (clamped)"), "{text}");
+    let o = mixprec(&["explain", "0x3f", "--format", "fp6-e3m2"], "");
+    assert!(stdout(&o).contains("decodes to -28"), "{}", stdout(&o));
 }

@@ -9,8 +9,8 @@
 //! below the smallest normal with full precision (the exponent range unbounded below).
 
 use mixprec::format::{
-    BF16, Event, FP8_E4M3, FP8_E5M2, FP16, FloatFormat, Overflow, RoundOptions, Rounder, Rounding,
-    TF32, stochastic_bits,
+    BF16, Encoding, Event, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP16, FloatFormat,
+    Overflow, RoundOptions, Rounder, Rounding, TF32, stochastic_bits,
 };
 
 /// The grid of nonnegative magnitudes one rounding chooses from, with each point's parity.
@@ -49,7 +49,7 @@ fn grid(f: FloatFormat, subnormals: bool) -> Grid {
     // The value past the largest finite one, as if the exponent range went on.
     let ulp = 2f64.powi(f.emax() - m);
     let beyond = f.max() + ulp;
-    pts.push((beyond, f.finite_only()));
+    pts.push((beyond, f.encoding() == Encoding::FiniteNan));
     pts.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
     Grid {
         points: pts.iter().map(|p| p.0).collect(),
@@ -65,10 +65,10 @@ fn reference(f: FloatFormat, g: &Grid, o: RoundOptions, x: f64, index: u64) -> (
     let neg = x.is_sign_negative();
     let sign = |v: f64| if neg { -v } else { v };
     if x.is_infinite() {
-        let r = match (o.overflow, f.has_infinity()) {
-            (Overflow::Saturate, _) => sign(f.max()),
-            (Overflow::Ieee, true) => x,
-            (Overflow::Ieee, false) => f64::NAN,
+        let r = match (o.overflow, f.has_infinity(), f.has_nan()) {
+            (Overflow::Saturate, _, _) | (_, _, false) => sign(f.max()),
+            (Overflow::Ieee, true, _) => x,
+            (Overflow::Ieee, false, true) => f64::NAN,
         };
         return (r, Event::Infinite);
     }
@@ -131,6 +131,7 @@ fn reference(f: FloatFormat, g: &Grid, o: RoundOptions, x: f64, index: u64) -> (
             _ => false,
         };
         let r = match o.overflow {
+            _ if !f.has_nan() => sign(f.max()),
             Overflow::Saturate => sign(f.max()),
             Overflow::Ieee if toward_zero => sign(f.max()),
             Overflow::Ieee if f.has_infinity() => sign(f64::INFINITY),
@@ -240,6 +241,41 @@ fn fp8_formats_exact() {
     for f in [FP8_E4M3, FP8_E5M2, "e4m3".parse().unwrap()] {
         check_format(f, 1);
     }
+}
+
+/// The OCP FP6/FP4 elements: the all-ones exponent holds finite values, and everything out of
+/// range saturates in both overflow rules (the reference grid is their decoded patterns).
+#[test]
+fn ocp_fp6_fp4_exact() {
+    for f in [FP6_E2M3, FP6_E3M2, FP4_E2M1] {
+        check_format(f, 1);
+    }
+}
+
+/// No NaN pattern: a NaN input stays NaN in the simulation (one quiet payload, counted as NaN)
+/// and has no encoding; infinities saturate.
+#[test]
+fn ocp_fp4_nan_and_infinity() {
+    for f in [FP6_E2M3, FP6_E3M2, FP4_E2M1] {
+        let r = Rounder::new(f, RoundOptions::default());
+        let (v, ev) = r.round_at(-f64::NAN, 0);
+        assert!(
+            v.is_nan() && v.is_sign_negative() && ev == Event::Nan,
+            "{f}"
+        );
+        assert_eq!(f.encode(f64::NAN), None, "{f}");
+        assert_eq!(r.round(f64::INFINITY), f.max(), "{f}");
+        assert_eq!(r.round(-1e30), -f.max(), "{f}");
+        // Every pattern decodes to a finite value and encodes back.
+        for bits in 0..1u32 << f.total_bits() {
+            let v = f.decode(bits);
+            assert!(v.is_finite(), "{f} {bits:#x}");
+            assert_eq!(f.encode(v), Some(bits), "{f} {bits:#x}");
+        }
+    }
+    assert_eq!(FP4_E2M1.decode(0b0111), 6.0);
+    assert_eq!(FP6_E2M3.decode(0b01_1111), 7.5);
+    assert_eq!(FP6_E3M2.decode(0b01_1111), 28.0);
 }
 
 #[test]

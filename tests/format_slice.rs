@@ -2,8 +2,8 @@
 //! over all 2^32 f32 inputs, and exhaustive encode/decode round trips.
 
 use mixprec::format::{
-    BF16, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath, Overflow, PRESETS, RoundCounts,
-    RoundOptions, Rounder, Rounding, TF32, stochastic_bits,
+    BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath,
+    Overflow, PRESETS, RoundCounts, RoundOptions, Rounder, Rounding, TF32, stochastic_bits,
 };
 use mixprec::train::Rng;
 
@@ -144,6 +144,47 @@ fn kernels_agree_with_the_scalar_twin_across_all_patterns() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// The OCP FP6/FP4 elements (no infinities, no NaN, saturation in every overflow rule), densely:
+/// every f32 from an eighth of the smallest subnormal to 8 times the largest value, both signs,
+/// whose 7 lowest mantissa bits are 0, 1 or all ones (the 16 bits above them, which hold every
+/// kept, round and sticky bit of a 1- to 3-bit mantissa, take every value), in every rounding
+/// mode, overflow rule and subnormals setting, on every kernel path.
+#[test]
+fn ocp_small_formats_densely_against_the_scalar_twin() {
+    for f in [FP6_E2M3, FP6_E3M2, FP4_E2M1] {
+        let lo = (f.min_subnormal() as f32 / 8.0).to_bits();
+        let hi = (f.max() as f32 * 8.0).to_bits();
+        let mut xs = vec![0.0, f32::INFINITY, f32::NAN];
+        for b in (lo..=hi).step_by(128) {
+            for low in [0, 1, 127] {
+                xs.push(f32::from_bits(b | low));
+            }
+        }
+        let negated: Vec<f32> = xs.iter().map(|x| -x).collect();
+        xs.extend(negated);
+        for o in all_options() {
+            let r = Rounder::new(f, o);
+            let want = rounded(&r, KernelPath::Scalar, &xs, 5);
+            for path in [KernelPath::Auto, KernelPath::Avx2, KernelPath::Portable] {
+                let got = rounded(&r, path, &xs, 5);
+                let i = (0..xs.len()).find(|&i| got.0[i] != want.0[i]);
+                assert!(
+                    got == want,
+                    "{f} {o:?} {path:?}: first difference at {:?}; counts {:?} vs {:?}",
+                    i.map(|i| xs[i]),
+                    got.1,
+                    want.1
+                );
+            }
+            // Nothing is infinite, and every non-NaN result is a value of the format.
+            assert!(want.0.iter().all(|&b| {
+                let v = f32::from_bits(b);
+                v.is_nan() || f.encode(f64::from(v)).is_some()
+            }));
         }
     }
 }

@@ -99,7 +99,7 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
     };
     let v = |x: f64| format_value(x, &mut ryu::Buffer::new()).to_string();
     let (r, event) = rounder.round_at(x, 0);
-    let pattern = f.encode(r).unwrap_or_default();
+    let pattern = f.encode(r);
 
     let mut head = format!(
         "{} in {} ({} bits: 1 sign, {} exponent, {} mantissa; bias {}), rounding {}",
@@ -143,7 +143,16 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
         String::new()
     };
     line("stored", format!("{}{exactly}", v(r)));
-    fields(&mut line, f, pattern, r);
+    match pattern {
+        Some(pattern) => fields(&mut line, f, pattern, r),
+        None => line(
+            "bits",
+            format!(
+                "none: {} has no NaN pattern (NaN stays NaN in the simulation)",
+                f.name()
+            ),
+        ),
+    }
 
     if x.is_finite() {
         let neighbour = |rounding| {
@@ -158,6 +167,15 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
             .round(x)
         };
         let (mut lo, mut hi) = (neighbour(Rounding::Down), neighbour(Rounding::Up));
+        if x.abs() > f.max() {
+            // Beyond the largest value: nothing finite on the far side (formats without
+            // infinities or NaN saturate even when rounding away from zero).
+            if x > 0.0 {
+                hi = f64::INFINITY;
+            } else {
+                lo = f64::NEG_INFINITY;
+            }
+        }
         if !o.subnormals && x != 0.0 && x.abs() < f.min_normal() {
             // Flushed: the representable values around x are zero and the smallest normal.
             let (zero, normal) = (0.0f64.copysign(x), f.min_normal().copysign(x));

@@ -9,9 +9,11 @@ use crate::format::{FloatFormat, PRESETS};
 /// List number formats and their properties.
 ///
 /// Formats: fp32, tf32, fp16, bf16, fp8-e4m3 (alias e4m3fn: OCP FP8 E4M3, bias 7, no infinities,
-/// NaN only at exponent and mantissa all ones, max 448), fp8-e5m2 (IEEE-like, max 57344), and any
-/// eXmY (X exponent bits 2..=8, Y mantissa bits 1..=23), always IEEE-like: note that e4m3
-/// (IEEE-like, max 240) is not fp8-e4m3 (OCP, max 448).
+/// NaN only at exponent and mantissa all ones, max 448), fp8-e5m2 (IEEE-like, max 57344), the OCP
+/// MX elements fp6-e2m3 (max 7.5), fp6-e3m2 (max 28) and fp4-e2m1 (max 6), which have neither
+/// infinities nor NaN (out-of-range values saturate; a NaN input stays NaN in the simulation),
+/// and any eXmY (X exponent bits 2..=8, Y mantissa bits 1..=23), always IEEE-like: note that
+/// e4m3 (IEEE-like, max 240) is not fp8-e4m3 (OCP, max 448), nor e2m1 (max 3) fp4-e2m1 (max 6).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Formats to show (default: the presets).
@@ -70,9 +72,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         "range (powers of two)",
         "epsilon",
         "inf",
+        "nan",
         "decimal digits",
     ];
-    let rows: Vec<[String; 12]> = formats
+    let rows: Vec<[String; 13]> = formats
         .iter()
         .map(|f| {
             [
@@ -92,6 +95,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 ),
                 sci(f.epsilon()),
                 if f.has_infinity() { "yes" } else { "no" }.to_string(),
+                if f.has_nan() { "yes" } else { "no" }.to_string(),
                 format!("{:.1}", (f.man_bits() + 1) as f64 * 2f64.log10()),
             ]
         })
@@ -101,7 +105,9 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         out,
         "\nmax: largest finite value; min normal: 2^emin, below it precision falls (subnormals) \
          until min subnormal, below half of which values become 0; epsilon: gap after 1.0; \
-         range: min subnormal / min normal .. max as powers of two."
+         range: min subnormal / min normal .. max as powers of two. fp6/fp4 have no inf or \
+         NaN: they saturate. The MX block scale e8m0 is not listed: unsigned powers of two \
+         2^-127..2^127, NaN at 0xff, no zero."
     )?;
     if let Some((written, band)) = plots {
         writeln!(

@@ -143,8 +143,11 @@ fn render(rounder: &Rounder, bits: bool, lines: &[&[u8]], line0: u64) -> (Vec<u8
         // The stream position of line n is n - 1.
         let (r, _) = rounder.round_at(x, line - 1);
         if bits {
-            // Every rounded value (NaN included) has a pattern.
-            let pattern = rounder.format().encode(r).unwrap_or_default();
+            // Every rounded value has a pattern, except NaN in formats without NaN.
+            let Some(pattern) = rounder.format().encode(r) else {
+                let format = rounder.format().name();
+                return (out, Some(Error::NoNanPattern { line, format }));
+            };
             let _ = writeln!(out, "0x{pattern:0width$x}");
         } else {
             out.extend_from_slice(format_value(r, &mut buf).as_bytes());

@@ -6,15 +6,16 @@ use crate::format::{FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
 #[derive(Debug, clap::Args)]
 pub struct RoundArgs {
     /// Target format: fp32, tf32, fp16, bf16, fp8-e4m3 (alias e4m3fn: OCP, no infinities, max
-    /// 448), fp8-e5m2 (IEEE-like, max 57344), or eXmY (IEEE-like; e4m3 has max 240 and is not
-    /// fp8-e4m3).
+    /// 448), fp8-e5m2 (IEEE-like, max 57344), fp6-e2m3, fp6-e3m2, fp4-e2m1 (OCP MX elements: no
+    /// infinities or NaN, saturating; max 7.5, 28, 6), or eXmY (IEEE-like; e4m3 has max 240 and
+    /// is not fp8-e4m3, e2m1 has max 3 and is not fp4-e2m1).
     #[arg(long, short = 'f', value_name = "F", default_value = "fp16", value_parser = parse_format)]
     pub format: FloatFormat,
     /// Rounding mode: nearest-even, toward-zero, up, down or stochastic.
     #[arg(long, short = 'r', value_name = "R", default_value = "nearest-even", value_parser = parse_rounding)]
     pub rounding: Rounding,
-    /// Overflow rule: ieee (infinity, NaN for fp8-e4m3; directed roundings toward zero give the
-    /// largest finite value) or saturate (always clamp to +-max).
+    /// Overflow rule: ieee (infinity, NaN for fp8-e4m3, +-max for fp6/fp4; directed roundings
+    /// toward zero give the largest finite value) or saturate (always clamp to +-max).
     #[arg(long, value_name = "RULE", default_value = "ieee", value_parser = parse_overflow)]
     pub overflow: Overflow,
     /// Subnormal results: on, or off (flush results below the smallest normal to zero).

@@ -1,6 +1,6 @@
 //! Bit patterns: a format's encoding of the values it can represent.
 
-use super::{FloatFormat, pow2};
+use super::{Encoding, FloatFormat, pow2};
 
 impl FloatFormat {
     /// The value a bit pattern stands for (the low [`FloatFormat::total_bits`] bits of `bits`).
@@ -22,7 +22,7 @@ impl FloatFormat {
             } else {
                 return nan(man);
             }
-        } else if exp == all_ones && man == (1 << m) - 1 {
+        } else if exp == all_ones && man == (1 << m) - 1 && self.has_nan() {
             return nan(man);
         } else if exp == 0 {
             man as f64 * self.min_subnormal()
@@ -36,7 +36,7 @@ impl FloatFormat {
     /// with a [`super::Rounder`]).
     ///
     /// A NaN maps to a NaN pattern with its sign and the top payload bits (set quiet if those
-    /// are all zero); in finite-only formats, to the one NaN pattern.
+    /// are all zero); in `fn` formats, to the one NaN pattern; in formats without NaN, to `None`.
     #[must_use]
     pub fn encode(&self, x: f64) -> Option<u32> {
         let m = self.man_bits;
@@ -44,11 +44,13 @@ impl FloatFormat {
         let all_ones = (1u32 << self.exp_bits) - 1;
         let man_mask = (1u32 << m) - 1;
         if x.is_nan() {
-            let payload = if self.finite_only {
-                man_mask
-            } else {
-                let p = ((x.to_bits() & ((1 << 52) - 1)) >> (52 - m)) as u32;
-                if p == 0 { 1 << (m - 1) } else { p }
+            let payload = match self.encoding() {
+                Encoding::Finite => return None,
+                Encoding::FiniteNan => man_mask,
+                Encoding::Ieee => {
+                    let p = ((x.to_bits() & ((1 << 52) - 1)) >> (52 - m)) as u32;
+                    if p == 0 { 1 << (m - 1) } else { p }
+                }
             };
             return Some(sign | all_ones << m | payload);
         }

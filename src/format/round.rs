@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{FloatFormat, pow2, random};
+use super::{Encoding, FloatFormat, pow2, random};
 use crate::error::Error;
 
 /// How a value between two neighbours of the format is rounded.
@@ -49,6 +49,7 @@ pub enum Rounding {
 pub enum Overflow {
     /// IEEE 754 section 7.4: infinity (NaN in formats without infinities), except that roundings
     /// directed toward zero for the value's sign give the largest finite value with its sign.
+    /// Formats with neither infinities nor NaN ([`super::Encoding::Finite`]) saturate anyway.
     #[default]
     Ieee,
     /// Always clamp to the largest finite value with the input's sign (also for infinite inputs).
@@ -159,10 +160,10 @@ impl Rounder {
             return (self.quiet_nan(bits), Event::Nan);
         }
         if abs == f64::INFINITY.to_bits() {
-            let r = match (self.options.overflow, self.format.has_infinity()) {
-                (Overflow::Saturate, _) => sign(self.max),
-                (Overflow::Ieee, true) => x,
-                (Overflow::Ieee, false) => self.quiet_nan(bits),
+            let r = match (self.options.overflow, self.format.encoding()) {
+                (Overflow::Saturate, _) | (_, Encoding::Finite) => sign(self.max),
+                (Overflow::Ieee, Encoding::Ieee) => x,
+                (Overflow::Ieee, Encoding::FiniteNan) => self.quiet_nan(bits),
             };
             return (r, Event::Infinite);
         }
@@ -227,11 +228,11 @@ impl Rounder {
                 Rounding::Down => !negative,
                 Rounding::NearestEven | Rounding::Stochastic => false,
             };
-            let r = match self.options.overflow {
-                Overflow::Saturate => sign(self.max),
-                Overflow::Ieee if toward_zero => sign(self.max),
-                Overflow::Ieee if self.format.has_infinity() => sign(f64::INFINITY),
-                Overflow::Ieee => self.quiet_nan(bits),
+            let r = match (self.options.overflow, self.format.encoding()) {
+                (Overflow::Saturate, _) | (_, Encoding::Finite) => sign(self.max),
+                (Overflow::Ieee, _) if toward_zero => sign(self.max),
+                (Overflow::Ieee, Encoding::Ieee) => sign(f64::INFINITY),
+                (Overflow::Ieee, Encoding::FiniteNan) => self.quiet_nan(bits),
             };
             return (r, Event::Overflow);
         }
@@ -247,13 +248,13 @@ impl Rounder {
     }
 
     /// A quiet NaN with the sign and the top `man_bits` payload bits of `bits` (an f64 NaN);
-    /// the format's one NaN pattern where it has only one.
+    /// the format's one NaN pattern where it has only one, and that same all-ones payload in
+    /// formats without NaN (whose NaN inputs stay NaN in the simulation).
     fn quiet_nan(&self, bits: u64) -> f64 {
         let top_bits = ((1u64 << self.man_bits) - 1) << (52 - self.man_bits);
-        let payload = if self.format.finite_only {
-            top_bits
-        } else {
-            bits & top_bits
+        let payload = match self.format.encoding() {
+            Encoding::Ieee => bits & top_bits,
+            Encoding::FiniteNan | Encoding::Finite => top_bits,
         };
         f64::from_bits(bits & (1 << 63) | (0x7ff << 52) | (1 << 51) | payload)
     }

@@ -11,6 +11,7 @@ use std::ops::{Add, AddAssign};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::Encoding;
 use super::random::{BlockKey, mix};
 use super::round::{Event, Overflow, Rounder, Rounding};
 
@@ -390,16 +391,15 @@ impl Kernel {
         let low_mask = (1u32 << s) - 1;
         let max_bits = (f.max() as f32).to_bits();
         let nan_payload = ((1u32 << f.man_bits) - 1) << s;
-        let (nan_keep, nan_set) = if f.finite_only {
-            (0x8000_0000, INF | nan_payload)
-        } else {
-            (0x8000_0000 | nan_payload, INF | 0x0040_0000)
+        let (nan_keep, nan_set) = match f.encoding() {
+            Encoding::Ieee => (0x8000_0000 | nan_payload, INF | 0x0040_0000),
+            Encoding::FiniteNan | Encoding::Finite => (0x8000_0000, INF | nan_payload),
         };
-        let format_nan = INF | 0x0040_0000 | if f.finite_only { nan_payload } else { 0 };
-        let (overflow_bits, infinity_bits) = match (o.overflow, f.has_infinity()) {
-            (Overflow::Saturate, _) => (max_bits, max_bits),
-            (Overflow::Ieee, true) => (INF, INF),
-            (Overflow::Ieee, false) => (format_nan, format_nan),
+        let format_nan = INF | 0x0040_0000 | nan_payload;
+        let (overflow_bits, infinity_bits) = match (o.overflow, f.encoding()) {
+            (Overflow::Saturate, _) | (_, Encoding::Finite) => (max_bits, max_bits),
+            (Overflow::Ieee, Encoding::Ieee) => (INF, INF),
+            (Overflow::Ieee, Encoding::FiniteNan) => (format_nan, format_nan),
         };
         // IEEE 754 7.4: a directed rounding toward zero for the value's sign gives the largest
         // finite value.

@@ -250,7 +250,7 @@ pub fn draw_number_lines<DB: DrawingBackend>(
     let rows = lines.len().max(1) as f64;
     let mut chart = ChartBuilder::on(root)
         .caption(
-            "Every positive value of the 8-bit formats (0 and the negatives mirror them)",
+            "Every positive value of the formats of 8 bits or fewer (0 and negatives mirror them)",
             (FONT, 24),
         )
         .margin(16)
