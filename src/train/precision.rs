@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use ndarray::{Array2, ArrayView2, Axis};
+
+use block::BlockCast;
 use serde::{Deserialize, Serialize};
 
 use super::capture::Observer;
@@ -18,6 +20,7 @@ use super::recipe::{Accumulation, AmaxComputeAlgo, Recipe};
 use crate::format::{RoundCounts, RoundOptions, Rounder};
 
 mod accumulate;
+pub mod block;
 mod product;
 pub use accumulate::{matmul_rounded, matmul_rounded_reference};
 pub use product::{K_BLOCK, gemm, gemm_reference};
@@ -149,6 +152,9 @@ impl Fp8Meta {
 pub struct Precision {
     recipe: Recipe,
     rounders: [Option<Rounder>; Class::ALL.len()],
+    /// The block casts of the operand classes the recipe casts to block formats (whose
+    /// `rounders` entry is `None`).
+    blocks: [Option<BlockCast>; Class::ALL.len()],
     layers: Vec<String>,
     current: usize,
     part: &'static str,
@@ -182,13 +188,20 @@ impl Precision {
             subnormals: true,
             seed,
         };
+        let blocks = Class::ALL.map(|class| {
+            recipe
+                .block_format(class)
+                .map(|format| BlockCast::new(format, options))
+        });
         let rounders = Class::ALL.map(|class| {
             let format = recipe.format(class);
-            (format != crate::format::FP32).then(|| Rounder::new(format, options))
+            (format != crate::format::FP32 && blocks[class.index()].is_none())
+                .then(|| Rounder::new(format, options))
         });
         Precision {
             recipe: recipe.clone(),
             rounders,
+            blocks,
             layers: Vec::new(),
             current: 0,
             part: "",
@@ -212,6 +225,7 @@ impl Precision {
     pub fn exact() -> Self {
         let mut p = Precision::new(&Recipe::fp32(), 0);
         p.rounders = [None; Class::ALL.len()];
+        p.blocks = [None; Class::ALL.len()];
         p
     }
 
@@ -354,16 +368,23 @@ impl Precision {
         self.nonfinite.contains(&(layer, class))
     }
 
-    /// Whether class `class` is rounded (its format is not fp32).
+    /// Whether class `class` is rounded (its format is not fp32, or is a block format).
     #[must_use]
     pub fn rounds(&self, class: Class) -> bool {
-        self.rounders[class.index()].is_some()
+        self.rounders[class.index()].is_some() || self.blocks[class.index()].is_some()
     }
 
     /// Stores `xs` as class `class` of the current layer: observes it (capture steps), rounds it
     /// to the class's format (with per-tensor scaling for 8-bit formats when the recipe says so),
-    /// counts what rounding did and notes the first inf/NaN.
+    /// counts what rounding did and notes the first inf/NaN. A block-scaled class rounds `xs` as
+    /// one row ([`Precision::operand`] stores matrices of it).
     pub fn store<T: Real>(&mut self, class: Class, xs: &mut [T]) {
+        self.store_shaped(class, xs, xs.len());
+    }
+
+    /// [`Precision::store`] of a row-major matrix of `cols` columns (which only a block cast
+    /// reads: its blocks run along the rows).
+    fn store_shaped<T: Real>(&mut self, class: Class, xs: &mut [T], cols: usize) {
         // Unrounded master weights are exactly what the weight copy sees before rounding (the
         // copy is taken from them), so observing them too would capture the same tensor twice.
         let duplicate = class == Class::Master && !self.rounds(Class::Master);
@@ -386,6 +407,10 @@ impl Precision {
         let mut finite_after = None;
         if self.recording {
             self.tally[class.index()].stored += xs.len() as u64;
+        }
+        if let Some(block) = self.blocks[class.index()] {
+            self.round_blocks(&block, class, xs, cols);
+            return;
         }
         if let Some(rounder) = rounder {
             let fp8 = self.recipe.fp8_scaling.is_some() && rounder.format().total_bits() <= 8;
@@ -432,6 +457,41 @@ impl Precision {
             taps.entry((self.current, class))
                 .or_default()
                 .extend(xs.iter().map(|&v| Real::to_f64(v) as f32));
+        }
+    }
+
+    /// The rounding, counting and checks of [`Precision::store_shaped`] for a block cast: the
+    /// inf/NaN check comes before rounding, since a block holding one becomes NaN throughout
+    /// (and a block cast of finite values is finite: its elements saturate).
+    fn round_blocks<T: Real>(
+        &mut self,
+        block: &BlockCast,
+        class: Class,
+        xs: &mut [T],
+        cols: usize,
+    ) {
+        let finite = T::all_finite(xs);
+        let bad = if finite {
+            0
+        } else {
+            xs.iter().filter(|v| !v.is_finite()).count() as u64
+        };
+        let counts = block.round(xs, cols, self.stream);
+        self.stream = self.stream.wrapping_add(xs.len() as u64);
+        if !self.recording {
+            return;
+        }
+        let tally = &mut self.tally[class.index()];
+        tally.underflow += counts.underflow;
+        tally.subnormal += counts.subnormal;
+        tally.overflow += counts.overflow;
+        tally.nonfinite += bad;
+        *self
+            .counts
+            .entry((self.current, class, self.part))
+            .or_default() += counts;
+        if !finite {
+            self.mark_nonfinite(class);
         }
     }
 
@@ -598,23 +658,31 @@ impl Precision {
 
     /// A matrix product's operand `x` of class `class` ([`Class::GemmInput`],
     /// [`Class::GemmWeight`] or [`Class::GemmGradOutput`]), tensor `tensor` of the current layer,
-    /// cast to the recipe's operand format just before the product, as Transformer Engine's
-    /// Linear casts its input, weight and output gradient to FP8 (`_get_quantizers` in
-    /// `transformer_engine/pytorch/module/linear.py`): `None` when that format is FP32 (the
-    /// product reads `x` as stored), otherwise the rounded copy (with the tensor's fp8 scale),
-    /// stored, counted and captured like any store.
+    /// cast to the recipe's operand format just before a product that sums over its axis
+    /// `reduce`, as Transformer Engine's Linear casts its input, weight and output gradient to
+    /// FP8 (`_get_quantizers` in `transformer_engine/pytorch/module/linear.py`): `None` when
+    /// that format is FP32 (the product reads `x` as stored), otherwise the rounded copy, stored,
+    /// counted and captured like any store. A number format casts the whole tensor (with the
+    /// tensor's fp8 scale) whatever `reduce` is; a block format casts blocks along `reduce`
+    /// ([`block`]).
     pub fn operand<T: Real>(
         &mut self,
         class: Class,
         tensor: &'static str,
         x: ArrayView2<'_, T>,
+        reduce: Axis,
     ) -> Option<Array2<T>> {
         if !self.rounds(class) {
             return None;
         }
-        let mut copy = x.as_standard_layout().into_owned();
         let saved = std::mem::replace(&mut self.tensor, tensor);
-        self.store_array(class, &mut copy);
+        let copy = if self.casts_per_product(class) {
+            self.store_blocks(class, x, reduce)
+        } else {
+            let mut copy = x.as_standard_layout().into_owned();
+            self.store_array(class, &mut copy);
+            copy
+        };
         self.tensor = saved;
         Some(copy)
     }

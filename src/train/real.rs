@@ -7,7 +7,7 @@ use std::ops::{AddAssign, BitAnd, DivAssign, MulAssign, SubAssign};
 use ndarray::{LinalgScalar, ScalarOperand};
 use num_traits::Float;
 
-use crate::format::{RoundCounts, Rounder};
+use crate::format::{MxRounder, RoundCounts, Rounder};
 use crate::stats::Histogram;
 
 /// A floating-point scalar the training core computes in.
@@ -55,6 +55,15 @@ pub trait Real:
 
     /// Rounds `xs` in place with `rounder` as positions `start..` of its stochastic stream.
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts;
+
+    /// Rounds the row-major matrix `xs` of `cols` columns in place with the block rounder
+    /// `rounder`, blocks along each row, as positions `start..` of its stochastic stream.
+    fn round_blocks_at(
+        rounder: &MxRounder,
+        xs: &mut [Self],
+        cols: usize,
+        start: u64,
+    ) -> RoundCounts;
 
     /// Adds `xs` to a log2-magnitude histogram (in parallel when it is large; the result does
     /// not depend on the thread count).
@@ -146,6 +155,17 @@ impl Real for f32 {
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts {
         rounder.round_f32_slice_at(xs, start)
     }
+    fn round_blocks_at(
+        rounder: &MxRounder,
+        xs: &mut [Self],
+        cols: usize,
+        start: u64,
+    ) -> RoundCounts {
+        xs.chunks_mut(cols.max(1))
+            .enumerate()
+            .map(|(r, row)| rounder.round_f32_slice_at(row, start + (r * cols) as u64))
+            .fold(RoundCounts::default(), |a, b| a + b)
+    }
     fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
         h.par_add_f32(xs);
     }
@@ -207,6 +227,19 @@ impl Real for f64 {
     }
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts {
         rounder.round_f64_slice_at(xs, start)
+    }
+    fn round_blocks_at(
+        rounder: &MxRounder,
+        xs: &mut [Self],
+        cols: usize,
+        start: u64,
+    ) -> RoundCounts {
+        let mut narrow: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+        let counts = f32::round_blocks_at(rounder, &mut narrow, cols, start);
+        xs.iter_mut()
+            .zip(narrow)
+            .for_each(|(x, n)| *x = f64::from(n));
+        counts
     }
     fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
         h.par_add_f64(xs);

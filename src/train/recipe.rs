@@ -36,12 +36,13 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::precision::Class;
+use super::precision::block::BlockFormat;
 use crate::error::Error;
 use crate::format::{FloatFormat, Overflow, Rounding};
 use crate::scaling::scaler::{DynamicScaling, LossScaling};
 
 /// The names of the preset recipes, in the order of the table above.
-pub const PRESET_NAMES: [&str; 10] = [
+pub const PRESET_NAMES: [&str; 11] = [
     "fp32",
     "fp16-pure",
     "fp16-master",
@@ -52,10 +53,11 @@ pub const PRESET_NAMES: [&str; 10] = [
     "bf16-master",
     "fp8-hybrid",
     "fp8-every-store",
+    "mxfp8",
 ];
 
 /// [`PRESET_NAMES`] as the error message lists them (a test checks that they agree).
-const PRESET_LIST: &str = "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron, fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store";
+const PRESET_LIST: &str = "one of fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron, fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store, mxfp8";
 
 /// Where the sums of a matrix product are kept. Read by its [`FromStr`] from flags and config
 /// files alike.
@@ -182,27 +184,117 @@ pub enum AmaxComputeAlgo {
     MostRecent,
 }
 
+/// The format a matrix product's operand is cast to: a number format (one scale per tensor,
+/// delayed when the recipe has [`Fp8Scaling`] and the format is 8 bits or fewer) or a
+/// block-scaled format (a scale per block along the product's reduction axis, from the current
+/// tensor: [`super::precision::block`]).
+///
+/// Written in files and on the command line as its name: a number format's (`fp8-e4m3`, `bf16`,
+/// `e5m7`...) or a block format's (`mxfp8-e4m3`, ...). The number-format names come first, so a
+/// recipe written before block formats existed reads and writes exactly as it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum OperandFormat {
+    /// One format for the whole tensor.
+    Float(FloatFormat),
+    /// A block-scaled format.
+    Block(BlockFormat),
+}
+
+impl OperandFormat {
+    /// The format the values are rounded to: the number format, or a block format's element
+    /// format.
+    #[must_use]
+    pub fn element(&self) -> FloatFormat {
+        match self {
+            OperandFormat::Float(f) => *f,
+            OperandFormat::Block(b) => b.element(),
+        }
+    }
+
+    /// The name, as [`FloatFormat::name`] or the block format's.
+    #[must_use]
+    pub fn name(&self) -> String {
+        self.to_string()
+    }
+
+    /// The block format, if this is one.
+    #[must_use]
+    pub fn block(&self) -> Option<BlockFormat> {
+        match self {
+            OperandFormat::Float(_) => None,
+            OperandFormat::Block(b) => Some(*b),
+        }
+    }
+}
+
+impl FromStr for OperandFormat {
+    type Err = Error;
+    /// A number format's name (any that [`FloatFormat`]'s `FromStr` takes), else a block
+    /// format's.
+    fn from_str(s: &str) -> crate::Result<Self> {
+        if let Ok(f) = s.parse::<FloatFormat>() {
+            return Ok(OperandFormat::Float(f));
+        }
+        s.parse::<BlockFormat>()
+            .map(OperandFormat::Block)
+            .map_err(|_| Error::InvalidValue {
+                what: "operand format",
+                value: s.to_string(),
+                expected: "a number format (fp32, bf16, fp8-e4m3, fp8-e5m2, eXmY, ...) or a block format (mxfp8-e4m3, mxfp8-e5m2, mxfp6-e2m3, mxfp6-e3m2, mxfp4)",
+            })
+    }
+}
+
+impl TryFrom<String> for OperandFormat {
+    type Error = Error;
+    fn try_from(s: String) -> crate::Result<Self> {
+        s.parse()
+    }
+}
+
+impl From<OperandFormat> for String {
+    fn from(f: OperandFormat) -> String {
+        f.to_string()
+    }
+}
+
+impl From<FloatFormat> for OperandFormat {
+    fn from(f: FloatFormat) -> Self {
+        OperandFormat::Float(f)
+    }
+}
+
+impl std::fmt::Display for OperandFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OperandFormat::Float(x) => x.fmt(f),
+            OperandFormat::Block(b) => b.fmt(f),
+        }
+    }
+}
+
 /// The formats the operands of matrix products are cast to just before each product, on top of
-/// the format they are stored in: Transformer Engine's FP8 GEMMs. FP32 (the default) means no
-/// cast: the product reads its operands as stored.
+/// the format they are stored in: Transformer Engine's FP8 and FP4 GEMMs. FP32 (the default)
+/// means no cast: the product reads its operands as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GemmOperands {
     /// A layer's input activation (forward product and weight-gradient product).
-    pub input: FloatFormat,
+    pub input: OperandFormat,
     /// The weight (forward product and input-gradient product).
-    pub weight: FloatFormat,
+    pub weight: OperandFormat,
     /// The output gradient (input-gradient and weight-gradient products).
-    pub grad_output: FloatFormat,
+    pub grad_output: OperandFormat,
 }
 
 impl Default for GemmOperands {
     fn default() -> Self {
-        use crate::format::FP32;
+        let fp32 = OperandFormat::Float(crate::format::FP32);
         GemmOperands {
-            input: FP32,
-            weight: FP32,
-            grad_output: FP32,
+            input: fp32,
+            weight: fp32,
+            grad_output: fp32,
         }
     }
 }
@@ -268,6 +360,10 @@ impl Recipe {
     pub fn preset(name: &str) -> crate::Result<Recipe> {
         use crate::format::{BF16, FP8_E4M3, FP8_E5M2, FP16, FP32};
         let uniform = |storage, master, state| Recipe::uniform(name, storage, master, state);
+        let block = |name: &str| match name.parse() {
+            Ok(b) => OperandFormat::Block(b),
+            Err(_) => unreachable!("{name} is a block format"),
+        };
         Ok(match name {
             "fp32" => uniform(FP32, FP32, FP32),
             "fp16-pure" => uniform(FP16, FP16, FP16),
@@ -291,9 +387,9 @@ impl Recipe {
             "bf16-master" => uniform(BF16, FP32, FP32),
             "fp8-hybrid" => Recipe {
                 gemm_operands: GemmOperands {
-                    input: FP8_E4M3,
-                    weight: FP8_E4M3,
-                    grad_output: FP8_E5M2,
+                    input: FP8_E4M3.into(),
+                    weight: FP8_E4M3.into(),
+                    grad_output: FP8_E5M2.into(),
                 },
                 // FP8 casts saturate (TE's cast kernels convert with __NV_SATFINITE).
                 overflow: Overflow::Saturate,
@@ -307,6 +403,17 @@ impl Recipe {
                 overflow: Overflow::Saturate,
                 fp8_scaling: Some(Fp8Scaling::default()),
                 ..uniform(FP8_E4M3, FP32, FP32)
+            },
+            "mxfp8" => Recipe {
+                gemm_operands: GemmOperands {
+                    input: block("mxfp8-e4m3"),
+                    weight: block("mxfp8-e4m3"),
+                    grad_output: block("mxfp8-e5m2"),
+                },
+                // MX elements saturate whatever this says (the OCP MX specification); it is
+                // set so that the recipe says so.
+                overflow: Overflow::Saturate,
+                ..uniform(FP32, FP32, FP32)
             },
             _ => {
                 return Err(Error::InvalidValue {
@@ -380,7 +487,8 @@ impl Recipe {
         Ok(())
     }
 
-    /// The format of tensor class `class`.
+    /// The format of tensor class `class` (for a block-scaled operand, its element format:
+    /// [`Recipe::block_format`] says which block format).
     #[must_use]
     pub fn format(&self, class: Class) -> FloatFormat {
         match class {
@@ -395,9 +503,31 @@ impl Recipe {
             // the new weight.
             Class::Update => crate::format::FP32,
             Class::Master => self.master_weights,
-            Class::GemmInput => self.gemm_operands.input,
-            Class::GemmWeight => self.gemm_operands.weight,
-            Class::GemmGradOutput => self.gemm_operands.grad_output,
+            Class::GemmInput => self.gemm_operands.input.element(),
+            Class::GemmWeight => self.gemm_operands.weight.element(),
+            Class::GemmGradOutput => self.gemm_operands.grad_output.element(),
+        }
+    }
+
+    /// The block format of operand class `class` ([`Class::GemmInput`], [`Class::GemmWeight`]
+    /// or [`Class::GemmGradOutput`]) when the recipe casts it to one; `None` otherwise.
+    #[must_use]
+    pub fn block_format(&self, class: Class) -> Option<BlockFormat> {
+        match class {
+            Class::GemmInput => self.gemm_operands.input.block(),
+            Class::GemmWeight => self.gemm_operands.weight.block(),
+            Class::GemmGradOutput => self.gemm_operands.grad_output.block(),
+            _ => None,
+        }
+    }
+
+    /// The name of the format of tensor class `class`: [`Recipe::format`]'s, or the block
+    /// format's for a block-scaled operand.
+    #[must_use]
+    pub fn format_name(&self, class: Class) -> String {
+        match self.block_format(class) {
+            Some(b) => b.to_string(),
+            None => self.format(class).to_string(),
         }
     }
 }

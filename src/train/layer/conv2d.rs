@@ -38,6 +38,9 @@ impl ImageShape {
 /// out = cols Wᵀ + b           W: (out_channels, in_channels·k·k)
 /// dW = dOutᵀ cols      db = Σ dOut      dcols = dOut W      dx = col2im(dcols) (sums overlaps)
 /// ```
+///
+/// GEMM operand casts as in [`super::Linear`], with the im2col matrix as the input: a block cast
+/// runs along `(c, i, j)` for `out`, down the pixels `(n, y, x)` for `dW`.
 #[derive(Clone, Debug)]
 pub struct Conv2d<T> {
     /// Kernels, (out_channels, in_channels·k·k).
@@ -48,6 +51,8 @@ pub struct Conv2d<T> {
     out_channels: usize,
     k: usize,
     pad: usize,
+    /// The im2col matrix for the weight-gradient product: as the forward product read it (cast
+    /// per tensor), or uncast when its cast is block-scaled.
     cols: Option<Array2<T>>,
 }
 
@@ -126,8 +131,8 @@ impl<T: Real> Conv2d<T> {
     }
 
     /// Sets the weight and bias gradients from `dy`; returns the forward pass's im2col matrix
-    /// (taken: the caller puts it back) and `dy` as one row per output pixel, or `None` before
-    /// any forward pass.
+    /// (taken: the caller puts it back) and `dy` as one row per output pixel (as cast when the
+    /// recipe casts it per tensor), or `None` before any forward pass.
     fn backward_params_cols(
         &mut self,
         dy: &Array2<T>,
@@ -146,16 +151,25 @@ impl<T: Real> Conv2d<T> {
             }
         }
         // The bias gradient sums the uncast output gradient; the products read it cast.
-        let dy_operand = p.operand(Class::GemmGradOutput, "grad_output", dy_cols.view());
+        // dW = dy_colsᵀ cols sums over the pixels, axis 0 of both.
+        let dy_operand = p.operand(
+            Class::GemmGradOutput,
+            "grad_output",
+            dy_cols.view(),
+            Axis(0),
+        );
         let dy_gemm = dy_operand.as_ref().unwrap_or(&dy_cols);
-        self.weight.grad = p.matmul(dy_gemm.t(), cols.view(), Class::WeightGrad);
+        let cols_block = p.block_operand(Class::GemmInput, "input", cols.view(), Axis(0));
+        let cols_gemm = cols_block.as_ref().unwrap_or(&cols);
+        self.weight.grad = p.matmul(dy_gemm.t(), cols_gemm.view(), Class::WeightGrad);
         p.set_tensor(self.weight.name);
         p.store_array(Class::WeightGrad, &mut self.weight.grad);
         self.bias.grad = p.sum_rows(dy_cols.view(), Class::WeightGrad);
         p.set_tensor(self.bias.name);
         p.store_array(Class::WeightGrad, &mut self.bias.grad);
         p.set_tensor("");
-        Some((cols, dy_operand.unwrap_or(dy_cols)))
+        let per_tensor = dy_operand.filter(|_| !p.casts_per_product(Class::GemmGradOutput));
+        Some((cols, per_tensor.unwrap_or(dy_cols)))
     }
 }
 
@@ -172,17 +186,25 @@ impl<T: Real> Layer<T> for Conv2d<T> {
             self.input.channels * self.k * self.k,
         ));
         self.for_each_tap(batch, |n, row, col, idx| cols[[row, col]] = x[[n, idx]]);
-        // With operand casts, the im2col matrix is the product's input (kept cast for backward).
-        let cols = p
-            .operand(Class::GemmInput, "input", cols.view())
-            .unwrap_or(cols);
+        // With operand casts, the im2col matrix is the product's input (kept cast for backward
+        // when cast per tensor). out = cols Wᵀ sums over (c, i, j), axis 1 of both.
+        let cols_operand = p.operand(Class::GemmInput, "input", cols.view(), Axis(1));
         let weight_operand = p.operand(
             Class::GemmWeight,
             self.weight.name,
             self.weight.weight.view(),
+            Axis(1),
         );
         let w = weight_operand.as_ref().unwrap_or(&self.weight.weight);
-        let mut y_cols = p.matmul(cols.view(), w.t(), Class::Activation);
+        let mut y_cols = p.matmul(
+            cols_operand.as_ref().unwrap_or(&cols).view(),
+            w.t(),
+            Class::Activation,
+        );
+        let cols = match cols_operand {
+            Some(cast) if !p.casts_per_product(Class::GemmInput) => cast,
+            _ => cols,
+        };
         y_cols += &self.bias.weight;
         // (n, y, x) x channel  ->  n x (channel, y, x)
         let hw = o.height * o.width;
@@ -204,10 +226,21 @@ impl<T: Real> Layer<T> for Conv2d<T> {
         let Some((cols, dy_cols)) = self.backward_params_cols(&dy, p) else {
             return Array2::zeros((batch, self.input.len()));
         };
+        // dcols = dy_cols W sums over the out channels: axis 1 of dy_cols, axis 0 of W. (A
+        // per-tensor cast of W is made again: the same values, with this step's scale.)
+        let dy_cols = p
+            .block_operand(
+                Class::GemmGradOutput,
+                "grad_output",
+                dy_cols.view(),
+                Axis(1),
+            )
+            .unwrap_or(dy_cols);
         let weight_operand = p.operand(
             Class::GemmWeight,
             self.weight.name,
             self.weight.weight.view(),
+            Axis(0),
         );
         let w = weight_operand.as_ref().unwrap_or(&self.weight.weight);
         let dcols = p.matmul(dy_cols.view(), w.view(), Class::ActivationGrad);

@@ -1,6 +1,6 @@
 //! The fully connected layer.
 
-use ndarray::Array2;
+use ndarray::{Array2, Axis};
 
 use super::{Layer, Param, init_uniform};
 use crate::train::precision::{Class, Precision};
@@ -14,18 +14,24 @@ use crate::train::rng::Rng;
 /// ```
 ///
 /// With a recipe that casts GEMM operands ([`crate::train::recipe::GemmOperands`]), the three
-/// products read `x`, `W` and `dL/dy` as cast (x and W once, in forward, kept for backward, as
-/// Transformer Engine's Linear keeps its FP8 input and weight); the bias and its gradient (a sum
-/// of the uncast `dL/dy`, as TE's fused bias-gradient cast computes it) are never cast.
+/// products read `x`, `W` and `dL/dy` as cast: with a per-tensor format, x and W once, in
+/// forward, kept for backward (as Transformer Engine's Linear keeps its FP8 input and weight),
+/// and `dL/dy` once for both backward products; with a block format, each for each product, its
+/// blocks along the axis that product sums over (x and W along the inputs for `y`, `dL/dy`
+/// along the outputs and W down its columns for `dL/dx`, `dL/dy` and x along the batch for
+/// `dL/dW`: [`crate::train::precision::block`]). The bias and its gradient (a sum of the uncast
+/// `dL/dy`, as TE's fused bias-gradient cast computes it) are never cast.
 #[derive(Clone, Debug)]
 pub struct Linear<T> {
     /// Weights, (outputs, inputs).
     pub weight: Param<T>,
     /// Bias, (1, outputs).
     pub bias: Param<T>,
-    /// The input as the products read it (cast when the recipe casts operands).
+    /// The input for the weight-gradient product: as the forward product read it (cast when the
+    /// recipe casts it per tensor), or as stored when its cast is block-scaled (cast again
+    /// along the batch).
     input: Option<Array2<T>>,
-    /// The weight as cast for this forward pass, when the recipe casts it.
+    /// The weight as cast for this forward pass, when the recipe casts it per tensor.
     weight_operand: Option<Array2<T>>,
 }
 
@@ -46,23 +52,27 @@ impl<T: Real> Linear<T> {
 
 impl<T: Real> Linear<T> {
     /// Sets the weight and bias gradients from `dy` (zero before any forward pass) and returns
-    /// `dy` as the products read it, when the recipe casts it.
+    /// `dy` as cast for them when the recipe casts it per tensor (the input-gradient product
+    /// reads the same cast).
     fn backward_params_ref(&mut self, dy: &Array2<T>, p: &mut Precision) -> Option<Array2<T>> {
         let Some(x) = self.input.as_ref() else {
             self.weight.grad.fill(T::zero());
             self.bias.grad.fill(T::zero());
             return None;
         };
-        let dy_operand = p.operand(Class::GemmGradOutput, "grad_output", dy.view());
+        // dW = dyᵀ x sums over the batch, axis 0 of both.
+        let dy_operand = p.operand(Class::GemmGradOutput, "grad_output", dy.view(), Axis(0));
         let dy_gemm = dy_operand.as_ref().unwrap_or(dy);
-        self.weight.grad = p.matmul(dy_gemm.t(), x.view(), Class::WeightGrad);
+        let x_block = p.block_operand(Class::GemmInput, "input", x.view(), Axis(0));
+        let x_gemm = x_block.as_ref().unwrap_or(x);
+        self.weight.grad = p.matmul(dy_gemm.t(), x_gemm.view(), Class::WeightGrad);
         p.set_tensor(self.weight.name);
         p.store_array(Class::WeightGrad, &mut self.weight.grad);
         self.bias.grad = p.sum_rows(dy.view(), Class::WeightGrad);
         p.set_tensor(self.bias.name);
         p.store_array(Class::WeightGrad, &mut self.bias.grad);
         p.set_tensor("");
-        dy_operand
+        dy_operand.filter(|_| !p.casts_per_product(Class::GemmGradOutput))
     }
 }
 
@@ -72,14 +82,21 @@ impl<T: Real> Layer<T> for Linear<T> {
     }
 
     fn forward(&mut self, x: Array2<T>, p: &mut Precision) -> Array2<T> {
-        let x = p.operand(Class::GemmInput, "input", x.view()).unwrap_or(x);
-        self.weight_operand = p.operand(
+        // y = x Wᵀ sums over the inputs, axis 1 of both.
+        let x_operand = p.operand(Class::GemmInput, "input", x.view(), Axis(1));
+        let w_operand = p.operand(
             Class::GemmWeight,
             self.weight.name,
             self.weight.weight.view(),
+            Axis(1),
         );
-        let w = self.weight_operand.as_ref().unwrap_or(&self.weight.weight);
-        let mut y = p.matmul(x.view(), w.t(), Class::Activation);
+        let w = w_operand.as_ref().unwrap_or(&self.weight.weight);
+        let mut y = p.matmul(
+            x_operand.as_ref().unwrap_or(&x).view(),
+            w.t(),
+            Class::Activation,
+        );
+        self.weight_operand = w_operand.filter(|_| !p.casts_per_product(Class::GemmWeight));
         let cols = y.ncols();
         let bias = self.bias.weight.as_slice().filter(|b| !b.is_empty());
         match (y.as_slice_mut(), bias) {
@@ -99,14 +116,32 @@ impl<T: Real> Layer<T> for Linear<T> {
                 p.store_array(Class::Activation, &mut y);
             }
         }
-        self.input = Some(x);
+        self.input = Some(match x_operand {
+            Some(cast) if !p.casts_per_product(Class::GemmInput) => cast,
+            _ => x,
+        });
         y
     }
 
     fn backward(&mut self, dy: Array2<T>, p: &mut Precision) -> Array2<T> {
         let dy_operand = self.backward_params_ref(&dy, p);
-        let dy = dy_operand.unwrap_or(dy);
-        let w = self.weight_operand.as_ref().unwrap_or(&self.weight.weight);
+        // dx = dy W sums over the outputs: axis 1 of dy, axis 0 of W.
+        let dy = match dy_operand {
+            Some(cast) => cast,
+            None => p
+                .block_operand(Class::GemmGradOutput, "grad_output", dy.view(), Axis(1))
+                .unwrap_or(dy),
+        };
+        let w_block = p.block_operand(
+            Class::GemmWeight,
+            self.weight.name,
+            self.weight.weight.view(),
+            Axis(0),
+        );
+        let w = w_block
+            .as_ref()
+            .or(self.weight_operand.as_ref())
+            .unwrap_or(&self.weight.weight);
         let mut dx = p.matmul(dy.view(), w.view(), Class::ActivationGrad);
         p.store_array(Class::ActivationGrad, &mut dx);
         dx

@@ -162,28 +162,32 @@ impl<T: Real> Layer<T> for Lstm<T> {
                 .slice(s![.., t * self.inputs..(t + 1) * self.inputs]);
             db += &p.sum_rows(dz.view(), Class::WeightGrad);
             // The products read dz, x_t and h_t as cast (with this step's scales, so x_t and h_t
-            // as in forward); the bias gradient sums the uncast dz.
-            let dz = p
-                .operand(Class::GemmGradOutput, "grad_output", dz.view())
-                .unwrap_or(dz);
-            let xq = p.operand(Class::GemmInput, "input", xt);
-            let hq = p.operand(Class::GemmInput, "hidden", cache.h[t].view());
+            // as in forward, when cast per tensor); the bias gradient sums the uncast dz. The
+            // weight gradients sum over the batch (axis 0 of dz, x_t and h_t), the input
+            // gradients over the gates (axis 1 of dz, axis 0 of the weights).
+            let dz_wgrad = p.operand(Class::GemmGradOutput, "grad_output", dz.view(), Axis(0));
+            let dz_dgrad =
+                p.block_operand(Class::GemmGradOutput, "grad_output", dz.view(), Axis(1));
+            let dz_w = dz_wgrad.as_ref().unwrap_or(&dz);
+            let dz_d = dz_dgrad.as_ref().unwrap_or(dz_w);
+            let xq = p.operand(Class::GemmInput, "input", xt, Axis(0));
+            let hq = p.operand(Class::GemmInput, "hidden", cache.h[t].view(), Axis(0));
             dwx += &p.matmul(
-                dz.t(),
+                dz_w.t(),
                 xq.as_ref().map_or(xt, |a| a.view()),
                 Class::WeightGrad,
             );
             dwh += &p.matmul(
-                dz.t(),
+                dz_w.t(),
                 hq.as_ref().unwrap_or(&cache.h[t]).view(),
                 Class::WeightGrad,
             );
-            let mut dxt = gemm_cast(p, (dz.view(), ""), &self.wx, true, Class::ActivationGrad);
+            let mut dxt = gemm_cast(p, (dz_d.view(), ""), &self.wx, true, Class::ActivationGrad);
             p.set_tensor("input");
             p.store_array(Class::ActivationGrad, &mut dxt);
             dx.slice_mut(s![.., t * self.inputs..(t + 1) * self.inputs])
                 .assign(&dxt);
-            dh = gemm_cast(p, (dz.view(), ""), &self.wh, true, Class::ActivationGrad);
+            dh = gemm_cast(p, (dz_d.view(), ""), &self.wh, true, Class::ActivationGrad);
             p.set_tensor("hidden");
             p.store_array(Class::ActivationGrad, &mut dh);
             p.set_tensor("");
@@ -221,12 +225,14 @@ fn gemm_cast<T: Real>(
     backward: bool,
     class: Class,
 ) -> Array2<T> {
-    let cast_w = p.operand(Class::GemmWeight, w.name, w.weight.view());
+    // Forward sums over the inputs (axis 1 of a and W), backward over the gates (axis 0 of W).
+    let w_axis = if backward { Axis(0) } else { Axis(1) };
+    let cast_w = p.operand(Class::GemmWeight, w.name, w.weight.view(), w_axis);
     let w_gemm = cast_w.as_ref().unwrap_or(&w.weight);
     if backward {
         return p.matmul(a.0, w_gemm.view(), class);
     }
-    let cast_a = p.operand(Class::GemmInput, a.1, a.0);
+    let cast_a = p.operand(Class::GemmInput, a.1, a.0, Axis(1));
     match &cast_a {
         Some(x) => p.matmul(x.view(), w_gemm.t(), class),
         None => p.matmul(a.0, w_gemm.t(), class),
