@@ -173,6 +173,10 @@ pub struct Precision {
     tally: [StoreCounts; Class::ALL.len()],
     grad_amax: f64,
     taps: Option<BTreeMap<(usize, Class), Vec<f32>>>,
+    /// Every block cast made: class, tensor, shape and the axis its blocks ran along (what the
+    /// tests of the layers' casts read).
+    #[cfg(test)]
+    block_casts: Vec<(Class, &'static str, (usize, usize), usize)>,
 }
 
 impl Precision {
@@ -217,6 +221,8 @@ impl Precision {
             tally: [StoreCounts::default(); Class::ALL.len()],
             grad_amax: 0.0,
             taps: None,
+            #[cfg(test)]
+            block_casts: Vec::new(),
         }
     }
 
@@ -778,5 +784,7 @@ mod tests {
     }
 }
 
+#[cfg(test)]
+mod block_tests;
 #[cfg(test)]
 mod fp8_tests;

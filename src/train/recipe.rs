@@ -656,6 +656,85 @@ mod tests {
         assert!(e.contains("invalid rounding mode 'rnx'"), "{e}");
     }
 
+    /// `fp8-hybrid` as the code before block formats wrote it (a run's `config.json`): it reads
+    /// as the preset and writes back the same JSON.
+    #[test]
+    fn a_recipe_written_before_block_formats_reads_and_writes_the_same() {
+        let old = r#"{"name": "fp8-hybrid", "weights": "fp32", "activations": "fp32", "activation_grads": "fp32", "weight_grads": "fp32", "optimizer_state": "fp32", "master_weights": "fp32", "accumulation": "fp32", "rounding": "nearest-even", "overflow": "saturate", "fp32_ops": {"softmax": true, "loss": true, "norm_stats": true, "reductions": true}, "loss_scaling": {"kind": "none"}, "fp8_scaling": {"amax_history_len": 1024, "margin": 0, "amax_compute_algo": "max"}, "gemm_operands": {"input": "fp8-e4m3", "weight": "fp8-e4m3", "grad_output": "fp8-e5m2"}, "allow_fp16_unscale": false}"#;
+        let old_value: serde_json::Value = serde_json::from_str(old).unwrap();
+        let r: Recipe = serde_json::from_str(old).unwrap();
+        assert_eq!(r, Recipe::preset("fp8-hybrid").unwrap());
+        assert_eq!(serde_json::to_value(&r).unwrap(), old_value);
+        // A recipe without gemm_operands (older still) has none.
+        let mut v = old_value.clone();
+        v.as_object_mut().unwrap().remove("gemm_operands");
+        let r: Recipe = serde_json::from_value(v).unwrap();
+        assert_eq!(r.gemm_operands, GemmOperands::default());
+    }
+
+    /// Operand formats by name: number formats (aliases included) first, then block formats;
+    /// anything else is refused naming both kinds.
+    #[test]
+    fn operand_formats_are_named() {
+        for (name, canonical, block) in [
+            ("fp8-e4m3", "fp8-e4m3", false),
+            ("e4m3fn", "fp8-e4m3", false),
+            ("BF16", "bf16", false),
+            ("e3m4", "e3m4", false),
+            ("mxfp8-e4m3", "mxfp8-e4m3", true),
+            ("MXFP8-E5M2", "mxfp8-e5m2", true),
+            ("mxfp4", "mxfp4", true),
+        ] {
+            let f: OperandFormat = name.parse().unwrap();
+            assert_eq!(f.to_string(), canonical);
+            assert_eq!(f.block().is_some(), block, "{name}");
+            let json: OperandFormat = serde_json::from_str(&format!("\"{name}\"")).unwrap();
+            assert_eq!(json, f);
+            assert_eq!(
+                serde_json::to_string(&f).unwrap(),
+                format!("\"{canonical}\"")
+            );
+        }
+        let e = "mxfp9".parse::<OperandFormat>().unwrap_err().to_string();
+        assert!(
+            e.contains("invalid operand format 'mxfp9'")
+                && e.contains("fp8-e4m3")
+                && e.contains("mxfp8-e4m3"),
+            "{e}"
+        );
+        let bad = r#"{"input": "mxfp9"}"#;
+        let e = serde_json::from_str::<GemmOperands>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid operand format 'mxfp9'"), "{e}");
+    }
+
+    /// The block presets: only the GEMM operands cast, to the issue's formats, no delayed
+    /// scaling; the format of a block class is its element format, its name the block format's.
+    #[test]
+    fn block_presets_cast_only_the_operands() {
+        let mx = Recipe::preset("mxfp8").unwrap();
+        let names = |r: &Recipe| {
+            [Class::GemmInput, Class::GemmWeight, Class::GemmGradOutput].map(|c| r.format_name(c))
+        };
+        assert_eq!(names(&mx), ["mxfp8-e4m3", "mxfp8-e4m3", "mxfp8-e5m2"]);
+        assert_eq!(mx.format(Class::GemmGradOutput).name(), "fp8-e5m2");
+        assert_eq!(mx.fp8_scaling, None);
+        assert_eq!(mx.overflow, Overflow::Saturate);
+        for class in [
+            Class::Weight,
+            Class::Activation,
+            Class::ActivationGrad,
+            Class::WeightGrad,
+            Class::OptimizerState,
+            Class::Master,
+        ] {
+            assert_eq!(mx.format(class), FP32, "{class:?}");
+            assert_eq!(mx.block_format(class), None, "{class:?}");
+        }
+        assert_eq!(mx.format_name(Class::Weight), "fp32");
+    }
+
     #[test]
     fn accumulation_parses_and_prints_its_serde_names() {
         for a in [Accumulation::Fp32, Accumulation::Storage] {

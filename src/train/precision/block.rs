@@ -111,6 +111,9 @@ impl Precision {
         x: ArrayView2<'_, T>,
         reduce: Axis,
     ) -> Array2<T> {
+        #[cfg(test)]
+        self.block_casts
+            .push((class, self.tensor, x.dim(), reduce.index()));
         if reduce == Axis(1) {
             let mut copy = x.as_standard_layout().into_owned();
             let cols = copy.ncols();

@@ -1,0 +1,308 @@
+//! Block-scaled operand casts against hand-built references: what each product of a Linear
+//! (and of a 1x1 convolution on 1x1 images, which is one) reads under the block recipes, bit for
+//! bit; which casts an LSTM makes, along which axes; counts, inf/NaN and the f64 path.
+
+use ndarray::{Array2, Axis};
+
+use super::*;
+use crate::format::MxRounder;
+use crate::train::Rng;
+use crate::train::layer::{Conv2d, ImageShape, Layer, Linear, Lstm};
+use crate::train::recipe::Recipe;
+
+/// `m` rounded by the format layer's block rounder, blocks along each row.
+fn rows(m: &Array2<f32>, format: &str) -> Array2<f32> {
+    let r = MxRounder::new(format.parse().unwrap(), RoundOptions::default());
+    let mut out = m.as_standard_layout().into_owned();
+    for mut row in out.rows_mut() {
+        r.round_f32_slice(row.as_slice_mut().unwrap());
+    }
+    out
+}
+
+/// `m` rounded with blocks down each column.
+fn cols(m: &Array2<f32>, format: &str) -> Array2<f32> {
+    let t = m.t().as_standard_layout().into_owned();
+    rows(&t, format).t().as_standard_layout().into_owned()
+}
+
+/// Values spread over 2^-14..2^2 in magnitude, so that a block's scale (set by its largest
+/// value) decides what its small values keep, and blocks along rows and down columns differ.
+fn spread(shape: (usize, usize), rng: &mut Rng) -> Array2<f32> {
+    Array2::from_shape_simple_fn(shape, || {
+        let e = (rng.uniform() * 16.0).floor() as i32 - 14;
+        ((2.0 * rng.uniform() - 1.0) * 2f64.powi(e)) as f32
+    })
+}
+
+/// What a Linear's three products read under a block recipe: x and W with blocks along the
+/// inputs (forward), dy along the outputs and W down its columns (dgrad), dy and x along the
+/// batch (wgrad); `(input, weight, grad_output)` formats.
+struct Reference {
+    y: Array2<f32>,
+    dx: Array2<f32>,
+    dw: Array2<f32>,
+}
+
+fn reference(
+    x: &Array2<f32>,
+    w: &Array2<f32>,
+    b: &Array2<f32>,
+    dy: &Array2<f32>,
+    formats: (&str, &str, &str),
+) -> Reference {
+    let (fi, fw, fg) = formats;
+    let mut y = gemm(rows(x, fi).view(), rows(w, fw).t());
+    y += b;
+    Reference {
+        y,
+        dx: gemm(rows(dy, fg).view(), cols(w, fw).view()),
+        dw: gemm(cols(dy, fg).t(), cols(x, fi).view()),
+    }
+}
+
+/// Sizes that are not multiples of the block (each row's last block is shorter) and larger
+/// than one block on every axis.
+const BATCH: usize = 37;
+const INPUTS: usize = 45;
+const OUTPUTS: usize = 35;
+
+struct Data {
+    x: Array2<f32>,
+    w: Array2<f32>,
+    b: Array2<f32>,
+    dy: Array2<f32>,
+}
+
+fn data() -> Data {
+    let mut rng = Rng::new(13);
+    Data {
+        x: spread((BATCH, INPUTS), &mut rng),
+        w: spread((OUTPUTS, INPUTS), &mut rng),
+        b: spread((1, OUTPUTS), &mut rng),
+        dy: spread((BATCH, OUTPUTS), &mut rng),
+    }
+}
+
+/// Runs `layer` (whose weight is `d.w` and bias `d.b`) forward on `d.x` and back from `d.dy`
+/// under `recipe`; returns y, dx and the precision (for its counts).
+fn run_layer(
+    layer: &mut dyn Layer<f32>,
+    d: &Data,
+    recipe: &Recipe,
+) -> (Array2<f32>, Array2<f32>, Precision) {
+    let mut p = Precision::new(recipe, 0);
+    let site = p.register(layer.kind());
+    p.begin_step();
+    p.enter(site);
+    let y = layer.forward(d.x.clone(), &mut p);
+    p.enter(site);
+    let dx = layer.backward(d.dy.clone(), &mut p);
+    (y, dx, p)
+}
+
+fn linear(d: &Data) -> Linear<f32> {
+    let mut layer = Linear::new(INPUTS, OUTPUTS, 1.0, 0, &mut Rng::new(1));
+    layer.weight.weight = d.w.clone();
+    layer.bias.weight = d.b.clone();
+    layer
+}
+
+#[test]
+fn a_linear_layer_under_mxfp8_reads_what_te_reads() {
+    let d = data();
+    let want = reference(
+        &d.x,
+        &d.w,
+        &d.b,
+        &d.dy,
+        ("mxfp8-e4m3", "mxfp8-e4m3", "mxfp8-e5m2"),
+    );
+    // The data tells the axes apart: W cast along its rows is not W cast down its columns,
+    // and neither is dy (else a cast along the wrong axis, or one cast reused, would pass).
+    assert_ne!(rows(&d.w, "mxfp8-e4m3"), cols(&d.w, "mxfp8-e4m3"));
+    assert_ne!(rows(&d.dy, "mxfp8-e5m2"), cols(&d.dy, "mxfp8-e5m2"));
+    assert_ne!(rows(&d.x, "mxfp8-e4m3"), cols(&d.x, "mxfp8-e4m3"));
+    let recipe = Recipe::preset("mxfp8").unwrap();
+    let mut layer = linear(&d);
+    let (y, dx, p) = run_layer(&mut layer, &d, &recipe);
+    assert_eq!(y, want.y, "forward");
+    assert_eq!(dx, want.dx, "input gradient");
+    assert_eq!(layer.weight.grad, want.dw, "weight gradient");
+    // The bias gradient sums the uncast dy.
+    assert_eq!(layer.bias.grad, d.dy.sum_axis(Axis(0)).insert_axis(Axis(0)));
+    // Each cast is a store of its class: every operand twice a step.
+    let counts = p.class_counts();
+    let stored = |c: Class| counts.get(&c).map_or(0, |s| s.stored);
+    assert_eq!(stored(Class::GemmInput), (2 * BATCH * INPUTS) as u64);
+    assert_eq!(stored(Class::GemmWeight), (2 * OUTPUTS * INPUTS) as u64);
+    assert_eq!(stored(Class::GemmGradOutput), (2 * BATCH * OUTPUTS) as u64);
+    // Values spread over 2^16 underflow inside E4M3 blocks (whose range below the block's
+    // largest value is about 2^17 with subnormals); the counts say so.
+    assert!(counts[&Class::GemmInput].subnormal > 0, "{counts:?}");
+    // Only the operands are rounded.
+    for class in Class::ALL {
+        let operand = [Class::GemmInput, Class::GemmWeight, Class::GemmGradOutput];
+        assert_eq!(p.rounds(class), operand.contains(&class), "{class:?}");
+        assert_eq!(
+            p.casts_per_product(class),
+            operand.contains(&class),
+            "{class:?}"
+        );
+    }
+    // backward_params (a first layer: no input gradient) gives the same weight gradient.
+    let mut first = linear(&d);
+    let mut p = Precision::new(&recipe, 0);
+    p.register("first");
+    let _ = first.forward(d.x.clone(), &mut p);
+    first.backward_params(d.dy.clone(), &mut p);
+    assert_eq!(first.weight.grad, want.dw);
+}
+
+/// A 1x1 convolution on 1x1 images is a Linear layer whose batch is the pixels: the same
+/// reference, so the im2col matrix and the kernels are cast along the same axes.
+#[test]
+fn a_convolution_under_mxfp8_reads_what_te_reads() {
+    let d = data();
+    let want = reference(
+        &d.x,
+        &d.w,
+        &d.b,
+        &d.dy,
+        ("mxfp8-e4m3", "mxfp8-e4m3", "mxfp8-e5m2"),
+    );
+    let shape = ImageShape {
+        channels: INPUTS,
+        height: 1,
+        width: 1,
+    };
+    let mut conv = Conv2d::new(shape, OUTPUTS, 1, 0, 1.0, 0, &mut Rng::new(2));
+    conv.weight.weight = d.w.clone();
+    conv.bias.weight = d.b.clone();
+    let (y, dx, p) = run_layer(&mut conv, &d, &Recipe::preset("mxfp8").unwrap());
+    assert_eq!(y, want.y, "forward");
+    assert_eq!(dx, want.dx, "input gradient");
+    assert_eq!(conv.weight.grad, want.dw, "weight gradient");
+    let counts = p.class_counts();
+    assert_eq!(
+        counts[&Class::GemmWeight].stored,
+        (2 * OUTPUTS * INPUTS) as u64
+    );
+    assert_eq!(
+        counts[&Class::GemmGradOutput].stored,
+        (2 * BATCH * OUTPUTS) as u64
+    );
+}
+
+/// The block casts an LSTM makes, in order: each step's two forward products cast the weight
+/// and the operand along the inputs (axis 1); backward casts the gate gradient along the batch
+/// for the weight gradients and along the gates for the input gradients, x_t and h_t along the
+/// batch, and the weights down their columns (the gates).
+#[test]
+fn an_lstm_under_mxfp8_casts_each_operand_along_each_products_sum() {
+    let (batch, inputs, hidden, steps) = (3, 2, 5, 2);
+    let mut rng = Rng::new(7);
+    let mut lstm = Lstm::<f32>::new(inputs, hidden, 1.0, 0, &mut rng);
+    let mut p = Precision::new(&Recipe::preset("mxfp8").unwrap(), 0);
+    let site = p.register("lstm");
+    p.enter(site);
+    let x = spread((batch, inputs * steps), &mut rng);
+    let h = lstm.forward(x, &mut p);
+    p.enter(site);
+    let _ = lstm.backward(Array2::ones(h.dim()), &mut p);
+    let g = 4 * hidden;
+    let forward = [
+        (Class::GemmWeight, "weight_ih", (g, inputs), 1),
+        (Class::GemmInput, "input", (batch, inputs), 1),
+        (Class::GemmWeight, "weight_hh", (g, hidden), 1),
+        (Class::GemmInput, "hidden", (batch, hidden), 1),
+    ];
+    let backward = [
+        (Class::GemmGradOutput, "grad_output", (batch, g), 0),
+        (Class::GemmGradOutput, "grad_output", (batch, g), 1),
+        (Class::GemmInput, "input", (batch, inputs), 0),
+        (Class::GemmInput, "hidden", (batch, hidden), 0),
+        (Class::GemmWeight, "weight_ih", (g, inputs), 0),
+        (Class::GemmWeight, "weight_hh", (g, hidden), 0),
+    ];
+    let mut want = Vec::new();
+    for _ in 0..steps {
+        want.extend(forward);
+    }
+    for _ in 0..steps {
+        want.extend(backward);
+    }
+    assert_eq!(p.block_casts, want);
+}
+
+/// The same Linear under fp8-hybrid makes no block cast and casts each operand once for both
+/// of its products (the weight and input in forward, the output gradient in backward), as
+/// before block formats.
+#[test]
+fn per_tensor_casts_are_made_once() {
+    let d = data();
+    let mut layer = linear(&d);
+    let (_, _, p) = run_layer(&mut layer, &d, &Recipe::preset("fp8-hybrid").unwrap());
+    assert!(p.block_casts.is_empty());
+    let counts = p.class_counts();
+    assert_eq!(counts[&Class::GemmInput].stored, (BATCH * INPUTS) as u64);
+    assert_eq!(counts[&Class::GemmWeight].stored, (OUTPUTS * INPUTS) as u64);
+    assert_eq!(
+        counts[&Class::GemmGradOutput].stored,
+        (BATCH * OUTPUTS) as u64
+    );
+    for class in Class::ALL {
+        assert!(!p.casts_per_product(class), "{class:?}");
+    }
+}
+
+/// A block holding an inf or a NaN becomes NaN throughout; the site is marked non-finite and
+/// the values that were so before the cast are counted. Evaluation passes count nothing.
+#[test]
+fn a_nonfinite_operand_is_found_and_counted() {
+    let mut p = Precision::new(&Recipe::preset("mxfp8").unwrap(), 0);
+    let l = p.register("l");
+    p.enter(l);
+    let mut x = Array2::from_elem((2, 40), 1.0f32);
+    x[[0, 3]] = f32::INFINITY;
+    x[[1, 35]] = f32::NAN;
+    let cast = p
+        .operand(Class::GemmInput, "input", x.view(), Axis(1))
+        .unwrap();
+    assert!(cast.row(0).iter().take(32).all(|v| v.is_nan()));
+    assert!(cast.row(0).iter().skip(32).all(|&v| v == 1.0));
+    assert!(cast.row(1).iter().take(32).all(|&v| v == 1.0));
+    assert!(cast.row(1).iter().skip(32).all(|v| v.is_nan()));
+    assert_eq!(p.class_counts()[&Class::GemmInput].nonfinite, 2);
+    assert!(p.stored_nonfinite(l, Class::GemmInput));
+    assert_eq!(
+        p.first_nonfinite(),
+        Some(Site {
+            layer: "l".into(),
+            tensor: Class::GemmInput
+        })
+    );
+    p.begin_step();
+    p.set_recording(false);
+    let _ = p.operand(Class::GemmInput, "input", x.view(), Axis(0));
+    assert!(p.class_counts().is_empty());
+    assert_eq!(p.first_nonfinite(), None);
+}
+
+/// The f64 path (gradient checks, reference runs) casts as the f32 path does, values that f32
+/// holds exactly giving the same values, along each axis.
+#[test]
+fn the_f64_path_casts_as_the_f32_path() {
+    let d = data();
+    let mut p = Precision::new(&Recipe::preset("mxfp8").unwrap(), 0);
+    p.register("l");
+    for axis in [Axis(0), Axis(1)] {
+        for class in [Class::GemmInput, Class::GemmGradOutput] {
+            let narrow = p.operand(class, "x", d.x.view(), axis).unwrap();
+            let wide = p
+                .operand(class, "x", d.x.mapv(f64::from).view(), axis)
+                .unwrap();
+            assert_eq!(wide, narrow.mapv(f64::from), "{class:?} {axis:?}");
+        }
+    }
+}
