@@ -16,6 +16,7 @@
 //! | `bf16-master` | bf16 | bf16 | bf16 | bf16 | fp32 | fp32 | none |
 //! | `fp8-hybrid` | fp32 (GEMM: e4m3) | fp32 (GEMM input: e4m3) | fp32 (GEMM grad output: e5m2) | fp32 | fp32 | fp32 | none; per-tensor delayed scaling |
 //! | `fp8-every-store` | e4m3 | e4m3 | e5m2 | e5m2 | fp32 | fp32 | none; per-tensor delayed scaling |
+//! | `mxfp8` | fp32 (GEMM: mxfp8-e4m3) | fp32 (GEMM input: mxfp8-e4m3) | fp32 (GEMM grad output: mxfp8-e5m2) | fp32 | fp32 | fp32 | none; a scale per block of 32 along each product's sum |
 //!
 //! `fp8-hybrid` is Transformer Engine's `DelayedScaling(fp8_format=Format.HYBRID)` with its
 //! defaults ([`Fp8Scaling`]): only the operands of matrix products are cast to FP8, just before
@@ -30,6 +31,13 @@
 //! `fp8-every-store` is what mixprec's fp8 recipe did before: every stored tensor in FP8,
 //! layer outputs and weight gradients included; it is not what any framework does, and is kept
 //! to show what storing those in FP8 would cost.
+//!
+//! The block-scaled recipes cast the same operands as `fp8-hybrid`, to block formats
+//! ([`OperandFormat::Block`]), each cast with blocks along the axis its product sums over and
+//! scales from the tensor being cast (no amax history): `mxfp8` is Transformer Engine's
+//! `MXFP8BlockScaling` with `Format.HYBRID` (E4M3 input and weight, E5M2 output gradient, E8M0
+//! scales per 32 values). What TE does and where it is written are in
+//! [`super::precision::block`].
 
 use std::str::FromStr;
 
@@ -733,6 +741,25 @@ mod tests {
             assert_eq!(mx.block_format(class), None, "{class:?}");
         }
         assert_eq!(mx.format_name(Class::Weight), "fp32");
+    }
+
+    /// A config names a block recipe as any other, and a recipe object takes block formats for
+    /// its operands; an unknown one is refused naming the field and the value.
+    #[test]
+    fn configs_take_block_recipes_and_formats() {
+        use crate::train::TrainConfig;
+        let c: TrainConfig = serde_json::from_str(r#"{"recipe": "mxfp8"}"#).unwrap();
+        assert_eq!(c.recipe, Recipe::preset("mxfp8").unwrap());
+        let mut v = serde_json::to_value(Recipe::fp32()).unwrap();
+        v["gemm_operands"] = serde_json::json!({"weight": "mxfp8-e4m3"});
+        let c: TrainConfig = serde_json::from_value(serde_json::json!({ "recipe": v })).unwrap();
+        assert_eq!(c.recipe.format_name(Class::GemmWeight), "mxfp8-e4m3");
+        assert_eq!(c.recipe.format_name(Class::GemmInput), "fp32");
+        v["gemm_operands"] = serde_json::json!({"weight": "mxfp3"});
+        let e = serde_json::from_value::<TrainConfig>(serde_json::json!({ "recipe": v }))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid operand format 'mxfp3'"), "{e}");
     }
 
     #[test]
