@@ -29,7 +29,7 @@ pub struct Args {
     #[arg(long, value_name = "Y.npy")]
     labels: Option<String>,
     /// Precision recipe: fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron,
-    /// fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store.
+    /// fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store, mxfp8, nvfp4.
     #[arg(long, value_name = "NAME")]
     recipe: Option<String>,
     /// Rounding mode at every storage point (overrides the recipe's): nearest-even, stochastic,

@@ -7,7 +7,7 @@ use std::ops::{AddAssign, BitAnd, DivAssign, MulAssign, SubAssign};
 use ndarray::{LinalgScalar, ScalarOperand};
 use num_traits::Float;
 
-use crate::format::{MxRounder, RoundCounts, Rounder};
+use crate::format::{BlockRounder, RoundCounts, Rounder};
 use crate::stats::Histogram;
 
 /// A floating-point scalar the training core computes in.
@@ -59,7 +59,7 @@ pub trait Real:
     /// Rounds the row-major matrix `xs` of `cols` columns in place with the block rounder
     /// `rounder`, blocks along each row, as positions `start..` of its stochastic stream.
     fn round_blocks_at(
-        rounder: &MxRounder,
+        rounder: &BlockRounder,
         xs: &mut [Self],
         cols: usize,
         start: u64,
@@ -156,15 +156,12 @@ impl Real for f32 {
         rounder.round_f32_slice_at(xs, start)
     }
     fn round_blocks_at(
-        rounder: &MxRounder,
+        rounder: &BlockRounder,
         xs: &mut [Self],
         cols: usize,
         start: u64,
     ) -> RoundCounts {
-        xs.chunks_mut(cols.max(1))
-            .enumerate()
-            .map(|(r, row)| rounder.round_f32_slice_at(row, start + (r * cols) as u64))
-            .fold(RoundCounts::default(), |a, b| a + b)
+        rounder.round_matrix_at(xs, cols, start)
     }
     fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
         h.par_add_f32(xs);
@@ -229,17 +226,12 @@ impl Real for f64 {
         rounder.round_f64_slice_at(xs, start)
     }
     fn round_blocks_at(
-        rounder: &MxRounder,
+        rounder: &BlockRounder,
         xs: &mut [Self],
         cols: usize,
         start: u64,
     ) -> RoundCounts {
-        let mut narrow: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
-        let counts = f32::round_blocks_at(rounder, &mut narrow, cols, start);
-        xs.iter_mut()
-            .zip(narrow)
-            .for_each(|(x, n)| *x = f64::from(n));
-        counts
+        rounder.round_matrix_f64_at(xs, cols, start)
     }
     fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
         h.par_add_f64(xs);

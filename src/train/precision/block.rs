@@ -33,9 +33,10 @@
 //! Each block cast is a store of its class: counted ([`super::StoreCounts::stored`] counts the
 //! values of every cast, so a weight's values twice a step), its counts per element relative to
 //! its block (as the block rounder defines them), captured before rounding on capture steps (a
-//! tensor cast twice is observed twice) and checked for inf/NaN before rounding (a block holding
-//! one becomes NaN throughout, as its scale does; what is counted as non-finite is the values that
-//! were so before the cast).
+//! tensor cast twice is observed twice) and checked for inf/NaN before rounding (an MX block
+//! holding one becomes NaN throughout, as its scale does, and an NVFP4 tensor holding one
+//! becomes NaN throughout, as its tensor scale does; what is counted as non-finite is the values
+//! that were so before the cast).
 //!
 //! Where this differs from TE:
 //! - TE requires both sides of a quantised tensor to be multiples of 32 (`MXFP8Quantizer`'s
@@ -45,6 +46,19 @@
 //!   uses E5M2 for the output gradient (`Format.HYBRID`), as issue 13 asks.
 //! - The stochastic-rounding stream (a recipe with `"rounding": "stochastic"`) numbers a
 //!   column-wise cast's values in the transposed (column-major) order.
+//! - NVFP4: TE's `NVFP4BlockScaling` quantises weights in 2-D blocks of 16x16 sharing one
+//!   scale (`fp4_quant_fwd_weight`'s `fp4_2d_quantization`), so that the weight's row-wise and
+//!   column-wise copies hold the same values; here the weight has 1-D blocks of 16 along each
+//!   product's sum like the other operands (so its two casts differ), because the format layer's
+//!   NVFP4 is 1-D. TE applies a random Hadamard transform (16x16) to the column-wise copies of
+//!   the input and the output gradient, for the weight-gradient product ("RHT is currently only
+//!   applied to column-wise usage so that it can be used for wgrad GEMM"); it is left out. TE
+//!   rounds gradients stochastically (`fp4_quant_bwd_grad`); the `nvfp4` preset casts the
+//!   output gradient to BF16 (issue 13), so this does not arise. Each NVFP4 cast takes its
+//!   FP32 tensor scale from the amax of the tensor it casts (without the transform, the
+//!   row-wise and column-wise amaxes are the same).
+//! - Tiles (`fp8-e4m3@1x128`, `fp8-e4m3@128x128`, DeepSeek-V3's) may be given to any operand in
+//!   a recipe file: a tile's `C` side runs along the product's sum, its `R` side across it.
 //!
 //! The block formats and their rounding are the format layer's ([`crate::format`]): this module
 //! only says which values form a block.
@@ -53,21 +67,21 @@ use ndarray::{Array2, ArrayView2, Axis};
 
 use super::Class;
 use super::Precision;
-use crate::format::{MxRounder, RoundCounts, RoundOptions};
+use crate::format::{BlockRounder, RoundCounts, RoundOptions};
 use crate::train::real::Real;
 
 /// The block formats an operand may be cast to.
-pub use crate::format::MxFormat as BlockFormat;
+pub use crate::format::BlockFormat;
 
 /// The block rounder of one operand class: the one place the training core rounds blocks.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct BlockCast(MxRounder);
+pub(super) struct BlockCast(BlockRounder);
 
 impl BlockCast {
     /// A cast to `format` whose elements round with `options` (they saturate whatever its
     /// overflow rule says).
     pub(super) fn new(format: BlockFormat, options: RoundOptions) -> Self {
-        BlockCast(MxRounder::new(format, options))
+        BlockCast(BlockRounder::new(format, options))
     }
 
     /// Rounds the row-major matrix `xs` of `cols` columns in place, blocks along each row; `xs[i]`

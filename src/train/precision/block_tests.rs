@@ -5,17 +5,33 @@
 use ndarray::{Array2, Axis};
 
 use super::*;
-use crate::format::MxRounder;
+use crate::format::{BlockFormat, BlockRounder, FloatFormat, MxRounder};
 use crate::train::Rng;
 use crate::train::layer::{Conv2d, ImageShape, Layer, Linear, Lstm};
 use crate::train::recipe::Recipe;
 
-/// `m` rounded by the format layer's block rounder, blocks along each row.
+/// `m` rounded by the format layer's rounders, blocks along each row: an MX format row by row
+/// with the MX rounder, NVFP4 with the block rounder on the whole matrix (its tensor scale is
+/// the matrix's), a number format value by value (the axis does not matter).
 fn rows(m: &Array2<f32>, format: &str) -> Array2<f32> {
-    let r = MxRounder::new(format.parse().unwrap(), RoundOptions::default());
     let mut out = m.as_standard_layout().into_owned();
-    for mut row in out.rows_mut() {
-        r.round_f32_slice(row.as_slice_mut().unwrap());
+    let options = RoundOptions::default();
+    if let Ok(f) = format.parse::<FloatFormat>() {
+        let r = Rounder::new(f, options);
+        out.mapv_inplace(|v| r.round(f64::from(v)) as f32);
+        return out;
+    }
+    match format.parse::<BlockFormat>().unwrap() {
+        BlockFormat::Mx(f) => {
+            let r = MxRounder::new(f, options);
+            for mut row in out.rows_mut() {
+                r.round_f32_slice(row.as_slice_mut().unwrap());
+            }
+        }
+        other => {
+            let cols = out.ncols();
+            BlockRounder::new(other, options).round_matrix_at(out.as_slice_mut().unwrap(), cols, 0);
+        }
     }
     out
 }
@@ -106,6 +122,37 @@ fn linear(d: &Data) -> Linear<f32> {
     layer.weight.weight = d.w.clone();
     layer.bias.weight = d.b.clone();
     layer
+}
+
+/// nvfp4: x and W in blocks of 16 along each product's sum (with their tensor scales), the
+/// output gradient cast once to bf16 for both backward products.
+#[test]
+fn a_linear_layer_under_nvfp4_reads_what_te_reads() {
+    let d = data();
+    let want = reference(&d.x, &d.w, &d.b, &d.dy, ("nvfp4", "nvfp4", "bf16"));
+    assert_ne!(rows(&d.w, "nvfp4"), cols(&d.w, "nvfp4"));
+    assert_ne!(rows(&d.dy, "bf16"), d.dy);
+    let mut layer = linear(&d);
+    let (y, dx, p) = run_layer(&mut layer, &d, &Recipe::preset("nvfp4").unwrap());
+    assert_eq!(y, want.y, "forward");
+    assert_eq!(dx, want.dx, "input gradient");
+    assert_eq!(layer.weight.grad, want.dw, "weight gradient");
+    let counts = p.class_counts();
+    assert_eq!(
+        counts[&Class::GemmInput].stored,
+        (2 * BATCH * INPUTS) as u64
+    );
+    assert_eq!(
+        counts[&Class::GemmWeight].stored,
+        (2 * OUTPUTS * INPUTS) as u64
+    );
+    assert_eq!(
+        counts[&Class::GemmGradOutput].stored,
+        (BATCH * OUTPUTS) as u64
+    );
+    assert!(p.casts_per_product(Class::GemmWeight));
+    assert!(!p.casts_per_product(Class::GemmGradOutput));
+    assert!(p.rounds(Class::GemmGradOutput));
 }
 
 #[test]
@@ -233,6 +280,47 @@ fn an_lstm_under_mxfp8_casts_each_operand_along_each_products_sum() {
         want.extend(backward);
     }
     assert_eq!(p.block_casts, want);
+}
+
+/// One LSTM step (from zero state) under mxfp8: its input and hidden-state gradients and its
+/// input weights' gradient against the reference, from the gate gradient it stored (taken from
+/// the gradient taps): dz along the gates and the weights down their columns for the input
+/// gradients, dz and x along the batch for the weight gradient.
+#[test]
+fn an_lstm_step_under_mxfp8_reads_what_te_reads() {
+    let (batch, inputs, hidden) = (35, 40, 9);
+    let g = 4 * hidden;
+    let mut rng = Rng::new(17);
+    let mut lstm = Lstm::<f32>::new(inputs, hidden, 1.0, 0, &mut rng);
+    lstm.wx.weight = spread((g, inputs), &mut rng);
+    lstm.wh.weight = spread((g, hidden), &mut rng);
+    let x = spread((batch, inputs), &mut rng);
+    let dy = spread((batch, hidden), &mut rng);
+    let mut p = Precision::new(&Recipe::preset("mxfp8").unwrap(), 0);
+    let site = p.register("lstm");
+    p.set_taps(true);
+    p.enter(site);
+    let _ = lstm.forward(x.clone(), &mut p);
+    p.enter(site);
+    let dx = lstm.backward(dy, &mut p);
+    let taps = p.take_taps();
+    let grads = &taps[&(site, Class::ActivationGrad)];
+    // Stored in order: the gate gradient, the input gradient, the hidden-state gradient.
+    assert_eq!(grads.len(), batch * (g + inputs + hidden));
+    let dz = Array2::from_shape_vec((batch, g), grads[..batch * g].to_vec()).unwrap();
+    let dh =
+        Array2::from_shape_vec((batch, hidden), grads[batch * (g + inputs)..].to_vec()).unwrap();
+    let (fw, fg) = ("mxfp8-e4m3", "mxfp8-e5m2");
+    assert_ne!(rows(&dz, fg), cols(&dz, fg));
+    assert_eq!(
+        dx,
+        gemm(rows(&dz, fg).view(), cols(&lstm.wx.weight, fw).view())
+    );
+    assert_eq!(
+        dh,
+        gemm(rows(&dz, fg).view(), cols(&lstm.wh.weight, fw).view())
+    );
+    assert_eq!(lstm.wx.grad, gemm(cols(&dz, fg).t(), cols(&x, fw).view()));
 }
 
 /// The same Linear under fp8-hybrid makes no block cast and casts each operand once for both
