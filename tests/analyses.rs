@@ -228,6 +228,20 @@ const GRID_FIGURES: &[(&str, &str, &str, &str, &str)] = &[
         "",
         "0.9814",
     ),
+    (
+        "block-scaled/mlp",
+        "recipe=mxfp8,seed=1",
+        "mxfp8",
+        "",
+        "0.9809",
+    ),
+    (
+        "block-scaled/mlp",
+        "recipe=nvfp4,seed=1",
+        "nvfp4",
+        "",
+        "0.9778",
+    ),
 ];
 
 /// A few runs of each committed grid report trained again: each must give its seed's value in
