@@ -535,3 +535,34 @@ fn analyze_writes_the_same_kind_of_page_and_replaces_only_its_own_files() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A run under a block-scaled recipe names its operands' block formats (not their element
+/// formats) in report.json and on the page.
+#[test]
+fn a_block_recipe_run_names_its_block_formats() {
+    let root = fresh("block");
+    let run = root.join("mxfp8");
+    ok(bin()
+        .args(["train", "--config", "analyses/low-precision/fp32.json"])
+        .args(["--recipe", "mxfp8", "--steps", "3", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap());
+    let out = root.join("report");
+    ok(bin()
+        .arg("report")
+        .arg(&run)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap());
+    let report = read_json(&out.join("report.json"));
+    let formats = &report["runs"][0]["formats"];
+    assert_eq!(formats["gemm_input"], "mxfp8-e4m3", "{formats}");
+    assert_eq!(formats["gemm_weight"], "mxfp8-e4m3", "{formats}");
+    assert_eq!(formats["gemm_grad_output"], "mxfp8-e5m2", "{formats}");
+    assert_eq!(formats["weight"], "fp32", "{formats}");
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("mxfp8-e5m2"), "the page does not name mxfp8-e5m2");
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -260,7 +260,7 @@ impl RunData {
         let formats: BTreeMap<Class, String> = match &recipe {
             Some(r) => Class::ALL
                 .iter()
-                .map(|&c| (c, r.format(c).to_string()))
+                .map(|&c| (c, r.format_name(c)))
                 .collect(),
             None => BTreeMap::new(),
         };
