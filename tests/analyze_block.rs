@@ -546,3 +546,20 @@ fn plots_are_written_and_replace_only_their_own() {
         assert!(svg.contains(label), "{label}");
     }
 }
+
+/// Per-tensor scaling of a tensor whose amax is near f32's max: 1e-44 / (3e38 / 448) is below
+/// f32's range, and still counts as a nonzero value lost, not as a zero.
+#[test]
+fn per_tensor_counts_values_divided_below_f32() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "f.safetensors",
+        &[("t", vec![3], vec![3e38, 1e-44, 1.0])],
+    );
+    let v = json(&["analyze", p.to_str().unwrap(), "--compare-blocks", "--json"]);
+    let s = &v["tensors"][0]["schemes"][0];
+    assert_eq!(s["scheme"], "fp8-e4m3@tensor");
+    assert_eq!(s["underflow"], 2, "{s}");
+    assert_eq!(s["finite_nonzero"], 3);
+}
