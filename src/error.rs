@@ -16,6 +16,14 @@ pub enum Error {
         /// The name as given.
         name: String,
     },
+    /// A block-scaled format name that is neither a named block format nor a valid tile.
+    #[error("unknown block format '{name}': {problem}")]
+    BadBlockFormat {
+        /// The name as given.
+        name: String,
+        /// What is wrong, and what would be accepted.
+        problem: String,
+    },
     /// A value of an option that is not one of its allowed values.
     #[error("invalid {what} '{value}': expected {expected}")]
     InvalidValue {

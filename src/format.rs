@@ -32,7 +32,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
-pub use block::{E8m0, MX_BLOCK, MX_PRESETS, MxFormat, MxRounder};
+pub use block::{
+    BLOCK_PRESETS, BlockFormat, BlockRounder, E8m0, MAX_TILE_SIDE, MX_BLOCK, MX_PRESETS, MxFormat,
+    MxRounder, NVFP4_BLOCK, Nvfp4TensorScale, TileFormat,
+};
 pub use random::stochastic_bits;
 pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};
 pub use scale::{deserialize_loss_scale, parse_log2_scale, parse_loss_scale};

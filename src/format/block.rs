@@ -1,197 +1,224 @@
-//! Block scaling: OCP Microscaling (MX) formats, where 32 consecutive values share one
-//! power-of-two scale.
+//! Block-scaled formats: values stored in a narrow element format, each block of them sharing a
+//! scale set by the block's largest magnitude (its amax), so what underflows or saturates is
+//! decided per block, not per tensor.
 //!
-//! The OCP MX specification v1.0 (section 6.3) converts a block `V_1..V_32` of a tensor's
-//! contiguous run (its last axis) as
+//! Three schemes, one API ([`BlockFormat`], [`BlockRounder`]):
+//! - OCP Microscaling, MX ([`mx`](MxFormat)): blocks of 32 along a row, a power-of-two
+//!   [`E8m0`] scale; elements fp8-e4m3, fp8-e5m2, fp6-e2m3, fp6-e3m2 or fp4-e2m1;
+//! - NVFP4 ([`Nvfp4TensorScale`]): blocks of 16 fp4-e2m1 values along a row, an E4M3 block
+//!   scale under one FP32 scale per tensor, as Transformer Engine computes them;
+//! - tiles ([`TileFormat`]): `R x C` tiles of a matrix with an FP32 scale `amax / max_elem`, as
+//!   DeepSeek-V3 trains (1 x 128 activation tiles, 128 x 128 weight blocks).
 //!
-//! ```text
-//! shared_exp = floor(log2(max_i |V_i|)) - emax_elem     clamped to -127..=127 (E8M0's range)
-//! X          = 2^shared_exp                             the block's scale, an E8M0
-//! P_i        = round_elem(V_i / X)                      elements saturate to +-max_elem
-//! value_i    = X * P_i
+//! Each scheme's module docs give its formulas and its edge cases (zero blocks, NaN, infinity)
+//! with the source they follow. For all of them the elements round with the given
+//! [`RoundOptions`] (mode, subnormals, seed) but always saturate, and the counts are per
+//! element, relative to its block: underflow (a nonzero value that became zero), subnormal (in
+//! the element format), overflow (saturated to +-max) and NaN.
+//!
 //! ```
+//! use mixprec::format::{BlockFormat, BlockRounder, RoundOptions};
 //!
-//! `floor(log2(amax))` is taken exactly from amax's exponent (a float `log2` rounds values just
-//! below a power of two up to it). Choices where the specification leaves room, as Microsoft's
-//! reference (`microxcaling`, `mx_ops._quantize_mx`) makes them:
-//! - an all-zero block has amax 0, read as 2^-126 (fp32's smallest normal), so its scale is the
-//!   smallest, 2^-127; its values stay (signed) zeros;
-//! - a block holding a NaN or an infinity gets the NaN scale (E8M0 0xff): all its values
-//!   become NaN and are counted as NaN;
-//! - the last block of a run whose length is not a multiple of 32 is shorter, with its own
-//!   scale.
-//!
-//! The element rounding follows the [`RoundOptions`] given (mode, subnormals, seed; the value at
-//! index `i` of the slice is position `start + i` of the stochastic stream), except that
-//! overflow always saturates, as the specification requires. The counts are per element,
-//! relative to its block: underflow (a nonzero value that became zero because its block's
-//! scale left it below the element's range), subnormal, overflow (saturated to +-max: for
-//! elements whose max is not `(2 - ulp) 2^emax`, such as E4M3's 448, the block's amax itself
-//! may saturate) and NaN (values of NaN-scaled blocks).
+//! let nvfp4: BlockFormat = "nvfp4".parse().unwrap();
+//! assert_eq!(nvfp4.block_shape(), (1, 16));
+//! let r = BlockRounder::new(nvfp4, RoundOptions::default());
+//! // One row of 16: amax 6 makes the block scale 448 (E4M3's max) and every element exact.
+//! let mut xs: Vec<f32> = (0..16).map(|i| [0.5, 1.0, 1.5, 6.0][i % 4]).collect();
+//! let want = xs.clone();
+//! let counts = r.round_matrix_at(&mut xs, 16, 0);
+//! assert_eq!(xs, want);
+//! assert_eq!(counts.underflow + counts.overflow, 0);
+//! ```
+
+mod apply;
+mod mx;
+mod nvfp4;
+mod tile;
 
 use std::fmt;
 use std::str::FromStr;
 
-use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
-use super::{
-    FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FloatFormat, Overflow, RoundCounts,
-    RoundOptions, Rounder,
-};
+pub use mx::{E8m0, MX_BLOCK, MX_PRESETS, MxFormat, MxRounder};
+pub use nvfp4::{NVFP4_BLOCK, Nvfp4TensorScale};
+pub use tile::{MAX_TILE_SIDE, TileFormat};
+
+use super::{FP4_E2M1, FP8_E4M3, FloatFormat, Overflow, RoundCounts, RoundOptions, Rounder};
 use crate::error::Error;
+use apply::Plan;
 
-/// Values per MX block.
-pub const MX_BLOCK: usize = 32;
-
-/// The MX scale format E8M0: an unsigned 8-bit exponent, bias 127, no mantissa, no sign, no
-/// zero; pattern `b` stands for `2^(b - 127)` (2^-127..2^127) and 0xff for NaN.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct E8m0(u8);
-
-impl E8m0 {
-    /// The NaN scale.
-    pub const NAN: E8m0 = E8m0(0xff);
-
-    /// `2^e`, with `e` clamped to -127..=127.
-    #[must_use]
-    pub fn from_exponent(e: i32) -> E8m0 {
-        E8m0((e.clamp(-127, 127) + 127) as u8)
-    }
-
-    /// The bit pattern.
-    #[must_use]
-    pub const fn bits(self) -> u8 {
-        self.0
-    }
-
-    /// The exponent `e` of the scale `2^e`; `None` for NaN.
-    #[must_use]
-    pub fn exponent(self) -> Option<i32> {
-        (self.0 != 0xff).then(|| i32::from(self.0) - 127)
-    }
-
-    /// The scale's value.
-    #[must_use]
-    pub fn value(self) -> f64 {
-        self.exponent().map_or(f64::NAN, super::pow2)
-    }
+/// A block-scaled format: the scheme and its element format. Read and written by its name
+/// ([`BLOCK_PRESETS`], or any tile `ELEMENT@RxC`), in flags and config files alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum BlockFormat {
+    /// An OCP MX format: blocks of 32 along a row, E8M0 scales.
+    Mx(MxFormat),
+    /// NVFP4: blocks of 16 fp4-e2m1 values along a row, E4M3 block scales, an FP32 tensor scale.
+    Nvfp4,
+    /// Tiles of `R x C` values with FP32 scales.
+    Tile(TileFormat),
 }
 
-/// An MX format: its element format, with blocks of [`MX_BLOCK`] values sharing an [`E8m0`]
-/// scale. Named by [`MX_PRESETS`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MxFormat {
-    element: FloatFormat,
-}
-
-/// The MX formats of the OCP MX specification v1.0, with their names.
-pub const MX_PRESETS: [(&str, MxFormat); 5] = [
-    ("mxfp8-e4m3", MxFormat { element: FP8_E4M3 }),
-    ("mxfp8-e5m2", MxFormat { element: FP8_E5M2 }),
-    ("mxfp6-e2m3", MxFormat { element: FP6_E2M3 }),
-    ("mxfp6-e3m2", MxFormat { element: FP6_E3M2 }),
-    ("mxfp4", MxFormat { element: FP4_E2M1 }),
+/// The named block formats, in the order `mixprec formats` lists them: the MX formats, NVFP4,
+/// and DeepSeek-V3's two tiles (any other `ELEMENT@RxC` is accepted too).
+pub const BLOCK_PRESETS: [(&str, BlockFormat); 8] = [
+    ("mxfp8-e4m3", BlockFormat::Mx(MX_PRESETS[0].1)),
+    ("mxfp8-e5m2", BlockFormat::Mx(MX_PRESETS[1].1)),
+    ("mxfp6-e2m3", BlockFormat::Mx(MX_PRESETS[2].1)),
+    ("mxfp6-e3m2", BlockFormat::Mx(MX_PRESETS[3].1)),
+    ("mxfp4", BlockFormat::Mx(MX_PRESETS[4].1)),
+    ("nvfp4", BlockFormat::Nvfp4),
+    (
+        "fp8-e4m3@1x128",
+        BlockFormat::Tile(TileFormat::preset(FP8_E4M3, 1, 128)),
+    ),
+    (
+        "fp8-e4m3@128x128",
+        BlockFormat::Tile(TileFormat::preset(FP8_E4M3, 128, 128)),
+    ),
 ];
 
-impl MxFormat {
+impl BlockFormat {
     /// The element format.
     #[must_use]
-    pub const fn element(&self) -> FloatFormat {
-        self.element
+    pub fn element(&self) -> FloatFormat {
+        match self {
+            BlockFormat::Mx(f) => f.element(),
+            BlockFormat::Nvfp4 => FP4_E2M1,
+            BlockFormat::Tile(t) => t.element(),
+        }
     }
 
-    /// The name (`mxfp8-e4m3`, ..., `mxfp4`).
+    /// Rows x columns of one block: MX (1, 32), NVFP4 (1, 16), a tile (R, C).
     #[must_use]
-    pub fn name(&self) -> &'static str {
-        MX_PRESETS
-            .iter()
-            .find(|(_, f)| f == self)
-            .map_or("mx", |(name, _)| name)
+    pub fn block_shape(&self) -> (usize, usize) {
+        match self {
+            BlockFormat::Mx(_) => (1, MX_BLOCK),
+            BlockFormat::Nvfp4 => (1, NVFP4_BLOCK),
+            BlockFormat::Tile(t) => (t.rows(), t.cols()),
+        }
     }
 
-    /// The scale of one block: `2^(floor(log2 amax) - emax_elem)` clamped to E8M0's range, NaN
-    /// if the block holds a NaN or an infinity (see the module docs).
+    /// The canonical name: `mxfp8-e4m3`, `nvfp4`, `fp8-e4m3@1x128`.
     #[must_use]
-    #[inline]
-    pub fn block_scale(&self, block: &[f32]) -> E8m0 {
-        // The largest magnitude's bits: for non-negative floats, integer order is value order,
-        // and NaN and infinity are above every finite value.
-        let amax = block
-            .iter()
-            .map(|x| x.to_bits() & 0x7fff_ffff)
-            .max()
-            .unwrap_or(0);
-        let floor_log2 = match amax {
-            0x7f80_0000.. => return E8m0::NAN,
-            0x0080_0000.. => (amax >> 23) as i32 - 127,
-            0 => -126,
-            _ => 31 - amax.leading_zeros() as i32 - 149,
-        };
-        E8m0::from_exponent(floor_log2 - self.element.emax())
+    pub fn name(&self) -> String {
+        self.to_string()
+    }
+
+    /// How the scales are stored: `e8m0` (MX), `e4m3 + fp32 per tensor` (NVFP4), `fp32`
+    /// (tiles).
+    #[must_use]
+    pub fn scale_format(&self) -> &'static str {
+        match self {
+            BlockFormat::Mx(_) => "e8m0",
+            BlockFormat::Nvfp4 => "e4m3 + fp32 per tensor",
+            BlockFormat::Tile(_) => "fp32",
+        }
     }
 }
 
-impl FromStr for MxFormat {
+/// The message for a name that is no block format, generated from [`BLOCK_PRESETS`].
+fn expected_names() -> String {
+    let names: Vec<&str> = BLOCK_PRESETS
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| !n.contains('@'))
+        .collect();
+    format!(
+        "expected one of {}, or a tile ELEMENT@RxC such as fp8-e4m3@1x128 or fp8-e4m3@128x128",
+        names.join(", ")
+    )
+}
+
+impl FromStr for BlockFormat {
     type Err = Error;
+
+    /// Parses a name of [`BLOCK_PRESETS`] (any case) or a tile `ELEMENT@RxC` (see
+    /// [`TileFormat`]).
     fn from_str(s: &str) -> Result<Self, Error> {
         let lower = s.trim().to_ascii_lowercase();
-        MX_PRESETS
+        if lower.contains('@') {
+            return s.parse().map(BlockFormat::Tile);
+        }
+        BLOCK_PRESETS
             .iter()
             .find(|(name, _)| *name == lower)
             .map(|(_, f)| *f)
-            .ok_or_else(|| Error::UnknownFormat {
-                name: s.to_string(),
+            .ok_or_else(|| Error::BadBlockFormat {
+                name: s.trim().to_string(),
+                problem: expected_names(),
             })
     }
 }
 
-impl fmt::Display for MxFormat {
+impl fmt::Display for BlockFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            BlockFormat::Mx(m) => f.write_str(m.name()),
+            BlockFormat::Nvfp4 => f.write_str("nvfp4"),
+            BlockFormat::Tile(t) => t.fmt(f),
+        }
     }
 }
 
-/// Blocks per unit of work: 4096 values (16 KiB), scaled, rounded and scaled back while they
-/// sit in the L1/L2 cache, and the unit of parallel work.
-const CHUNK_BLOCKS: usize = 128;
-const CHUNK: usize = MX_BLOCK * CHUNK_BLOCKS;
+impl TryFrom<String> for BlockFormat {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
 
-/// Rounds `f32` slices into an MX format.
+impl From<BlockFormat> for String {
+    fn from(f: BlockFormat) -> String {
+        f.name()
+    }
+}
+
+/// Rounds matrices into a block-scaled format.
+///
+/// A matrix is row-major with `cols` columns (`xs.len()` a multiple of `cols`; a 1-D tensor is
+/// one row). Blocks run along each row from column 0, so a row's last block may be shorter;
+/// tiles cover `R` rows by `C` columns, the edge tiles smaller. Where `C` divides `cols`, the
+/// blocks of a 1-row scheme do not depend on `cols`. `xs[i]` is position `start + i` of the
+/// stochastic stream. NVFP4's tensor scale is taken over the whole of `xs`.
 ///
 /// ```
-/// use mixprec::format::{MxRounder, RoundOptions};
+/// use mixprec::format::{BlockRounder, RoundOptions};
 ///
-/// let r = MxRounder::new("mxfp8-e4m3".parse().unwrap(), RoundOptions::default());
-/// // One block: amax 1000 = 1.95 x 2^9, so the scale is 2^(9 - 8) = 2 and 0.001 / 2 is below
-/// // E4M3's smallest subnormal 2^-9 / 2: it underflows inside its block.
-/// let mut xs = [1000.0_f32, 3.0, 0.001];
-/// let counts = r.round_f32_slice(&mut xs);
-/// assert_eq!(xs, [896.0, 3.0, 0.0]);
-/// assert_eq!((counts.overflow, counts.underflow), (1, 1));
+/// // Two rows of 3 in 1 x 2 tiles of fp8-e4m3: the tiles are [1000, 3], [0.001], [1, 2], [3].
+/// let r = BlockRounder::new("fp8-e4m3@1x2".parse().unwrap(), RoundOptions::default());
+/// let mut xs = [1000.0_f32, 3.0, 0.001, 1.0, 2.0, 3.0];
+/// let counts = r.round_matrix_at(&mut xs, 3, 0);
+/// // 3 is below 1000's tile's range: 3 / (1000 / 448) = 1.344 rounds to 1.375.
+/// assert_eq!(xs[2], 0.001);
+/// assert!((xs[1] - 1.375 * 1000.0 / 448.0).abs() < 1e-6);
+/// assert_eq!(counts.underflow, 0);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MxRounder {
-    format: MxFormat,
+pub struct BlockRounder {
+    format: BlockFormat,
     element: Rounder,
 }
 
-impl MxRounder {
+impl BlockRounder {
     /// A rounder for `format`; its elements round with `options`, saturating.
     #[must_use]
-    pub fn new(format: MxFormat, options: RoundOptions) -> Self {
+    pub fn new(format: BlockFormat, options: RoundOptions) -> Self {
         let options = RoundOptions {
             overflow: Overflow::Saturate,
             ..options
         };
-        MxRounder {
+        BlockRounder {
             format,
-            element: Rounder::new(format.element, options),
+            element: Rounder::new(format.element(), options),
         }
     }
 
-    /// The MX format.
+    /// The block format.
     #[must_use]
-    pub fn format(&self) -> MxFormat {
+    pub fn format(&self) -> BlockFormat {
         self.format
     }
 
@@ -201,67 +228,82 @@ impl MxRounder {
         self.element
     }
 
-    /// Rounds `xs` in place, blocks of [`MX_BLOCK`] from its start, as positions 0.. of the
-    /// stochastic stream.
-    pub fn round_f32_slice(&self, xs: &mut [f32]) -> RoundCounts {
-        self.round_f32_slice_at(xs, 0)
-    }
-
-    /// Rounds `xs` in place, blocks of [`MX_BLOCK`] from its start; `xs[i]` is position
+    /// Rounds the row-major matrix `xs` with `cols` columns in place; `xs[i]` is position
     /// `start + i` of the stochastic stream.
-    pub fn round_f32_slice_at(&self, xs: &mut [f32], start: u64) -> RoundCounts {
-        xs.chunks_mut(CHUNK)
-            .enumerate()
-            .map(|(c, chunk)| self.round_chunk(chunk, start + (c * CHUNK) as u64))
-            .fold(RoundCounts::default(), |a, b| a + b)
+    ///
+    /// # Panics
+    /// If `xs` is not empty and `cols` is 0 or does not divide `xs.len()`.
+    pub fn round_matrix_at(&self, xs: &mut [f32], cols: usize, start: u64) -> RoundCounts {
+        self.round_f32(xs, cols, start, false)
     }
 
-    /// [`MxRounder::round_f32_slice_at`] on all threads, with the same results.
-    pub fn par_round_f32_slice_at(&self, xs: &mut [f32], start: u64) -> RoundCounts {
-        xs.par_chunks_mut(CHUNK)
-            .enumerate()
-            .map(|(c, chunk)| self.round_chunk(chunk, start + (c * CHUNK) as u64))
-            .reduce(RoundCounts::default, |a, b| a + b)
+    /// [`BlockRounder::round_matrix_at`] on all threads, with the same results.
+    ///
+    /// # Panics
+    /// As [`BlockRounder::round_matrix_at`].
+    pub fn par_round_matrix_at(&self, xs: &mut [f32], cols: usize, start: u64) -> RoundCounts {
+        self.round_f32(xs, cols, start, true)
     }
 
-    /// Scales each block down by its scale, rounds the whole chunk with the element kernel,
-    /// scales back. Both scalings are exact (powers of two), except that a value scaled below
-    /// f32's normal range may lose low bits or vanish: far below the element's smallest
-    /// subnormal, it only matters whether it is nonzero, which the lowest bit keeps.
-    fn round_chunk(&self, chunk: &mut [f32], start: u64) -> RoundCounts {
-        let mut up = [0f32; CHUNK_BLOCKS];
-        // Whole blocks by `chunks_exact_mut`, whose fixed length lets the loops vectorise.
-        let whole = chunk.len() / MX_BLOCK * MX_BLOCK;
-        let (blocks, last) = chunk.split_at_mut(whole);
-        for (block, up) in blocks.chunks_exact_mut(MX_BLOCK).zip(&mut up) {
-            *up = self.scale_down(block);
-        }
-        if !last.is_empty() {
-            up[whole / MX_BLOCK] = self.scale_down(last);
-        }
-        let counts = self.element.round_f32_slice_at(chunk, start);
-        let (blocks, last) = chunk.split_at_mut(whole);
-        for (block, up) in blocks.chunks_exact_mut(MX_BLOCK).zip(up) {
-            block.iter_mut().for_each(|x| *x *= up);
-        }
-        if let Some(&up) = up.get(whole / MX_BLOCK) {
-            last.iter_mut().for_each(|x| *x *= up);
-        }
-        counts
-    }
-
-    /// Divides one block by its scale; returns the scale (NaN for the NaN scale).
-    #[inline(always)]
-    fn scale_down(&self, block: &mut [f32]) -> f32 {
-        let (down, scale) = match self.format.block_scale(block).exponent() {
-            Some(e) => (super::pow2(-e) as f32, super::pow2(e) as f32),
-            None => (f32::NAN, f32::NAN),
+    /// [`BlockRounder::round_matrix_at`] for f64 values (the training core's f64 path): the
+    /// scales computed as for f32 values from each block's amax rounded to f32, the scaling
+    /// and the element rounding (once, exactly) in f64. For f32 inputs in nearest-even rounding
+    /// the results, rounded to f32, are those of the f32 path.
+    ///
+    /// # Panics
+    /// As [`BlockRounder::round_matrix_at`].
+    pub fn round_matrix_f64_at(&self, xs: &mut [f64], cols: usize, start: u64) -> RoundCounts {
+        let plan = match self.format {
+            BlockFormat::Mx(f) => Plan::Mx(f),
+            BlockFormat::Tile(t) => Plan::Tile(t),
+            BlockFormat::Nvfp4 => {
+                let amax = f32::from_bits(
+                    xs.iter()
+                        .map(|x| (x.abs() as f32).to_bits() & 0x7fff_ffff)
+                        .max()
+                        .unwrap_or(0),
+                );
+                match Nvfp4TensorScale::new(amax) {
+                    Some(t) => Plan::Nvfp4(t),
+                    None => {
+                        xs.fill(f64::NAN);
+                        return RoundCounts {
+                            nan: xs.len() as u64,
+                            ..RoundCounts::default()
+                        };
+                    }
+                }
+            }
         };
-        for x in block {
-            let y = (*x * down).to_bits();
-            let vanished = (x.to_bits() << 1 != 0) & (y << 1 == 0);
-            *x = f32::from_bits(y | u32::from(vanished));
-        }
-        scale
+        apply::round_f64(&plan, &self.element, xs, cols, start)
+    }
+
+    fn round_f32(&self, xs: &mut [f32], cols: usize, start: u64, parallel: bool) -> RoundCounts {
+        let plan = match self.format {
+            BlockFormat::Mx(f) => Plan::Mx(f),
+            BlockFormat::Tile(t) => Plan::Tile(t),
+            BlockFormat::Nvfp4 => {
+                let amax = if parallel {
+                    use rayon::prelude::*;
+                    xs.par_chunks(1 << 16)
+                        .map(apply::amax_bits)
+                        .max()
+                        .unwrap_or(0)
+                } else {
+                    apply::amax_bits(xs)
+                };
+                match Nvfp4TensorScale::new(f32::from_bits(amax)) {
+                    Some(t) => Plan::Nvfp4(t),
+                    None => {
+                        xs.fill(f32::NAN);
+                        return RoundCounts {
+                            nan: xs.len() as u64,
+                            ..RoundCounts::default()
+                        };
+                    }
+                }
+            }
+        };
+        apply::round_f32(&plan, &self.element, xs, cols, start, parallel)
     }
 }

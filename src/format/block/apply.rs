@@ -1,0 +1,319 @@
+//! The loops every block scheme shares: find each block's amax, scale the block down, round the
+//! elements with the element format's kernel, scale back.
+//!
+//! A matrix is row-major with `cols` columns; a block covers `R` rows by `C` columns of it (MX
+//! and NVFP4: 1 x 32 and 1 x 16), starting at column 0 of each band of `R` rows, so the last
+//! block of a row (and the last band of a matrix) may be smaller. Where `R = 1` and `C` divides
+//! `cols`, the blocks of consecutive rows line up, and the matrix is one long row.
+//!
+//! The element rounding is the element format's slice kernel on the scaled values in place, so
+//! `xs[i]` keeps position `start + i` of the stochastic stream whatever the block shape, and its
+//! counts are per element, relative to its block.
+
+use std::ops::Add;
+
+use rayon::prelude::*;
+
+use super::super::{RoundCounts, Rounder};
+use super::mx::MxFormat;
+use super::nvfp4::TensorScale;
+use super::tile::TileFormat;
+
+/// Values per unit of work (rounded to whole blocks): scaled, rounded and scaled back while
+/// they sit in the L1/L2 cache, and the unit of parallel work.
+const CHUNK: usize = 4096;
+
+/// What a block's scale does to its values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Scale {
+    /// Elements round from `x * down` (in f32); the value is `element * up`.
+    Mul {
+        /// The encode factor.
+        down: f32,
+        /// The decode factor.
+        up: f32,
+    },
+    /// Elements round from `x / s` (in f32); the value is `element * s`.
+    Div(f32),
+    /// Every value becomes a zero with its sign (an NVFP4 block scale that rounded to zero);
+    /// nonzero values count as underflow.
+    Zero,
+    /// Every value becomes NaN (and counts as NaN).
+    Nan,
+}
+
+/// A block scheme with whatever it needs to scale each block: its format, and for NVFP4 the
+/// tensor's scale.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Plan {
+    Mx(MxFormat),
+    Nvfp4(TensorScale),
+    Tile(TileFormat),
+}
+
+impl Plan {
+    /// Rows x columns of one block.
+    fn shape(&self) -> (usize, usize) {
+        match self {
+            Plan::Mx(_) => (1, super::mx::MX_BLOCK),
+            Plan::Nvfp4(_) => (1, super::nvfp4::NVFP4_BLOCK),
+            Plan::Tile(t) => (t.rows(), t.cols()),
+        }
+    }
+
+    /// The scale of a block whose largest magnitude has the f32 bits `amax` (NaN and infinity
+    /// are above every finite value).
+    #[inline(always)]
+    fn scale(&self, amax: u32) -> Scale {
+        match self {
+            Plan::Mx(f) => f.scale(amax),
+            Plan::Nvfp4(t) => t.scale(amax),
+            Plan::Tile(t) => t.scale(amax),
+        }
+    }
+}
+
+/// The bits of the largest magnitude in `block` (0 if empty): for non-negative floats integer
+/// order is value order, and NaN and infinity sort above every finite value.
+#[inline(always)]
+pub(super) fn amax_bits(block: &[f32]) -> u32 {
+    block
+        .iter()
+        .map(|x| x.to_bits() & 0x7fff_ffff)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The same for f64 values, whose amax is rounded to f32 (scales are computed in f32).
+fn amax_bits_f64(block: &[f64]) -> u32 {
+    block
+        .iter()
+        .map(|x| (x.abs() as f32).to_bits() & 0x7fff_ffff)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Checks the matrix shape.
+///
+/// # Panics
+/// If `cols` is 0 or does not divide `len` (for a nonempty matrix).
+fn check_shape(len: usize, cols: usize) {
+    assert!(
+        len == 0 || (cols > 0 && len.is_multiple_of(cols)),
+        "a matrix of {len} values cannot have {cols} columns"
+    );
+}
+
+/// Sums `f(i, item)` over `items`, on all threads or one; the same result either way.
+fn sum<T, F>(parallel: bool, items: Vec<T>, f: F) -> RoundCounts
+where
+    T: Send,
+    F: Fn(usize, T) -> RoundCounts + Sync + Send,
+{
+    if parallel {
+        items
+            .into_par_iter()
+            .enumerate()
+            .map(|(i, t)| f(i, t))
+            .reduce(RoundCounts::default, Add::add)
+    } else {
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| f(i, t))
+            .fold(RoundCounts::default(), Add::add)
+    }
+}
+
+/// Values per unit of work for blocks `c` wide: whole blocks, about [`CHUNK`].
+fn chunk_len(c: usize) -> usize {
+    c * (CHUNK / c).max(1)
+}
+
+/// Rounds the row-major matrix `xs` with `cols` columns in place; `xs[i]` is position
+/// `start + i` of the stochastic stream.
+pub(super) fn round_f32(
+    plan: &Plan,
+    element: &Rounder,
+    xs: &mut [f32],
+    cols: usize,
+    start: u64,
+    parallel: bool,
+) -> RoundCounts {
+    check_shape(xs.len(), cols);
+    if xs.is_empty() {
+        return RoundCounts::default();
+    }
+    let (r, c) = plan.shape();
+    let chunk = chunk_len(c);
+    if r == 1 {
+        let row_len = if cols.is_multiple_of(c) {
+            xs.len()
+        } else {
+            cols
+        };
+        let rows: Vec<&mut [f32]> = xs.chunks_mut(row_len).collect();
+        return sum(parallel, rows, |i, row| {
+            let row_start = start + (i * row_len) as u64;
+            let chunks: Vec<&mut [f32]> = row.chunks_mut(chunk).collect();
+            sum(parallel, chunks, |k, ch| {
+                let scales: Vec<Scale> = ch.chunks(c).map(|b| plan.scale(amax_bits(b))).collect();
+                apply(element, ch, &scales, c, row_start + (k * chunk) as u64)
+            })
+        });
+    }
+    let bands: Vec<&mut [f32]> = xs.chunks_mut(r * cols).collect();
+    sum(parallel, bands, |b, band| {
+        let scales = band_scales(plan, band, cols, c, amax_bits);
+        let rows: Vec<&mut [f32]> = band.chunks_mut(cols).collect();
+        sum(parallel, rows, |i, row| {
+            let row_start = start + ((b * r + i) * cols) as u64;
+            row.chunks_mut(chunk)
+                .enumerate()
+                .map(|(k, ch)| {
+                    let first = k * chunk / c;
+                    apply(
+                        element,
+                        ch,
+                        &scales[first..],
+                        c,
+                        row_start + (k * chunk) as u64,
+                    )
+                })
+                .fold(RoundCounts::default(), Add::add)
+        })
+    })
+}
+
+/// The scale of each block of a band of rows (one per `c` columns).
+fn band_scales<T>(
+    plan: &Plan,
+    band: &[T],
+    cols: usize,
+    c: usize,
+    amax: fn(&[T]) -> u32,
+) -> Vec<Scale> {
+    let mut top = vec![0u32; cols.div_ceil(c)];
+    for row in band.chunks(cols) {
+        for (a, seg) in top.iter_mut().zip(row.chunks(c)) {
+            *a = (*a).max(amax(seg));
+        }
+    }
+    top.into_iter().map(|a| plan.scale(a)).collect()
+}
+
+/// Scales the blocks of `chunk` (`c` wide, from its start; the last may be shorter) down,
+/// rounds them with the element kernel as positions `pos..`, and scales them back.
+fn apply(
+    element: &Rounder,
+    chunk: &mut [f32],
+    scales: &[Scale],
+    c: usize,
+    pos: u64,
+) -> RoundCounts {
+    let mut zeroed = 0;
+    for (block, s) in chunk.chunks_mut(c).zip(scales) {
+        zeroed += s.down(block);
+    }
+    let mut counts = element.round_f32_slice_at(chunk, pos);
+    for (block, s) in chunk.chunks_mut(c).zip(scales) {
+        s.up(block);
+    }
+    counts.underflow += zeroed;
+    counts
+}
+
+/// `y`, the f32 result of scaling `x`, except that a nonzero `x` whose scaled value vanished
+/// keeps its sign and the lowest bit: far below every element's smallest subnormal, only its
+/// being nonzero matters to the rounding (directed modes move it to the smallest subnormal) and
+/// to the counts (an underflow).
+#[inline(always)]
+fn sticky(x: f32, y: f32) -> f32 {
+    let y = y.to_bits();
+    let vanished = (x.to_bits() << 1 != 0) & (y << 1 == 0);
+    f32::from_bits(y | u32::from(vanished))
+}
+
+impl Scale {
+    /// Scales a block down to the element format's range; returns how many nonzero values a
+    /// [`Scale::Zero`] made zero.
+    #[inline(always)]
+    fn down(&self, block: &mut [f32]) -> u64 {
+        match *self {
+            Scale::Mul { down, .. } => block.iter_mut().for_each(|x| *x = sticky(*x, *x * down)),
+            Scale::Div(s) => block.iter_mut().for_each(|x| *x = sticky(*x, *x / s)),
+            Scale::Zero => {
+                let nonzero = block.iter().filter(|x| **x != 0.0).count() as u64;
+                block
+                    .iter_mut()
+                    .for_each(|x| *x = f32::from_bits(x.to_bits() & 0x8000_0000));
+                return nonzero;
+            }
+            Scale::Nan => block.fill(f32::NAN),
+        }
+        0
+    }
+
+    /// Scales rounded elements back to values.
+    #[inline(always)]
+    fn up(&self, block: &mut [f32]) {
+        match *self {
+            Scale::Mul { up, .. } => block.iter_mut().for_each(|x| *x *= up),
+            Scale::Div(s) => block.iter_mut().for_each(|x| *x *= s),
+            Scale::Zero | Scale::Nan => {}
+        }
+    }
+
+    /// One f64 value at stream position `pos`: the same steps in f64 arithmetic.
+    fn round_f64(&self, element: &Rounder, x: &mut f64, pos: u64, counts: &mut RoundCounts) {
+        let (q, up) = match *self {
+            Scale::Mul { down, up } => (*x * f64::from(down), f64::from(up)),
+            Scale::Div(s) => (*x / f64::from(s), f64::from(s)),
+            Scale::Zero => {
+                if *x != 0.0 {
+                    counts.underflow += 1;
+                }
+                *x = 0f64.copysign(*x);
+                return;
+            }
+            Scale::Nan => {
+                *x = f64::NAN;
+                counts.nan += 1;
+                return;
+            }
+        };
+        let (p, event) = element.round_at(q, pos);
+        counts.record(event);
+        *x = p * up;
+    }
+}
+
+/// [`round_f32`] for f64 values: each block's scale from its amax rounded to f32, computed as
+/// for f32 values; the scaling and the element rounding in f64 (the element rounded once,
+/// exactly, from the f64 quotient or product).
+pub(super) fn round_f64(
+    plan: &Plan,
+    element: &Rounder,
+    xs: &mut [f64],
+    cols: usize,
+    start: u64,
+) -> RoundCounts {
+    check_shape(xs.len(), cols);
+    let mut counts = RoundCounts::default();
+    if xs.is_empty() {
+        return counts;
+    }
+    let (r, c) = plan.shape();
+    for (b, band) in xs.chunks_mut(r * cols).enumerate() {
+        let scales = band_scales(plan, band, cols, c, amax_bits_f64);
+        for (i, row) in band.chunks_mut(cols).enumerate() {
+            let row_start = start + ((b * r + i) * cols) as u64;
+            for (t, (seg, s)) in row.chunks_mut(c).zip(&scales).enumerate() {
+                for (j, x) in seg.iter_mut().enumerate() {
+                    s.round_f64(element, x, row_start + (t * c + j) as u64, &mut counts);
+                }
+            }
+        }
+    }
+    counts
+}
