@@ -307,8 +307,8 @@ fn json_keys() {
     assert_eq!(t["amax"], 1000.0);
 }
 
-/// The slow reference for MX: each row of the matrix rounded by the block rounder on its own,
-/// the whole tensor in memory, and the sums taken value by value.
+/// The reference: the block rounder on the whole tensor at once (all of it in memory), and the
+/// sums taken value by value.
 fn reference(format: BlockFormat, xs: &[f32], cols: usize) -> (RoundCounts, f64, f64) {
     let r = BlockRounder::new(format, RoundOptions::default());
     let mut q = xs.to_vec();
@@ -343,7 +343,16 @@ fn streamed_counts_equal_the_block_rounder() {
     ];
     let p = write(dir.path(), "s.safetensors", &tensors);
     let p = p.to_str().unwrap();
-    for name in ["mxfp8-e4m3", "mxfp4", "mxfp6-e3m2"] {
+    let schemes = [
+        "mxfp8-e4m3",
+        "mxfp4",
+        "mxfp6-e3m2",
+        "nvfp4",
+        "fp8-e4m3@1x128",
+        "fp8-e4m3@128x128",
+        "fp8-e5m2@5x7",
+    ];
+    for name in schemes {
         let format: BlockFormat = name.parse().unwrap();
         let args = ["analyze", p, "--format", name, "--json"];
         let many = mixprec(&args);
@@ -362,7 +371,9 @@ fn streamed_counts_equal_the_block_rounder() {
                 (e - lost / total).abs() <= 1e-12 * (lost / total),
                 "{name} {i}: {e}"
             );
-            let blocks = (shape.iter().product::<usize>() / cols) * cols.div_ceil(32);
+            let (br, bc) = format.block_shape();
+            let rows = shape.iter().product::<usize>() / cols;
+            let blocks = rows.div_ceil(br) * cols.div_ceil(bc);
             assert_eq!(s["blocks"], blocks as u64, "{name} {i}");
         }
         for threads in ["1", "3"] {
@@ -440,7 +451,7 @@ fn bad_inputs_get_one_line_and_exit_2() {
     let o = out.to_str().unwrap();
     assert_bad(
         &["analyze", p, "--format", "mxfp9"],
-        "unknown format 'mxfp9'",
+        "unknown block format 'mxfp9'",
     );
     assert_bad(&["analyze", p, "--format", "fp12"], "unknown format 'fp12'");
     assert_bad(
@@ -562,4 +573,65 @@ fn per_tensor_counts_values_divided_below_f32() {
     assert_eq!(s["scheme"], "fp8-e4m3@tensor");
     assert_eq!(s["underflow"], 2, "{s}");
     assert_eq!(s["finite_nonzero"], 3);
+}
+
+/// NVFP4 by hand: the tensor's amax 6000 sets its encode scale 2688 / 6000 = 0.448; a block of
+/// 1e-3 gets the block scale e4m3(1e-3 x 0.448 / 6) = e4m3(7.5e-5), below half E4M3's smallest
+/// subnormal (2^-10), so zero: the whole block underflows although its values are equal. The
+/// block of 6000 gets scale 448 and 6000 is exact.
+#[test]
+fn nvfp4_block_scale_underflow_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut xs = vec![6000.0f32; 16];
+    xs.extend([1e-3f32; 16]);
+    // A third block, 1.0: scale e4m3(0.448 / 6 = 0.0747) = 0.078125 (5 x 2^-6), so elements
+    // 1 x 0.448 / 0.078125 = 5.73 round to 6 (e2m1's 4, 6 neighbours): exact would be 1, the
+    // dequantised value 6 x 0.078125 / 0.448 = 1.046.
+    xs.extend([1.0f32; 16]);
+    let p = write(dir.path(), "n.safetensors", &[("t", vec![48], xs)]);
+    let v = json(&[
+        "analyze",
+        p.to_str().unwrap(),
+        "--format",
+        "nvfp4",
+        "--json",
+    ]);
+    let s = &v["tensors"][0]["schemes"][0];
+    assert_eq!(s["underflow"], 16, "{s}");
+    assert_eq!(s["subnormal"], 0, "{s}");
+    assert_eq!(s["saturated"], 0, "{s}");
+    assert_eq!(s["blocks"], 3);
+    let total = 16.0 * 6000f64.powi(2) + 16.0 * f64::from(1e-3f32).powi(2) + 16.0;
+    let lost = 16.0 * f64::from(1e-3f32).powi(2);
+    let e = s["energy_lost"].as_f64().unwrap();
+    assert!((e - lost / total).abs() < 1e-12 * e, "{e}");
+    assert_eq!(v["schemes"][0]["kind"], "nvfp4");
+}
+
+/// Tiles of 2 x 2 over a 3 x 3 matrix: the edge tiles are smaller, and a tile spans two rows:
+/// 0.001 shares its tile with 1000 (scale 1000 / 448; 0.001 x 448 / 1000 = 4.5e-4 < 2^-10:
+/// lost) only if tiles cover rows 0-1, and columns 0-1.
+#[test]
+fn tiles_span_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    #[rustfmt::skip]
+    let xs = vec![
+        1.0f32, 1.0, 1.0,
+        1000.0, 0.001, 1.0,
+        0.001, 1.0, 1000.0,
+    ];
+    let p = write(dir.path(), "t.safetensors", &[("t", vec![3, 3], xs)]);
+    let v = json(&[
+        "analyze",
+        p.to_str().unwrap(),
+        "--format",
+        "fp8-e4m3@2x2",
+        "--json",
+    ]);
+    let s = &v["tensors"][0]["schemes"][0];
+    // Tiles: rows 0-1 x cols 0-1 (1000 and 0.001: lost), rows 0-1 x col 2 (ones), row 2 x
+    // cols 0-1 (0.001 with 1.0: 0.001 x 448 = 0.448, normal), row 2 x col 2.
+    assert_eq!(s["underflow"], 1, "{s}");
+    assert_eq!(s["blocks"], 4);
+    assert_eq!(v["schemes"][0]["block_shape"], serde_json::json!([2, 2]));
 }

@@ -63,12 +63,14 @@ use std::path::PathBuf;
 use serde::{Serialize, Serializer};
 
 use crate::format::Rounder;
-use crate::format::{FP8_E4M3, FloatFormat, MX_PRESETS, Overflow, RoundCounts, RoundOptions};
+use crate::format::{
+    FP8_E4M3, FloatFormat, MX_PRESETS, NVFP4_BLOCK, Overflow, RoundCounts, RoundOptions,
+};
 use crate::io::{self, TensorInfo, Values};
 use crate::stats::Histogram;
 use crate::{Error, Result};
 
-pub use compat::{BlockFormat, BlockRounder};
+pub use crate::format::{BlockFormat, BlockRounder};
 
 /// Sub-bins per octave of the `r` histograms (as the loss-scale analysis keeps).
 const SUB_BINS_LOG2: u32 = 2;
@@ -76,81 +78,6 @@ const SUB_BINS_LOG2: u32 = 2;
 /// Values per segment of a scheme whose blocks lie within one row (rounded down to whole
 /// blocks): large enough that rounding runs at speed, small enough to stay in cache.
 const SEGMENT: usize = 1 << 16;
-
-/// The block formats of the format layer, as far as main has them (MX); the one place the
-/// analysis meets the block rounders.
-mod compat {
-    use std::fmt;
-    use std::str::FromStr;
-
-    use crate::format::{FloatFormat, MxFormat, MxRounder, RoundCounts, RoundOptions};
-
-    /// A block-scaled format.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    pub enum BlockFormat {
-        /// An OCP MX format: blocks of 32 along a row, E8M0 scales.
-        Mx(MxFormat),
-    }
-
-    impl BlockFormat {
-        /// The element format.
-        #[must_use]
-        pub fn element(&self) -> FloatFormat {
-            match self {
-                BlockFormat::Mx(m) => m.element(),
-            }
-        }
-
-        /// Rows x columns of one block.
-        #[must_use]
-        pub fn block_shape(&self) -> (usize, usize) {
-            match self {
-                BlockFormat::Mx(_) => (1, crate::format::MX_BLOCK),
-            }
-        }
-    }
-
-    impl FromStr for BlockFormat {
-        type Err = crate::Error;
-        fn from_str(s: &str) -> crate::Result<Self> {
-            s.parse().map(BlockFormat::Mx)
-        }
-    }
-
-    impl fmt::Display for BlockFormat {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            match self {
-                BlockFormat::Mx(m) => m.fmt(f),
-            }
-        }
-    }
-
-    /// Rounds row-major matrices into a block format.
-    #[derive(Clone, Copy, Debug)]
-    pub struct BlockRounder(MxRounder);
-
-    impl BlockRounder {
-        /// A rounder for `format`; elements saturate.
-        #[must_use]
-        pub fn new(format: BlockFormat, options: RoundOptions) -> Self {
-            match format {
-                BlockFormat::Mx(m) => BlockRounder(MxRounder::new(m, options)),
-            }
-        }
-
-        /// Rounds the row-major matrix `xs` of `cols` columns in place, blocks along each row;
-        /// `xs[i]` is position `start + i` of the stochastic stream.
-        pub fn par_round_matrix_at(&self, xs: &mut [f32], cols: usize, start: u64) -> RoundCounts {
-            let mut counts = RoundCounts::default();
-            for (r, row) in xs.chunks_mut(cols.max(1)).enumerate() {
-                counts += self
-                    .0
-                    .par_round_f32_slice_at(row, start + (r * cols) as u64);
-            }
-            counts
-        }
-    }
-}
 
 /// What kind of scaling a scheme is (the arms of [`BlockFormat`], and per-tensor scaling).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -191,6 +118,8 @@ impl Scheme {
         match self {
             Scheme::PerTensor(_) => Kind::PerTensor,
             Scheme::Block(BlockFormat::Mx(_)) => Kind::Mx,
+            Scheme::Block(BlockFormat::Nvfp4) => Kind::Nvfp4,
+            Scheme::Block(BlockFormat::Tile(_)) => Kind::Tile,
         }
     }
 
@@ -212,13 +141,12 @@ impl Scheme {
         }
     }
 
-    /// The type of the scales.
+    /// How the scales are stored ([`BlockFormat::scale_format`]; `fp32` per tensor).
     #[must_use]
     pub fn scale_type(&self) -> &'static str {
-        match self.kind() {
-            Kind::PerTensor | Kind::Tile => "fp32",
-            Kind::Mx => "e8m0",
-            Kind::Nvfp4 => "e4m3 x fp32",
+        match self {
+            Scheme::PerTensor(_) => "fp32",
+            Scheme::Block(b) => b.scale_format(),
         }
     }
 
@@ -253,7 +181,7 @@ impl Scheme {
     }
 
     fn needs_tensor_amax(&self) -> bool {
-        self.kind() == Kind::PerTensor
+        matches!(self.kind(), Kind::PerTensor | Kind::Nvfp4)
     }
 }
 
@@ -374,7 +302,52 @@ impl Sums {
 enum SchemeRounder {
     /// The element rounder (saturating) and the tensor's FP32 scale.
     PerTensor(Rounder, f32),
+    /// MX and tiles: each block's scale is its own.
     Block(BlockRounder),
+    /// NVFP4, whose rounder takes the tensor scale from the amax of what it is given: each
+    /// segment goes in behind a leading block holding the whole tensor's amax (so the scale is
+    /// the tensor's), whose own counts are taken off.
+    Nvfp4 {
+        rounder: BlockRounder,
+        lead: [f32; NVFP4_BLOCK],
+        lead_counts: RoundCounts,
+    },
+}
+
+/// `a - b`, field by field (`b` counted within `a`).
+fn minus(a: RoundCounts, b: RoundCounts) -> RoundCounts {
+    RoundCounts {
+        underflow: a.underflow - b.underflow,
+        subnormal: a.subnormal - b.subnormal,
+        overflow: a.overflow - b.overflow,
+        nan: a.nan - b.nan,
+        infinite: a.infinite - b.infinite,
+    }
+}
+
+/// What the first pass learns of a tensor ([`tensor_amaxes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TensorAmax {
+    /// The largest finite magnitude: per-tensor scaling's amax.
+    pub finite: f32,
+    /// The largest magnitude's bits, NaN and infinity included (above every finite value):
+    /// NVFP4's tensor amax, as its rounder takes it.
+    pub bits: u32,
+}
+
+impl TensorAmax {
+    /// Adds the values of `xs`.
+    #[must_use]
+    pub fn with(self, xs: &[f32]) -> Self {
+        xs.iter().fold(self, |a, x| TensorAmax {
+            finite: if x.is_finite() {
+                a.finite.max(x.abs())
+            } else {
+                a.finite
+            },
+            bits: a.bits.max(x.to_bits() & 0x7fff_ffff),
+        })
+    }
 }
 
 /// One scheme's state on one tensor: the segment being filled, scratch buffers, the sums.
@@ -388,7 +361,7 @@ struct SchemeAcc {
     /// Values per segment when `unit_rows` is 1 (a multiple of the block's width).
     segment: usize,
     cols: usize,
-    tensor_amax: f32,
+    tensor_amax: TensorAmax,
     buf: Vec<f32>,
     /// The tensor position of `buf[0]`.
     done: u64,
@@ -400,7 +373,7 @@ struct SchemeAcc {
 }
 
 impl SchemeAcc {
-    fn new(scheme: Scheme, rows: usize, cols: usize, tensor_amax: f32) -> Self {
+    fn new(scheme: Scheme, rows: usize, cols: usize, tensor_amax: TensorAmax) -> Self {
         let options = RoundOptions::default();
         let (rounder, block) = match scheme {
             Scheme::PerTensor(f) => {
@@ -411,7 +384,7 @@ impl SchemeAcc {
                         ..options
                     },
                 );
-                let scale = (f64::from(tensor_amax) / f.max()) as f32;
+                let scale = (f64::from(tensor_amax.finite) / f.max()) as f32;
                 // A tensor without a finite nonzero value has nothing to scale.
                 let scale = if scale > 0.0 && scale.is_finite() {
                     scale
@@ -419,6 +392,20 @@ impl SchemeAcc {
                     1.0
                 };
                 (SchemeRounder::PerTensor(r, scale), (1, 1))
+            }
+            Scheme::Block(BlockFormat::Nvfp4) => {
+                let rounder = BlockRounder::new(BlockFormat::Nvfp4, options);
+                let mut lead = [0f32; NVFP4_BLOCK];
+                lead[0] = f32::from_bits(tensor_amax.bits);
+                let mut alone = lead;
+                let lead_counts = rounder.round_matrix_at(&mut alone, NVFP4_BLOCK, 0);
+                let shape = BlockFormat::Nvfp4.block_shape();
+                let r = SchemeRounder::Nvfp4 {
+                    rounder,
+                    lead,
+                    lead_counts,
+                };
+                (r, shape)
             }
             Scheme::Block(b) => (
                 SchemeRounder::Block(BlockRounder::new(b, options)),
@@ -479,6 +466,19 @@ impl SchemeAcc {
         self.q.extend_from_slice(&self.buf);
         let counts = match self.rounder {
             SchemeRounder::Block(r) => r.par_round_matrix_at(&mut self.q, seg_cols, self.done),
+            SchemeRounder::Nvfp4 {
+                rounder,
+                lead,
+                lead_counts,
+            } => {
+                // Blocks of 16 along one row: the leading block keeps the segment's blocks
+                // where they were.
+                self.q.splice(0..0, lead);
+                let n = self.q.len();
+                let c = rounder.par_round_matrix_at(&mut self.q, n, self.done);
+                self.q.drain(..NVFP4_BLOCK);
+                minus(c, lead_counts)
+            }
             SchemeRounder::PerTensor(r, scale) => {
                 for y in &mut self.q {
                     let x = y.to_bits();
@@ -530,9 +530,16 @@ impl SchemeAcc {
         self.num.resize(len, 0.0);
         self.den.clear();
         self.den.resize(len, 0.0);
+        if let SchemeRounder::Nvfp4 { lead, .. } = self.rounder
+            && !lead[0].is_finite()
+        {
+            // A NaN or an infinity anywhere makes the whole tensor NaN.
+            self.sums.blocks += len.div_ceil(NVFP4_BLOCK) as u64;
+            return;
+        }
         if let SchemeRounder::PerTensor(..) = self.rounder {
             for ((n, d), &x) in self.num.iter_mut().zip(&mut self.den).zip(&self.buf) {
-                *n = self.tensor_amax;
+                *n = self.tensor_amax.finite;
                 *d = if x.is_finite() { x } else { 0.0 };
             }
             self.sums.blocks = 1;
@@ -587,11 +594,12 @@ pub fn matrix_shape(shape: &[usize]) -> (usize, usize) {
 }
 
 impl BlockInput {
-    /// An empty summary of the tensor `info` under `options.schemes`. `tensor_amax` is the
-    /// largest finite magnitude of the whole tensor (narrowed to f32), which per-tensor scaling
-    /// needs before it sees any value ([`tensor_amaxes`] reads it); it is unused otherwise.
+    /// An empty summary of the tensor `info` under `options.schemes`. `tensor_amax` is what
+    /// per-tensor scaling and NVFP4 need of the whole tensor (narrowed to f32) before they see
+    /// any value ([`tensor_amaxes`] reads it; [`TensorAmax::with`] computes it); the other
+    /// schemes ignore it.
     #[must_use]
-    pub fn new(info: TensorInfo, options: &BlockOptions, tensor_amax: f32) -> Self {
+    pub fn new(info: TensorInfo, options: &BlockOptions, tensor_amax: TensorAmax) -> Self {
         let (rows, cols) = matrix_shape(&info.shape);
         let schemes = options
             .schemes
@@ -846,35 +854,33 @@ pub fn analyze_blocks(
     }
 }
 
-/// The largest finite magnitude (as f32) of each tensor of `files` that `want` selects, in
-/// scan order with its file and name: the first pass per-tensor scaling needs.
+/// The [`TensorAmax`] of each tensor of `files` that `want` selects, in scan order with its
+/// file and name: the first pass per-tensor scaling and NVFP4 need.
 ///
 /// # Errors
 /// The readers'.
 pub fn tensor_amaxes(
     files: &[PathBuf],
     want: &dyn Fn(&str) -> bool,
-) -> Result<Vec<(PathBuf, String, f32)>> {
-    let mut out: Vec<(PathBuf, String, f32)> = Vec::new();
+) -> Result<Vec<(PathBuf, String, TensorAmax)>> {
+    let mut out: Vec<(PathBuf, String, TensorAmax)> = Vec::new();
+    let mut narrow = Vec::new();
     for path in files {
         io::scan(path, want, &mut |info, values| {
             let new = out
                 .last()
                 .is_none_or(|(p, n, _)| *n != info.name || *p != info.path);
             if new {
-                out.push((info.path.clone(), info.name.clone(), 0.0));
+                out.push((info.path.clone(), info.name.clone(), TensorAmax::default()));
             }
             if let Some((_, _, amax)) = out.last_mut() {
                 *amax = match values {
-                    Values::F32(xs) => xs
-                        .iter()
-                        .filter(|x| x.is_finite())
-                        .fold(*amax, |m, x| m.max(x.abs())),
-                    Values::F64(xs) => xs
-                        .iter()
-                        .map(|&x| x as f32)
-                        .filter(|x| x.is_finite())
-                        .fold(*amax, |m, x| m.max(x.abs())),
+                    Values::F32(xs) => amax.with(xs),
+                    Values::F64(xs) => {
+                        narrow.clear();
+                        narrow.extend(xs.iter().map(|&x| x as f32));
+                        amax.with(&narrow)
+                    }
                 };
             }
         })?;
@@ -903,7 +909,7 @@ pub fn read_block_tensors(
         amaxes
             .iter()
             .find(|(p, n, _)| *p == info.path && *n == info.name)
-            .map_or(0.0, |a| a.2)
+            .map_or(TensorAmax::default(), |a| a.2)
     };
     let mut tensors = Vec::new();
     let mut skipped = Vec::new();
