@@ -92,7 +92,8 @@ fn formats_table_and_json() {
     let all = mixprec(&["formats", "--json"], "");
     let v: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
     let all = v.as_array().unwrap();
-    assert_eq!(all.len(), 9);
+    // The 9 element presets, then the 8 block formats with their own keys.
+    assert_eq!(all.len(), 9 + 8);
     let fp4 = &all[8];
     assert_eq!(fp4["name"], "fp4-e2m1");
     assert_eq!(fp4["max"], 6.0);
@@ -580,4 +581,191 @@ fn ocp_fp4_quantize_and_explain() {
     assert!(text.contains("giving 7.5 (clamped)"), "{text}");
     let o = mixprec(&["explain", "0x3f", "--format", "fp6-e3m2"], "");
     assert!(stdout(&o).contains("decodes to -28"), "{}", stdout(&o));
+}
+
+#[test]
+fn formats_lists_block_formats() {
+    let table = stdout(&mixprec(&["formats"], ""));
+    let blocks = table
+        .split("block format")
+        .nth(1)
+        .expect("a second table of block formats");
+    for (name, shape, scale) in [
+        ("mxfp8-e4m3", "1 x 32", "e8m0"),
+        ("mxfp4", "1 x 32", "e8m0"),
+        ("nvfp4", "1 x 16", "e4m3 + fp32 per tensor"),
+        ("fp8-e4m3@1x128", "1 x 128", "fp32"),
+        ("fp8-e4m3@128x128", "128 x 128", "fp32"),
+    ] {
+        let row = blocks
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing from\n{blocks}"));
+        assert!(row.contains(shape) && row.ends_with(scale), "{row}");
+    }
+    let o = mixprec(&["formats", "--json"], "");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    let keys = [
+        "name",
+        "block_rows",
+        "block_cols",
+        "element",
+        "element_max",
+        "element_min_subnormal",
+        "scale",
+    ];
+    for row in &rows[9..] {
+        let obj = row.as_object().unwrap();
+        assert_eq!(obj.len(), keys.len(), "{row}");
+        for k in keys {
+            assert!(obj.contains_key(k), "{k}");
+        }
+    }
+    assert_eq!(rows[9]["name"], "mxfp8-e4m3");
+    assert_eq!(rows[14]["name"], "nvfp4");
+    assert_eq!(rows[14]["block_cols"], 16);
+    assert_eq!(rows[16]["block_rows"], 128);
+    assert_eq!(rows[16]["element_max"], 448.0);
+    // Names of either kind, in their tables; a tile by any element.
+    let o = mixprec(&["formats", "bf16@4x8", "fp16", "--json"], "");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["name"], "fp16");
+    assert_eq!(v[1]["name"], "bf16@4x8");
+    assert_eq!(v[1]["block_cols"], 8);
+    assert_bad(
+        &mixprec(&["formats", "mxfp9"], ""),
+        "unknown format 'mxfp9'",
+    );
+    assert_bad(
+        &mixprec(&["formats", "fp8-e4m3@0x1"], ""),
+        "unknown block format 'fp8-e4m3@0x1'",
+    );
+    assert_bad(
+        &mixprec(&["formats", "nvfp4", "--plots", "/nonexistent/x"], ""),
+        "--plots draws element formats",
+    );
+}
+
+/// The rounded values of `input` through `mixprec quantize ARGS`, one per line.
+fn quantized(args: &[&str], input: &str) -> Vec<f64> {
+    let o = mixprec(args, input);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).lines().map(|l| l.parse().unwrap()).collect()
+}
+
+#[test]
+fn quantize_block_formats() {
+    // One MX block: amax 1000 sets the scale 2, under which 0.001 underflows.
+    assert_eq!(
+        quantized(&["quantize", "-f", "mxfp8-e4m3"], "1000\n3\n0.001\n-2.5\n"),
+        [896.0, 3.0, 0.0, -2.5]
+    );
+    // A batch per row of 2 (the tile's width): each pair has its own scale.
+    let got = quantized(&["quantize", "-f", "fp8-e4m3@1x2"], "1000\n3\n0.001\n");
+    assert_eq!(got[0], 1000.0);
+    assert_eq!(got[2], f64::from(0.001f32));
+    // NVFP4 with its tensor scale over a batch: 16 values of one block at amax 6 are exact.
+    let exact = "6\n-4\n3\n2\n1.5\n1\n0.5\n0\n".repeat(2);
+    let want: Vec<f64> = exact.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(quantized(&["quantize", "-f", "nvfp4"], &exact), want);
+    // NaN poisons its MX block only.
+    let got = quantized(
+        &["quantize", "-f", "mxfp4", "--cols", "2"],
+        "1\nnan\n3\n4\n",
+    );
+    assert!(got[0].is_nan() && got[1].is_nan());
+    assert_eq!(&got[2..], [3.0, 4.0]);
+}
+
+/// The binary's batches are BlockRounder's matrices: the stream cut into rows x cols, the last
+/// batch partial, stream positions continuing from batch to batch.
+#[test]
+fn quantize_blocks_batch_the_stream() {
+    use mixprec::format::{BlockRounder, RoundOptions, Rounding};
+    let values: Vec<f32> = (0..1000)
+        .map(|i: i32| ((i * 7919) % 1013 - 500) as f32 * 1.7f32.powi(i % 23 - 11))
+        .collect();
+    let input: String = values.iter().map(|v| format!("{v:e}\n")).collect();
+    for (name, rows, cols) in [
+        ("fp8-e4m3@2x16", 3, 40),
+        ("nvfp4", 5, 30),
+        ("mxfp6-e3m2", 1, 32),
+    ] {
+        let (r, c) = (rows.to_string(), cols.to_string());
+        let args = [
+            "quantize",
+            "-f",
+            name,
+            "--rows",
+            &r,
+            "--cols",
+            &c,
+            "-r",
+            "stochastic",
+            "--seed",
+            "4",
+        ];
+        let got = quantized(&args, &input);
+        let rounder = BlockRounder::new(
+            name.parse().unwrap(),
+            RoundOptions {
+                rounding: Rounding::Stochastic,
+                seed: 4,
+                ..RoundOptions::default()
+            },
+        );
+        let mut want = values.clone();
+        for (b, batch) in want.chunks_mut(rows * cols).enumerate() {
+            rounder.round_matrix_at(batch, cols, (b * rows * cols) as u64);
+        }
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(*g, f64::from(*w), "{name} value {i}");
+        }
+    }
+}
+
+#[test]
+fn quantize_block_bad_input() {
+    assert_bad(
+        &mixprec(&["quantize", "-f", "nvfp4", "--output", "bits"], "1\n"),
+        "--output bits is for element formats",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp16", "--cols", "4"], "1\n"),
+        "--cols and --rows are for block formats",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "nvfp4", "--cols", "0"], ""),
+        "'0'",
+    );
+    assert_bad(
+        &mixprec(
+            &[
+                "quantize", "-f", "nvfp4", "--rows", "100000", "--cols", "100000",
+            ],
+            "",
+        ),
+        "values per batch",
+    );
+    let o = mixprec(&["quantize", "-f", "mxfp99"], "");
+    assert_bad(&o, "unknown format 'mxfp99'");
+    for name in ["mxfp8-e4m3", "nvfp4", "eXmY", "ELEMENT@RxC"] {
+        assert!(stderr(&o).contains(name), "{name}: {}", stderr(&o));
+    }
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp9@1x128"], ""),
+        "unknown element format 'fp9'",
+    );
+    assert_bad(
+        &mixprec(&["quantize", "-f", "fp8-e4m3@1x128x"], ""),
+        "RxC with R and C whole numbers",
+    );
+    // A line that is not a number ends the stream: the values before it are written first.
+    let o = mixprec(&["quantize", "-f", "mxfp8-e4m3"], "1\n2\noops\n4\n");
+    assert_bad(&o, "line 3: 'oops' is not a number");
+    assert_eq!(stdout(&o), "1\n2\n");
+    let o = mixprec(&["quantize", "-f", "nvfp4"], &"x".repeat(70_000));
+    assert_bad(&o, "line 1: longer than");
 }

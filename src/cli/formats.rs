@@ -4,7 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::format::{FloatFormat, PRESETS};
+use super::round_args::{Target, parse_target};
+use crate::format::{BLOCK_PRESETS, BlockFormat, FloatFormat, PRESETS};
 
 /// List number formats and their properties.
 ///
@@ -14,9 +15,15 @@ use crate::format::{FloatFormat, PRESETS};
 /// infinities nor NaN (out-of-range values saturate; a NaN input stays NaN in the simulation),
 /// and any eXmY (X exponent bits 2..=8, Y mantissa bits 1..=23), always IEEE-like: note that
 /// e4m3 (IEEE-like, max 240) is not fp8-e4m3 (OCP, max 448), nor e2m1 (max 3) fp4-e2m1 (max 6).
+///
+/// Block-scaled formats follow in a second table (in --json, after the element formats, with
+/// their own keys): mxfp8-e4m3, mxfp8-e5m2, mxfp6-e2m3, mxfp6-e3m2, mxfp4 (OCP MX: 32 values
+/// share an e8m0 power-of-two scale), nvfp4 (16 fp4-e2m1 values share an e4m3 scale, under an
+/// fp32 scale per tensor) and tiles ELEMENT@RxC with an fp32 scale per tile (fp8-e4m3@1x128,
+/// fp8-e4m3@128x128 as DeepSeek-V3 trains).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Formats to show (default: the presets).
+    /// Formats to show, element or block formats (default: the presets of both).
     #[arg(value_name = "NAME")]
     names: Vec<String>,
     /// Print a JSON array instead of a table.
@@ -34,15 +41,29 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let formats: Vec<FloatFormat> = if args.names.is_empty() {
-        PRESETS.iter().map(|(_, f)| *f).collect()
+    let (formats, blocks): (Vec<FloatFormat>, Vec<BlockFormat>) = if args.names.is_empty() {
+        (
+            PRESETS.iter().map(|(_, f)| *f).collect(),
+            BLOCK_PRESETS.iter().map(|(_, f)| *f).collect(),
+        )
     } else {
-        args.names
-            .iter()
-            .map(|n| n.parse())
-            .collect::<Result<_, _>>()?
+        let mut formats = Vec::new();
+        let mut blocks = Vec::new();
+        for name in &args.names {
+            match parse_target(name).map_err(anyhow::Error::msg)? {
+                Target::Element(f) => formats.push(f),
+                Target::Block(b) => blocks.push(b),
+            }
+        }
+        (formats, blocks)
     };
     let plots = match &args.plots {
+        Some(_) if formats.is_empty() => {
+            anyhow::bail!(
+                "--plots draws element formats: name at least one (the figures of a block \
+                 format are its element's)"
+            );
+        }
         Some(dir) => {
             let band = match &args.gradients {
                 Some(run) => crate::report::formats::run_gradient_band(run)?,
@@ -56,10 +77,68 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if args.json {
-        let rows: Vec<_> = formats.iter().map(FloatFormat::properties).collect();
+        let rows: Vec<_> = formats
+            .iter()
+            .map(FloatFormat::properties)
+            .chain(blocks.iter().map(BlockFormat::properties))
+            .collect();
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    if !formats.is_empty() {
+        write_element_table(out, &formats)?;
+    }
+    if !blocks.is_empty() {
+        if !formats.is_empty() {
+            writeln!(out)?;
+        }
+        write_block_table(out, &blocks)?;
+    }
+    if let Some((written, band)) = plots {
+        writeln!(
+            out,
+            "\ntypical gradients ({:.0}% of values): 2^{}..2^{}, from {}",
+            100.0 * band.share,
+            band.lo,
+            band.hi,
+            band.source
+        )?;
+        for path in written {
+            writeln!(out, "wrote {}", path.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The block formats' table: block shape, element, scale format, and a note on the schemes.
+fn write_block_table(out: &mut dyn Write, blocks: &[BlockFormat]) -> std::io::Result<()> {
+    let header = ["block format", "block", "element", "element max", "scale"];
+    let rows: Vec<[String; 5]> = blocks
+        .iter()
+        .map(|b| {
+            let (r, c) = b.block_shape();
+            [
+                b.name(),
+                format!("{r} x {c}"),
+                b.element().name(),
+                sci(b.element().max()),
+                b.scale_format().to_string(),
+            ]
+        })
+        .collect();
+    write_table(out, &header, &rows)?;
+    writeln!(
+        out,
+        "\nblock: rows x columns sharing one scale, along each row (tiles: R rows x C columns, \
+         edge tiles smaller); each block's scale is set by its largest magnitude, so what \
+         underflows or saturates is decided per block. e8m0: a power of two (OCP MX); e4m3 + \
+         fp32 per tensor: NVFP4 (Transformer Engine's scales); fp32: amax / element max \
+         (DeepSeek-V3). Elements saturate. Any tile ELEMENT@RxC is accepted."
+    )
+}
+
+/// The element formats' table and its note.
+fn write_element_table(out: &mut dyn Write, formats: &[FloatFormat]) -> std::io::Result<()> {
     let header = [
         "format",
         "bits",
@@ -108,21 +187,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
          range: min subnormal / min normal .. max as powers of two. fp6/fp4 have no inf or \
          NaN: they saturate. The MX block scale e8m0 is not listed: unsigned powers of two \
          2^-127..2^127, NaN at 0xff, no zero."
-    )?;
-    if let Some((written, band)) = plots {
-        writeln!(
-            out,
-            "\ntypical gradients ({:.0}% of values): 2^{}..2^{}, from {}",
-            100.0 * band.share,
-            band.lo,
-            band.hi,
-            band.source
-        )?;
-        for path in written {
-            writeln!(out, "wrote {}", path.display())?;
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 /// A value in 4 significant digits of scientific notation, or exactly if it is short.

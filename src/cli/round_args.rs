@@ -1,6 +1,8 @@
 //! The rounding flags that `explain` and `quantize` share.
 
-use crate::format::{FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
+use crate::format::{
+    BLOCK_PRESETS, BlockFormat, FloatFormat, Overflow, PRESETS, RoundOptions, Rounder, Rounding,
+};
 
 /// Format and rounding options, as flags.
 #[derive(Debug, clap::Args)]
@@ -11,6 +13,13 @@ pub struct RoundArgs {
     /// is not fp8-e4m3, e2m1 has max 3 and is not fp4-e2m1).
     #[arg(long, short = 'f', value_name = "F", default_value = "fp16", value_parser = parse_format)]
     pub format: FloatFormat,
+    #[command(flatten)]
+    pub options: OptionArgs,
+}
+
+/// The rounding options besides the format, as flags.
+#[derive(Debug, clap::Args)]
+pub struct OptionArgs {
     /// Rounding mode: nearest-even, toward-zero, up, down or stochastic.
     #[arg(long, short = 'r', value_name = "R", default_value = "nearest-even", value_parser = parse_rounding)]
     pub rounding: Rounding,
@@ -26,19 +35,57 @@ pub struct RoundArgs {
     pub seed: u64,
 }
 
+impl OptionArgs {
+    /// The rounding options these flags describe.
+    #[must_use]
+    pub fn options(&self) -> RoundOptions {
+        RoundOptions {
+            rounding: self.rounding,
+            overflow: self.overflow,
+            subnormals: self.subnormals,
+            seed: self.seed,
+        }
+    }
+}
+
 impl RoundArgs {
     /// The rounder these flags describe.
     #[must_use]
     pub fn rounder(&self) -> Rounder {
-        Rounder::new(
-            self.format,
-            RoundOptions {
-                rounding: self.rounding,
-                overflow: self.overflow,
-                subnormals: self.subnormals,
-                seed: self.seed,
-            },
-        )
+        Rounder::new(self.format, self.options.options())
+    }
+}
+
+/// What `quantize` rounds into: an element format, or a block-scaled format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// One format for every value.
+    Element(FloatFormat),
+    /// Blocks of values sharing scales.
+    Block(BlockFormat),
+}
+
+/// Parses an element format name, else a block format name; the message for a name that is
+/// neither lists both, from their lists of names.
+pub fn parse_target(s: &str) -> Result<Target, String> {
+    if let Ok(f) = s.parse::<FloatFormat>() {
+        return Ok(Target::Element(f));
+    }
+    match s.parse::<BlockFormat>() {
+        Ok(b) => Ok(Target::Block(b)),
+        // A tile's own message says which part is wrong.
+        Err(e) if s.contains('@') => Err(e.to_string()),
+        Err(_) => {
+            let elements: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+            let blocks: Vec<&str> = BLOCK_PRESETS.iter().map(|(n, _)| *n).collect();
+            Err(format!(
+                "unknown format '{}': expected an element format ({} or eXmY) or a block \
+                 format ({} or any tile ELEMENT@RxC)",
+                s.trim(),
+                elements.join(", "),
+                blocks.join(", ")
+            ))
+        }
     }
 }
 

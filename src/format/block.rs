@@ -107,6 +107,23 @@ impl BlockFormat {
         self.to_string()
     }
 
+    /// The properties `mixprec formats --json` prints for the block format: its name, block
+    /// shape, element format (with its max and smallest subnormal) and scale format.
+    #[must_use]
+    pub fn properties(&self) -> serde_json::Value {
+        let (rows, cols) = self.block_shape();
+        let element = self.element();
+        serde_json::json!({
+            "name": self.name(),
+            "block_rows": rows,
+            "block_cols": cols,
+            "element": element.name(),
+            "element_max": element.max(),
+            "element_min_subnormal": element.min_subnormal(),
+            "scale": self.scale_format(),
+        })
+    }
+
     /// How the scales are stored: `e8m0` (MX), `e4m3 + fp32 per tensor` (NVFP4), `fp32`
     /// (tiles).
     #[must_use]
@@ -178,8 +195,8 @@ impl From<BlockFormat> for String {
 
 /// Rounds matrices into a block-scaled format.
 ///
-/// A matrix is row-major with `cols` columns (`xs.len()` a multiple of `cols`; a 1-D tensor is
-/// one row). Blocks run along each row from column 0, so a row's last block may be shorter;
+/// A matrix is row-major with `cols` columns (a 1-D tensor is one row; if `cols` does not divide
+/// `xs.len()`, the last row is shorter, as at the end of a stream). Blocks run along each row from column 0, so a row's last block may be shorter;
 /// tiles cover `R` rows by `C` columns, the edge tiles smaller. Where `C` divides `cols`, the
 /// blocks of a 1-row scheme do not depend on `cols`. `xs[i]` is position `start + i` of the
 /// stochastic stream. NVFP4's tensor scale is taken over the whole of `xs`.
@@ -232,7 +249,7 @@ impl BlockRounder {
     /// `start + i` of the stochastic stream.
     ///
     /// # Panics
-    /// If `xs` is not empty and `cols` is 0 or does not divide `xs.len()`.
+    /// If `xs` is not empty and `cols` is 0.
     pub fn round_matrix_at(&self, xs: &mut [f32], cols: usize, start: u64) -> RoundCounts {
         self.round_f32(xs, cols, start, false)
     }

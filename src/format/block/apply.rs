@@ -1,7 +1,8 @@
 //! The loops every block scheme shares: find each block's amax, scale the block down, round the
 //! elements with the element format's kernel, scale back.
 //!
-//! A matrix is row-major with `cols` columns; a block covers `R` rows by `C` columns of it (MX
+//! A matrix is row-major with `cols` columns (its last row may be shorter: the end of a
+//! stream); a block covers `R` rows by `C` columns of it (MX
 //! and NVFP4: 1 x 32 and 1 x 16), starting at column 0 of each band of `R` rows, so the last
 //! block of a row (and the last band of a matrix) may be smaller. Where `R = 1` and `C` divides
 //! `cols`, the blocks of consecutive rows line up, and the matrix is one long row.
@@ -93,14 +94,14 @@ fn amax_bits_f64(block: &[f64]) -> u32 {
         .unwrap_or(0)
 }
 
-/// Checks the matrix shape.
+/// Checks the matrix shape (its last row may be shorter).
 ///
 /// # Panics
-/// If `cols` is 0 or does not divide `len` (for a nonempty matrix).
+/// If `cols` is 0 for a nonempty matrix.
 fn check_shape(len: usize, cols: usize) {
     assert!(
-        len == 0 || (cols > 0 && len.is_multiple_of(cols)),
-        "a matrix of {len} values cannot have {cols} columns"
+        len == 0 || cols > 0,
+        "a matrix of {len} values cannot have 0 columns"
     );
 }
 
