@@ -28,7 +28,13 @@
 //! Per-tensor scaling (the comparison's baseline, as a current-scaling FP8 recipe does it)
 //! divides the tensor by one FP32 scale `amax / max_elem` (1 for a tensor without a finite
 //! nonzero value), rounds into the element format with the plain [`Rounder`] (saturating) and
-//! multiplies back; its amax comes from a first pass over the files.
+//! multiplies back. Its amax, and NVFP4's tensor amax (NaN and infinity included: either makes
+//! the whole NVFP4 tensor NaN), come from a first pass over the files. [`BlockRounder`] takes
+//! NVFP4's tensor scale from the amax of the slice it rounds, so each NVFP4 segment is rounded
+//! behind one extra leading block holding the tensor's amax, whose own counts are subtracted;
+//! the tests check the result against the rounder on each whole tensor. NVFP4 also loses whole
+//! blocks that `r` does not show: a block whose amax is below about `2^-18.8` of the tensor's
+//! gets a block scale that rounds to zero in E4M3, and all its values underflow (counted).
 //!
 //! # JSON (`mixprec analyze --json` with a block format or `--compare-blocks`)
 //!

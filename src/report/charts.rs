@@ -769,13 +769,16 @@ pub fn grouped_bars<DB: DrawingBackend>(
     let (lo, hi) = mapped
         .iter()
         .fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
-    let (y0, y1) = match axis {
+    let (y0, top) = match axis {
         _ if lo > hi => (0.0, 1.0),
-        Axis::Linear => (0.0, hi.max(0.0) * 1.15 + 1e-12),
-        // A decade of room below the smallest bar (so it shows) and above the largest (labels,
-        // legend).
-        Axis::Log10 | Axis::Log2 => ((lo - 1.0).floor(), (hi + 1.6).ceil()),
+        Axis::Linear => (0.0, hi.max(0.0) * 1.1 + 1e-12),
+        // A decade below the smallest bar (so that it shows) and room for the labels above.
+        Axis::Log10 | Axis::Log2 => ((lo - 1.0).floor(), hi + 0.6),
     };
+    // Room above the bars for the legend (about 21 pixels an entry of a plot about 520 high),
+    // so that it covers no bar.
+    let share = ((21 * c.series.len() + 24) as f64 / 520.0).min(0.6);
+    let y1 = top + (top - y0) * share / (1.0 - share);
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
