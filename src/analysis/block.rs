@@ -41,10 +41,10 @@
 //! One object:
 //! - `schemes`: the schemes, in order, each `{name, kind, element, block_shape, scale,
 //!   subnormal_from, lost_from}`: `kind` is `per-tensor`, `mx`, `nvfp4` or `tile`;
-//!   `block_shape` `[rows, cols]` (`null` per tensor); `scale` the scale's type (`fp32`, `e8m0`,
-//!   `e4m3 x fp32`); `subnormal_from` and `lost_from` `[lo, hi]`: the values of `r` from which a
-//!   value is subnormal, and lost, for a block whose amax is at the best and worst place (equal
-//!   for FP32 scales).
+//!   `block_shape` `[rows, cols]` (`null` per tensor); `scale` how the scales are stored
+//!   (`fp32`, `e8m0`, `e4m3 + fp32 per tensor`); `subnormal_from` and `lost_from` `[lo, hi]`:
+//!   the values of `r` from which a value is subnormal, and lost, for a block whose amax is at
+//!   the best and worst place (equal for FP32 scales).
 //! - `tensors`: each tensor in file order, `{name, file, dtype, shape, rows, cols, amax,
 //!   schemes}`, with `schemes` one statistics object per scheme, in the order of `schemes`.
 //! - `total`: one statistics object per scheme, all tensors together.
