@@ -30,8 +30,8 @@ use crate::io::TensorInfo;
 /// value overflows the error is infinite (the step would be skipped) and relative_error is null
 /// in the JSON ("inf" in the table).
 ///
-/// With a block format (--format mxfp8-e4m3, mxfp8-e5m2, mxfp6-e2m3, mxfp6-e3m2, mxfp4, and the
-/// others the format layer names) there is no loss scale: each value is rounded in its block
+/// With a block format (--format mxfp8-e4m3, mxfp8-e5m2, mxfp6-e2m3, mxfp6-e3m2, mxfp4, nvfp4, or
+/// a tile ELEMENT@RxC such as fp8-e4m3@1x128 or fp8-e4m3@128x128) there is no loss scale: each value is rounded in its block
 /// (blocks along the last axis, tiles over the last two with leading axes folded into rows),
 /// and the tables give per tensor the shares that underflow inside their block, are subnormal,
 /// saturate or become NaN, the share of the squared norm lost, the relative error, and the
@@ -98,7 +98,8 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Write plots (PNG and SVG) into this directory (created if missing): the histogram
-    /// against the format's zones, the sweep, and with several tensors a heatmap. A plot file
+    /// against the format's zones, the sweep, and with several tensors a heatmap (block formats:
+    /// block-ratios, the log2(|x| / block amax) histogram; --compare-blocks: block-compare). A plot file
     /// already there is replaced only if mixprec wrote it; any other file of that name is left
     /// alone and the command fails before analysing anything.
     #[arg(long, value_name = "DIR")]
