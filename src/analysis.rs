@@ -35,6 +35,7 @@
 //! assert_eq!(a.windows[0].window.min_log2_scale, Some(19));
 //! ```
 
+pub mod block;
 pub mod text;
 
 use std::path::{Path, PathBuf};
@@ -265,6 +266,25 @@ pub fn read_tensors(
         })?;
         skipped.extend(scan.skipped);
     }
+    check_found(
+        files,
+        &options.tensors,
+        &skipped,
+        tensors.is_empty(),
+        |name| tensors.iter().any(|t| t.info.name == name),
+    )?;
+    Ok((tensors, skipped))
+}
+
+/// Checks what a read found: every name of `wanted` is a tensor read (`read(name)`) or
+/// skipped, and something was read (`nothing` is false).
+fn check_found(
+    files: &[PathBuf],
+    wanted: &[String],
+    skipped: &[TensorInfo],
+    nothing: bool,
+    read: impl Fn(&str) -> bool,
+) -> Result<()> {
     let list = || {
         files
             .iter()
@@ -272,23 +292,21 @@ pub fn read_tensors(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for name in &options.tensors {
-        let known =
-            tensors.iter().any(|t| &t.info.name == name) || skipped.iter().any(|t| &t.name == name);
-        if !known {
+    for name in wanted {
+        if !(read(name) || skipped.iter().any(|t| &t.name == name)) {
             return Err(Error::NoSuchTensor {
                 name: name.clone(),
                 files: list(),
             });
         }
     }
-    if tensors.is_empty() {
+    if nothing {
         return Err(Error::NoFloatTensors {
             files: list(),
             skipped: skipped.len(),
         });
     }
-    Ok((tensors, skipped))
+    Ok(())
 }
 
 /// [`read_tensors`] then [`analyze`].

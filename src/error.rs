@@ -137,6 +137,15 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// Options that do not go together (a loss-scale flag with a block format, `--report`
+    /// with the block analysis).
+    #[error("{what}: {problem}")]
+    Unsupported {
+        /// The flag, or the flags, as the command line spells them.
+        what: String,
+        /// Why, and what to use instead.
+        problem: String,
+    },
 }
 
 /// Shorthand for results whose error is [`Error`].

@@ -10,6 +10,7 @@
 //! [`analyze_plots`] replaces an existing plot file only if it carries that signature: a user's
 //! own `histogram.png` in the directory is never overwritten.
 
+pub mod block;
 pub mod charts;
 pub mod formats;
 pub mod grid;

@@ -59,7 +59,7 @@ pub fn percent_of(part: u64, whole: u64) -> String {
 }
 
 /// A magnitude: as written when short, else 4 significant digits.
-fn magnitude(x: f64) -> String {
+pub(crate) fn magnitude(x: f64) -> String {
     let exact = format!("{x}");
     if exact.len() <= 9 {
         exact
@@ -467,7 +467,11 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
 }
 
 /// A left-aligned first column and right-aligned others, separated by two spaces.
-fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+pub(crate) fn table(
+    out: &mut dyn Write,
+    header: &[&str],
+    rows: &[Vec<String>],
+) -> std::io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

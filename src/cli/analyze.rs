@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::Error;
+use crate::analysis::block::{self, BlockFormat, BlockOptions};
 use crate::analysis::{AnalysisOptions, SCALE_LIMIT, analyze_files, parse_log2_scales, text};
 use crate::format::FloatFormat;
+use crate::io::TensorInfo;
 
 /// Analyze the range of tensors (gradients dumped from a framework) against a number format:
 /// log2-magnitude histograms, a loss-scale sweep and the recommended loss scale.
@@ -28,6 +30,15 @@ use crate::format::FloatFormat;
 /// value overflows the error is infinite (the step would be skipped) and relative_error is null
 /// in the JSON ("inf" in the table).
 ///
+/// With a block format (--format mxfp8-e4m3, mxfp8-e5m2, mxfp6-e2m3, mxfp6-e3m2, mxfp4, nvfp4, or
+/// a tile ELEMENT@RxC such as fp8-e4m3@1x128 or fp8-e4m3@128x128) there is no loss scale: each value is rounded in its block
+/// (blocks along the last axis, tiles over the last two with leading axes folded into rows),
+/// and the tables give per tensor the shares that underflow inside their block, are subnormal,
+/// saturate or become NaN, the share of the squared norm lost, the relative error, and the
+/// distribution of log2(block amax / |x|) against the element format's range. --compare-blocks
+/// puts per-tensor scaling, MX, NVFP4 and 1x128 / 128x128 tiles side by side on the same
+/// tensors. --scales, --margin, --max-underflow and --report belong to the loss-scale analysis.
+///
 /// Files: .safetensors (F64, F32, F16, BF16 tensors; other dtypes are listed as skipped), .npy and
 /// .npz (f64, f32, f16). Tensors are named by their name in the file (.npy: the file stem). With
 /// several files, tables get a file column; the same file given twice is an error.
@@ -36,15 +47,30 @@ pub struct Args {
     /// Tensor files (.safetensors, .npy, .npz).
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
-    /// Number format the scaled values are rounded into (fp16, bf16, fp8-e4m3, fp8-e5m2, eXmY...).
-    #[arg(long, value_name = "F", default_value = "fp16")]
+    /// Number format the scaled values are rounded into (fp16, bf16, fp8-e4m3, fp8-e5m2, eXmY...),
+    /// or a block format (mxfp8-e4m3, mxfp4, ...): the block-scaled analysis.
+    #[arg(long, value_name = "F", default_value = DEFAULT_FORMAT)]
     format: String,
+    /// Compare, on the same tensors, per-tensor scaling (one fp32 scale amax/max), MX blocks of
+    /// 32, NVFP4 blocks of 16 and 1x128 / 128x128 tiles with fp32 scales: shares of values and
+    /// of the squared norm lost, relative error. ELEMENT (written --compare-blocks=ELEMENT) is the
+    /// element format of all but NVFP4 (fp4 always): fp8-e4m3 (default), fp8-e5m2, fp6-e2m3,
+    /// fp6-e3m2 or fp4-e2m1.
+    #[arg(
+        long,
+        value_name = "ELEMENT",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "fp8-e4m3",
+        conflicts_with_all = ["format", "scales", "margin", "max_underflow", "report"]
+    )]
+    compare_blocks: Option<String>,
     /// Range of log2 loss scales, inclusive; each end k or 2^k, e.g. 0..32, 2^0..2^32 or
     /// --scales=-8..40.
     #[arg(
         long,
         value_name = "LO..HI",
-        default_value = "0..32",
+        default_value = DEFAULT_SCALES,
         allow_hyphen_values = true
     )]
     scales: String,
@@ -52,7 +78,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "BITS",
-        default_value = "0",
+        default_value = DEFAULT_MARGIN,
         allow_hyphen_values = true
     )]
     margin: String,
@@ -61,7 +87,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "FRACTION",
-        default_value = "0.001",
+        default_value = DEFAULT_MAX_UNDERFLOW,
         allow_hyphen_values = true
     )]
     max_underflow: String,
@@ -72,7 +98,8 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Write plots (PNG and SVG) into this directory (created if missing): the histogram
-    /// against the format's zones, the sweep, and with several tensors a heatmap. A plot file
+    /// against the format's zones, the sweep, and with several tensors a heatmap (block formats:
+    /// block-ratios, the log2(|x| / block amax) histogram; --compare-blocks: block-compare). A plot file
     /// already there is replaced only if mixprec wrote it; any other file of that name is left
     /// alone and the command fails before analysing anything.
     #[arg(long, value_name = "DIR")]
@@ -85,7 +112,69 @@ pub struct Args {
     report: Option<PathBuf>,
 }
 
+const DEFAULT_FORMAT: &str = "fp16";
+const DEFAULT_SCALES: &str = "0..32";
+const DEFAULT_MARGIN: &str = "0";
+const DEFAULT_MAX_UNDERFLOW: &str = "0.001";
+
 impl Args {
+    /// The block-scaled analysis's options when --format names a block format or
+    /// --compare-blocks is given; `None` for the loss-scale analysis.
+    fn block_options(&self) -> Result<Option<BlockOptions>, Error> {
+        if let Some(element) = &self.compare_blocks {
+            let element: FloatFormat = element.parse().map_err(|_| Error::InvalidValue {
+                what: "--compare-blocks",
+                value: element.clone(),
+                expected: block::COMPARE_EXPECTED,
+            })?;
+            return BlockOptions::compare(element, self.tensors.clone()).map(Some);
+        }
+        let float_error = match self.format.parse::<FloatFormat>() {
+            Ok(_) => return Ok(None),
+            Err(e) => e,
+        };
+        let lower = self.format.trim().to_ascii_lowercase();
+        let format: BlockFormat = match self.format.parse() {
+            Ok(f) => f,
+            // A name meant as a block format gets the block formats' message.
+            Err(e) if lower.contains('@') || lower.starts_with("mx") || lower.starts_with("nv") => {
+                return Err(e);
+            }
+            Err(_) => return Err(float_error),
+        };
+        // The loss-scale flags mean nothing here: refuse them rather than ignore them.
+        let given = [
+            ("--scales", self.scales.as_str(), DEFAULT_SCALES),
+            ("--margin", self.margin.as_str(), DEFAULT_MARGIN),
+            (
+                "--max-underflow",
+                self.max_underflow.as_str(),
+                DEFAULT_MAX_UNDERFLOW,
+            ),
+        ];
+        for (flag, value, default) in given {
+            if value != default {
+                return Err(Error::Unsupported {
+                    what: flag.to_string(),
+                    problem: format!(
+                        "sets the loss-scale sweep of a float --format; block format {format} \
+                         has no loss scale (its blocks scale themselves)"
+                    ),
+                });
+            }
+        }
+        if self.report.is_some() {
+            return Err(Error::Unsupported {
+                what: "--report".to_string(),
+                problem: format!(
+                    "the report page is the loss-scale analysis's; for block format {format} use \
+                     --plots DIR and --json"
+                ),
+            });
+        }
+        Ok(Some(BlockOptions::single(format, self.tensors.clone())))
+    }
+
     fn options(&self) -> Result<AnalysisOptions, Error> {
         let format: FloatFormat = self.format.parse()?;
         let (lo, hi) = parse_log2_scales(&self.scales)?;
@@ -131,6 +220,9 @@ impl Args {
 /// the files,
 /// a failed write.
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if let Some(options) = args.block_options()? {
+        return run_blocks(args, &options, out);
+    }
     let options = args.options()?;
     // Before the work, so that a bad directory costs nothing and leaves nothing half-written.
     if let Some(dir) = &args.plots {
@@ -148,17 +240,44 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         crate::report::page::write_analysis(dir, &a)?;
     }
     if args.json {
-        for s in &a.skipped {
-            eprintln!(
-                "mixprec: skipped {} ({}): unsupported dtype {}",
-                s.name,
-                s.path.display(),
-                s.dtype
-            );
-        }
+        warn_skipped(&a.skipped);
         writeln!(out, "{}", serde_json::to_string(&a)?)?;
     } else {
         text::write_tables(out, &a)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The block-scaled analysis: tables, JSON, plots.
+fn run_blocks(
+    args: &Args,
+    options: &BlockOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &args.plots {
+        crate::report::block::check_block_plots_dir(dir)?;
+    }
+    let a = block::analyze_block_files(&args.files, options)?;
+    if let Some(dir) = &args.plots {
+        crate::report::block::block_plots(dir, &a)?;
+    }
+    if args.json {
+        warn_skipped(&a.skipped);
+        writeln!(out, "{}", serde_json::to_string(&a)?)?;
+    } else {
+        block::text::write_tables(out, &a)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// With --json the tables' "skipped" lines go to stderr.
+fn warn_skipped(skipped: &[TensorInfo]) {
+    for s in skipped {
+        eprintln!(
+            "mixprec: skipped {} ({}): unsupported dtype {}",
+            s.name,
+            s.path.display(),
+            s.dtype
+        );
+    }
 }

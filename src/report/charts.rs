@@ -722,3 +722,131 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
     }
     legend(&mut chart, SeriesLabelPosition::LowerRight)
 }
+
+/// Bars side by side: one group per category along x, one bar (a colour) per series in each.
+#[derive(Clone, Debug)]
+pub struct GroupedBars {
+    /// Title.
+    pub title: String,
+    /// y axis description, with units.
+    pub y_desc: String,
+    /// y mapping ([`Axis::Log10`] for shares that span decades; values of 0 are then written
+    /// `0` at the axis instead of a bar).
+    pub axis: Axis,
+    /// The categories, left to right.
+    pub groups: Vec<String>,
+    /// `(legend, colour, one value per group)`.
+    pub series: Vec<(String, RGBColor, Vec<f64>)>,
+}
+
+/// The value of a bar in words (its label above the bar): 2 significant digits.
+fn bar_label(v: f64) -> String {
+    if v == 0.0 {
+        "0".to_string()
+    } else if (0.01..1000.0).contains(&v.abs()) {
+        let digits = (1 - v.abs().log10().floor() as i32).max(0) as usize;
+        format!("{v:.digits$}")
+    } else {
+        format!("{v:.1e}")
+    }
+}
+
+/// Draws [`GroupedBars`]; each bar is labelled with its value.
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn grouped_bars<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &GroupedBars,
+) -> DrawResult<DB> {
+    let axis = c.axis;
+    let ng = c.groups.len().max(1);
+    let mapped: Vec<f64> = c
+        .series
+        .iter()
+        .flat_map(|(_, _, v)| v.iter().filter_map(|&y| axis.map(y)))
+        .collect();
+    let (lo, hi) = mapped
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
+    let (y0, top) = match axis {
+        _ if lo > hi => (0.0, 1.0),
+        Axis::Linear => (0.0, hi.max(0.0) * 1.1 + 1e-12),
+        // A decade below the smallest bar (so that it shows) and room for the labels above.
+        Axis::Log10 | Axis::Log2 => ((lo - 1.0).floor(), hi + 0.6),
+    };
+    // Room above the bars for the legend (about 21 pixels an entry of a plot about 520 high),
+    // so that it covers no bar.
+    let share = ((21 * c.series.len() + 24) as f64 / 520.0).min(0.6);
+    let y1 = top + (top - y0) * share / (1.0 - share);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(90)
+        .build_cartesian_2d(-0.5..ng as f64 - 0.5, y0..y1)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(225, 225, 225))
+        .x_labels(0)
+        .y_desc(&c.y_desc)
+        .y_label_formatter(&|y| axis.label(*y))
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    // The group names under the axis, centred on their groups (the x axis is categorical).
+    for (g, name) in c.groups.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(g as f64, y0));
+        root.draw(&Text::new(
+            name.clone(),
+            (px, py + 12),
+            TextStyle::from((FONT, 17).into_font()).pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Top,
+            )),
+        ))?;
+    }
+    let ns = c.series.len().max(1);
+    let width = 0.8 / ns as f64;
+    for (s, (name, color, values)) in c.series.iter().enumerate() {
+        let color = *color;
+        let x = |g: usize| g as f64 - 0.4 + width * s as f64;
+        let bars: Vec<_> = values
+            .iter()
+            .enumerate()
+            .filter_map(|(g, &v)| {
+                let top = axis.map(v)?;
+                Some(Rectangle::new(
+                    [(x(g) + 0.05 * width, y0), (x(g) + 0.95 * width, top)],
+                    color.filled(),
+                ))
+            })
+            .collect();
+        chart
+            .draw_series(bars)?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
+        let labels: Vec<_> = values
+            .iter()
+            .enumerate()
+            .filter(|&(_, v)| v.is_finite())
+            .map(|(g, &v)| {
+                let top = axis.map(v).unwrap_or(y0);
+                Text::new(
+                    bar_label(v),
+                    (x(g) + 0.5 * width, top),
+                    TextStyle::from((FONT, 13).into_font()).pos(
+                        plotters::style::text_anchor::Pos::new(
+                            plotters::style::text_anchor::HPos::Center,
+                            plotters::style::text_anchor::VPos::Bottom,
+                        ),
+                    ),
+                )
+            })
+            .collect();
+        chart.draw_series(labels)?;
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
+}
