@@ -563,6 +563,9 @@ fn a_block_recipe_run_names_its_block_formats() {
     assert_eq!(formats["gemm_grad_output"], "mxfp8-e5m2", "{formats}");
     assert_eq!(formats["weight"], "fp32", "{formats}");
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
-    assert!(page.contains("mxfp8-e5m2"), "the page does not name mxfp8-e5m2");
+    assert!(
+        page.contains("mxfp8-e5m2"),
+        "the page does not name mxfp8-e5m2"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -792,7 +792,15 @@ pub fn grouped_bars<DB: DrawingBackend>(
         .bold_line_style(RGBColor(225, 225, 225))
         .x_labels(0)
         .y_desc(&c.y_desc)
-        .y_label_formatter(&|y| axis.label(*y))
+        // No tick labels in the legend's room above the data: on a log axis of percentages
+        // they would read as shares above 100%.
+        .y_label_formatter(&|y| {
+            if *y > top + 1e-9 {
+                String::new()
+            } else {
+                axis.label(*y)
+            }
+        })
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
         .draw()?;

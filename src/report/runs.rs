@@ -258,10 +258,7 @@ impl RunData {
         let recipe = run.recipe();
         let format_of = |c: Class| recipe.as_ref().map_or(FP32, |r| r.format(c));
         let formats: BTreeMap<Class, String> = match &recipe {
-            Some(r) => Class::ALL
-                .iter()
-                .map(|&c| (c, r.format_name(c)))
-                .collect(),
+            Some(r) => Class::ALL.iter().map(|&c| (c, r.format_name(c))).collect(),
             None => BTreeMap::new(),
         };
         let grad_format = judged_format(
