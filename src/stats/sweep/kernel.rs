@@ -113,8 +113,8 @@ pub(super) enum Terms {
 
 /// The widest format whose grids the f32 terms can round to: adding `1.5 * 2^(23 + g)` to `f`
 /// in `[1, 2)` rounds it to a multiple of `2^g` only while the sum stays in the binade of the
-/// constant, `g > -21`; the finest grid is the normal range's `2^-p`.
-const F32_TERMS_MAX_P: usize = 20;
+/// constant, below `2^(24 + g)`, so for `g >= -21`; the finest grid is the normal range's `2^-p`.
+const F32_TERMS_MAX_P: usize = 21;
 
 /// The sums of one chunk, through the loop built for `isa`.
 pub(super) fn chunk<T: Sample>(
