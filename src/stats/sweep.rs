@@ -27,7 +27,8 @@
 //!
 //! The accumulator keeps, per exponent `E`, the counts per flags, `sum f^2`, the `p + 1` window
 //! errors and the normal-range error, each computed exactly per value (rounding to a grid
-//! `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 * 2^(52+g)` in f64, exact for f in `[1, 2)`), and sums
+//! `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 * 2^(52+g)` in f64, exact for f in `[1, 2)`; for f32
+//! inputs the same values come from `1.5 * 2^(23+g)` in f32, 16 lanes to a vector), and sums
 //! them in f64 per fixed-size chunk combined in chunk order (deterministic whatever the thread
 //! count). Sums are kept in units of `4^E` and rescaled relative to the largest exponent, so
 //! they neither overflow nor underflow for f64 inputs of any magnitude.
