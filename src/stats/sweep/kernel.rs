@@ -4,9 +4,12 @@
 //! Consecutive values usually share an exponent and would update the same accumulators one after
 //! the other, each waiting for the previous store; so the accumulation spreads them over `LANES`
 //! interleaved copies (value `i` into copy `i % LANES`), folded in lane order at the end of the
-//! chunk: deterministic, and several times faster. The loop is compiled for the baseline target
-//! and for AVX2 (picked at run time) and specialised for the window widths of the common formats;
-//! every variant runs the same scalar code and gives bit-identical results (tested).
+//! chunk: deterministic, and several times faster. The loop is compiled for the baseline target,
+//! AVX2 and AVX-512 (picked at run time by the histogram's `Isa::best()`) and specialised for the
+//! window widths of the common formats; for f32 inputs into formats of up to
+//! [`F32_TERMS_MAX_P`] mantissa bits the terms are computed in f32 ([`fill32`]), the same values
+//! with half the vector width each. Every variant adds the same terms in the same order and gives
+//! bit-identical results (tested).
 //!
 //! Per value, one fixed-length loop over `S` slots (a multiple of 4, so it runs as whole AVX2
 //! vectors) computes `((f - RNE(f, grid_j)) * mask_j)^2`-style terms for all sums at once:
@@ -184,6 +187,9 @@ fn chunk_any<T: Sample>(acc: &SweepAccumulator, xs: &[T], terms: Terms) -> Parti
             8 => fill32::<8>(acc, &consts, &mut lanes, lo, xs),
             12 => fill32::<12>(acc, &consts, &mut lanes, lo, xs),
             16 => fill32::<16>(acc, &consts, &mut lanes, lo, xs),
+            // p = 21, the widest format of the f32 terms (28 is also fp32's width, p = 23,
+            // which takes the f64 terms).
+            28 => fill32::<28>(acc, &consts, &mut lanes, lo, xs),
             _ => fill_any(acc, &consts, &mut lanes, lo, xs),
         }
     } else if terms == Terms::Generic {
