@@ -19,7 +19,8 @@ mod kernels;
 
 use std::ops::Range;
 
-use kernels::{Bits, ChunkStats, Isa, LaneCounter};
+pub(crate) use kernels::Isa;
+use kernels::{Bits, ChunkStats, LaneCounter};
 
 use super::{CHUNK, CHUNKS_PER_TASK};
 use crate::format::pow2;

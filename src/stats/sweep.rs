@@ -27,7 +27,8 @@
 //!
 //! The accumulator keeps, per exponent `E`, the counts per flags, `sum f^2`, the `p + 1` window
 //! errors and the normal-range error, each computed exactly per value (rounding to a grid
-//! `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 * 2^(52+g)` in f64, exact for f in `[1, 2)`), and sums
+//! `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 * 2^(52+g)` in f64, exact for f in `[1, 2)`; for f32
+//! inputs the same values come from `1.5 * 2^(23+g)` in f32, 16 lanes to a vector), and sums
 //! them in f64 per fixed-size chunk combined in chunk order (deterministic whatever the thread
 //! count). Sums are kept in units of `4^E` and rescaled relative to the largest exponent, so
 //! they neither overflow nor underflow for f64 inputs of any magnitude.
@@ -46,7 +47,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::format::{FloatFormat, pow2};
-use kernel::Sample;
+use crate::stats::histogram::Isa;
+use kernel::{Sample, Terms};
 
 pub use from_histogram::sweep_from_histogram;
 
@@ -56,6 +58,16 @@ const SWEEP_CHUNK: usize = 1 << 16;
 const CHUNKS_PER_BATCH: usize = 64;
 const FRAC_MASK: u64 = (1 << 52) - 1;
 const ONE_BITS: u64 = 0x3ff0_0000_0000_0000;
+
+/// Which chunk loop [`SweepAccumulator::add_f32_via`] runs (for benchmarks).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepPath {
+    /// What the other methods run: the best build and loop for the CPU and the data.
+    Auto,
+    /// The loop before issue 11's work: every term in f64, at most the AVX2 build.
+    F64Avx2,
+}
 
 /// One scale of a sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -251,7 +263,21 @@ impl SweepAccumulator {
     /// Adds `xs` (one thread).
     pub fn add_f32(&mut self, xs: &[f32]) {
         for chunk in xs.chunks(SWEEP_CHUNK) {
-            let part = kernel::chunk(self, chunk, true);
+            let part = kernel::chunk(self, chunk, Isa::best(), Terms::Auto);
+            self.absorb(&part);
+        }
+    }
+
+    /// [`SweepAccumulator::add_f32`] through a chosen chunk loop, so that benchmarks can set
+    /// the loops side by side (all give the same bits).
+    #[doc(hidden)]
+    pub fn add_f32_via(&mut self, path: SweepPath, xs: &[f32]) {
+        let (isa, terms) = match path {
+            SweepPath::Auto => (Isa::best(), Terms::Auto),
+            SweepPath::F64Avx2 => (Isa::best().min(Isa::Avx2), Terms::F64),
+        };
+        for chunk in xs.chunks(SWEEP_CHUNK) {
+            let part = kernel::chunk(self, chunk, isa, terms);
             self.absorb(&part);
         }
     }
@@ -259,7 +285,7 @@ impl SweepAccumulator {
     /// Adds `xs` (one thread).
     pub fn add_f64(&mut self, xs: &[f64]) {
         for chunk in xs.chunks(SWEEP_CHUNK) {
-            let part = kernel::chunk(self, chunk, true);
+            let part = kernel::chunk(self, chunk, Isa::best(), Terms::Auto);
             self.absorb(&part);
         }
     }
@@ -278,10 +304,11 @@ impl SweepAccumulator {
     /// absorbed in slice order, whatever the thread count, so the result equals the one-thread
     /// result.
     fn par_add<T: Sample>(&mut self, xs: &[T]) {
+        let isa = Isa::best();
         for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
             let parts: Vec<Partial> = batch
                 .par_chunks(SWEEP_CHUNK)
-                .map(|c| kernel::chunk(self, c, true))
+                .map(|c| kernel::chunk(self, c, isa, Terms::Auto))
                 .collect();
             for p in &parts {
                 self.absorb(p);

@@ -26,9 +26,9 @@ pub(super) struct ChunkStats {
     pub subnormals: u64,
 }
 
-/// The instruction sets the chunk loops are compiled for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Isa {
+/// The instruction sets the chunk loops are compiled for, narrowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Isa {
     /// Whatever the crate is compiled for.
     Baseline,
     /// AVX2.

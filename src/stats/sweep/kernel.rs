@@ -4,9 +4,12 @@
 //! Consecutive values usually share an exponent and would update the same accumulators one after
 //! the other, each waiting for the previous store; so the accumulation spreads them over `LANES`
 //! interleaved copies (value `i` into copy `i % LANES`), folded in lane order at the end of the
-//! chunk: deterministic, and several times faster. The loop is compiled for the baseline target
-//! and for AVX2 (picked at run time) and specialised for the window widths of the common formats;
-//! every variant runs the same scalar code and gives bit-identical results (tested).
+//! chunk: deterministic, and several times faster. The loop is compiled for the baseline target,
+//! AVX2 and AVX-512 (picked at run time by the histogram's `Isa::best()`) and specialised for the
+//! window widths of the common formats; for f32 inputs into formats of up to
+//! [`F32_TERMS_MAX_P`] mantissa bits the terms are computed in f32 ([`fill32`]), the same values
+//! with half the vector width each. Every variant adds the same terms in the same order and gives
+//! bit-identical results (tested).
 //!
 //! Per value, one fixed-length loop over `S` slots (a multiple of 4, so it runs as whole AVX2
 //! vectors) computes `((f - RNE(f, grid_j)) * mask_j)^2`-style terms for all sums at once:
@@ -20,6 +23,7 @@
 //! and `sum f^2` over the values with `f == 1` is their count. Masks are 0 or 1, exact.
 
 use super::{ONE_BITS, Partial, Rows, SweepAccumulator, split};
+use crate::stats::histogram::Isa;
 
 /// Interleaved copies of the accumulators.
 const LANES: usize = 4;
@@ -33,6 +37,9 @@ pub(super) trait Sample: Copy + Send + Sync {
     /// Count, zeros, nonfinite values, and the smallest and largest f64 bit patterns of the
     /// finite nonzero magnitudes (`u64::MAX` and 0 when there are none).
     fn survey(xs: &[Self]) -> (u64, u64, u64, u64, u64);
+
+    /// The values as f32, if they are (the f32 terms need every `f` to fit an f32).
+    fn as_f32(xs: &[Self]) -> Option<&[f32]>;
 }
 
 impl Sample for f32 {
@@ -61,6 +68,11 @@ impl Sample for f32 {
         };
         (xs.len() as u64, zeros, nonfinite, lo, hi)
     }
+
+    #[inline(always)]
+    fn as_f32(xs: &[f32]) -> Option<&[f32]> {
+        Some(xs)
+    }
 }
 
 impl Sample for f64 {
@@ -82,23 +94,59 @@ impl Sample for f64 {
         }
         (xs.len() as u64, zeros, nonfinite, lo, hi)
     }
+
+    #[inline(always)]
+    fn as_f32(_: &[f64]) -> Option<&[f32]> {
+        None
+    }
 }
 
-/// The sums of one chunk, through the AVX2 build when the CPU has it and `simd` is true.
-pub(super) fn chunk<T: Sample>(acc: &SweepAccumulator, xs: &[T], simd: bool) -> Partial {
-    #[cfg(target_arch = "x86_64")]
-    if simd && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { chunk_avx2(acc, xs) };
+/// How the chunk loop computes the per-value terms (the tests and benches compare them; every
+/// choice gives the same bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Terms {
+    /// The fastest: f32 arithmetic for f32 inputs into formats of up to [`F32_TERMS_MAX_P`]
+    /// mantissa bits, else [`Terms::F64`].
+    Auto,
+    /// Every term in f64, the loop specialised for the common slot counts.
+    F64,
+    /// Every term in f64, the slot count a run-time value.
+    Generic,
+}
+
+/// The widest format whose grids the f32 terms can round to: adding `1.5 * 2^(23 + g)` to `f`
+/// in `[1, 2)` rounds it to a multiple of `2^g` only while the sum stays in the binade of the
+/// constant, below `2^(24 + g)`, so for `g >= -21`; the finest grid is the normal range's `2^-p`.
+const F32_TERMS_MAX_P: usize = 21;
+
+/// The sums of one chunk, through the loop built for `isa`.
+pub(super) fn chunk<T: Sample>(
+    acc: &SweepAccumulator,
+    xs: &[T],
+    isa: Isa,
+    terms: Terms,
+) -> Partial {
+    match isa {
+        // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { chunk_avx512(acc, xs, terms) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { chunk_avx2(acc, xs, terms) },
+        _ => chunk_any(acc, xs, terms),
     }
-    let _ = simd;
-    chunk_any(acc, xs, false)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn chunk_avx2<T: Sample>(acc: &SweepAccumulator, xs: &[T]) -> Partial {
-    chunk_any(acc, xs, false)
+unsafe fn chunk_avx2<T: Sample>(acc: &SweepAccumulator, xs: &[T], terms: Terms) -> Partial {
+    chunk_any(acc, xs, terms)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn chunk_avx512<T: Sample>(acc: &SweepAccumulator, xs: &[T], terms: Terms) -> Partial {
+    chunk_any(acc, xs, terms)
 }
 
 /// Slots per value for mantissa width `p`: `p + 4` rounded up to a multiple of 4.
@@ -106,10 +154,9 @@ fn slots(p: usize) -> usize {
     (p + 4).div_ceil(4) * 4
 }
 
-/// The chunk loop for whatever target it is compiled for; `generic` skips the width
-/// specialisations (for the tests).
+/// The chunk loop for whatever target it is compiled for.
 #[inline(always)]
-pub(super) fn chunk_any<T: Sample>(acc: &SweepAccumulator, xs: &[T], generic: bool) -> Partial {
+fn chunk_any<T: Sample>(acc: &SweepAccumulator, xs: &[T], terms: Terms) -> Partial {
     let (count, zeros, nonfinite, lo_bits, hi_bits) = T::survey(xs);
     let width = acc.rows.width;
     let mut part = Partial {
@@ -129,12 +176,23 @@ pub(super) fn chunk_any<T: Sample>(acc: &SweepAccumulator, xs: &[T], generic: bo
     let n = (hi - lo + 1) as usize;
     let p = width - 1;
     let s = slots(p);
-    let mut lanes = Lanes {
-        counts: vec![[0; 8]; n * LANES],
-        slots: vec![0.0; n * LANES * s],
-    };
+    // A spare row after the last, for the values the f32 loop skips.
+    let mut lanes = Lanes::new(n + 1, s);
     let consts = Consts::new(acc, s);
-    if generic {
+    let f32_terms = (terms == Terms::Auto && p <= F32_TERMS_MAX_P)
+        .then(|| T::as_f32(xs))
+        .flatten();
+    if let Some(xs) = f32_terms {
+        match s {
+            8 => fill32::<8>(acc, &consts, &mut lanes, lo, xs),
+            12 => fill32::<12>(acc, &consts, &mut lanes, lo, xs),
+            16 => fill32::<16>(acc, &consts, &mut lanes, lo, xs),
+            // p = 21, the widest format of the f32 terms (28 is also fp32's width, p = 23,
+            // which takes the f64 terms).
+            28 => fill32::<28>(acc, &consts, &mut lanes, lo, xs),
+            _ => fill_any(acc, &consts, &mut lanes, lo, xs),
+        }
+    } else if terms == Terms::Generic {
         fill_any(acc, &consts, &mut lanes, lo, xs);
     } else {
         // Slot counts of e5m2/e4m3 (p = 2, 3), bf16 (7), fp16/tf32 (10) and fp32 (23).
@@ -152,15 +210,43 @@ pub(super) fn chunk_any<T: Sample>(acc: &SweepAccumulator, xs: &[T], generic: bo
 
 /// The per-value accumulators of a chunk, `LANES` copies per exponent.
 struct Lanes {
-    counts: Vec<[u64; 8]>,
-    /// `S` slots per row and lane (see the module docs).
+    /// Counts per flags (a chunk has fewer than 2^32 values).
+    counts: Vec<[u32; 8]>,
+    /// `S` slots per row and lane (see the module docs), from `slots[at]`.
     slots: Vec<f64>,
+    at: usize,
 }
 
-/// The grid constants and the four masks (by `z * 2 + b`) of the slots.
+impl Lanes {
+    fn new(rows: usize, s: usize) -> Self {
+        // The rows start on a 64-byte boundary: a row of 8 or 16 slots is then whole cache
+        // lines, and no vector load or store of it straddles two (which costs extra on every
+        // value).
+        let slots = vec![0.0; rows * LANES * s + 7];
+        let at = slots.as_ptr().align_offset(64).min(7);
+        Lanes {
+            counts: vec![[0; 8]; rows * LANES],
+            slots,
+            at,
+        }
+    }
+
+    fn slots(&self) -> &[f64] {
+        &self.slots[self.at..]
+    }
+
+    fn slots_mut(&mut self) -> &mut [f64] {
+        &mut self.slots[self.at..]
+    }
+}
+
+/// The grid constants and the four masks (by `z * 2 + b`) of the slots, in f64 and (for the f32
+/// terms) f32, where a mask is a bit pattern: all ones keeps the error, zero clears it.
 struct Consts {
     grid: Vec<f64>,
     masks: [Vec<f64>; 4],
+    grid32: Vec<f32>,
+    masks32: [Vec<u32>; 4],
 }
 
 impl Consts {
@@ -179,7 +265,31 @@ impl Consts {
             m[p + 3] = 1.0 - z;
             m
         });
-        Consts { grid, masks }
+        // The same grids: 1.5 * 2^(53 - j) in f64 rounds to 2^(1 - j) as 1.5 * 2^(24 - j) does
+        // in f32 (a constant with the grid as its ulp); padding slots add 0 and subtract 0.
+        let grid32 = grid
+            .iter()
+            .map(|&g| {
+                if g == 0.0 {
+                    0.0
+                } else {
+                    (g * 2f64.powi(-29)) as f32
+                }
+            })
+            .collect::<Vec<f32>>();
+        let mut grid32 = grid32;
+        grid32[p + 3] = 2f32.powi(60);
+        let masks32 = masks.clone().map(|m| {
+            m.iter()
+                .map(|&v| if v == 1.0 { u32::MAX } else { 0 })
+                .collect()
+        });
+        Consts {
+            grid,
+            masks,
+            grid32,
+            masks32,
+        }
     }
 }
 
@@ -193,9 +303,9 @@ fn fold(lanes: &Lanes, lo: i32, n: usize, p: usize, s: usize) -> Rows {
         for l in 0..LANES {
             let i = r * LANES + l;
             for c in 0..8 {
-                out.counts[r][c] += lanes.counts[i][c];
+                out.counts[r][c] += u64::from(lanes.counts[i][c]);
             }
-            for (t, v) in sums.iter_mut().zip(&lanes.slots[i * s..(i + 1) * s]) {
+            for (t, v) in sums.iter_mut().zip(&lanes.slots()[i * s..(i + 1) * s]) {
                 *t += v;
             }
         }
@@ -239,7 +349,7 @@ fn fill<T: Sample, const S: usize>(
         let f = f64::from_bits(frac | ONE_BITS);
         let mask = &masks[z * 2 + b];
         let row: Option<&mut [f64; S]> = lanes
-            .slots
+            .slots_mut()
             .get_mut(r * S..(r + 1) * S)
             .and_then(|s| s.try_into().ok());
         if let Some(row) = row {
@@ -266,10 +376,142 @@ fn fill_any<T: Sample>(acc: &SweepAccumulator, k: &Consts, lanes: &mut Lanes, lo
         lanes.counts[r][z | usize::from(frac >= acc.t_a) << 1 | b << 2] += 1;
         let f = f64::from_bits(frac | ONE_BITS);
         let mask = &k.masks[z * 2 + b];
-        let row = &mut lanes.slots[r * s..(r + 1) * s];
+        let row = &mut lanes.slots_mut()[r * s..(r + 1) * s];
         for j in 0..s {
             let d = f - ((f + k.grid[j]) - k.grid[j]);
             row[j] += d * d * mask[j];
         }
     }
+}
+
+/// [`fill`] for f32 inputs and formats of at most [`F32_TERMS_MAX_P`] mantissa bits, with every
+/// error computed in f32 and squared in f64: `f` has 24 significant bits, so the rounding to each
+/// grid, the difference and its square (at most 48 bits) are exact in these types and the terms
+/// are the f64 loop's, bit for bit; the accumulators add the same terms in the same order. A
+/// cleared term adds +0, which leaves a sum unchanged.
+///
+/// Values go by blocks of [`BLOCK`]: one vectorised pass over the block's bit patterns finds each
+/// value's row (zeros, infinities and NaN get the spare row after the last, which is never
+/// read), flags and `f`, then the per-value loop only adds. A block holding an f32 subnormal
+/// (whose exponent needs its leading zeros counted) goes value by value instead, in the same
+/// order.
+#[inline(always)]
+fn fill32<const S: usize>(
+    acc: &SweepAccumulator,
+    k: &Consts,
+    lanes: &mut Lanes,
+    lo: i32,
+    xs: &[f32],
+) {
+    const BLOCK: usize = 16;
+    let mut grid = [0f32; S];
+    grid.copy_from_slice(&k.grid32);
+    let mut masks = [[0u32; S]; 4];
+    for (m, src) in masks.iter_mut().zip(&k.masks32) {
+        m.copy_from_slice(src);
+    }
+    // Flags on the 23 fraction bits: frac << 29 >= t iff frac >= ceil(t / 2^29).
+    let up = |t: u64| u32::try_from(t.div_ceil(1 << 29)).unwrap_or(u32::MAX);
+    let (ta, tb) = (up(acc.t_a), up(acc.t_b));
+    let spare = (lanes.counts.len() - LANES) as u32;
+    let base = lo + 127;
+    let mut blocks = xs.chunks_exact(BLOCK);
+    for (bi, block) in (&mut blocks).enumerate() {
+        let (mut row, mut class, mut zb, mut f) =
+            ([0u32; BLOCK], [0u32; BLOCK], [0u32; BLOCK], [0u32; BLOCK]);
+        let mut subnormal = false;
+        for l in 0..BLOCK {
+            let a = block[l].to_bits() & 0x7fff_ffff;
+            let normal = a.wrapping_sub(0x0080_0000) < 0x7f00_0000;
+            subnormal |= a.wrapping_sub(1) < 0x007f_ffff;
+            let frac = a & 0x007f_ffff;
+            let (z, b) = (u32::from(frac == 0), u32::from(frac >= tb));
+            // Lane l % LANES: the block starts at a multiple of LANES.
+            let r = ((((a >> 23) as i32).wrapping_sub(base) as u32) << 2) | (l as u32 & 3);
+            row[l] = if normal { r } else { spare };
+            class[l] = z | u32::from(frac >= ta) << 1 | b << 2;
+            zb[l] = z * 2 + b;
+            f[l] = frac | 0x3f80_0000;
+        }
+        if subnormal {
+            for (l, &x) in block.iter().enumerate() {
+                add_one32(acc, &grid, &masks, lanes, lo, bi * BLOCK + l, x);
+            }
+            continue;
+        }
+        for l in 0..BLOCK {
+            let f = f32::from_bits(f[l]);
+            add32(
+                &grid,
+                &masks,
+                lanes,
+                row[l] as usize,
+                class[l] as usize,
+                zb[l] as usize,
+                f,
+            );
+        }
+    }
+    let done = xs.len() - blocks.remainder().len();
+    for (i, &x) in blocks.remainder().iter().enumerate() {
+        add_one32(acc, &grid, &masks, lanes, lo, done + i, x);
+    }
+}
+
+/// Adds the value `f` (its counts by `class`, its terms by the masks `zb`) to row and lane `r`.
+#[inline(always)]
+fn add32<const S: usize>(
+    grid: &[f32; S],
+    masks: &[[u32; S]; 4],
+    lanes: &mut Lanes,
+    r: usize,
+    class: usize,
+    zb: usize,
+    f: f32,
+) {
+    if let Some(c) = lanes.counts.get_mut(r) {
+        c[class & 7] += 1;
+    }
+    let mask = &masks[zb & 3];
+    let row: Option<&mut [f64; S]> = lanes
+        .slots_mut()
+        .get_mut(r * S..(r + 1) * S)
+        .and_then(|s| s.try_into().ok());
+    if let Some(row) = row {
+        let mut d = [0f32; S];
+        for j in 0..S {
+            let t = f - ((f + grid[j]) - grid[j]);
+            d[j] = f32::from_bits(t.to_bits() & mask[j]);
+        }
+        for j in 0..S {
+            let t = f64::from(d[j]);
+            row[j] += t * t;
+        }
+    }
+}
+
+/// [`fill32`]'s value by value path: any f32 (subnormal too), at index `i` of the chunk.
+#[inline(always)]
+fn add_one32<const S: usize>(
+    acc: &SweepAccumulator,
+    grid: &[f32; S],
+    masks: &[[u32; S]; 4],
+    lanes: &mut Lanes,
+    lo: i32,
+    i: usize,
+    x: f32,
+) {
+    let a = x.to_bits() & 0x7fff_ffff;
+    // Zero and the nonfinite patterns wrap to the top.
+    if a.wrapping_sub(1) >= 0x7f7f_ffff {
+        return;
+    }
+    let (e, frac) = split(f64::from(f32::from_bits(a)).to_bits());
+    let z = usize::from(frac == 0);
+    let b = usize::from(frac >= acc.t_b);
+    let class = z | usize::from(frac >= acc.t_a) << 1 | b << 2;
+    // A normalised f32 subnormal has no fraction bits below bit 29 either.
+    let f = f32::from_bits((frac >> 29) as u32 | 0x3f80_0000);
+    let r = (e - lo) as usize * LANES + i % LANES;
+    add32(grid, masks, lanes, r, class, z * 2 + b, f);
 }

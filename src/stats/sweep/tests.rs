@@ -1,3 +1,4 @@
+use super::kernel::Terms;
 use super::*;
 use crate::format::{BF16, Event, FP8_E4M3, FP8_E5M2, FP16, FP32, RoundOptions, Rounder, TF32};
 use crate::stats::Histogram;
@@ -319,25 +320,51 @@ fn histogram_sweep_is_exact_away_from_boundaries_and_within_its_bound() {
     }
 }
 
+/// Every build (baseline, AVX2, AVX-512) of every loop (f32 terms, f64 terms specialised by
+/// width, generic) gives the same bits, on awkward values (all classes, subnormal f32, specials)
+/// and on every fp16 pattern scaled by powers of two across the f32 range.
 #[test]
 fn simd_and_width_specialised_loops_match_the_generic_one() {
-    let xs = awkward_f32(21, 20_000);
+    let mut xs = awkward_f32(21, 20_000);
+    for k in [-140, -126, -100, -60, -30, -14, 0, 10, 30, 60, 100, 112] {
+        xs.extend((0u16..=u16::MAX).map(|h| {
+            let v = crate::format::FP16.decode(u32::from(h));
+            (v * 2f64.powi(k)) as f32
+        }));
+    }
     let xs64: Vec<f64> = xs.iter().map(|&x| f64::from(x) * 1e-200).collect();
     for format in [
         FP8_E5M2,
         FP8_E4M3,
         BF16,
         FP16,
+        TF32,
         FP32,
         "e3m4".parse().unwrap(),
+        // The widest format of the f32 terms, and the next (f64 terms).
+        "e6m21".parse().unwrap(),
+        "e7m22".parse().unwrap(),
     ] {
         let acc = SweepAccumulator::new(format);
-        let simd = kernel::chunk(&acc, &xs, true);
-        assert_eq!(simd, kernel::chunk(&acc, &xs, false), "{format}");
-        assert_eq!(simd, kernel::chunk_any(&acc, &xs, true), "{format}");
-        let simd = kernel::chunk(&acc, &xs64, true);
-        assert_eq!(simd, kernel::chunk(&acc, &xs64, false), "{format}");
-        assert_eq!(simd, kernel::chunk_any(&acc, &xs64, true), "{format}");
+        for part in xs.chunks(SWEEP_CHUNK) {
+            let want = kernel::chunk(&acc, part, Isa::Baseline, Terms::Generic);
+            for isa in Isa::available() {
+                for terms in [Terms::Auto, Terms::F64, Terms::Generic] {
+                    let got = kernel::chunk(&acc, part, isa, terms);
+                    assert!(got == want, "{format} {isa:?} {terms:?}");
+                }
+            }
+        }
+        let part = &xs64[..20_000];
+        let want = kernel::chunk(&acc, part, Isa::Baseline, Terms::Generic);
+        for isa in Isa::available() {
+            for terms in [Terms::Auto, Terms::F64, Terms::Generic] {
+                assert!(
+                    kernel::chunk(&acc, part, isa, terms) == want,
+                    "{format} {isa:?}"
+                );
+            }
+        }
     }
 }
 
@@ -354,5 +381,56 @@ fn exhaustive_short_f32_patterns_match_the_reference() {
         for k in [-40, -12, -1, 0, 1, 7, 15, 24, 40] {
             check(&acc.sweep(k..=k), &reference(format, &wide, k..=k));
         }
+    }
+}
+
+/// Thread CPU time per value of the chunk loops, alternated in one process (wall time on a
+/// shared machine says little): `cargo test --release --lib sweep::tests::loop_speed --
+/// --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn loop_speed() {
+    fn cpu_ns() -> f64 {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid pointer to a timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
+    }
+    let mut rng = Rng(11);
+    let n = 1 << 24;
+    let log_uniform: Vec<f32> = (0..n)
+        .map(|_| {
+            let v = 2f64.powf(rng.uniform() * 40.0 - 30.0) as f32;
+            if rng.next_u64() & 1 == 1 { -v } else { v }
+        })
+        .collect();
+    for format in [FP16, BF16, FP8_E4M3] {
+        let mut best = [f64::INFINITY; 3];
+        for _ in 0..5 {
+            for (i, path) in [SweepPath::F64Avx2, SweepPath::Auto]
+                .into_iter()
+                .enumerate()
+            {
+                let mut acc = SweepAccumulator::new(format);
+                let t = cpu_ns();
+                acc.add_f32_via(path, &log_uniform);
+                best[i] = best[i].min((cpu_ns() - t) / n as f64);
+            }
+            let t = cpu_ns();
+            let mut h = Histogram::new(2);
+            h.add_f32(&log_uniform);
+            best[2] = best[2].min((cpu_ns() - t) / n as f64);
+            assert_eq!(h.count(), n as u64);
+        }
+        println!(
+            "{format}: f64 terms (AVX2) {:.2} ns/value, today's loop {:.2} ns/value ({:.2}x); histogram s=2 {:.2}",
+            best[0],
+            best[1],
+            best[0] / best[1],
+            best[2]
+        );
     }
 }
