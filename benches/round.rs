@@ -138,13 +138,6 @@ fn bench_mx(c: &mut Criterion, src: &[f32], buf: &mut [f32], pool1: &rayon::Thre
             g.bench_function(format!("{name}/{rounding}/1-thread"), |b| {
                 b.iter(|| pool1.install(|| r.round_f32_slice(buf)))
             });
-            if name == "mxfp8-e4m3" && rounding == Rounding::NearestEven {
-                // Before: the same passes with the scaling loops for the baseline target only.
-                g.bench_function(
-                    format!("{name}/{rounding}/1-thread/baseline-scaling"),
-                    |b| b.iter(|| pool1.install(|| r.round_f32_slice_via(true, buf, 0))),
-                );
-            }
         }
     }
     // NVFP4 (its tensor scale over the whole buffer) and DeepSeek-V3's activation tiles, as one

@@ -142,20 +142,6 @@ pub(super) fn round_f32(
     start: u64,
     parallel: bool,
 ) -> RoundCounts {
-    round_f32_via(simd::Path::Auto, plan, element, xs, cols, start, parallel)
-}
-
-/// [`round_f32`] with MX's scaling loops compiled for a chosen target (for tests and
-/// benchmarks).
-pub(super) fn round_f32_via(
-    path: simd::Path,
-    plan: &Plan,
-    element: &Rounder,
-    xs: &mut [f32],
-    cols: usize,
-    start: u64,
-    parallel: bool,
-) -> RoundCounts {
     check_shape(xs.len(), cols);
     if xs.is_empty() {
         return RoundCounts::default();
@@ -175,7 +161,7 @@ pub(super) fn round_f32_via(
             sum(parallel, chunks, |k, ch| {
                 let pos = row_start + (k * chunk) as u64;
                 if let Plan::Mx(f) = plan {
-                    return mx_chunk(path, f, element, ch, pos);
+                    return mx_chunk(f, element, ch, pos);
                 }
                 let scales: Vec<Scale> = ch.chunks(c).map(|b| plan.scale(amax_bits(b))).collect();
                 apply(element, ch, &scales, c, pos)
@@ -243,19 +229,12 @@ fn apply(
     counts
 }
 
-/// [`apply`] for MX, with the scaling loops compiled for the CPU's vector width (see `simd`)
-/// and no allocation.
-fn mx_chunk(
-    path: simd::Path,
-    format: &MxFormat,
-    element: &Rounder,
-    chunk: &mut [f32],
-    pos: u64,
-) -> RoundCounts {
+/// [`apply`] for MX: fixed blocks of 32 and no allocation (see `simd`).
+fn mx_chunk(format: &MxFormat, element: &Rounder, chunk: &mut [f32], pos: u64) -> RoundCounts {
     let mut ups = [0f32; CHUNK / super::mx::MX_BLOCK];
-    simd::down(format, chunk, &mut ups, path);
+    simd::down(format, chunk, &mut ups);
     let counts = element.round_f32_slice_at(chunk, pos);
-    simd::up(chunk, &ups, path);
+    simd::up(chunk, &ups);
     counts
 }
 

@@ -224,20 +224,6 @@ impl MxRounder {
         apply::round_f32(&self.plan(), &self.element, xs, cols, start, true)
     }
 
-    /// [`MxRounder::round_f32_slice_at`] with the scaling loops compiled for the baseline
-    /// target (`portable`, as before they were compiled for each vector width) or the best the
-    /// CPU has: for benchmarks and tests, which check both give the same bits.
-    #[doc(hidden)]
-    pub fn round_f32_slice_via(&self, portable: bool, xs: &mut [f32], start: u64) -> RoundCounts {
-        let path = if portable {
-            super::simd::Path::Portable
-        } else {
-            super::simd::Path::Auto
-        };
-        let cols = xs.len().max(1);
-        apply::round_f32_via(path, &self.plan(), &self.element, xs, cols, start, false)
-    }
-
     /// The blocks and scales, for the shared block-scaling loops.
     pub(super) fn plan(&self) -> Plan {
         Plan::Mx(self.format)
