@@ -7,7 +7,7 @@
 //! buffer (what `mixprec.quantize` does in Python), the traffic of the copy exactly.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mixprec::format::{FloatFormat, MxRounder, RoundOptions, Rounder, Rounding};
+use mixprec::format::{BlockRounder, FloatFormat, MxRounder, RoundOptions, Rounder, Rounding};
 use rayon::prelude::*;
 
 const N: usize = 1 << 24;
@@ -139,6 +139,16 @@ fn bench_mx(c: &mut Criterion, src: &[f32], buf: &mut [f32], pool1: &rayon::Thre
                 b.iter(|| pool1.install(|| r.round_f32_slice(buf)))
             });
         }
+    }
+    // NVFP4 (its tensor scale over the whole buffer) and DeepSeek-V3's activation tiles, as one
+    // row of 16M values.
+    for name in ["nvfp4", "fp8-e4m3@1x128"] {
+        let r = BlockRounder::new(name.parse().unwrap(), RoundOptions::default());
+        let cols = buf.len();
+        buf.copy_from_slice(src);
+        g.bench_function(format!("{name}/nearest-even/1-thread"), |b| {
+            b.iter(|| pool1.install(|| r.round_matrix_at(buf, cols, 0)))
+        });
     }
     g.finish();
 }

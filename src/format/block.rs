@@ -33,6 +33,7 @@
 mod apply;
 mod mx;
 mod nvfp4;
+mod simd;
 mod tile;
 
 use std::fmt;

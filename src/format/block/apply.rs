@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use super::super::{RoundCounts, Rounder};
 use super::mx::MxFormat;
 use super::nvfp4::TensorScale;
+use super::simd;
 use super::tile::TileFormat;
 
 /// Values per unit of work (rounded to whole blocks): scaled, rounded and scaled back while
@@ -158,8 +159,12 @@ pub(super) fn round_f32(
             let row_start = start + (i * row_len) as u64;
             let chunks: Vec<&mut [f32]> = row.chunks_mut(chunk).collect();
             sum(parallel, chunks, |k, ch| {
+                let pos = row_start + (k * chunk) as u64;
+                if let Plan::Mx(f) = plan {
+                    return mx_chunk(f, element, ch, pos);
+                }
                 let scales: Vec<Scale> = ch.chunks(c).map(|b| plan.scale(amax_bits(b))).collect();
-                apply(element, ch, &scales, c, row_start + (k * chunk) as u64)
+                apply(element, ch, &scales, c, pos)
             })
         });
     }
@@ -224,6 +229,15 @@ fn apply(
     counts
 }
 
+/// [`apply`] for MX: fixed blocks of 32 and no allocation (see `simd`).
+fn mx_chunk(format: &MxFormat, element: &Rounder, chunk: &mut [f32], pos: u64) -> RoundCounts {
+    let mut ups = [0f32; CHUNK / super::mx::MX_BLOCK];
+    simd::down(format, chunk, &mut ups);
+    let counts = element.round_f32_slice_at(chunk, pos);
+    simd::up(chunk, &ups);
+    counts
+}
+
 /// `y`, the f32 result of scaling `x`, except that a nonzero `x` whose scaled value vanished
 /// keeps its sign and the lowest bit: far below every element's smallest subnormal, only its
 /// being nonzero matters to the rounding (directed modes move it to the smallest subnormal) and
@@ -239,7 +253,7 @@ impl Scale {
     /// Scales a block down to the element format's range; returns how many nonzero values a
     /// [`Scale::Zero`] made zero.
     #[inline(always)]
-    fn down(&self, block: &mut [f32]) -> u64 {
+    pub(super) fn down(&self, block: &mut [f32]) -> u64 {
         match *self {
             Scale::Mul { down, .. } => block.iter_mut().for_each(|x| *x = sticky(*x, *x * down)),
             Scale::Div(s) => block.iter_mut().for_each(|x| *x = sticky(*x, *x / s)),
@@ -257,7 +271,7 @@ impl Scale {
 
     /// Scales rounded elements back to values.
     #[inline(always)]
-    fn up(&self, block: &mut [f32]) {
+    pub(super) fn up(&self, block: &mut [f32]) {
         match *self {
             Scale::Mul { up, .. } => block.iter_mut().for_each(|x| *x *= up),
             Scale::Div(s) => block.iter_mut().for_each(|x| *x *= s),
