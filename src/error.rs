@@ -24,6 +24,14 @@ pub enum Error {
         /// What is wrong, and what would be accepted.
         problem: String,
     },
+    /// A name that is neither an element format nor a block-scaled format.
+    #[error("unknown format '{name}': expected {expected}")]
+    UnknownTarget {
+        /// The name as given.
+        name: String,
+        /// What would be accepted (from the lists of names).
+        expected: String,
+    },
     /// A value of an option that is not one of its allowed values.
     #[error("invalid {what} '{value}': expected {expected}")]
     InvalidValue {

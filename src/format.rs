@@ -24,6 +24,7 @@ mod random;
 mod round;
 mod scale;
 mod slice;
+mod target;
 
 use std::fmt;
 use std::str::FromStr;
@@ -40,6 +41,7 @@ pub use random::stochastic_bits;
 pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};
 pub use scale::{deserialize_loss_scale, parse_log2_scale, parse_loss_scale};
 pub use slice::{KernelPath, RoundCounts};
+pub use target::{Target, split_targets};
 
 /// A binary floating-point format with a sign bit, `exp_bits` exponent bits and `man_bits`
 /// stored mantissa bits.

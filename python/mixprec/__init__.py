@@ -125,7 +125,11 @@ def quantize(
         x: a numpy float32 or float64 array of any shape and strides (or an object exporting
             DLPack, such as a CPU torch tensor, viewed without a copy).
         format: ``fp32``, ``tf32``, ``fp16``, ``bf16``, ``fp8-e4m3`` (``e4m3fn``), ``fp8-e5m2`` or
-            ``eXmY`` (see :func:`formats`).
+            ``eXmY`` (see :func:`formats`), or a block-scaled format (``mxfp8-e4m3``,
+            ``mxfp8-e5m2``, ``mxfp6-e2m3``, ``mxfp6-e3m2``, ``mxfp4``, ``nvfp4``, tiles
+            ``ELEMENT@RxC`` such as ``fp8-e4m3@1x128``): blocks run along the last axis (tiles
+            over the last two, leading axes folded into rows), as ``mixprec analyze`` reads a
+            tensor; NVFP4's tensor scale is the whole array's.
         rounding: ``nearest-even``, ``toward-zero``, ``up``, ``down`` or ``stochastic``.
             Stochastic rounding draws its random bits from ``seed`` and each value's position in
             C order (row-major flat index), so results do not depend on strides or threads.
@@ -185,12 +189,14 @@ def formats(*names: str) -> List[Dict[str, Any]]:
     """The properties of formats, as ``mixprec formats --json`` lists them.
 
     Args:
-        names: format names (``fp16``, ``e3m4``, ...); the presets when none are given.
+        names: format names (``fp16``, ``e3m4``, ``mxfp8-e4m3``, ...); the presets of both
+            kinds when none are given.
 
     Returns:
-        One dict per format: ``name``, ``exponent_bits``, ``mantissa_bits``, ``bias``, ``max``,
-        ``min_normal``, ``min_subnormal``, ``epsilon``, ``log2_max``, ``log2_min_normal``,
-        ``log2_min_subnormal``, ``has_infinity``.
+        One dict per format, the element formats first: ``name``, ``exponent_bits``,
+        ``mantissa_bits``, ``bias``, ``max``, ``min_normal``, ``min_subnormal``, ``epsilon``,
+        ``log2_max``, ``log2_min_normal``, ``log2_min_subnormal``, ``has_infinity``; then the
+        block-scaled formats with the keys ``mixprec formats --json`` gives them.
 
     Raises:
         ValueError: an unknown format name (the command line's message).

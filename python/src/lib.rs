@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use mixprec::Error;
 use mixprec::analysis::{AnalysisOptions, TensorInput, analyze, parse_log2_scales};
 use mixprec::format::{
-    FloatFormat, Overflow, PRESETS, RoundCounts, RoundOptions, Rounder, Rounding,
+    BlockFormat, BlockRounder, FloatFormat, Overflow, RoundCounts, RoundOptions, Rounder, Rounding,
+    Target, split_targets,
 };
 use mixprec::io::{Dtype, TensorInfo, Values};
 use numpy::ndarray::{ArrayViewD, ArrayViewMutD};
@@ -36,6 +37,8 @@ trait Float: Element + Copy + Send + Sync {
     fn round(r: &Rounder, xs: &mut [Self]) -> RoundCounts;
     /// Rounds `src` into `dst` (same length, disjoint).
     fn round_into(r: &Rounder, src: &[Self], dst: &mut [Self]) -> RoundCounts;
+    /// Rounds the row-major matrix `xs` of `cols` columns into a block format.
+    fn round_blocks(r: &BlockRounder, xs: &mut [Self], cols: usize) -> RoundCounts;
 }
 
 impl Float for f32 {
@@ -45,6 +48,9 @@ impl Float for f32 {
     /// One pass: the destination (a fresh `np.empty` array, usually) is only written.
     fn round_into(r: &Rounder, src: &[f32], dst: &mut [f32]) -> RoundCounts {
         r.par_round_f32_into(src, dst, 0)
+    }
+    fn round_blocks(r: &BlockRounder, xs: &mut [f32], cols: usize) -> RoundCounts {
+        r.par_round_matrix_at(xs, cols, 0)
     }
 }
 
@@ -56,6 +62,9 @@ impl Float for f64 {
     fn round_into(r: &Rounder, src: &[f64], dst: &mut [f64]) -> RoundCounts {
         dst.copy_from_slice(src);
         r.par_round_f64_slice_at(dst, 0)
+    }
+    fn round_blocks(r: &BlockRounder, xs: &mut [f64], cols: usize) -> RoundCounts {
+        r.round_matrix_f64_at(xs, cols, 0)
     }
 }
 
@@ -114,6 +123,39 @@ fn quantize_typed<T: Float>(
     Ok(py.detach(|| round_views::<T>(r, Some(src), dst)))
 }
 
+/// Rounds `x` into `out` with a block format: blocks along the last axis (tiles over the last
+/// two, leading axes folded into rows), values in C order, through one contiguous buffer.
+fn quantize_blocks_typed<T: Float>(
+    py: Python<'_>,
+    r: &BlockRounder,
+    x: &Bound<'_, PyAny>,
+    out: &Bound<'_, PyAny>,
+) -> PyResult<RoundCounts> {
+    let out = out.cast::<PyArrayDyn<T>>()?;
+    let mut w = out
+        .try_readwrite()
+        .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
+    let mut buf: Vec<T> = if x.is(out) {
+        w.as_array().iter().copied().collect()
+    } else {
+        let x = x.cast::<PyArrayDyn<T>>()?;
+        let rx = x
+            .try_readonly()
+            .map_err(|e| PyValueError::new_err(format!("x: {e}")))?;
+        rx.as_array().iter().copied().collect()
+    };
+    let cols = w.as_array().shape().last().copied().unwrap_or(1);
+    let counts = if buf.is_empty() {
+        RoundCounts::default()
+    } else {
+        py.detach(|| T::round_blocks(r, &mut buf, cols))
+    };
+    for (d, v) in w.as_array_mut().iter_mut().zip(buf) {
+        *d = v;
+    }
+    Ok(counts)
+}
+
 /// Rounds `x` into `out` (the same array, or one of the same dtype and shape that shares no
 /// memory with it) and returns the counts as a dict.
 #[pyfunction]
@@ -128,22 +170,35 @@ fn quantize_into<'py>(
     subnormals: bool,
     seed: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let format: FloatFormat = format.parse().map_err(py_err)?;
+    let target: Target = format.parse().map_err(py_err)?;
     let options = RoundOptions {
         rounding: rounding.parse::<Rounding>().map_err(py_err)?,
         overflow: overflow.parse::<Overflow>().map_err(py_err)?,
         subnormals,
         seed,
     };
-    let r = Rounder::new(format, options);
-    let counts = if out.cast::<PyArrayDyn<f32>>().is_ok() {
-        quantize_typed::<f32>(py, &r, x, out)?
-    } else if out.cast::<PyArrayDyn<f64>>().is_ok() {
-        quantize_typed::<f64>(py, &r, x, out)?
-    } else {
-        return Err(PyTypeError::new_err(
-            "out: expected a numpy float32 or float64 array",
-        ));
+    let (f32_out, f64_out) = (
+        out.cast::<PyArrayDyn<f32>>().is_ok(),
+        out.cast::<PyArrayDyn<f64>>().is_ok(),
+    );
+    let counts = match target {
+        Target::Element(format) if f32_out => {
+            quantize_typed::<f32>(py, &Rounder::new(format, options), x, out)?
+        }
+        Target::Element(format) if f64_out => {
+            quantize_typed::<f64>(py, &Rounder::new(format, options), x, out)?
+        }
+        Target::Block(format) if f32_out => {
+            quantize_blocks_typed::<f32>(py, &BlockRounder::new(format, options), x, out)?
+        }
+        Target::Block(format) if f64_out => {
+            quantize_blocks_typed::<f64>(py, &BlockRounder::new(format, options), x, out)?
+        }
+        _ => {
+            return Err(PyTypeError::new_err(
+                "out: expected a numpy float32 or float64 array",
+            ));
+        }
     };
     counts_dict(py, counts)
 }
@@ -162,16 +217,12 @@ fn counts_dict(py: Python<'_>, c: RoundCounts) -> PyResult<Bound<'_, PyDict>> {
 /// `names` is empty).
 #[pyfunction]
 fn formats_json(names: Vec<String>) -> PyResult<String> {
-    let formats: Vec<FloatFormat> = if names.is_empty() {
-        PRESETS.iter().map(|(_, f)| *f).collect()
-    } else {
-        names
-            .iter()
-            .map(|n| n.parse())
-            .collect::<Result<_, _>>()
-            .map_err(py_err)?
-    };
-    let rows: Vec<_> = formats.iter().map(FloatFormat::properties).collect();
+    let (formats, blocks) = split_targets(&names).map_err(py_err)?;
+    let rows: Vec<_> = formats
+        .iter()
+        .map(FloatFormat::properties)
+        .chain(blocks.iter().map(BlockFormat::properties))
+        .collect();
     serde_json::to_string(&rows).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 

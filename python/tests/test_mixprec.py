@@ -281,3 +281,24 @@ def test_analyze_equals_cli(cli, tmp_path):
         got = mixprec.analyze(views, format=fmt, scales=scales)
         assert all(t["file"] == "<array>" for t in got["tensors"])
         assert without_files(got) == want
+
+
+def test_block_formats_round_along_the_last_axis(cli):
+    # One MX block: amax 1000 = 1.95 x 2^9 sets the scale 2^(9 - 8) = 2; 1000 saturates to 896
+    # and 0.001 / 2 is below E4M3's smallest subnormal: it underflows inside its block. The
+    # second row is a block of its own, whose scale 2^-18 keeps 0.001 (262.1 x 2^-18, stored
+    # as E4M3's 256: 2^-10).
+    x = np.array([[1000.0, 3.0, 0.001], [0.001, 0.0, 0.0]], dtype=np.float32)
+    y, counts = mixprec.quantize(x, "mxfp8-e4m3", return_counts=True)
+    assert y.tolist() == [[896.0, 3.0, 0.0], [2.0**-10, 0.0, 0.0]]
+    assert (counts["overflow"], counts["underflow"]) == (1, 1)
+    assert mixprec.quantize(x.astype(np.float64), "mxfp8-e4m3").tolist() == y.tolist()
+    # The same values through the command line, a row at a time, give the same results.
+    r = cli("quantize", "--format", "mxfp8-e4m3", "--cols", "3",
+            stdin="".join(f"{v!r}\n" for v in x.ravel().tolist()))
+    assert r.returncode == 0, r.stderr
+    assert [float(v) for v in r.stdout.split()] == y.ravel().tolist()
+    assert mixprec.quantize(np.zeros((0, 3), dtype=np.float32), "nvfp4").shape == (0, 3)
+    with pytest.raises(ValueError) as e:
+        mixprec.quantize(x, "fp8-e4m3@0x128")
+    assert str(e.value) in cli("quantize", "--format", "fp8-e4m3@0x128", stdin="1\n").stderr

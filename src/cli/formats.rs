@@ -4,8 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::round_args::{Target, parse_target};
-use crate::format::{BLOCK_PRESETS, BlockFormat, FloatFormat, PRESETS};
+use crate::format::{BlockFormat, FloatFormat, split_targets};
 
 /// List number formats and their properties.
 ///
@@ -41,22 +40,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let (formats, blocks): (Vec<FloatFormat>, Vec<BlockFormat>) = if args.names.is_empty() {
-        (
-            PRESETS.iter().map(|(_, f)| *f).collect(),
-            BLOCK_PRESETS.iter().map(|(_, f)| *f).collect(),
-        )
-    } else {
-        let mut formats = Vec::new();
-        let mut blocks = Vec::new();
-        for name in &args.names {
-            match parse_target(name).map_err(anyhow::Error::msg)? {
-                Target::Element(f) => formats.push(f),
-                Target::Block(b) => blocks.push(b),
-            }
-        }
-        (formats, blocks)
-    };
+    let (formats, blocks) = split_targets(&args.names)?;
     let plots = match &args.plots {
         Some(_) if formats.is_empty() => {
             anyhow::bail!(

@@ -1,8 +1,6 @@
 //! The rounding flags that `explain` and `quantize` share.
 
-use crate::format::{
-    BLOCK_PRESETS, BlockFormat, FloatFormat, Overflow, PRESETS, RoundOptions, Rounder, Rounding,
-};
+use crate::format::{FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
 
 /// Format and rounding options, as flags.
 #[derive(Debug, clap::Args)]
@@ -56,37 +54,11 @@ impl RoundArgs {
     }
 }
 
-/// What `quantize` rounds into: an element format, or a block-scaled format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// One format for every value.
-    Element(FloatFormat),
-    /// Blocks of values sharing scales.
-    Block(BlockFormat),
-}
+pub use crate::format::Target;
 
-/// Parses an element format name, else a block format name; the message for a name that is
-/// neither lists both, from their lists of names.
+/// [`Target`]'s parser, for clap.
 pub fn parse_target(s: &str) -> Result<Target, String> {
-    if let Ok(f) = s.parse::<FloatFormat>() {
-        return Ok(Target::Element(f));
-    }
-    match s.parse::<BlockFormat>() {
-        Ok(b) => Ok(Target::Block(b)),
-        // A tile's own message says which part is wrong.
-        Err(e) if s.contains('@') => Err(e.to_string()),
-        Err(_) => {
-            let elements: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-            let blocks: Vec<&str> = BLOCK_PRESETS.iter().map(|(n, _)| *n).collect();
-            Err(format!(
-                "unknown format '{}': expected an element format ({} or eXmY) or a block \
-                 format ({} or any tile ELEMENT@RxC)",
-                s.trim(),
-                elements.join(", "),
-                blocks.join(", ")
-            ))
-        }
-    }
+    s.parse().map_err(|e: crate::Error| e.to_string())
 }
 
 fn parse_format(s: &str) -> Result<FloatFormat, String> {

@@ -1,0 +1,68 @@
+//! What a value may be rounded into: an element format or a block-scaled format, parsed from
+//! one name (`quantize --format`, `formats NAME...`, and the Python package read it the same way).
+
+use std::str::FromStr;
+
+use super::{BLOCK_PRESETS, BlockFormat, FloatFormat, PRESETS};
+use crate::error::Error;
+
+/// An element format (one format for every value) or a block-scaled format (blocks of values
+/// sharing scales).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// One format for every value.
+    Element(FloatFormat),
+    /// Blocks of values sharing scales.
+    Block(BlockFormat),
+}
+
+impl FromStr for Target {
+    type Err = Error;
+    /// An element format name, else a block format name; the message for a name that is neither
+    /// lists both, from their lists of names.
+    fn from_str(s: &str) -> crate::Result<Target> {
+        if let Ok(f) = s.parse::<FloatFormat>() {
+            return Ok(Target::Element(f));
+        }
+        match s.parse::<BlockFormat>() {
+            Ok(b) => Ok(Target::Block(b)),
+            // A tile's own message says which part is wrong.
+            Err(e) if s.contains('@') => Err(e),
+            Err(_) => {
+                let elements: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+                let blocks: Vec<&str> = BLOCK_PRESETS.iter().map(|(n, _)| *n).collect();
+                Err(Error::UnknownTarget {
+                    name: s.trim().to_string(),
+                    expected: format!(
+                        "an element format ({} or eXmY) or a block format ({} or any tile \
+                         ELEMENT@RxC)",
+                        elements.join(", "),
+                        blocks.join(", ")
+                    ),
+                })
+            }
+        }
+    }
+}
+
+/// The formats `names` name, element formats and block formats apart, each in the order given;
+/// with no names, every preset of both (what `mixprec formats` lists).
+///
+/// # Errors
+/// The first name that is neither.
+pub fn split_targets(names: &[String]) -> crate::Result<(Vec<FloatFormat>, Vec<BlockFormat>)> {
+    if names.is_empty() {
+        return Ok((
+            PRESETS.iter().map(|(_, f)| *f).collect(),
+            BLOCK_PRESETS.iter().map(|(_, f)| *f).collect(),
+        ));
+    }
+    let (mut formats, mut blocks) = (Vec::new(), Vec::new());
+    for name in names {
+        match name.parse()? {
+            Target::Element(f) => formats.push(f),
+            Target::Block(b) => blocks.push(b),
+        }
+    }
+    Ok((formats, blocks))
+}
