@@ -380,11 +380,17 @@ impl TensorAnalysis {
     /// The tensor's name, with its file when `with_file` (several files given).
     #[must_use]
     pub fn label(&self, with_file: bool) -> String {
-        if with_file {
-            format!("{}:{}", self.file.display(), self.name)
-        } else {
-            self.name.clone()
-        }
+        tensor_label(&self.file, &self.name, with_file)
+    }
+}
+
+/// A tensor's name in tables and legends, `file:name` when several files are shown.
+#[must_use]
+pub(crate) fn tensor_label(file: &Path, name: &str, with_file: bool) -> String {
+    if with_file {
+        format!("{}:{name}", file.display())
+    } else {
+        name.to_string()
     }
 }
 

@@ -698,11 +698,7 @@ impl BlockTensor {
     /// The tensor's name, with its file when `with_file`.
     #[must_use]
     pub fn label(&self, with_file: bool) -> String {
-        if with_file {
-            format!("{}:{}", self.file.display(), self.name)
-        } else {
-            self.name.clone()
-        }
+        super::tensor_label(&self.file, &self.name, with_file)
     }
 }
 
