@@ -101,59 +101,51 @@ fn round_views<T: Float>(
     counts
 }
 
-fn quantize_typed<T: Float>(
+/// Borrows `x` (unless it is `out` itself) and `out` as `T` arrays and runs `f` on their views
+/// with the GIL released: `f(None, out)` rounds `out` in place, `f(Some(x), out)` from `x`.
+fn with_views<T: Float, R: Send>(
     py: Python<'_>,
-    r: &Rounder,
     x: &Bound<'_, PyAny>,
     out: &Bound<'_, PyAny>,
-) -> PyResult<RoundCounts> {
+    f: impl FnOnce(Option<ArrayViewD<'_, T>>, ArrayViewMutD<'_, T>) -> R + Send,
+) -> PyResult<R> {
     let out = out.cast::<PyArrayDyn<T>>()?;
     let mut w = out
         .try_readwrite()
         .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
     if x.is(out) {
         let view = w.as_array_mut();
-        return Ok(py.detach(|| round_views::<T>(r, None, view)));
+        return Ok(py.detach(|| f(None, view)));
     }
     let x = x.cast::<PyArrayDyn<T>>()?;
     let rx = x
         .try_readonly()
         .map_err(|e| PyValueError::new_err(format!("x: {e}")))?;
     let (src, dst) = (rx.as_array(), w.as_array_mut());
-    Ok(py.detach(|| round_views::<T>(r, Some(src), dst)))
+    Ok(py.detach(|| f(Some(src), dst)))
 }
 
-/// Rounds `x` into `out` with a block format: blocks along the last axis (tiles over the last
-/// two, leading axes folded into rows), values in C order, through one contiguous buffer.
-fn quantize_blocks_typed<T: Float>(
-    py: Python<'_>,
+/// Rounds `src` (or `dst` itself) into `dst` with a block format: blocks along the last axis
+/// (tiles over the last two, leading axes folded into rows), values in C order, through one
+/// contiguous buffer.
+fn round_block_views<T: Float>(
     r: &BlockRounder,
-    x: &Bound<'_, PyAny>,
-    out: &Bound<'_, PyAny>,
-) -> PyResult<RoundCounts> {
-    let out = out.cast::<PyArrayDyn<T>>()?;
-    let mut w = out
-        .try_readwrite()
-        .map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
-    let mut buf: Vec<T> = if x.is(out) {
-        w.as_array().iter().copied().collect()
-    } else {
-        let x = x.cast::<PyArrayDyn<T>>()?;
-        let rx = x
-            .try_readonly()
-            .map_err(|e| PyValueError::new_err(format!("x: {e}")))?;
-        rx.as_array().iter().copied().collect()
+    src: Option<ArrayViewD<'_, T>>,
+    mut dst: ArrayViewMutD<'_, T>,
+) -> RoundCounts {
+    let mut buf: Vec<T> = match &src {
+        Some(src) => src.iter().copied().collect(),
+        None => dst.iter().copied().collect(),
     };
-    let cols = w.as_array().shape().last().copied().unwrap_or(1);
-    let counts = if buf.is_empty() {
-        RoundCounts::default()
-    } else {
-        py.detach(|| T::round_blocks(r, &mut buf, cols))
-    };
-    for (d, v) in w.as_array_mut().iter_mut().zip(buf) {
+    if buf.is_empty() {
+        return RoundCounts::default();
+    }
+    let cols = dst.shape().last().copied().unwrap_or(1);
+    let counts = T::round_blocks(r, &mut buf, cols);
+    for (d, v) in dst.iter_mut().zip(buf) {
         *d = v;
     }
-    Ok(counts)
+    counts
 }
 
 /// Rounds `x` into `out` (the same array, or one of the same dtype and shape that shares no
@@ -182,18 +174,18 @@ fn quantize_into<'py>(
         out.cast::<PyArrayDyn<f64>>().is_ok(),
     );
     let counts = match target {
-        Target::Element(format) if f32_out => {
-            quantize_typed::<f32>(py, &Rounder::new(format, options), x, out)?
-        }
-        Target::Element(format) if f64_out => {
-            quantize_typed::<f64>(py, &Rounder::new(format, options), x, out)?
-        }
-        Target::Block(format) if f32_out => {
-            quantize_blocks_typed::<f32>(py, &BlockRounder::new(format, options), x, out)?
-        }
-        Target::Block(format) if f64_out => {
-            quantize_blocks_typed::<f64>(py, &BlockRounder::new(format, options), x, out)?
-        }
+        Target::Element(format) if f32_out => with_views::<f32, _>(py, x, out, |s, d| {
+            round_views(&Rounder::new(format, options), s, d)
+        })?,
+        Target::Element(format) if f64_out => with_views::<f64, _>(py, x, out, |s, d| {
+            round_views(&Rounder::new(format, options), s, d)
+        })?,
+        Target::Block(format) if f32_out => with_views::<f32, _>(py, x, out, |s, d| {
+            round_block_views(&BlockRounder::new(format, options), s, d)
+        })?,
+        Target::Block(format) if f64_out => with_views::<f64, _>(py, x, out, |s, d| {
+            round_block_views(&BlockRounder::new(format, options), s, d)
+        })?,
         _ => {
             return Err(PyTypeError::new_err(
                 "out: expected a numpy float32 or float64 array",
