@@ -29,10 +29,9 @@
 //! divides the tensor by one FP32 scale `amax / max_elem` (1 for a tensor without a finite
 //! nonzero value), rounds into the element format with the plain [`Rounder`] (saturating) and
 //! multiplies back. Its amax, and NVFP4's tensor amax (NaN and infinity included: either makes
-//! the whole NVFP4 tensor NaN), come from a first pass over the files. [`BlockRounder`] takes
-//! NVFP4's tensor scale from the amax of the slice it rounds, so each NVFP4 segment is rounded
-//! behind one extra leading block holding the tensor's amax, whose own counts are subtracted;
-//! the tests check the result against the rounder on each whole tensor. NVFP4 also loses whole
+//! the whole NVFP4 tensor NaN), come from a first pass over the files. Each NVFP4 segment is
+//! rounded with that tensor amax ([`BlockRounder::par_round_part_at`]); the tests check the
+//! result against the rounder on each whole tensor. NVFP4 also loses whole
 //! blocks that `r` does not show: a block whose amax is below about `2^-18.8` of the tensor's
 //! gets a block scale that rounds to zero in E4M3, and all its values underflow (counted).
 //!
@@ -310,25 +309,11 @@ enum SchemeRounder {
     PerTensor(Rounder, f32),
     /// MX and tiles: each block's scale is its own.
     Block(BlockRounder),
-    /// NVFP4, whose rounder takes the tensor scale from the amax of what it is given: each
-    /// segment goes in behind a leading block holding the whole tensor's amax (so the scale is
-    /// the tensor's), whose own counts are taken off.
+    /// NVFP4, with the whole tensor's amax (its tensor scale is the tensor's, not a segment's).
     Nvfp4 {
         rounder: BlockRounder,
-        lead: [f32; NVFP4_BLOCK],
-        lead_counts: RoundCounts,
+        tensor_amax: f32,
     },
-}
-
-/// `a - b`, field by field (`b` counted within `a`).
-fn minus(a: RoundCounts, b: RoundCounts) -> RoundCounts {
-    RoundCounts {
-        underflow: a.underflow - b.underflow,
-        subnormal: a.subnormal - b.subnormal,
-        overflow: a.overflow - b.overflow,
-        nan: a.nan - b.nan,
-        infinite: a.infinite - b.infinite,
-    }
 }
 
 /// What the first pass learns of a tensor ([`tensor_amaxes`]).
@@ -399,20 +384,13 @@ impl SchemeAcc {
                 };
                 (SchemeRounder::PerTensor(r, scale), (1, 1))
             }
-            Scheme::Block(BlockFormat::Nvfp4) => {
-                let rounder = BlockRounder::new(BlockFormat::Nvfp4, options);
-                let mut lead = [0f32; NVFP4_BLOCK];
-                lead[0] = f32::from_bits(tensor_amax.bits);
-                let mut alone = lead;
-                let lead_counts = rounder.round_matrix_at(&mut alone, NVFP4_BLOCK, 0);
-                let shape = BlockFormat::Nvfp4.block_shape();
-                let r = SchemeRounder::Nvfp4 {
-                    rounder,
-                    lead,
-                    lead_counts,
-                };
-                (r, shape)
-            }
+            Scheme::Block(BlockFormat::Nvfp4) => (
+                SchemeRounder::Nvfp4 {
+                    rounder: BlockRounder::new(BlockFormat::Nvfp4, options),
+                    tensor_amax: f32::from_bits(tensor_amax.bits),
+                },
+                BlockFormat::Nvfp4.block_shape(),
+            ),
             Scheme::Block(b) => (
                 SchemeRounder::Block(BlockRounder::new(b, options)),
                 b.block_shape(),
@@ -474,17 +452,8 @@ impl SchemeAcc {
             SchemeRounder::Block(r) => r.par_round_matrix_at(&mut self.q, seg_cols, self.done),
             SchemeRounder::Nvfp4 {
                 rounder,
-                lead,
-                lead_counts,
-            } => {
-                // Blocks of 16 along one row: the leading block keeps the segment's blocks
-                // where they were.
-                self.q.splice(0..0, lead);
-                let n = self.q.len();
-                let c = rounder.par_round_matrix_at(&mut self.q, n, self.done);
-                self.q.drain(..NVFP4_BLOCK);
-                minus(c, lead_counts)
-            }
+                tensor_amax,
+            } => rounder.par_round_part_at(&mut self.q, seg_cols, self.done, tensor_amax),
             SchemeRounder::PerTensor(r, scale) => {
                 for y in &mut self.q {
                     let x = y.to_bits();
@@ -536,8 +505,8 @@ impl SchemeAcc {
         self.num.resize(len, 0.0);
         self.den.clear();
         self.den.resize(len, 0.0);
-        if let SchemeRounder::Nvfp4 { lead, .. } = self.rounder
-            && !lead[0].is_finite()
+        if let SchemeRounder::Nvfp4 { tensor_amax, .. } = self.rounder
+            && !tensor_amax.is_finite()
         {
             // A NaN or an infinity anywhere makes the whole tensor NaN.
             self.sums.blocks += len.div_ceil(NVFP4_BLOCK) as u64;

@@ -252,7 +252,7 @@ impl BlockRounder {
     /// # Panics
     /// If `xs` is not empty and `cols` is 0.
     pub fn round_matrix_at(&self, xs: &mut [f32], cols: usize, start: u64) -> RoundCounts {
-        self.round_f32(xs, cols, start, false)
+        self.round_f32(xs, cols, start, false, None)
     }
 
     /// [`BlockRounder::round_matrix_at`] on all threads, with the same results.
@@ -260,7 +260,25 @@ impl BlockRounder {
     /// # Panics
     /// As [`BlockRounder::round_matrix_at`].
     pub fn par_round_matrix_at(&self, xs: &mut [f32], cols: usize, start: u64) -> RoundCounts {
-        self.round_f32(xs, cols, start, true)
+        self.round_f32(xs, cols, start, true, None)
+    }
+
+    /// [`BlockRounder::par_round_matrix_at`] for a part of a larger tensor whose largest
+    /// magnitude is `tensor_amax` (NaN or infinity if the tensor holds one): NVFP4's tensor
+    /// scale comes from it rather than from `xs`, so that a tensor rounded part by part gives
+    /// the bits of the whole. The other formats have no tensor scale and ignore it.
+    ///
+    /// # Panics
+    /// As [`BlockRounder::round_matrix_at`].
+    pub fn par_round_part_at(
+        &self,
+        xs: &mut [f32],
+        cols: usize,
+        start: u64,
+        tensor_amax: f32,
+    ) -> RoundCounts {
+        let bits = tensor_amax.to_bits() & 0x7fff_ffff;
+        self.round_f32(xs, cols, start, true, Some(bits))
     }
 
     /// [`BlockRounder::round_matrix_at`] for f64 values (the training core's f64 path): the
@@ -296,12 +314,23 @@ impl BlockRounder {
         apply::round_f64(&plan, &self.element, xs, cols, start)
     }
 
-    fn round_f32(&self, xs: &mut [f32], cols: usize, start: u64, parallel: bool) -> RoundCounts {
+    /// Rounds `xs`; NVFP4's tensor scale from `tensor_amax` (f32 bits of a magnitude) if given,
+    /// else from `xs`.
+    fn round_f32(
+        &self,
+        xs: &mut [f32],
+        cols: usize,
+        start: u64,
+        parallel: bool,
+        tensor_amax: Option<u32>,
+    ) -> RoundCounts {
         let plan = match self.format {
             BlockFormat::Mx(f) => Plan::Mx(f),
             BlockFormat::Tile(t) => Plan::Tile(t),
             BlockFormat::Nvfp4 => {
-                let amax = if parallel {
+                let amax = if let Some(amax) = tensor_amax {
+                    amax
+                } else if parallel {
                     use rayon::prelude::*;
                     xs.par_chunks(1 << 16)
                         .map(apply::amax_bits)
