@@ -1,19 +1,77 @@
 //! What a value may be rounded into: an element format or a block-scaled format, parsed from
 //! one name (`quantize --format`, `formats NAME...`, and the Python package read it the same way).
 
+use std::fmt;
 use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
 
 use super::{BLOCK_PRESETS, BlockFormat, FloatFormat, PRESETS};
 use crate::error::Error;
 
 /// An element format (one format for every value) or a block-scaled format (blocks of values
-/// sharing scales).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// sharing scales); (de)serialised as its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum Target {
     /// One format for every value.
     Element(FloatFormat),
     /// Blocks of values sharing scales.
     Block(BlockFormat),
+}
+
+impl Target {
+    /// The format the values are rounded to: the element format, or a block format's element.
+    #[must_use]
+    pub fn element(&self) -> FloatFormat {
+        match self {
+            Target::Element(f) => *f,
+            Target::Block(b) => b.element(),
+        }
+    }
+
+    /// The name.
+    #[must_use]
+    pub fn name(&self) -> String {
+        self.to_string()
+    }
+
+    /// The block format, if this is one.
+    #[must_use]
+    pub fn block(&self) -> Option<BlockFormat> {
+        match self {
+            Target::Element(_) => None,
+            Target::Block(b) => Some(*b),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Element(x) => x.fmt(f),
+            Target::Block(b) => b.fmt(f),
+        }
+    }
+}
+
+impl TryFrom<String> for Target {
+    type Error = Error;
+    fn try_from(s: String) -> crate::Result<Self> {
+        s.parse()
+    }
+}
+
+impl From<Target> for String {
+    fn from(t: Target) -> String {
+        t.to_string()
+    }
+}
+
+impl From<FloatFormat> for Target {
+    fn from(f: FloatFormat) -> Self {
+        Target::Element(f)
+    }
 }
 
 impl FromStr for Target {

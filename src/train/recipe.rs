@@ -197,95 +197,15 @@ pub enum AmaxComputeAlgo {
     MostRecent,
 }
 
-/// The format a matrix product's operand is cast to: a number format (one scale per tensor,
-/// delayed when the recipe has [`Fp8Scaling`] and the format is 8 bits or fewer) or a
-/// block-scaled format (a scale per block along the product's reduction axis, from the current
-/// tensor: [`super::precision::block`]).
+/// The format a matrix product's operand is cast to (the library's [`crate::format::Target`]):
+/// a number format (one scale per tensor, delayed when the recipe has [`Fp8Scaling`] and the
+/// format is 8 bits or fewer) or a block-scaled format (a scale per block along the product's
+/// reduction axis, from the current tensor: [`super::precision::block`]).
 ///
 /// Written in files and on the command line as its name: a number format's (`fp8-e4m3`, `bf16`,
 /// `e5m7`...) or a block format's (`mxfp8-e4m3`, ...). The number-format names come first, so a
 /// recipe written before block formats existed reads and writes exactly as it did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum OperandFormat {
-    /// One format for the whole tensor.
-    Float(FloatFormat),
-    /// A block-scaled format.
-    Block(BlockFormat),
-}
-
-impl OperandFormat {
-    /// The format the values are rounded to: the number format, or a block format's element
-    /// format.
-    #[must_use]
-    pub fn element(&self) -> FloatFormat {
-        match self {
-            OperandFormat::Float(f) => *f,
-            OperandFormat::Block(b) => b.element(),
-        }
-    }
-
-    /// The name, as [`FloatFormat::name`] or the block format's.
-    #[must_use]
-    pub fn name(&self) -> String {
-        self.to_string()
-    }
-
-    /// The block format, if this is one.
-    #[must_use]
-    pub fn block(&self) -> Option<BlockFormat> {
-        match self {
-            OperandFormat::Float(_) => None,
-            OperandFormat::Block(b) => Some(*b),
-        }
-    }
-}
-
-impl FromStr for OperandFormat {
-    type Err = Error;
-    /// A number format's name (any that [`FloatFormat`]'s `FromStr` takes), else a block
-    /// format's.
-    fn from_str(s: &str) -> crate::Result<Self> {
-        if let Ok(f) = s.parse::<FloatFormat>() {
-            return Ok(OperandFormat::Float(f));
-        }
-        s.parse::<BlockFormat>()
-            .map(OperandFormat::Block)
-            .map_err(|_| Error::InvalidValue {
-                what: "operand format",
-                value: s.to_string(),
-                expected: "a number format (fp32, bf16, fp8-e4m3, fp8-e5m2, eXmY, ...) or a block format (mxfp8-e4m3, mxfp8-e5m2, mxfp6-e2m3, mxfp6-e3m2, mxfp4, nvfp4, or a tile ELEMENT@RxC such as fp8-e4m3@1x128)",
-            })
-    }
-}
-
-impl TryFrom<String> for OperandFormat {
-    type Error = Error;
-    fn try_from(s: String) -> crate::Result<Self> {
-        s.parse()
-    }
-}
-
-impl From<OperandFormat> for String {
-    fn from(f: OperandFormat) -> String {
-        f.to_string()
-    }
-}
-
-impl From<FloatFormat> for OperandFormat {
-    fn from(f: FloatFormat) -> Self {
-        OperandFormat::Float(f)
-    }
-}
-
-impl std::fmt::Display for OperandFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OperandFormat::Float(x) => x.fmt(f),
-            OperandFormat::Block(b) => b.fmt(f),
-        }
-    }
-}
+pub use crate::format::Target as OperandFormat;
 
 /// The formats the operands of matrix products are cast to just before each product, on top of
 /// the format they are stored in: Transformer Engine's FP8 and FP4 GEMMs. FP32 (the default)
@@ -303,7 +223,7 @@ pub struct GemmOperands {
 
 impl Default for GemmOperands {
     fn default() -> Self {
-        let fp32 = OperandFormat::Float(crate::format::FP32);
+        let fp32 = OperandFormat::Element(crate::format::FP32);
         GemmOperands {
             input: fp32,
             weight: fp32,
@@ -718,7 +638,7 @@ mod tests {
         }
         let e = "mxfp9".parse::<OperandFormat>().unwrap_err().to_string();
         assert!(
-            e.contains("invalid operand format 'mxfp9'")
+            e.contains("unknown format 'mxfp9'")
                 && e.contains("fp8-e4m3")
                 && e.contains("mxfp8-e4m3"),
             "{e}"
@@ -727,7 +647,7 @@ mod tests {
         let e = serde_json::from_str::<GemmOperands>(bad)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("invalid operand format 'mxfp9'"), "{e}");
+        assert!(e.contains("unknown format 'mxfp9'"), "{e}");
     }
 
     /// The block presets: only the GEMM operands cast, to the formats, no delayed
@@ -785,7 +705,7 @@ mod tests {
         let e = serde_json::from_value::<TrainConfig>(serde_json::json!({ "recipe": v }))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("invalid operand format 'mxfp3'"), "{e}");
+        assert!(e.contains("unknown format 'mxfp3'"), "{e}");
     }
 
     #[test]
