@@ -477,6 +477,18 @@ impl Kernel {
         // Per-lane u32 counters cannot overflow: a call rounds at most CHUNK values.
         debug_assert!(io.len <= CHUNK);
         let mut tally = Tally::<L>::default();
+        // The hash's first step for the block's positions, `(pos + i) mul`, moved on by
+        // `L mul` per block: an addition instead of a multiply per vector (written as
+        // `pos mul + i mul` in the block, the compiler folds it back into the multiply).
+        let mut scaled: [u32; L] = std::array::from_fn(|i| key.scale(lo.wrapping_add(i as u32)));
+        let step = key.scale(L as u32);
+        let next = |scaled: &mut [u32; L]| {
+            let now = *scaled;
+            for s in scaled.iter_mut() {
+                *s = s.wrapping_add(step);
+            }
+            now
+        };
         // Which loop runs is decided per SUPER values, so that on data that mixes kinds of
         // value (rounded gradients: zeros, subnormals, normals) the branch stays predictable.
         let supers = io.len / SUPER;
@@ -485,11 +497,11 @@ impl Kernel {
             let ordinary = self.is_ordinary(&io.load::<SUPER>(base));
             for at in (base..base + SUPER).step_by(L) {
                 let x = io.load::<L>(at);
-                let pos = lo.wrapping_add(at as u32);
+                let pos = next(&mut scaled);
                 let y = if ordinary {
-                    self.ordinary_block::<MODE, L>(&x, pos, key)
+                    self.ordinary_block::<MODE, L>(&x, &pos, key)
                 } else {
-                    self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut tally)
+                    self.general_block::<MODE, FLUSH, L>(&x, &pos, key, &mut tally)
                 };
                 io.store(at, y);
             }
@@ -497,16 +509,16 @@ impl Kernel {
         // The last values (fewer than SUPER), the very last as a block padded with zeros (which
         // round to zero, uncounted).
         for at in (supers * SUPER..io.len).step_by(L) {
-            let pos = lo.wrapping_add(at as u32);
+            let pos = next(&mut scaled);
             if at + L <= io.len {
-                let y = self.general_block::<MODE, FLUSH, L>(&io.load(at), pos, key, &mut tally);
+                let y = self.general_block::<MODE, FLUSH, L>(&io.load(at), &pos, key, &mut tally);
                 io.store(at, y);
             } else {
                 let mut x = [0u32; L];
                 for (i, v) in x.iter_mut().enumerate().take(io.len - at) {
                     [*v] = io.load::<1>(at + i);
                 }
-                let y = self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut tally);
+                let y = self.general_block::<MODE, FLUSH, L>(&x, &pos, key, &mut tally);
                 for (i, v) in y.iter().enumerate().take(io.len - at) {
                     io.store(at + i, [*v]);
                 }
@@ -571,8 +583,9 @@ impl Kernel {
             let exp = a >> 23;
             let sig = (a & 0x007f_ffff) | if exp > 0 { 0x0080_0000 } else { 0 };
             let sh = self.sh_base.wrapping_sub(exp.max(1));
-            // Shifts by 32 or more give 0 (what the vector units' variable shifts do).
-            let kept = shr(sig, sh);
+            // sig < 2^24: a shift by 31 drops it all, as any larger one would.
+            let sh_c = sh.min(31);
+            let kept = sig >> sh_c;
             let up = if MODE == STOCHASTIC {
                 // The dropped bits as a 32-bit fraction of the quantum, truncated (rest
                 // 2^(32 - sh) for sh <= 32, sig 2^(32 - sh) floored beyond): up iff it exceeds h.
@@ -580,7 +593,7 @@ impl Kernel {
                 frac > h
             } else {
                 // Directed (h is 0 or all ones): up iff inexact and h is 0.
-                (h == 0) & (shl(kept, sh) != sig)
+                (h == 0) & (kept << sh_c != sig)
             };
             // At most 2^24: exact as i32 and as f32.
             (((kept + u32::from(up)) as i32) as f32 * self.quantum).to_bits()
@@ -605,42 +618,36 @@ impl Kernel {
     fn ordinary_block<const MODE: u8, const L: usize>(
         &self,
         x: &[u32; L],
-        lo: u32,
+        scaled: &[u32; L],
         key: BlockKey,
     ) -> [u32; L] {
-        // (lo + i) mul = lo mul + i mul: one scalar multiply per block, the lanes' `i mul` a
-        // constant of the loop.
-        let base = key.scale(lo);
         let mut y = [0u32; L];
-        for (i, (&bits, y)) in x.iter().zip(&mut y).enumerate() {
+        for ((&bits, &scaled), y) in x.iter().zip(scaled).zip(&mut y) {
             let sign = bits & 0x8000_0000;
-            let scaled = base.wrapping_add(key.scale(i as u32));
             let h = self.random_bits::<MODE>(scaled, key, sign);
             *y = self.round_normal::<MODE>(bits ^ sign, h) | sign;
         }
         y
     }
 
-    /// Rounds any block (positions `lo..` of the stream): every lane computes the normal and
+    /// Rounds any block (positions whose [`BlockKey::scale`] is `scaled`): every lane computes the normal and
     /// the below-normal result and the special values, and selects; what happened is counted
     /// in the lane's counters of `tally`.
     #[inline(always)]
     fn general_block<const MODE: u8, const FLUSH: bool, const L: usize>(
         &self,
         x: &[u32; L],
-        lo: u32,
+        scaled: &[u32; L],
         key: BlockKey,
         tally: &mut Tally<L>,
     ) -> [u32; L] {
         let k = self;
-        let base = key.scale(lo);
         let mut y = [0u32; L];
         for i in 0..L {
             let bits = x[i];
             let sign = bits & 0x8000_0000;
             let a = bits ^ sign;
-            let scaled = base.wrapping_add(key.scale(i as u32));
-            let h = k.random_bits::<MODE>(scaled, key, sign);
+            let h = k.random_bits::<MODE>(scaled[i], key, sign);
             // Magnitudes compared as i32 (they are below 2^31), one instruction on every
             // vector unit.
             let small = (a as i32) < k.min_normal_bits as i32;
