@@ -90,7 +90,7 @@ fn bench(c: &mut Criterion) {
             if rounding != Rounding::TowardZero && ["fp16", "fp8-e4m3", "fp8-e5m2"].contains(&name)
             {
                 buf.copy_from_slice(&src);
-                g.bench_function(BenchmarkId::new("1-thread/avx2", &id), |b| {
+                g.bench_function(BenchmarkId::new("avx2-1-thread", &id), |b| {
                     b.iter(|| {
                         pool1.install(|| r.round_f32_slice_via(KernelPath::Avx2, &mut buf, 0))
                     })
