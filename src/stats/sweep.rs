@@ -489,7 +489,7 @@ struct HistogramPart {
 }
 
 // The histogram's chunks must tile the sweep's, so that its sums are formed over the same values.
-const _: () = assert!(SWEEP_CHUNK % crate::stats::CHUNK == 0);
+const _: () = assert!(SWEEP_CHUNK.is_multiple_of(crate::stats::CHUNK));
 
 /// `(E, fraction)` of a positive finite f64 given by its bits, with `|x| = (1 + frac / 2^52) *
 /// 2^E` (subnormals normalised).
