@@ -753,3 +753,22 @@ impl<const L: usize> Tally<L> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contract the below-normal fraction relies on: shifts by the word size or more give 0
+    /// (Rust's own `<<` panics in debug and wraps the count in release).
+    #[test]
+    fn shifts_past_the_word_give_zero() {
+        let x = 0xdead_beefu32;
+        for n in [0, 1, 13, 31] {
+            assert_eq!(shl(x, n), x << n, "{n}");
+            assert_eq!(shr(x, n), x >> n, "{n}");
+        }
+        for n in [32, 33, 45, 63, 64, 0x8000_0000, u32::MAX] {
+            assert_eq!((shl(x, n), shr(x, n)), (0, 0), "{n}");
+        }
+    }
+}
