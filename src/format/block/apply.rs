@@ -15,10 +15,9 @@ use std::ops::Add;
 
 use rayon::prelude::*;
 
-use super::super::{RoundCounts, Rounder};
-use super::mx::MxFormat;
+use super::super::{KernelPath, RoundCounts, Rounder};
+use super::mx::{MX_BLOCK, MxFormat};
 use super::nvfp4::TensorScale;
-use super::simd;
 use super::tile::TileFormat;
 
 /// Values per unit of work (rounded to whole blocks): scaled, rounded and scaled back while
@@ -57,7 +56,7 @@ impl Plan {
     /// Rows x columns of one block.
     fn shape(&self) -> (usize, usize) {
         match self {
-            Plan::Mx(_) => (1, super::mx::MX_BLOCK),
+            Plan::Mx(_) => (1, MX_BLOCK),
             Plan::Nvfp4(_) => (1, super::nvfp4::NVFP4_BLOCK),
             Plan::Tile(t) => (t.rows(), t.cols()),
         }
@@ -229,13 +228,33 @@ fn apply(
     counts
 }
 
-/// [`apply`] for MX: fixed blocks of 32 and no allocation (see `simd`).
+/// [`apply`] for MX, in one pass: each block of 32 rounded by the element kernel with its
+/// exponent range shifted by the block's scale exponent, no scaling passes (same bits, see
+/// `format::slice::pow2_blocks`); blocks whose shifted range leaves f32's (tiny amax, the NaN
+/// scale) are scaled, rounded and scaled back.
 fn mx_chunk(format: &MxFormat, element: &Rounder, chunk: &mut [f32], pos: u64) -> RoundCounts {
-    let mut ups = [0f32; CHUNK / super::mx::MX_BLOCK];
-    simd::down(format, chunk, &mut ups);
-    let counts = element.round_f32_slice_at(chunk, pos);
-    simd::up(chunk, &ups);
-    counts
+    mx_chunk_via(KernelPath::Auto, format, element, chunk, pos)
+}
+
+/// [`mx_chunk`] through a chosen kernel; [`KernelPath::Scalar`] scales every block (the
+/// unfused twin, for tests).
+fn mx_chunk_via(
+    path: KernelPath,
+    format: &MxFormat,
+    element: &Rounder,
+    chunk: &mut [f32],
+    pos: u64,
+) -> RoundCounts {
+    element.round_f32_pow2_blocks_at::<MX_BLOCK, _, _>(
+        path,
+        chunk,
+        pos,
+        |amax| format.scale_of_amax(amax).exponent(),
+        |block, at| {
+            let scale = format.scale(amax_bits(block));
+            apply(element, block, &[scale], MX_BLOCK, at)
+        },
+    )
 }
 
 /// `y`, the f32 result of scaling `x`, except that a nonzero `x` whose scaled value vanished
