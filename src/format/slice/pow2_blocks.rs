@@ -205,9 +205,8 @@ impl Kernel {
         }
     }
 
-    /// The loop over blocks: each block's amax, its exponent, then the shifted kernel's
-    /// count-free loop where every value is zero or a normal of the shifted format, its
-    /// general loop (with the packed counters of [`Kernel::general_block`]) where not.
+    /// The loop over blocks (see [`Kernel::pow2_block`]); whole blocks as arrays, so that
+    /// their loads and stores are whole vectors.
     #[inline(always)]
     fn pow2_mode<const MODE: u8, const FLUSH: bool, const L: usize, const B: usize, E, O>(
         &self,
@@ -221,60 +220,126 @@ impl Kernel {
         E: Fn(u32) -> Option<i32>,
         O: FnMut(&mut [f32], u64) -> RoundCounts,
     {
-        const { assert!(B.is_multiple_of(L) && B / L <= GROUP) };
         let lo = start as u32;
-        let mut totals = [0u64; 5];
-        let mut fields = [0u32; L];
-        // General-loop calls since `fields` were summed: each adds at most one per lane.
-        let mut pending = 0;
+        let mut c = Counters::<L>::default();
         let mut rest = RoundCounts::default();
-        for (b, block) in xs.chunks_mut(B).enumerate() {
+        let (whole, last) = xs.as_chunks_mut::<B>();
+        for (b, block) in whole.iter_mut().enumerate() {
             let at = b * B;
+            // Element-wise copies of fixed length (`array::map` is not inlined here, and its
+            // narrow stores read back as vectors stalled store forwarding: 28% of the time).
             let mut x = [0u32; B];
-            // A short last block is padded with zeros, which round to zero uncounted.
             for (v, y) in x.iter_mut().zip(block.iter()) {
                 *v = y.to_bits();
             }
-            let amax = x.iter().fold(0, |m, &v| m.max(v & 0x7fff_ffff));
-            if amax == 0 {
-                continue;
-            }
-            let Some(e) = exponent(amax).filter(|&e| self.shift_fits(e)) else {
-                rest += other(block, start + at as u64);
-                continue;
-            };
-            let k = self.shifted(e);
-            let mut y = [0u32; B];
-            let pos = |i: usize| lo.wrapping_add((at + i * L) as u32);
-            let (xl, _) = x.as_chunks::<L>();
-            let (yl, _) = y.as_chunks_mut::<L>();
-            if k.is_ordinary(&x) {
-                for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
-                    *yi = k.ordinary_block::<MODE, L>(xi, pos(i), key);
+            match self.pow2_block::<MODE, FLUSH, L, B, E>(&x, lo, at, key, exponent, &mut c) {
+                Some(y) => {
+                    for (d, v) in block.iter_mut().zip(y) {
+                        *d = f32::from_bits(v);
+                    }
                 }
-            } else {
-                if pending + B / L > GROUP {
-                    add_fields(&mut totals, &fields);
-                    fields = [0; L];
-                    pending = 0;
-                }
-                for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
-                    *yi = k.general_block::<MODE, FLUSH, L>(xi, pos(i), key, &mut fields);
-                }
-                pending += B / L;
-            }
-            for (d, v) in block.iter_mut().zip(y) {
-                *d = f32::from_bits(v);
+                None => rest += other(block, start + at as u64),
             }
         }
-        add_fields(&mut totals, &fields);
-        let [underflow, subnormal, overflow, nan, infinite] = totals;
+        if !last.is_empty() {
+            let at = whole.len() * B;
+            // Padded with zeros, which round to zero uncounted.
+            let mut x = [0u32; B];
+            for (v, y) in x.iter_mut().zip(last.iter()) {
+                *v = y.to_bits();
+            }
+            match self.pow2_block::<MODE, FLUSH, L, B, E>(&x, lo, at, key, exponent, &mut c) {
+                Some(y) => {
+                    for (d, v) in last.iter_mut().zip(y) {
+                        *d = f32::from_bits(v);
+                    }
+                }
+                None => rest += other(last, start + at as u64),
+            }
+        }
+        c.sum() + rest
+    }
+
+    /// One block at offset `at` (positions `lo + at..`): its amax, its exponent, then the
+    /// shifted kernel's count-free loop where every value is zero or a normal of the shifted
+    /// format, its general loop (counting in `c`) where not; `None` where the block is not
+    /// fused. An all-zero block stays as it is.
+    #[inline(always)]
+    fn pow2_block<const MODE: u8, const FLUSH: bool, const L: usize, const B: usize, E>(
+        &self,
+        x: &[u32; B],
+        lo: u32,
+        at: usize,
+        key: BlockKey,
+        exponent: &E,
+        c: &mut Counters<L>,
+    ) -> Option<[u32; B]>
+    where
+        E: Fn(u32) -> Option<i32>,
+    {
+        const { assert!(B.is_multiple_of(L) && B / L <= GROUP) };
+        let amax = x.iter().fold(0, |m, &v| m.max(v & 0x7fff_ffff));
+        if amax == 0 {
+            return Some(*x);
+        }
+        let e = exponent(amax).filter(|&e| self.shift_fits(e))?;
+        let k = self.shifted(e);
+        let mut y = [0u32; B];
+        let pos = |i: usize| lo.wrapping_add((at + i * L) as u32);
+        let (xl, _) = x.as_chunks::<L>();
+        let (yl, _) = y.as_chunks_mut::<L>();
+        if k.is_ordinary(x) {
+            for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
+                *yi = k.ordinary_block::<MODE, L>(xi, pos(i), key);
+            }
+        } else {
+            if c.pending + B / L > GROUP {
+                c.flush();
+            }
+            for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
+                *yi = k.general_block::<MODE, FLUSH, L>(xi, pos(i), key, &mut c.fields);
+            }
+            c.pending += B / L;
+        }
+        Some(y)
+    }
+}
+
+/// The general loop's per-lane packed counters (see [`add_fields`]) and their totals.
+struct Counters<const L: usize> {
+    totals: [u64; 5],
+    fields: [u32; L],
+    /// General-loop calls since `fields` were summed: each adds at most one per lane.
+    pending: usize,
+}
+
+impl<const L: usize> Default for Counters<L> {
+    fn default() -> Self {
+        Counters {
+            totals: [0; 5],
+            fields: [0; L],
+            pending: 0,
+        }
+    }
+}
+
+impl<const L: usize> Counters<L> {
+    #[inline(always)]
+    fn flush(&mut self) {
+        add_fields(&mut self.totals, &self.fields);
+        self.fields = [0; L];
+        self.pending = 0;
+    }
+
+    fn sum(mut self) -> RoundCounts {
+        self.flush();
+        let [underflow, subnormal, overflow, nan, infinite] = self.totals;
         RoundCounts {
             underflow,
             subnormal,
             overflow,
             nan,
             infinite,
-        } + rest
+        }
     }
 }
