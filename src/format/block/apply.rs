@@ -10,6 +10,12 @@
 //! The element rounding is the element format's slice kernel on the scaled values in place, so
 //! `xs[i]` keeps position `start + i` of the stochastic stream whatever the block shape, and its
 //! counts are per element, relative to its block.
+//!
+//! MX skips the scaling: its scales are powers of two, so each block is rounded in one pass by
+//! the element kernel with its exponent range shifted by the block's scale exponent (same bits;
+//! `format::slice::pow2_blocks` says why), and only blocks whose shifted range leaves f32's
+//! (an amax below `2^-112` or from `2^122` up for MXFP8-E4M3, below `2^-97` for E5M2; the NaN
+//! scale) take the scaled path above.
 
 use std::ops::Add;
 
