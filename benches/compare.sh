@@ -20,8 +20,8 @@
 # (c) the anchor training step against PyTorch's, 1 and 2 threads (benches/train_vs_pytorch.sh),
 # and our fp16-dynamic step against our fp32 step; (d) capture: the step with a capture against
 # without (benches/train.rs), and `mixprec train` runs of the anchor with --capture-every 0, 100
-# and 1. The peers run in the project's Python environment (scripts/python-env, made on first
-# use). Temporary files (the analyze file, runs) go under target/compare/.
+# and 1; (e) a perf profile of each (self time by symbol), where perf is installed. The peers
+# run in the project's Python environment (scripts/python-env, made on first use). Temporary files (the analyze file, runs) go under target/compare/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -177,6 +177,42 @@ for round in $(seq "$rounds"); do
     record capture-run "$every" "$t"
   done
 done
+# (e) Profiles: where the time goes in each comparison, for the explanation of a gap: perf's
+# samples of the process (all its threads), self time by symbol. Criterion's --profile-time runs
+# the benchmark's routine without analysis for the given seconds (its setup is sampled too).
+profiles=$work/profiles
+rm -rf "$profiles"
+mkdir -p "$profiles"
+ptime=$((quick ? 2 : 6))
+profile() { # ID THREADS DESCRIPTION COMMAND...
+  local id=$1 threads=$2 what=$3
+  shift 3
+  command -v perf >/dev/null || return 0
+  if RAYON_NUM_THREADS=$threads perf record -F 999 -o "$profiles/$id.data" -- "$@" \
+    >/dev/null 2>"$profiles/$id.err"; then
+    perf report -i "$profiles/$id.data" --stdio --no-children --sort symbol \
+      --percent-limit 1.5 -q 2>/dev/null >"$profiles/$id.txt"
+    printf '%s\n' "$what" >"$profiles/$id.what"
+  fi
+}
+if command -v perf >/dev/null; then
+  say "(e) profiles"
+  for case in fp16/nearest-even fp8-e4m3/nearest-even fp16/stochastic fp8-e4m3/stochastic; do
+    profile "a-${case/\//-}" 1 "rounding, $case, one thread (\`benches/round.rs\`, round_16M_f32/1-thread/$case)" \
+      "$round_bench" --bench --profile-time $ptime "^round_16M_f32/1-thread/$case\$"
+  done
+  profile b-analyze-1 1 "\`mixprec analyze\` of the $mib MiB file, one thread" \
+    target/release/mixprec analyze "$data"
+  profile b-analyze-2 2 "\`mixprec analyze\` of the $mib MiB file, $(nproc) threads" \
+    target/release/mixprec analyze "$data"
+  for threads in 1 2; do
+    profile "c-step-fp32-$threads" $threads "the anchor fp32 step, $threads thread(s) (\`benches/train.rs\`)" \
+      "$train_bench" --bench --profile-time $ptime '^mlp-784-1024-1024-10/fp32$'
+  done
+  profile d-step-fp16-capture 1 "the anchor fp16-dynamic step with a capture, one thread (\`benches/train.rs\`)" \
+    "$train_bench" --bench --profile-time $ptime '^mlp-784-1024-1024-10/fp16-dynamic\+capture$'
+fi
+
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 elapsed=$((SECONDS - started))
 
@@ -205,7 +241,7 @@ simd=$(for f in sse4_2 avx fma f16c avx2 avx512f avx512bw avx512vl avx512_vnni a
   if [ -n "$note" ]; then echo "- note: $note"; fi
   versions
   echo
-  python3 benches/compare_table.py "$results" "$mib" "$steps"
+  python3 benches/compare_table.py "$results" "$mib" "$steps" "$profiles"
 } >"$out.part"
 mv "$out.part" "$out"
 say "wrote $out ($((elapsed / 60)) min $((elapsed % 60)) s)"

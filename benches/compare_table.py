@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Markdown tables of benches/compare.sh's measurements, against the goals of issue 11.
 
-Usage: benches/compare_table.py RESULTS.tsv ANALYZE_MIB CAPTURE_STEPS
+Usage: benches/compare_table.py RESULTS.tsv ANALYZE_MIB CAPTURE_STEPS [PROFILES_DIR]
 
 RESULTS.tsv: one measurement a line: section, name, round, value (milliseconds for criterion and
 the peers; "wall_s cpu_s peak_rss_kib" for the timed commands). Every ratio is formed within a
 round (both sides measured minutes apart) and the table gives its median over the rounds, with the
-range; times are medians over the rounds.
+range; times are medians over the rounds. PROFILES_DIR holds ID.what (a description) and ID.txt
+(`perf report --stdio --no-children --sort symbol -q`) for each profile.
 """
+import os
 import collections
 import statistics
 import sys
@@ -151,12 +153,42 @@ def capture(d, steps):
     print()
 
 
+def profiles(folder):
+    ids = sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".what")) if folder else []
+    print("## (e) Profiles\n")
+    if not ids:
+        print("No profiles: `perf` is not installed (Debian: linux-perf) or could not record.\n")
+        return
+    print("Where each comparison's time goes: `perf record -F 999` of the whole process (every")
+    print("thread; on a virtual machine without hardware counters, the cpu-clock timer), self time")
+    print("by symbol, symbols of at least 1.5% of the samples. `[k]` is the kernel (page faults:")
+    print("`clear_page*`; reads: `*copy_to*`); the benches' setup (making the data) is sampled too.\n")
+    for i in ids:
+        what = open(os.path.join(folder, i + ".what")).read().strip()
+        rows = []
+        for line in open(os.path.join(folder, i + ".txt")):
+            parts = line.split()
+            if len(parts) < 3 or not parts[0].endswith("%"):
+                continue
+            symbol = " ".join(p for p in parts[2:] if p != "-")
+            if len(symbol) > 100:
+                symbol = symbol[:97] + "..."
+            rows.append((parts[0], parts[1], symbol.replace("|", "\\|").replace("`", "'")))
+        print(f"**{what}**\n")
+        print("| share | | symbol |")
+        print("|---:|---|---|")
+        for share, where, symbol in rows:
+            print(f"| {share} | {where} | `{symbol}` |")
+        print()
+
+
 def main():
     d = load(sys.argv[1])
     rounding(d)
     analyze(d, sys.argv[2])
     train(d)
     capture(d, sys.argv[3])
+    profiles(sys.argv[4] if len(sys.argv) > 4 else None)
 
 
 if __name__ == "__main__":

@@ -179,14 +179,9 @@ impl TensorInput {
     /// number).
     pub fn add(&mut self, values: Values<'_>) {
         match values {
-            Values::F32(xs) => {
-                self.acc.par_add_f32(xs);
-                self.hist.par_add_f32(xs);
-            }
-            Values::F64(xs) => {
-                self.acc.par_add_f64(xs);
-                self.hist.par_add_f64(xs);
-            }
+            // One pass for both (the sweep's loop counts the histogram's bins).
+            Values::F32(xs) => self.acc.par_add_f32_with_histogram(xs, &mut self.hist),
+            Values::F64(xs) => self.acc.par_add_f64_with_histogram(xs, &mut self.hist),
         }
     }
 

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 pub enum Error {
     /// A format name that is neither a preset nor a valid `eXmY`.
     #[error(
-        "unknown format '{name}': expected one of fp32, tf32, fp16, bf16, fp8-e4m3 (e4m3fn), fp8-e5m2, or eXmY with X in 2..=8 and Y in 1..=23"
+        "unknown format '{name}': expected one of {}, or eXmY with X in 2..=8 and Y in 1..=23",
+        crate::format::preset_names()
     )]
     UnknownFormat {
         /// The name as given.

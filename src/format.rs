@@ -119,6 +119,11 @@ pub const PRESETS: [(&str, FloatFormat); 9] = [
     ("fp4-e2m1", FP4_E2M1),
 ];
 
+/// The presets' names, as a message lists them.
+pub(crate) fn preset_names() -> String {
+    PRESETS.map(|(name, _)| name).join(", ")
+}
+
 impl FloatFormat {
     /// The properties `mixprec formats --json` prints for the format (and Python's
     /// `mixprec.formats()` returns): fields, bias, extremes and epsilon, the extremes also as

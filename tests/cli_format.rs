@@ -111,6 +111,11 @@ fn formats_table_and_json() {
 fn formats_bad_name() {
     assert_bad(&mixprec(&["formats", "fp12"], ""), "unknown format 'fp12'");
     assert_bad(&mixprec(&["formats", "e9m2"], ""), "unknown format 'e9m2'");
+    // The message lists every preset (from the list the parser reads).
+    assert_bad(
+        &mixprec(&["explain", "1", "--format", "fp12"], ""),
+        "expected one of fp32, tf32, fp16, bf16, fp8-e4m3, fp8-e5m2, fp6-e2m3, fp6-e3m2, fp4-e2m1, or eXmY",
+    );
     assert_bad(&mixprec(&["formats", "--bogus"], ""), "--bogus");
 }
 

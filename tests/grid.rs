@@ -417,6 +417,15 @@ fn the_report_of_a_grid() {
             && line.contains(&format!("over 3 seeds, {:+.4} [", bf16 - fp32)),
         "{line}"
     );
+    // Its figures are distributions over seeds, captioned by what they show.
+    let page = std::fs::read_to_string(tmp.path().join("report-recipes/index.html")).unwrap();
+    for caption in [
+        "Final test_accuracy of each series over 3 seeds",
+        "Final training loss of each series over 3 seeds",
+    ] {
+        assert!(page.contains(caption), "{caption}");
+    }
+    assert!(!page.contains("Final final"));
     // A grid is reported alone.
     let o = bin()
         .arg("report")

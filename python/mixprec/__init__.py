@@ -211,24 +211,37 @@ def _dtype_name(a: np.ndarray) -> str:
     return {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}[a.dtype]
 
 
+_SWEEP_DEFAULTS = ("0..32", 0, 0.001)
+
+
 def analyze(
     tensors: Mapping[str, Any],
     format: str = "fp16",
     scales: str = "0..32",
     margin: int = 0,
     max_underflow: float = 0.001,
+    compare_blocks: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Which loss scales keep these tensors in ``format``: ``mixprec analyze --json``'s result.
+
+    With a block format (``"mxfp8-e4m3"``, ``"nvfp4"``, a tile ``"fp8-e4m3@1x128"``, ...), what
+    each block's scale leaves of the tensors instead (blocks along the last axis, tiles over the
+    last two, leading axes folded into rows), as ``mixprec analyze --format mxfp8-e4m3 --json``;
+    with ``compare_blocks="fp8-e4m3"`` (or another element of the comparison), per-tensor
+    scaling, MX, NVFP4 and tiles side by side, as ``--compare-blocks=fp8-e4m3``.
 
     Args:
         tensors: tensor name -> numpy float64, float32 or float16 array (float16 widened
             exactly; any shape and strides), or an object exporting DLPack. Names keep the
             mapping's order.
-        format: the format the scaled values are rounded into.
+        format: the format the scaled values are rounded into: an element format, or a block
+            format.
         scales: the log2 scales swept, ``LO..HI`` (each end ``k`` or ``2^k``), as ``--scales``.
         margin: bits of headroom kept below overflow, as ``--margin``.
         max_underflow: the largest share of values allowed to underflow, as
             ``--max-underflow``.
+        compare_blocks: the element format whose block schemes are compared (then ``format``
+            is not used).
 
     Returns:
         The dict that ``mixprec analyze FILES --json`` prints for files holding these tensors
@@ -237,7 +250,9 @@ def analyze(
     Raises:
         TypeError: ``tensors`` is not a mapping of str to float arrays.
         ValueError: no tensors, or a bad format, scale range, margin or underflow share (the
-            command line's message).
+            command line's message); a scale range, margin or underflow share other than the
+            defaults with a block format (they set the loss-scale sweep, which block formats do
+            not have).
     """
     if not isinstance(tensors, Mapping):
         raise TypeError(f"tensors: expected a mapping of names to arrays, got {type(tensors).__name__}")
@@ -259,7 +274,17 @@ def analyze(
             a, dtype = a.astype(np.float32), "F16"
         a = _float_array(a, name)
         items.append((name, a, dtype or _dtype_name(a)))
+    compare = None if compare_blocks is None else _str(compare_blocks, "compare_blocks")
+    sweep_given = (scales, margin, max_underflow) != _SWEEP_DEFAULTS
     return json.loads(
-        _mixprec.analyze_json(items, _str(format, "format"), _str(scales, "scales"), margin, max_underflow)
+        _mixprec.analyze_json(
+            items,
+            _str(format, "format"),
+            _str(scales, "scales"),
+            margin,
+            max_underflow,
+            compare,
+            sweep_given,
+        )
     )
 

@@ -28,8 +28,11 @@ def analyze_json(
     scales: str,
     margin: int,
     max_underflow: float,
+    compare: Optional[str] = None,
+    sweep_given: bool = False,
 ) -> str:
-    """``mixprec analyze --json`` for (name, float32/float64 array, file dtype name) triples."""
+    """``mixprec analyze --json`` for (name, float32/float64 array, file dtype name) triples
+    (the block-scaled analysis for a block format or a ``compare`` element)."""
 
 #: Sub-bins per octave (log2) of captured histograms (``mixprec train``'s captures too).
 CAPTURE_SUB_BINS_LOG2: int

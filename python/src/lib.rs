@@ -9,6 +9,7 @@ mod record;
 use std::path::PathBuf;
 
 use mixprec::Error;
+use mixprec::analysis::block::{BlockInput, BlockOptions, TensorAmax, analyze_blocks};
 use mixprec::analysis::{AnalysisOptions, TensorInput, analyze, parse_log2_scales};
 use mixprec::format::{
     BlockFormat, BlockRounder, FloatFormat, Overflow, RoundCounts, RoundOptions, Rounder, Rounding,
@@ -215,7 +216,7 @@ fn formats_json(names: Vec<String>) -> PyResult<String> {
         .map(FloatFormat::properties)
         .chain(blocks.iter().map(BlockFormat::properties))
         .collect();
-    serde_json::to_string(&rows).map_err(|e| PyValueError::new_err(e.to_string()))
+    to_json(&rows)
 }
 
 /// A view of float32 (`Ok`) or float64 (`Err`) values.
@@ -229,8 +230,13 @@ enum Borrowed<'py> {
 
 /// The analysis of named arrays as JSON (what `mixprec analyze --json` prints for files holding
 /// them). `tensors` holds (name, float32 or float64 array, dtype name as the files spell it:
-/// F64, F32, F16 or BF16, the latter two already widened exactly to float32).
+/// F64, F32, F16 or BF16, the latter two already widened exactly to float32). A block `format`
+/// or a `compare` element gives the block-scaled analysis (`analyze --format mxfp8-e4m3`,
+/// `--compare-blocks=ELEMENT`), which refuses `sweep_given` (a non-default scale range, margin or
+/// underflow share: those set the loss-scale sweep).
 #[pyfunction]
+#[pyo3(signature = (tensors, format, scales, margin, max_underflow, compare=None, sweep_given=false))]
+#[allow(clippy::too_many_arguments)]
 fn analyze_json(
     py: Python<'_>,
     tensors: Vec<(String, Bound<'_, PyAny>, String)>,
@@ -238,7 +244,44 @@ fn analyze_json(
     scales: &str,
     margin: i32,
     max_underflow: f64,
+    compare: Option<&str>,
+    sweep_given: bool,
 ) -> PyResult<String> {
+    let borrowed = borrow_tensors(&tensors)?;
+    let views: Vec<(TensorInfo, F32OrF64<'_>)> = borrowed
+        .iter()
+        .map(|(info, v)| {
+            let view = match v {
+                Borrowed::F32(a) => Ok(a.as_array()),
+                Borrowed::F64(a) => Err(a.as_array()),
+            };
+            (info.clone(), view)
+        })
+        .collect();
+    if let Some(options) = BlockOptions::from_names(format, compare, Vec::new()).map_err(py_err)? {
+        if sweep_given && compare.is_none() {
+            return Err(PyValueError::new_err(format!(
+                "scales, margin and max_underflow set the loss-scale sweep of a float format; \
+                 block format {} has no loss scale (its blocks scale themselves)",
+                format.trim()
+            )));
+        }
+        let analysis = py.detach(move || {
+            let mut narrow = Vec::new();
+            let tensors = views
+                .into_iter()
+                .map(|(info, view)| {
+                    let mut amax = TensorAmax::default();
+                    for_values(&view, &mut |v| amax = amax.with_values(v, &mut narrow));
+                    let mut input = BlockInput::new(info, &options, amax);
+                    for_values(&view, &mut |v| input.add(v));
+                    input.finish()
+                })
+                .collect();
+            analyze_blocks(tensors, Vec::new(), &options)
+        });
+        return to_json(&analysis);
+    }
     let format: FloatFormat = format.parse().map_err(py_err)?;
     let (lo, hi) = parse_log2_scales(scales).map_err(py_err)?;
     let options = AnalysisOptions {
@@ -250,8 +293,31 @@ fn analyze_json(
         tensors: Vec::new(),
     };
     options.validate().map_err(py_err)?;
+    let analysis = py.detach(move || {
+        let inputs: Vec<TensorInput> = views
+            .into_iter()
+            .map(|(info, view)| {
+                let mut input = TensorInput::new(info, format);
+                for_values(&view, &mut |v| input.add(v));
+                input
+            })
+            .collect();
+        analyze(inputs, Vec::new(), &options)
+    });
+    to_json(&analysis)
+}
+
+/// `v` as JSON, the way the command line prints it.
+fn to_json<T: serde::Serialize>(v: &T) -> PyResult<String> {
+    serde_json::to_string(v).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Each (name, array, dtype) as its tensor's description and a read-only borrow of its array.
+fn borrow_tensors<'py>(
+    tensors: &[(String, Bound<'py, PyAny>, String)],
+) -> PyResult<Vec<(TensorInfo, Borrowed<'py>)>> {
     let mut borrowed = Vec::with_capacity(tensors.len());
-    for (name, array, dtype) in &tensors {
+    for (name, array, dtype) in tensors {
         let dtype = match dtype.as_str() {
             "F64" => Dtype::F64,
             "F32" => Dtype::F32,
@@ -286,37 +352,22 @@ fn analyze_json(
         };
         borrowed.push((info, values));
     }
-    let views: Vec<(TensorInfo, F32OrF64<'_>)> = borrowed
-        .iter()
-        .map(|(info, v)| {
-            let view = match v {
-                Borrowed::F32(a) => Ok(a.as_array()),
-                Borrowed::F64(a) => Err(a.as_array()),
-            };
-            (info.clone(), view)
-        })
-        .collect();
-    let analysis = py.detach(move || {
-        let inputs: Vec<TensorInput> = views
-            .into_iter()
-            .map(|(info, view)| {
-                let mut input = TensorInput::new(info, format);
-                match view {
-                    Ok(v) => match v.as_slice() {
-                        Some(xs) => input.add(Values::F32(xs)),
-                        None => input.add(Values::F32(&v.iter().copied().collect::<Vec<_>>())),
-                    },
-                    Err(v) => match v.as_slice() {
-                        Some(xs) => input.add(Values::F64(xs)),
-                        None => input.add(Values::F64(&v.iter().copied().collect::<Vec<_>>())),
-                    },
-                }
-                input
-            })
-            .collect();
-        analyze(inputs, Vec::new(), &options)
-    });
-    serde_json::to_string(&analysis).map_err(|e| PyValueError::new_err(e.to_string()))
+    Ok(borrowed)
+}
+
+/// Gives `add` a view's values in logical (C) order: a contiguous view as it is, any other as a
+/// copy.
+fn for_values(view: &F32OrF64<'_>, add: &mut dyn FnMut(Values<'_>)) {
+    match view {
+        Ok(v) => match v.as_slice() {
+            Some(xs) => add(Values::F32(xs)),
+            None => add(Values::F32(&v.iter().copied().collect::<Vec<_>>())),
+        },
+        Err(v) => match v.as_slice() {
+            Some(xs) => add(Values::F64(xs)),
+            None => add(Values::F64(&v.iter().copied().collect::<Vec<_>>())),
+        },
+    }
 }
 
 /// The native half of the `mixprec` package (use `mixprec`, not this module).

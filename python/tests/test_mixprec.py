@@ -251,9 +251,43 @@ def test_formats_equal_cli(cli):
 def without_files(d):
     """``d`` without the tensors' and windows' ``file`` (a path for the command, ``<array>``
     here)."""
-    for t in d["tensors"] + d["windows"]:
+    for t in d["tensors"] + d.get("windows", []):
         del t["file"]
     return d
+
+
+def test_block_analysis_equals_cli(cli, tmp_path):
+    rng = np.random.default_rng(12)
+    tensors = {
+        "w": (rng.standard_normal((130, 70)) * 1e-4).astype(np.float32),
+        "g": rng.standard_normal(5000) * 10.0 ** rng.uniform(-12, 1, 5000),
+    }
+    tensors["w"][0, :5] = [0.0, np.inf, np.nan, 1e-30, 7e4]
+    np.savez(tmp_path / "t.npz", **tensors)
+    views = {"w": np.asfortranarray(tensors["w"]), "g": np.repeat(tensors["g"], 2)[::2]}
+    for flags, kwargs in [
+        (["--format", "mxfp8-e4m3"], {"format": "mxfp8-e4m3"}),
+        (["--format", "nvfp4"], {"format": "nvfp4"}),
+        (["--format", "fp8-e4m3@128x128"], {"format": "fp8-e4m3@128x128"}),
+        (["--compare-blocks=fp8-e5m2"], {"compare_blocks": "fp8-e5m2"}),
+    ]:
+        r = cli("analyze", str(tmp_path / "t.npz"), *flags, "--json")
+        assert r.returncode == 0, r.stderr
+        got = mixprec.analyze(views, **kwargs)
+        assert all(t["file"] == "<array>" for t in got["tensors"])
+        assert without_files(got) == without_files(json.loads(r.stdout)), flags
+    # The loss-scale sweep's settings mean nothing to a block format: refused, not ignored.
+    with pytest.raises(ValueError, match="block format mxfp8-e4m3 has no loss scale"):
+        mixprec.analyze(views, format="mxfp8-e4m3", margin=2)
+    # Bad names get the command line's messages.
+    for flags, kwargs in [
+        (["--format", "mxfp9"], {"format": "mxfp9"}),
+        (["--compare-blocks=int8"], {"compare_blocks": "int8"}),
+    ]:
+        with pytest.raises(ValueError) as e:
+            mixprec.analyze(views, **kwargs)
+        r = cli("analyze", str(tmp_path / "t.npz"), *flags)
+        assert r.returncode == 2 and str(e.value) in r.stderr, (str(e.value), r.stderr)
 
 
 def test_analyze_equals_cli(cli, tmp_path):

@@ -223,6 +223,42 @@ pub struct BlockOptions {
 }
 
 impl BlockOptions {
+    /// The block analysis that a format name and a comparison's element name ask for
+    /// (`analyze --format NAME [--compare-blocks[=ELEMENT]]`): the comparison for `compare`,
+    /// else the one block format `format` names; `None` when `format` is an element format (the
+    /// loss-scale analysis).
+    ///
+    /// # Errors
+    /// A `compare` that is not one of [`compare_elements`]; a `format` that is neither kind, with
+    /// the block formats' message where it reads as one (`mx...`, `nv...`, a tile `A@RxC`), else
+    /// the element formats'.
+    pub fn from_names(
+        format: &str,
+        compare: Option<&str>,
+        tensors: Vec<String>,
+    ) -> Result<Option<Self>> {
+        if let Some(element) = compare {
+            let element: FloatFormat = element.parse().map_err(|_| Error::InvalidValue {
+                what: "--compare-blocks",
+                value: element.to_string(),
+                expected: COMPARE_EXPECTED,
+            })?;
+            return BlockOptions::compare(element, tensors).map(Some);
+        }
+        let float_error = match format.parse::<FloatFormat>() {
+            Ok(_) => return Ok(None),
+            Err(e) => e,
+        };
+        let lower = format.trim().to_ascii_lowercase();
+        match format.parse::<BlockFormat>() {
+            Ok(f) => Ok(Some(BlockOptions::single(f, tensors))),
+            Err(e) if lower.contains('@') || lower.starts_with("mx") || lower.starts_with("nv") => {
+                Err(e)
+            }
+            Err(_) => Err(float_error),
+        }
+    }
+
     /// One block format.
     #[must_use]
     pub fn single(format: BlockFormat, tensors: Vec<String>) -> Self {
@@ -338,6 +374,19 @@ impl TensorAmax {
             },
             bits: a.bits.max(x.to_bits() & 0x7fff_ffff),
         })
+    }
+
+    /// Adds `values` (f64 narrowed to f32 first, as the schemes see them; `narrow` is scratch).
+    #[must_use]
+    pub fn with_values(self, values: Values<'_>, narrow: &mut Vec<f32>) -> Self {
+        match values {
+            Values::F32(xs) => self.with(xs),
+            Values::F64(xs) => {
+                narrow.clear();
+                narrow.extend(xs.iter().map(|&x| x as f32));
+                self.with(narrow)
+            }
+        }
     }
 }
 
@@ -845,14 +894,7 @@ pub fn tensor_amaxes(
                 out.push((info.path.clone(), info.name.clone(), TensorAmax::default()));
             }
             if let Some((_, _, amax)) = out.last_mut() {
-                *amax = match values {
-                    Values::F32(xs) => amax.with(xs),
-                    Values::F64(xs) => {
-                        narrow.clear();
-                        narrow.extend(xs.iter().map(|&x| x as f32));
-                        amax.with(&narrow)
-                    }
-                };
+                *amax = amax.with_values(values, &mut narrow);
             }
         })?;
     }

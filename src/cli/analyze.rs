@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::Error;
-use crate::analysis::block::{self, BlockFormat, BlockOptions};
+use crate::analysis::block::{self, BlockOptions};
 use crate::analysis::{AnalysisOptions, SCALE_LIMIT, analyze_files, parse_log2_scales, text};
 use crate::format::FloatFormat;
 use crate::io::TensorInfo;
@@ -121,26 +121,17 @@ impl Args {
     /// The block-scaled analysis's options when --format names a block format or
     /// --compare-blocks is given; `None` for the loss-scale analysis.
     fn block_options(&self) -> Result<Option<BlockOptions>, Error> {
-        if let Some(element) = &self.compare_blocks {
-            let element: FloatFormat = element.parse().map_err(|_| Error::InvalidValue {
-                what: "--compare-blocks",
-                value: element.clone(),
-                expected: block::COMPARE_EXPECTED,
-            })?;
-            return BlockOptions::compare(element, self.tensors.clone()).map(Some);
-        }
-        let float_error = match self.format.parse::<FloatFormat>() {
-            Ok(_) => return Ok(None),
-            Err(e) => e,
+        let Some(options) = BlockOptions::from_names(
+            &self.format,
+            self.compare_blocks.as_deref(),
+            self.tensors.clone(),
+        )?
+        else {
+            return Ok(None);
         };
-        let lower = self.format.trim().to_ascii_lowercase();
-        let format: BlockFormat = match self.format.parse() {
-            Ok(f) => f,
-            // A name meant as a block format gets the block formats' message.
-            Err(e) if lower.contains('@') || lower.starts_with("mx") || lower.starts_with("nv") => {
-                return Err(e);
-            }
-            Err(_) => return Err(float_error),
+        let format = match options.schemes.as_slice() {
+            [block::Scheme::Block(f)] if self.compare_blocks.is_none() => *f,
+            _ => return Ok(Some(options)),
         };
         // The loss-scale flags mean nothing here: refuse them rather than ignore them.
         let given = [
@@ -172,7 +163,7 @@ impl Args {
                 ),
             });
         }
-        Ok(Some(BlockOptions::single(format, self.tensors.clone())))
+        Ok(Some(options))
     }
 
     fn options(&self) -> Result<AnalysisOptions, Error> {

@@ -44,7 +44,22 @@ impl BlockKey {
 /// `triple32(lo * mul ^ xor)`; written on plain u32 so that it vectorises.
 #[inline(always)]
 pub(crate) fn mix(lo: u32, key: BlockKey) -> u32 {
-    let mut x = lo.wrapping_mul(key.mul) ^ key.xor;
+    mix_scaled(key.scale(lo), key)
+}
+
+impl BlockKey {
+    /// `lo * mul` (wrapping), the first step of [`mix`]: a kernel that draws consecutive
+    /// positions gets `(lo + i) * mul` as `lo * mul + i * mul` by addition.
+    #[inline(always)]
+    pub(crate) fn scale(self, lo: u32) -> u32 {
+        lo.wrapping_mul(self.mul)
+    }
+}
+
+/// [`mix`] of the position whose [`BlockKey::scale`] is `scaled`.
+#[inline(always)]
+pub(crate) fn mix_scaled(scaled: u32, key: BlockKey) -> u32 {
+    let mut x = scaled ^ key.xor;
     x ^= x >> 17;
     x = x.wrapping_mul(0xed5a_d4bb);
     x ^= x >> 11;

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::Encoding;
-use super::random::{BlockKey, mix};
+use super::random::{BlockKey, mix_scaled};
 use super::round::{Event, Overflow, Rounder, Rounding};
 
 mod pow2_blocks;
@@ -363,6 +363,9 @@ struct Kernel {
     max_bits: u32,
     /// Biased f32 exponent of the smallest normal of the format.
     emin_b: u32,
+    /// `s + emin_b`: less the biased exponent (at least 1) of a value below the smallest
+    /// normal, the position of the quantum in its integer significand.
+    sh_base: u32,
     /// `2^(emin - man_bits + 23)`: adding and subtracting it rounds a value below the smallest
     /// normal to a multiple of the smallest subnormal, ties to even.
     magic: f32,
@@ -426,6 +429,7 @@ impl Kernel {
             min_normal_bits: ((f.emin() + 127) as u32) << 23,
             max_bits,
             emin_b: (f.emin() + 127) as u32,
+            sh_base: s + (f.emin() + 127) as u32,
             magic: super::pow2(f.emin() - f.man_bits as i32 + 23) as f32,
             quantum: f.min_subnormal() as f32,
             infinity_bits,
@@ -463,8 +467,8 @@ impl Kernel {
     /// Rounds blocks of `L` values: where [`SUPER`] values hold no nonzero value below the
     /// format's smallest normal and none above its largest finite value (the common case for weights
     /// and activations) takes the count-free loop; any other block takes the general one, which
-    /// computes every case for every lane and selects (no branch on the data), with the counts
-    /// kept per lane in packed 6-bit fields and summed every [`GROUP`] blocks.
+    /// computes every case for every lane and selects (no branch on the data), counting events
+    /// per lane (see [`Tally`]).
     #[inline(always)]
     fn run_mode<const MODE: u8, const FLUSH: bool, const L: usize>(
         &self,
@@ -472,60 +476,57 @@ impl Kernel {
         lo: u32,
         key: BlockKey,
     ) -> RoundCounts {
-        let mut totals = [0u64; 5];
+        // Per-lane u32 counters cannot overflow: a call rounds at most CHUNK values.
+        debug_assert!(io.len <= CHUNK);
+        let mut tally = Tally::<L>::default();
+        // The hash's first step for the block's positions, `(pos + i) mul`, moved on by
+        // `L mul` per block: an addition instead of a multiply per vector (written as
+        // `pos mul + i mul` in the block, the compiler folds it back into the multiply).
+        let mut scaled: [u32; L] = std::array::from_fn(|i| key.scale(lo.wrapping_add(i as u32)));
+        let step = key.scale(L as u32);
+        let next = |scaled: &mut [u32; L]| {
+            let now = *scaled;
+            for s in scaled.iter_mut() {
+                *s = s.wrapping_add(step);
+            }
+            now
+        };
         // Which loop runs is decided per SUPER values, so that on data that mixes kinds of
         // value (rounded gradients: zeros, subnormals, normals) the branch stays predictable.
-        let per = SUPER / L;
         let supers = io.len / SUPER;
-        let mut sb = 0;
-        while sb < supers {
-            let group_end = supers.min(sb + GROUP / per);
-            let mut fields = [0u32; L];
-            while sb < group_end {
-                let base = sb * SUPER;
-                let ordinary = self.is_ordinary(&io.load::<SUPER>(base));
-                for at in (base..base + SUPER).step_by(L) {
-                    let x = io.load::<L>(at);
-                    let pos = lo.wrapping_add(at as u32);
-                    let y = if ordinary {
-                        self.ordinary_block::<MODE, L>(&x, pos, key)
-                    } else {
-                        self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields)
-                    };
-                    io.store(at, y);
-                }
-                sb += 1;
+        for sb in 0..supers {
+            let base = sb * SUPER;
+            let ordinary = self.is_ordinary(&io.load::<SUPER>(base));
+            for at in (base..base + SUPER).step_by(L) {
+                let x = io.load::<L>(at);
+                let pos = next(&mut scaled);
+                let y = if ordinary {
+                    self.ordinary_block::<MODE, L>(&x, &pos, key)
+                } else {
+                    self.general_block::<MODE, FLUSH, L>(&x, &pos, key, &mut tally)
+                };
+                io.store(at, y);
             }
-            add_fields(&mut totals, &fields);
         }
-        // The last values (fewer than SUPER: at most GROUP blocks), the very last as a block
-        // padded with zeros (which round to zero, uncounted).
-        let mut fields = [0u32; L];
+        // The last values (fewer than SUPER), the very last as a block padded with zeros (which
+        // round to zero, uncounted).
         for at in (supers * SUPER..io.len).step_by(L) {
-            let pos = lo.wrapping_add(at as u32);
+            let pos = next(&mut scaled);
             if at + L <= io.len {
-                let y = self.general_block::<MODE, FLUSH, L>(&io.load(at), pos, key, &mut fields);
+                let y = self.general_block::<MODE, FLUSH, L>(&io.load(at), &pos, key, &mut tally);
                 io.store(at, y);
             } else {
                 let mut x = [0u32; L];
                 for (i, v) in x.iter_mut().enumerate().take(io.len - at) {
                     [*v] = io.load::<1>(at + i);
                 }
-                let y = self.general_block::<MODE, FLUSH, L>(&x, pos, key, &mut fields);
+                let y = self.general_block::<MODE, FLUSH, L>(&x, &pos, key, &mut tally);
                 for (i, v) in y.iter().enumerate().take(io.len - at) {
                     io.store(at + i, [*v]);
                 }
             }
         }
-        add_fields(&mut totals, &fields);
-        let [underflow, subnormal, overflow, nan, infinite] = totals;
-        RoundCounts {
-            underflow,
-            subnormal,
-            overflow,
-            nan,
-            infinite,
-        }
+        tally.counts()
     }
 
     /// Whether every value of the block is zero, or a normal of the format no larger than its
@@ -578,35 +579,36 @@ impl Kernel {
             // smallest subnormal, ties to even.
             ((f32::from_bits(a) + self.magic) - self.magic).to_bits()
         } else {
-            // Integer significand `sig`, with the quantum at bit `sh` (a per-lane shift).
+            // Integer significand `sig`, with the quantum at bit `sh` (a per-lane shift; the
+            // exponent of an f32 subnormal counts as 1). Lanes holding normals compute garbage
+            // here, not selected.
             let exp = a >> 23;
             let sig = (a & 0x007f_ffff) | if exp > 0 { 0x0080_0000 } else { 0 };
-            let sh = self.s + self.emin_b.saturating_sub(exp.max(1));
-            // For sh <= 31, as in `round_normal`: up iff the dropped bits `rest` exceed the top
-            // sh bits of h (floor(rest 2^(32 - sh)) > h iff rest > h >> (32 - sh)), by adding
-            // !h >> (32 - sh) = 2^sh - 1 - (h >> (32 - sh)). Directed: h is 0 or all ones.
-            // (The clamp keeps every shift defined; lanes with other `sh` are not selected.)
+            let sh = self.sh_base.wrapping_sub(exp.max(1));
+            // sig < 2^24: a shift by 31 drops it all, as any larger one would.
             let sh_c = sh.min(31);
-            let near = (sig + ((!h >> 1) >> (31 - sh_c))) >> sh_c;
-            // For sh >= 32 nothing is kept: up iff floor(sig / 2^(sh - 32)) > h (stochastic),
-            // or iff inexact, away from zero (directed).
-            let far = if MODE == STOCHASTIC {
-                u32::from((sig >> (sh.saturating_sub(32)).min(31)) > h)
+            let kept = sig >> sh_c;
+            let up = if MODE == STOCHASTIC {
+                // The dropped bits as a 32-bit fraction of the quantum, truncated (rest
+                // 2^(32 - sh) for sh <= 32, sig 2^(32 - sh) floored beyond): up iff it exceeds h.
+                let frac = shl(sig, 32u32.wrapping_sub(sh)) | shr(sig, sh.wrapping_sub(32));
+                frac > h
             } else {
-                u32::from((sig != 0) & (h == 0))
+                // Directed (h is 0 or all ones): up iff inexact and h is 0.
+                (h == 0) & (kept << sh_c != sig)
             };
-            let kept_up = if sh <= 31 { near } else { far };
             // At most 2^24: exact as i32 and as f32.
-            ((kept_up as i32) as f32 * self.quantum).to_bits()
+            (((kept + u32::from(up)) as i32) as f32 * self.quantum).to_bits()
         }
     }
 
-    /// The random bits of the value at stream position `lo` with sign bit `sign`: drawn in
-    /// stochastic mode, fixed by the sign in directed modes, unused for nearest.
+    /// The random bits of the value at stream position `lo` with sign bit `sign`, given
+    /// `scaled = key.scale(lo)`: drawn in stochastic mode, fixed by the sign in directed modes,
+    /// unused for nearest.
     #[inline(always)]
-    fn random_bits<const MODE: u8>(&self, lo: u32, key: BlockKey, sign: u32) -> u32 {
+    fn random_bits<const MODE: u8>(&self, scaled: u32, key: BlockKey, sign: u32) -> u32 {
         match MODE {
-            STOCHASTIC => mix(lo, key),
+            STOCHASTIC => mix_scaled(scaled, key),
             DIRECTED => by_sign(sign, self.h_negative, self.h_positive),
             _ => 0,
         }
@@ -618,29 +620,28 @@ impl Kernel {
     fn ordinary_block<const MODE: u8, const L: usize>(
         &self,
         x: &[u32; L],
-        lo: u32,
+        scaled: &[u32; L],
         key: BlockKey,
     ) -> [u32; L] {
         let mut y = [0u32; L];
-        for (i, (&bits, y)) in x.iter().zip(&mut y).enumerate() {
+        for ((&bits, &scaled), y) in x.iter().zip(scaled).zip(&mut y) {
             let sign = bits & 0x8000_0000;
-            let h = self.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
+            let h = self.random_bits::<MODE>(scaled, key, sign);
             *y = self.round_normal::<MODE>(bits ^ sign, h) | sign;
         }
         y
     }
 
-    /// Rounds any block (positions `lo..` of the stream): every lane computes the normal and
-    /// the below-normal result and the special values, and selects; what happened is added to
-    /// the lane's packed counters in `fields` (see [`add_fields`]). Magnitudes are compared as
-    /// i32 (they are below 2^31), which vector units do in one instruction.
+    /// Rounds any block (positions whose [`BlockKey::scale`] is `scaled`): every lane computes the normal and
+    /// the below-normal result and the special values, and selects; what happened is counted
+    /// in the lane's counters of `tally`.
     #[inline(always)]
     fn general_block<const MODE: u8, const FLUSH: bool, const L: usize>(
         &self,
         x: &[u32; L],
-        lo: u32,
+        scaled: &[u32; L],
         key: BlockKey,
-        fields: &mut [u32; L],
+        tally: &mut Tally<L>,
     ) -> [u32; L] {
         let k = self;
         let mut y = [0u32; L];
@@ -648,33 +649,45 @@ impl Kernel {
             let bits = x[i];
             let sign = bits & 0x8000_0000;
             let a = bits ^ sign;
-            let h = k.random_bits::<MODE>(lo.wrapping_add(i as u32), key, sign);
+            let h = k.random_bits::<MODE>(scaled[i], key, sign);
+            // Magnitudes compared as i32 (they are below 2^31), one instruction on every
+            // vector unit.
             let small = (a as i32) < k.min_normal_bits as i32;
             let r = if small {
                 k.round_small::<MODE, FLUSH>(a, h)
             } else {
                 k.round_normal::<MODE>(a, h)
             };
-            let nan = (a as i32) > INF as i32;
+            // The rounded bits (as u32: a NaN's may pass 2^31) exceed the largest finite value
+            // exactly when the input overflows, is infinite or is NaN: those of an infinity or
+            // NaN are at least INF's, those of a value below the smallest normal at most it.
+            let special = r > k.max_bits;
+            let nan = a > INF;
             let inf = a == INF;
-            let over = ((a as i32) < INF as i32) & ((r as i32) > k.max_bits as i32);
-            // Only values below the smallest normal can become zero or subnormal (and a NaN's
-            // rounded bits may pass 2^31: not compared as i32 below).
-            let under = small & (a != 0) & (r == 0);
-            let sub = small & (r != 0) & ((r as i32) < k.min_normal_bits as i32);
-            let special = if nan {
-                (bits & k.nan_keep) | k.nan_set
-            } else if inf {
-                k.infinity_bits | sign
+            // Only values below the smallest normal round to zero or below the smallest normal
+            // (a normal rounds to at least its truncation, itself at least the smallest normal).
+            let under = (r == 0) & (a != 0);
+            let sub = (r != 0) & (r < k.min_normal_bits);
+            let overflow = if MODE == DIRECTED {
+                by_sign(sign, k.overflow_negative, k.overflow_positive)
             } else {
-                by_sign(sign, k.overflow_negative, k.overflow_positive) | sign
+                // Only directed modes round overflows by the sign.
+                k.overflow_positive
             };
-            y[i] = if nan | inf | over { special } else { r | sign };
-            fields[i] += u32::from(under)
-                | u32::from(sub) << 6
-                | u32::from(over) << 12
-                | u32::from(nan) << 18
-                | u32::from(inf) << 24;
+            // NaN results keep the sign through `nan_keep`.
+            let special_bits = if nan {
+                (a & k.nan_keep) | k.nan_set
+            } else if inf {
+                k.infinity_bits
+            } else {
+                overflow
+            };
+            y[i] = if special { special_bits } else { r } | sign;
+            tally.underflow[i] += u32::from(under);
+            tally.subnormal[i] += u32::from(sub);
+            tally.special[i] += u32::from(special);
+            tally.nan[i] += u32::from(nan);
+            tally.infinite[i] += u32::from(inf);
         }
         y
     }
@@ -688,19 +701,57 @@ fn by_sign(sign: u32, negative: u32, positive: u32) -> u32 {
     positive ^ ((positive ^ negative) & mask)
 }
 
+/// `x << n`, 0 for `n >= 32` (as the vector units' variable shifts do, so that it compiles to
+/// one instruction).
+#[inline(always)]
+fn shl(x: u32, n: u32) -> u32 {
+    if n < 32 { x << n } else { 0 }
+}
+
+/// `x >> n`, 0 for `n >= 32` (see [`shl`]).
+#[inline(always)]
+fn shr(x: u32, n: u32) -> u32 {
+    if n < 32 { x >> n } else { 0 }
+}
+
 /// Values per decision between the count-free loop and the general one.
 const SUPER: usize = 64;
-/// Blocks between sums of the packed counters: each 6-bit field counts at most one value per
-/// block, so it holds up to 63.
-const GROUP: usize = 63;
 
-/// Adds per-lane packed counters (underflow, subnormal, overflow, NaN, infinite: 6 bits each,
-/// from bit 0) to the totals.
-fn add_fields<const L: usize>(totals: &mut [u64; 5], fields: &[u32; L]) {
-    for (k, total) in totals.iter_mut().enumerate() {
-        *total += fields
-            .iter()
-            .map(|f| u64::from((f >> (6 * k)) & 63))
-            .sum::<u64>();
+/// Per-lane event counters of the general loop, one vector of `L` lanes each (a masked add per
+/// event and block). Overflows are not counted apart: they are the special results that are
+/// neither NaN nor infinite.
+struct Tally<const L: usize> {
+    underflow: [u32; L],
+    subnormal: [u32; L],
+    /// Results that exceed the largest finite value: overflows, infinities and NaNs.
+    special: [u32; L],
+    nan: [u32; L],
+    infinite: [u32; L],
+}
+
+impl<const L: usize> Default for Tally<L> {
+    fn default() -> Self {
+        Tally {
+            underflow: [0; L],
+            subnormal: [0; L],
+            special: [0; L],
+            nan: [0; L],
+            infinite: [0; L],
+        }
+    }
+}
+
+impl<const L: usize> Tally<L> {
+    /// The lanes' sums.
+    fn counts(&self) -> RoundCounts {
+        let sum = |lanes: &[u32; L]| lanes.iter().map(|&c| u64::from(c)).sum::<u64>();
+        let (nan, infinite) = (sum(&self.nan), sum(&self.infinite));
+        RoundCounts {
+            underflow: sum(&self.underflow),
+            subnormal: sum(&self.subnormal),
+            overflow: sum(&self.special) - nan - infinite,
+            nan,
+            infinite,
+        }
     }
 }

@@ -87,14 +87,13 @@ impl FromStr for Target {
             // A tile's own message says which part is wrong.
             Err(e) if s.contains('@') => Err(e),
             Err(_) => {
-                let elements: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
                 let blocks: Vec<&str> = BLOCK_PRESETS.iter().map(|(n, _)| *n).collect();
                 Err(Error::UnknownTarget {
                     name: s.trim().to_string(),
                     expected: format!(
                         "an element format ({} or eXmY) or a block format ({} or any tile \
                          ELEMENT@RxC)",
-                        elements.join(", "),
+                        super::preset_names(),
                         blocks.join(", ")
                     ),
                 })

@@ -540,8 +540,8 @@ impl GridReport {
     fn charts(&self) -> Vec<Figure> {
         let Some(x_key) = &self.x_key else {
             return vec![
-                self.distribution("grid-metric", None),
-                self.distribution("grid-loss", Some("final training loss")),
+                self.distribution("grid-metric", false),
+                self.distribution("grid-loss", true),
             ];
         };
         let powers = self.cells.iter().all(|c| {
@@ -675,16 +675,21 @@ impl GridReport {
 
 impl GridReport {
     /// For a grid that varies nothing but the series: the final metric (or, with `loss`, the
-    /// final loss) of each series as a distribution over seeds.
-    fn distribution(&self, id: &str, loss: Option<&str>) -> Figure {
-        let what = loss.unwrap_or(&self.metric);
+    /// final training loss) of each series as a distribution over seeds.
+    fn distribution(&self, id: &str, loss: bool) -> Figure {
+        // The axis names the quantity; the caption starts with "Final".
+        let (what, caption) = if loss {
+            ("final training loss", "Final training loss".to_string())
+        } else {
+            (self.metric.as_str(), format!("Final {}", self.metric))
+        };
         let rows: Vec<DotRow> = self
             .series
             .iter()
             .enumerate()
             .filter_map(|(i, s)| {
                 let c = self.cells.iter().find(|c| &c.series == s)?;
-                let (values, m) = if loss.is_some() {
+                let (values, m) = if loss {
                     (c.loss_values.clone(), c.final_loss)
                 } else {
                     (c.metric_values.clone(), c.metric)
@@ -707,7 +712,7 @@ impl GridReport {
             id: id.into(),
             section: 4,
             caption: format!(
-                "Final {what} of each series over {} seeds: one dot per run (seeds {} to {}, top to bottom within a row), the mean (black tick) and its 95% confidence interval (bar; Student t).",
+                "{caption} of each series over {} seeds: one dot per run (seeds {} to {}, top to bottom within a row), the mean (black tick) and its 95% confidence interval (bar; Student t).",
                 self.grid.seeds,
                 self.grid.base.seed,
                 self.grid.base.seed + self.grid.seeds.max(1) - 1
@@ -716,13 +721,13 @@ impl GridReport {
                 title: format!("{what} per series, over seeds"),
                 x_desc: format!(
                     "{what}{}",
-                    if loss.is_some() && positive {
+                    if loss && positive {
                         " (log10 axis)"
                     } else {
                         ""
                     }
                 ),
-                axis: if loss.is_some() && positive {
+                axis: if loss && positive {
                     Axis::Log10
                 } else {
                     Axis::Linear

@@ -19,8 +19,8 @@ mod kernels;
 
 use std::ops::Range;
 
-pub(crate) use kernels::Isa;
-use kernels::{Bits, ChunkStats, LaneCounter};
+use kernels::LaneCounter;
+pub(crate) use kernels::{Bits, ChunkStats, Isa, scalars};
 
 use super::{CHUNK, CHUNKS_PER_TASK};
 use crate::format::pow2;
@@ -333,6 +333,20 @@ impl Histogram {
         for (dst, src) in self.bins[at..].iter_mut().zip(&raw[lo..=hi]) {
             *dst += src;
         }
+    }
+
+    /// Adds what another pass over the values counted for the histogram (the sweep's, which
+    /// decodes every value's exponent and top mantissa bits anyway): `bins[(E - first_exponent)
+    /// << s | j]` values in sub-bin `j` of octave `E`, and the scalars of each [`CHUNK`] of the
+    /// values, in slice order. The same counts and sums as [`Histogram::par_add_f32`] on the
+    /// same values when the chunks are the same ones (the sums are added in chunk order).
+    pub(crate) fn add_counted(&mut self, first_exponent: i32, bins: &[u64], chunks: &[ChunkStats]) {
+        let s = self.sub_bins_log2;
+        self.add_raw(bins, 0..bins.len(), first_exponent << s);
+        for c in chunks {
+            self.add_scalars(c);
+        }
+        self.add_sums(chunks);
     }
 
     /// Adds one value's bin, by its f64 bit pattern (the rare paths: subnormal inputs).

@@ -47,8 +47,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::format::{FloatFormat, pow2};
-use crate::stats::histogram::Isa;
-use kernel::{Sample, Terms};
+use crate::stats::Histogram;
+use crate::stats::histogram::{ChunkStats, Isa};
+use kernel::{HIST_MAX_S, Sample, Terms};
 
 pub use from_histogram::sweep_from_histogram;
 
@@ -300,18 +301,61 @@ impl SweepAccumulator {
         self.par_add(xs);
     }
 
+    /// [`SweepAccumulator::par_add_f32`] and [`Histogram::par_add_f32`] on the same values, in
+    /// one pass: the loop that decodes each value's exponent and flags for the sweep also
+    /// counts its histogram bin, and the histogram's scalar loop runs on each chunk while it
+    /// is in cache. Both results are bit-identical to the two calls made separately, whatever
+    /// the thread count. A histogram of more than `2^2` sub-bins per octave is built by its own
+    /// pass.
+    pub fn par_add_f32_with_histogram(&mut self, xs: &[f32], hist: &mut Histogram) {
+        self.par_add_with(xs, hist, Isa::best());
+    }
+
+    /// [`SweepAccumulator::par_add_f32_with_histogram`] for f64 values.
+    pub fn par_add_f64_with_histogram(&mut self, xs: &[f64], hist: &mut Histogram) {
+        self.par_add_with(xs, hist, Isa::best());
+    }
+
     /// [`SweepAccumulator::par_add_f32`] and [`SweepAccumulator::par_add_f64`]: chunks are
     /// absorbed in slice order, whatever the thread count, so the result equals the one-thread
     /// result.
     fn par_add<T: Sample>(&mut self, xs: &[T]) {
-        let isa = Isa::best();
+        self.par_add_parts(xs, Isa::best(), None, |_| {});
+    }
+
+    /// The fused pass through the loops built for `isa` (tests run each build).
+    fn par_add_with<T: Sample>(&mut self, xs: &[T], hist: &mut Histogram, isa: Isa) {
+        let s = hist.sub_bins_log2();
+        if s > HIST_MAX_S {
+            self.par_add_parts(xs, isa, None, |_| {});
+            T::par_add_to(hist, xs);
+            return;
+        }
+        self.par_add_parts(xs, isa, Some(s), |p| {
+            if let Some(h) = &p.histogram {
+                let lo = p.rows.lo;
+                hist.add_counted(lo, &h.bins, &h.chunks);
+            }
+        });
+    }
+
+    /// Runs the chunk loop on every [`SWEEP_CHUNK`] of `xs` with rayon and absorbs the chunks in
+    /// slice order, handing each to `then` after it is absorbed.
+    fn par_add_parts<T: Sample>(
+        &mut self,
+        xs: &[T],
+        isa: Isa,
+        hist_s: Option<u32>,
+        mut then: impl FnMut(&Partial),
+    ) {
         for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
             let parts: Vec<Partial> = batch
                 .par_chunks(SWEEP_CHUNK)
-                .map(|c| kernel::chunk(self, c, isa, Terms::Auto))
+                .map(|c| kernel::chunk_with(self, c, isa, Terms::Auto, hist_s))
                 .collect();
             for p in &parts {
                 self.absorb(p);
+                then(p);
             }
         }
     }
@@ -429,7 +473,23 @@ struct Partial {
     nonfinite: u64,
     amax_bits: u64,
     rows: Rows,
+    /// What a histogram of the chunk needs, when the pass counts one.
+    histogram: Option<HistogramPart>,
 }
+
+/// A histogram's share of one chunk's pass: the bins, by exponent from the chunk's lowest
+/// (`rows.lo`) and sub-bin, and the histogram's scalars of each of its chunks ([`CHUNK`]
+/// values: a sweep chunk is a whole number of them).
+///
+/// [`CHUNK`]: crate::stats::CHUNK
+#[derive(Debug, PartialEq)]
+struct HistogramPart {
+    bins: Vec<u64>,
+    chunks: Vec<ChunkStats>,
+}
+
+// The histogram's chunks must tile the sweep's, so that its sums are formed over the same values.
+const _: () = assert!(SWEEP_CHUNK.is_multiple_of(crate::stats::CHUNK));
 
 /// `(E, fraction)` of a positive finite f64 given by its bits, with `|x| = (1 + frac / 2^52) *
 /// 2^E` (subnormals normalised).

@@ -4,6 +4,7 @@
 //! copy.
 
 mod adam;
+mod add;
 mod sgd;
 
 use ndarray::{Array2, Zip};
@@ -14,8 +15,9 @@ pub use sgd::Sgd;
 
 use super::layer::Param;
 use super::precision::{Class, Precision};
-use super::real::{Real, zip2_chunks};
+use super::real::Real;
 use crate::error::Error;
+use add::add_updates;
 
 /// An optimizer and its hyperparameters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -219,30 +221,12 @@ pub fn apply_update_fn<T: Real>(
         let update = param.grad.mapv(step);
         return apply_update(param, update, p);
     };
-    let (stats, bad_updates, bad_masters) = zip2_chunks(
-        master,
-        weight,
-        grad,
-        |master, weight, grad| {
-            let (mut nonzero, mut lost, mut bad_u, mut bad_m) = (0u64, 0u64, 0u64, 0u64);
-            for ((m, w), &g) in master.iter_mut().zip(weight).zip(grad) {
-                let u = step(g);
-                let before = *m;
-                *m = before + u;
-                *w = *m;
-                let moved = u != T::zero();
-                nonzero += u64::from(moved);
-                lost += u64::from(moved && *m == before);
-                bad_u += u64::from(!u.is_finite());
-                bad_m += u64::from(!m.is_finite());
-            }
-            (UpdateStats { nonzero, lost }, bad_u, bad_m)
-        },
-        |mut a, b| {
-            a.0 += b.0;
-            (a.0, a.1 + b.1, a.2 + b.2)
-        },
-    );
+    let counts = add_updates(master, weight, grad, step);
+    let (bad_updates, bad_masters) = (counts.bad_updates, counts.bad_masters);
+    let stats = UpdateStats {
+        nonzero: counts.nonzero,
+        lost: counts.lost,
+    };
     // In the order of apply_update's stores: the update, then the master weights.
     p.enter(param.site);
     p.note_store(Class::Update, n, bad_updates);
@@ -295,27 +279,11 @@ pub fn apply_update<T: Real>(
         ) else {
             unreachable!("standard-layout arrays are slices");
         };
-        stats += zip2_chunks(
-            master,
-            weight,
-            update,
-            |master, weight, update| {
-                let (mut nonzero, mut lost) = (0u64, 0u64);
-                for ((m, w), &u) in master.iter_mut().zip(weight).zip(update) {
-                    let before = *m;
-                    *m = before + u;
-                    *w = *m;
-                    let moved = u != T::zero();
-                    nonzero += u64::from(moved);
-                    lost += u64::from(moved && *m == before);
-                }
-                UpdateStats { nonzero, lost }
-            },
-            |mut a, b| {
-                a += b;
-                a
-            },
-        );
+        let counts = add_updates(master, weight, update, |u| u);
+        stats += UpdateStats {
+            nonzero: counts.nonzero,
+            lost: counts.lost,
+        };
         param.store_master_and_weight(p, false);
     }
     stats

@@ -12,7 +12,7 @@ use ndarray::{Array2, ArrayView2, Axis};
 use block::BlockCast;
 use serde::{Deserialize, Serialize};
 
-use super::capture::Observer;
+use super::capture::{Observer, Seen};
 use super::real::Real;
 #[cfg(doc)]
 use super::recipe::Fp8Scaling;
@@ -394,18 +394,26 @@ impl Precision {
         // Unrounded master weights are exactly what the weight copy sees before rounding (the
         // copy is taken from them), so observing them too would capture the same tensor twice.
         let duplicate = class == Class::Master && !self.rounds(Class::Master);
+        let mut seen = None;
         if self.recording
             && !duplicate
             && let Some(observer) = &mut self.observer
         {
-            observer.observe((self.current, class, self.part), xs);
+            seen = Some(observer.observe((self.current, class, self.part), xs));
         }
         let gradient = matches!(class, Class::ActivationGrad | Class::WeightGrad);
         // Gradients get one pass before rounding for their largest finite magnitude; unrounded,
-        // that pass is also their finiteness check.
-        let mut finite_before = None;
+        // that pass is also their finiteness check. On capture steps the histogram just formed
+        // has both (when it shows the amax), and the values before rounding are checked by it.
+        let mut finite_before = seen.map(|s| s.nonfinite == 0);
         if self.recording && gradient {
-            let (amax, finite) = T::finite_amax(xs);
+            let (amax, finite) = match seen {
+                Some(Seen {
+                    nonfinite,
+                    amax: Some(amax),
+                }) => (amax, nonfinite == 0),
+                _ => T::finite_amax(xs),
+            };
             self.grad_amax = self.grad_amax.max(amax);
             finite_before = Some(finite);
         }
@@ -760,6 +768,35 @@ mod tests {
         p.begin_step();
         assert_eq!(p.counts(a, Class::Activation), RoundCounts::default());
         assert_eq!(p.first_nonfinite(), None);
+    }
+
+    /// On capture steps a gradient's amax and finiteness come from its histogram; where the
+    /// histogram cannot show the amax (an observer kept over two steps, a smaller tensor the
+    /// second time), the store takes it from the values: a step's `grad_amax` is its own.
+    #[test]
+    fn captured_gradients_give_their_own_amax_and_finiteness() {
+        let recipe = Recipe::preset("fp32").unwrap();
+        let mut p = Precision::new(&recipe, 0);
+        let a = p.register("a");
+        p.set_observer(Some(Observer::default()));
+        for (xs, amax, finite) in [
+            (vec![4.0f32, -1.0], 4.0, true),
+            (vec![2.0f32, f32::NAN], 2.0, false),
+            (vec![-8.0f32, 0.5], 8.0, true),
+            (vec![f32::INFINITY, 0.0], 0.0, false),
+        ] {
+            p.begin_step();
+            p.enter(a);
+            let mut g = xs.clone();
+            p.store(Class::WeightGrad, &mut g);
+            assert_eq!(
+                p.grad_amax_unscaled(1.0),
+                (amax > 0.0).then_some(amax),
+                "{xs:?}"
+            );
+            assert_eq!(p.stored_nonfinite(a, Class::WeightGrad), !finite, "{xs:?}");
+            assert_eq!(p.first_nonfinite().is_some(), !finite, "{xs:?}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use num_traits::{WrappingAdd, WrappingNeg, WrappingSub};
 
 /// Scalar statistics of one chunk, combined in chunk order.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(super) struct ChunkStats {
+pub(crate) struct ChunkStats {
     pub sum_abs: f64,
     pub sum_sq: f64,
     pub amax: f64,
@@ -65,7 +65,7 @@ impl Isa {
 }
 
 /// The bit layout of a float type, for the generic loops.
-pub(super) trait Bits: Copy + Send + Sync {
+pub(crate) trait Bits: Copy + Send + Sync {
     /// The bit pattern's integer type.
     type U: Copy
         + Ord
@@ -200,7 +200,7 @@ impl LaneCounter {
 }
 
 /// Sums and scalar counts of one chunk (at most `u32::MAX` values).
-pub(super) fn scalars<T: Bits>(chunk: &[T], isa: Isa) -> ChunkStats {
+pub(crate) fn scalars<T: Bits>(chunk: &[T], isa: Isa) -> ChunkStats {
     let mut c = match isa {
         // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
         #[cfg(target_arch = "x86_64")]

@@ -434,3 +434,122 @@ fn loop_speed() {
         );
     }
 }
+
+/// The one-pass sweep and histogram give what the two passes give, bit for bit (every field of
+/// both), for every build of the loop, sub-bin count (3 is above what the loop counts: the
+/// histogram then takes its own pass), format, input type, length and thread count.
+#[test]
+fn one_pass_with_histogram_equals_two_passes() {
+    let mut xs = awkward_f32(31, 3 * SWEEP_CHUNK + 2 * crate::stats::CHUNK + 5);
+    // Runs of one exponent (the counters' lanes fill up) and a chunk of subnormals only.
+    xs.extend(std::iter::repeat_n(1.75f32, SWEEP_CHUNK + 3));
+    xs.extend(std::iter::repeat_n(0f32, SWEEP_CHUNK));
+    xs.extend((1..=SWEEP_CHUNK as u32).map(|i| f32::from_bits(i * 97 % 0x007f_ffff + 1)));
+    let xs64: Vec<f64> = xs
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| f64::from(x) * if i % 2 == 0 { 1e-300 } else { 1e250 })
+        .collect();
+    let e2m1: FloatFormat = "e2m1".parse().unwrap();
+    let pools = [1, 2, 3].map(|n| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap()
+    });
+    for format in [FP16, BF16, FP8_E4M3, FP8_E5M2, e2m1, FP32] {
+        for s in 0..=HIST_MAX_S + 1 {
+            for len in [0, 1, 9, 1023, crate::stats::CHUNK + 1, xs.len()] {
+                let mut want = (SweepAccumulator::new(format), Histogram::new(s));
+                want.0.par_add_f32(&xs[..len]);
+                want.1.par_add_f32(&xs[..len]);
+                let mut want64 = (SweepAccumulator::new(format), Histogram::new(s));
+                want64.0.par_add_f64(&xs64[..len]);
+                want64.1.par_add_f64(&xs64[..len]);
+                for isa in Isa::available() {
+                    for pool in &pools {
+                        let mut got = (SweepAccumulator::new(format), Histogram::new(s));
+                        pool.install(|| got.0.par_add_with(&xs[..len], &mut got.1, isa));
+                        assert!(got == want, "f32 {format} s={s} len={len} {isa:?}");
+                        let mut got = (SweepAccumulator::new(format), Histogram::new(s));
+                        pool.install(|| got.0.par_add_with(&xs64[..len], &mut got.1, isa));
+                        assert!(got == want64, "f64 {format} s={s} len={len} {isa:?}");
+                    }
+                }
+            }
+        }
+    }
+    // The public entry points are the fused pass of the best build.
+    let mut got = (SweepAccumulator::new(FP16), Histogram::new(2));
+    got.0.par_add_f32_with_histogram(&xs, &mut got.1);
+    let mut want = (SweepAccumulator::new(FP16), Histogram::new(2));
+    want.0.par_add_f32(&xs);
+    want.1.par_add_f32(&xs);
+    assert!(got == want);
+    let mut got = (SweepAccumulator::new(FP16), Histogram::new(2));
+    got.0.par_add_f64_with_histogram(&xs64, &mut got.1);
+    let mut want = (SweepAccumulator::new(FP16), Histogram::new(2));
+    want.0.par_add_f64(&xs64);
+    want.1.par_add_f64(&xs64);
+    assert!(got == want);
+}
+
+/// Process CPU time per value of the sweep and histogram as two passes and as one, alternated
+/// in one process, on a pool of one thread (the caller blocks while it works): `cargo test --release --lib sweep::tests::one_pass_speed --
+/// --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn one_pass_speed() {
+    fn cpu_ns() -> f64 {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid pointer to a timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+        t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
+    }
+    let mut rng = Rng(11);
+    let n = 1 << 24;
+    let log_uniform: Vec<f32> = (0..n)
+        .map(|_| {
+            let v = 2f64.powf(rng.uniform() * 40.0 - 30.0) as f32;
+            if rng.next_u64() & 1 == 1 { -v } else { v }
+        })
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for format in [FP16, BF16, FP8_E4M3] {
+        let mut best = [f64::INFINITY; 4];
+        for _ in 0..7 {
+            let mut time = |i: usize, f: &mut dyn FnMut()| {
+                let t = cpu_ns();
+                f();
+                best[i] = best[i].min((cpu_ns() - t) / n as f64);
+            };
+            let (mut acc, mut h) = (SweepAccumulator::new(format), Histogram::new(2));
+            time(0, &mut || pool.install(|| acc.par_add_f32(&log_uniform)));
+            time(1, &mut || pool.install(|| h.par_add_f32(&log_uniform)));
+            let (mut acc2, mut h2) = (SweepAccumulator::new(format), Histogram::new(2));
+            time(2, &mut || {
+                pool.install(|| acc2.par_add_f32_with_histogram(&log_uniform, &mut h2));
+            });
+            assert!(acc2 == acc && h2 == h);
+            let mut acc3 = SweepAccumulator::new(format);
+            time(3, &mut || {
+                pool.install(|| acc3.par_add_f32(&log_uniform));
+            });
+        }
+        println!(
+            "{format}: sweep {:.2} + histogram {:.2} = {:.2} ns/value; one pass {:.2} ({:.2}x); sweep again {:.2}",
+            best[0],
+            best[1],
+            best[0] + best[1],
+            best[2],
+            (best[0] + best[1]) / best[2],
+            best[3],
+        );
+    }
+}

@@ -378,3 +378,46 @@ fn fused_checks_record_what_the_stores_record() {
         }
     }
 }
+
+/// A capture (an observer on every step) changes no step record and no weight, for every preset
+/// recipe: on capture steps the stores take their gradients' largest magnitude and their
+/// finiteness from the histograms they form ([`crate::train::capture::Seen`]) instead of a pass
+/// of their own. Inputs with an infinity make the gradients non-finite on one step.
+#[test]
+fn a_capture_changes_no_record() {
+    let data = digits().unwrap();
+    let x = data.train_x.slice(ndarray::s![..32, ..]).to_owned();
+    let y = &data.train_y[..32];
+    let mut inf = x.clone();
+    inf[[3, 5]] = f32::INFINITY;
+    let mut half = x.clone();
+    half.mapv_inplace(|v| v * 0.5);
+    let batches = [&x, &inf, &half, &x];
+    for name in ["fp32", "fp16-dynamic", "bf16-master", "fp8-hybrid"] {
+        let recipe = Recipe::preset(name).unwrap();
+        let sgd = OptimizerConfig::Sgd {
+            lr: 0.1,
+            momentum: 0.0,
+        };
+        let mut seen = trainer(&recipe, &data, MlpConfig::default(), sgd, 3);
+        let mut plain = trainer(&recipe, &data, MlpConfig::default(), sgd, 3);
+        for (i, &batch) in batches.iter().enumerate() {
+            seen.precision
+                .set_observer(Some(crate::train::capture::Observer::default()));
+            let mut got = seen.step(batch, Targets::Labels(y)).unwrap();
+            let observer = seen.precision.take_observer().unwrap();
+            assert!(!observer.values.is_empty(), "{name}, step {i}");
+            let mut want = plain.step(batch, Targets::Labels(y)).unwrap();
+            // A capture stores (observes) an unrounded weight copy, which a plain step leaves.
+            if !seen.precision.rounds(Class::Weight) {
+                got.counts.remove(&Class::Weight);
+                want.counts.remove(&Class::Weight);
+            }
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{name}, step {i}");
+            for (a, b) in seen.model.params().iter().zip(plain.model.params()) {
+                let bits = |w: &Array2<f32>| w.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a.master), bits(&b.master), "{name}, step {i}");
+            }
+        }
+    }
+}
