@@ -40,7 +40,7 @@ use std::ops::Add;
 
 use super::super::random::BlockKey;
 use super::super::round::Rounder;
-use super::{DIRECTED, GROUP, Kernel, KernelPath, NEAREST, RoundCounts, STOCHASTIC, add_fields};
+use super::{DIRECTED, Kernel, KernelPath, NEAREST, RoundCounts, STOCHASTIC, Tally};
 
 impl Rounder {
     /// Rounds `xs` in place in blocks of `B` values from its start (the last may be shorter),
@@ -125,6 +125,7 @@ impl Kernel {
             min_normal_bits: self.min_normal_bits.wrapping_add(d),
             max_bits: self.max_bits.wrapping_add(d),
             emin_b: self.emin_b.wrapping_add(e as u32),
+            sh_base: self.sh_base.wrapping_add(e as u32),
             magic: f32::from_bits(self.magic.to_bits().wrapping_add(d)),
             // 2^e is an f32 normal; the product, a power of two >= 2^-149, is exact.
             quantum: self.quantum * f32::from_bits(((e + 127) as u32) << 23),
@@ -220,8 +221,10 @@ impl Kernel {
         E: Fn(u32) -> Option<i32>,
         O: FnMut(&mut [f32], u64) -> RoundCounts,
     {
+        // Per-lane u32 counters: each general-loop call adds at most one per lane.
+        debug_assert!(xs.len() / L <= u32::MAX as usize);
         let lo = start as u32;
-        let mut c = Counters::<L>::default();
+        let mut c = Tally::<L>::default();
         let mut rest = RoundCounts::default();
         let (whole, last) = xs.as_chunks_mut::<B>();
         for (b, block) in whole.iter_mut().enumerate() {
@@ -257,7 +260,7 @@ impl Kernel {
                 None => rest += other(last, start + at as u64),
             }
         }
-        c.sum() + rest
+        c.counts() + rest
     }
 
     /// One block at offset `at` (positions `lo + at..`): its amax, its exponent, then the
@@ -272,12 +275,12 @@ impl Kernel {
         at: usize,
         key: BlockKey,
         exponent: &E,
-        c: &mut Counters<L>,
+        c: &mut Tally<L>,
     ) -> Option<[u32; B]>
     where
         E: Fn(u32) -> Option<i32>,
     {
-        const { assert!(B.is_multiple_of(L) && B / L <= GROUP) };
+        const { assert!(B.is_multiple_of(L)) };
         let amax = x.iter().fold(0, |m, &v| m.max(v & 0x7fff_ffff));
         if amax == 0 {
             return Some(*x);
@@ -285,61 +288,21 @@ impl Kernel {
         let e = exponent(amax).filter(|&e| self.shift_fits(e))?;
         let k = self.shifted(e);
         let mut y = [0u32; B];
-        let pos = |i: usize| lo.wrapping_add((at + i * L) as u32);
+        // The positions of sub-block `i` as the kernel takes them (see `BlockKey::scale`).
+        let pos = |i: usize| -> [u32; L] {
+            std::array::from_fn(|j| key.scale(lo.wrapping_add((at + i * L + j) as u32)))
+        };
         let (xl, _) = x.as_chunks::<L>();
         let (yl, _) = y.as_chunks_mut::<L>();
         if k.is_ordinary(x) {
             for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
-                *yi = k.ordinary_block::<MODE, L>(xi, pos(i), key);
+                *yi = k.ordinary_block::<MODE, L>(xi, &pos(i), key);
             }
         } else {
-            if c.pending + B / L > GROUP {
-                c.flush();
-            }
             for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
-                *yi = k.general_block::<MODE, FLUSH, L>(xi, pos(i), key, &mut c.fields);
+                *yi = k.general_block::<MODE, FLUSH, L>(xi, &pos(i), key, c);
             }
-            c.pending += B / L;
         }
         Some(y)
-    }
-}
-
-/// The general loop's per-lane packed counters (see [`add_fields`]) and their totals.
-struct Counters<const L: usize> {
-    totals: [u64; 5],
-    fields: [u32; L],
-    /// General-loop calls since `fields` were summed: each adds at most one per lane.
-    pending: usize,
-}
-
-impl<const L: usize> Default for Counters<L> {
-    fn default() -> Self {
-        Counters {
-            totals: [0; 5],
-            fields: [0; L],
-            pending: 0,
-        }
-    }
-}
-
-impl<const L: usize> Counters<L> {
-    #[inline(always)]
-    fn flush(&mut self) {
-        add_fields(&mut self.totals, &self.fields);
-        self.fields = [0; L];
-        self.pending = 0;
-    }
-
-    fn sum(mut self) -> RoundCounts {
-        self.flush();
-        let [underflow, subnormal, overflow, nan, infinite] = self.totals;
-        RoundCounts {
-            underflow,
-            subnormal,
-            overflow,
-            nan,
-            infinite,
-        }
     }
 }
