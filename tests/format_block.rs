@@ -310,7 +310,7 @@ fn fused_edge_blocks(format: MxFormat, rng: &mut Rng) -> Vec<f32> {
                 }
             }
             blocks.push(b);
-            blocks.push(if blocks.len() % 2 == 0 {
+            blocks.push(if blocks.len().is_multiple_of(2) {
                 vec![0.0; MX_BLOCK]
             } else {
                 vec![-0.0; MX_BLOCK]

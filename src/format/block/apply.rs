@@ -372,7 +372,7 @@ mod tests {
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
-                let block = (i / 32) as i32;
+                let block = i / 32;
                 let below = (state >> 40) as i32 % 40;
                 let magnitude = 2f32.powi((block * 13) % 277 - 150 - below);
                 let v = f32::from_bits(
