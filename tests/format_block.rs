@@ -226,6 +226,121 @@ fn mx_long_random_tensors() {
     }
 }
 
+/// Blocks at the edges of the one-pass path (each block rounded by the element kernel with its
+/// exponent range shifted by the block's scale exponent `e`, fused where the shifted range
+/// stays inside f32's): for each MX format, amax where the shifted smallest normal
+/// `2^(emin + e)` is f32's smallest normal, one binade above and one below (the scaled path);
+/// amax where the nearest mode's constant `2^(emin - man_bits + 23 + e)` reaches f32's top
+/// (about 2^122 for E4M3) and near 2^127, 2^-127 and f32's max; inside each block, values at
+/// and around the shifted smallest subnormal, its half (ties), the shifted smallest normal,
+/// f32's smallest normal and subnormals, and the saturation point; zero blocks of both signs
+/// between them, NaN and infinity blocks, and a short last block.
+fn fused_edge_blocks(format: MxFormat, rng: &mut Rng) -> Vec<f32> {
+    let el = format.element();
+    let (emin, emax, man) = (el.emin(), el.emax(), el.man_bits() as i32);
+    // floor(log2 amax) where emin + e = -126, and where the nearest constant tops out.
+    let k_low = -126 - emin + emax;
+    let k_high = 104 - emin + man + emax;
+    let mut blocks: Vec<Vec<f32>> = Vec::new();
+    let ks = [
+        k_low - 2,
+        k_low - 1,
+        k_low,
+        k_low + 1,
+        k_high - 1,
+        k_high,
+        k_high + 1,
+        126,
+        127,
+        -127,
+        -126,
+        -130,
+    ];
+    for k in ks.into_iter().filter(|k| (-149..=127).contains(k)) {
+        let p = 2f64.powi(k);
+        for amax in [
+            p,
+            2.0 * p * (1.0 - 2f64.powi(-24)),
+            1.5 * p,
+            el.max() * p / 2f64.powi(emax),
+        ] {
+            let amax = amax as f32;
+            if !(amax > 0.0 && amax.is_finite()) {
+                continue;
+            }
+            // The shifted format's landmarks for this block's scale exponent.
+            let e = (k - emax).clamp(-127, 127);
+            let quantum = 2f64.powi(emin + e - man);
+            let min_normal = 2f64.powi(emin + e);
+            let mut b: Vec<f32> = [
+                quantum,
+                quantum / 2.0,
+                quantum / 2.0 * (1.0 + 2f64.powi(-20)),
+                quantum / 2.0 * (1.0 - 2f64.powi(-20)),
+                quantum * 1.5,
+                quantum * 2.5,
+                quantum / 4.0,
+                quantum * 3.0 / 4.0,
+                min_normal,
+                min_normal * (1.0 - 2f64.powi(-man - 2)),
+                min_normal * (1.0 - 2f64.powi(-man - 1)),
+                min_normal * (1.0 - 2f64.powi(-23)),
+                min_normal * 1.5,
+                2f64.powi(-126),
+                2f64.powi(-126) * (1.0 - 2f64.powi(-23)),
+                f64::from(f32::from_bits(1)),
+                f64::from(f32::from_bits(0x0040_0001)),
+                f64::from(amax) * 0.999,
+            ]
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+            while b.len() < MX_BLOCK - 1 {
+                let r = rng.next_u64();
+                let v = f64::from(amax)
+                    * 2f64.powi(-((r % 160) as i32))
+                    * (1.0 + (r >> 40) as f64 / 2f64.powi(24))
+                    / 2.0;
+                b.push(v as f32);
+            }
+            b.insert((rng.next_u64() % MX_BLOCK as u64) as usize, amax);
+            for v in &mut b {
+                if rng.next_u64() & 1 == 0 {
+                    *v = -*v;
+                }
+            }
+            blocks.push(b);
+            blocks.push(if blocks.len().is_multiple_of(2) {
+                vec![0.0; MX_BLOCK]
+            } else {
+                vec![-0.0; MX_BLOCK]
+            });
+        }
+    }
+    let mut special = blocks[2].clone();
+    special[17] = f32::NAN;
+    blocks.push(special);
+    let mut special = blocks[4].clone();
+    special[0] = f32::INFINITY;
+    blocks.push(special);
+    let mut xs = blocks.concat();
+    xs.extend_from_slice(&blocks[4][..11]);
+    xs
+}
+
+/// The one-pass path at its edges, against the specification, at stream positions that do not
+/// start on a block (so each block's random bits are its own positions), serial and parallel.
+#[test]
+fn mx_fused_path_edges() {
+    let mut rng = Rng::new(0xed9e);
+    for (_, format) in MX_PRESETS {
+        let xs = fused_edge_blocks(format, &mut rng);
+        for o in all_options() {
+            check(format, o, &xs, 5);
+        }
+    }
+}
+
 #[test]
 fn e8m0_and_block_scales() {
     assert_eq!(E8m0::from_exponent(0).bits(), 127);

@@ -33,7 +33,6 @@
 mod apply;
 mod mx;
 mod nvfp4;
-mod simd;
 mod tile;
 
 use std::fmt;

@@ -15,6 +15,8 @@ use super::Encoding;
 use super::random::{BlockKey, mix_scaled};
 use super::round::{Event, Overflow, Rounder, Rounding};
 
+mod pow2_blocks;
+
 /// How many values of a slice each rounding event touched.
 ///
 /// Zeros and values that rounded to normal numbers are not counted (they are the rest).

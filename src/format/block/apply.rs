@@ -10,15 +10,20 @@
 //! The element rounding is the element format's slice kernel on the scaled values in place, so
 //! `xs[i]` keeps position `start + i` of the stochastic stream whatever the block shape, and its
 //! counts are per element, relative to its block.
+//!
+//! MX skips the scaling: its scales are powers of two, so each block is rounded in one pass by
+//! the element kernel with its exponent range shifted by the block's scale exponent (same bits;
+//! `format::slice::pow2_blocks` says why), and only blocks whose shifted range leaves f32's
+//! (an amax below `2^-112` or from `2^122` up for MXFP8-E4M3, below `2^-97` for E5M2; the NaN
+//! scale) take the scaled path above.
 
 use std::ops::Add;
 
 use rayon::prelude::*;
 
-use super::super::{RoundCounts, Rounder};
-use super::mx::MxFormat;
+use super::super::{KernelPath, RoundCounts, Rounder};
+use super::mx::{MX_BLOCK, MxFormat};
 use super::nvfp4::TensorScale;
-use super::simd;
 use super::tile::TileFormat;
 
 /// Values per unit of work (rounded to whole blocks): scaled, rounded and scaled back while
@@ -57,7 +62,7 @@ impl Plan {
     /// Rows x columns of one block.
     fn shape(&self) -> (usize, usize) {
         match self {
-            Plan::Mx(_) => (1, super::mx::MX_BLOCK),
+            Plan::Mx(_) => (1, MX_BLOCK),
             Plan::Nvfp4(_) => (1, super::nvfp4::NVFP4_BLOCK),
             Plan::Tile(t) => (t.rows(), t.cols()),
         }
@@ -229,13 +234,33 @@ fn apply(
     counts
 }
 
-/// [`apply`] for MX: fixed blocks of 32 and no allocation (see `simd`).
+/// [`apply`] for MX, in one pass: each block of 32 rounded by the element kernel with its
+/// exponent range shifted by the block's scale exponent, no scaling passes (same bits, see
+/// `format::slice::pow2_blocks`); blocks whose shifted range leaves f32's (tiny amax, the NaN
+/// scale) are scaled, rounded and scaled back.
 fn mx_chunk(format: &MxFormat, element: &Rounder, chunk: &mut [f32], pos: u64) -> RoundCounts {
-    let mut ups = [0f32; CHUNK / super::mx::MX_BLOCK];
-    simd::down(format, chunk, &mut ups);
-    let counts = element.round_f32_slice_at(chunk, pos);
-    simd::up(chunk, &ups);
-    counts
+    mx_chunk_via(KernelPath::Auto, format, element, chunk, pos)
+}
+
+/// [`mx_chunk`] through a chosen kernel; [`KernelPath::Scalar`] scales every block (the
+/// unfused twin, for tests).
+fn mx_chunk_via(
+    path: KernelPath,
+    format: &MxFormat,
+    element: &Rounder,
+    chunk: &mut [f32],
+    pos: u64,
+) -> RoundCounts {
+    element.round_f32_pow2_blocks_at::<MX_BLOCK, _, _>(
+        path,
+        chunk,
+        pos,
+        |amax| format.scale_of_amax(amax).exponent(),
+        |block, at| {
+            let scale = format.scale(amax_bits(block));
+            apply(element, block, &[scale], MX_BLOCK, at)
+        },
+    )
 }
 
 /// `y`, the f32 result of scaling `x`, except that a nonzero `x` whose scaled value vanished
@@ -331,4 +356,92 @@ pub(super) fn round_f64(
         }
     }
     counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{MX_PRESETS, Overflow, RoundOptions, Rounding};
+
+    /// Blocks of every magnitude (their amax from f32 subnormals to near f32's max, values
+    /// spread 40 binades below it), zeros, NaN, infinity, f32's max, and a short last block.
+    fn awkward() -> Vec<f32> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut xs: Vec<f32> = (0..32 * 300 + 7)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let block = i / 32;
+                let below = (state >> 40) as i32 % 40;
+                let magnitude = 2f32.powi((block * 13) % 277 - 150 - below);
+                let v = f32::from_bits(
+                    (magnitude.to_bits() & 0xff80_0000) | (state as u32 & 0x007f_ffff),
+                );
+                if state & 1 == 0 { v } else { -v }
+            })
+            .collect();
+        xs[32 * 3..32 * 4].fill(0.0);
+        xs[32 * 5 + 9] = f32::NAN;
+        xs[32 * 6] = f32::NEG_INFINITY;
+        xs[32 * 7 + 1] = f32::MAX;
+        xs[32 * 8 + 2] = 1.0;
+        xs[32 * 9 + 3] = f32::from_bits(1);
+        xs
+    }
+
+    /// The one-pass MX path, on every instruction set, gives the bits and counts of the scaled
+    /// path (every block scaled down, rounded, scaled back) in every mode, subnormals on and
+    /// off, at positions that start mid-block, and across a boundary of the random key.
+    #[test]
+    fn fused_mx_chunks_agree_with_the_scaled_path() {
+        let xs = awkward();
+        for (_, format) in MX_PRESETS {
+            for rounding in [
+                Rounding::NearestEven,
+                Rounding::Stochastic,
+                Rounding::TowardZero,
+                Rounding::Up,
+                Rounding::Down,
+            ] {
+                for subnormals in [true, false] {
+                    let o = RoundOptions {
+                        rounding,
+                        overflow: Overflow::Saturate,
+                        subnormals,
+                        seed: 5,
+                    };
+                    let element = Rounder::new(format.element(), o);
+                    for start in [0, 3, (1 << 32) - 100, (1 << 32) + 7] {
+                        // Units of work as `round_f32` makes them.
+                        let mut want = xs.clone();
+                        let mut want_counts = RoundCounts::default();
+                        for (k, ch) in want.chunks_mut(CHUNK).enumerate() {
+                            let pos = start + (k * CHUNK) as u64;
+                            want_counts +=
+                                mx_chunk_via(KernelPath::Scalar, &format, &element, ch, pos);
+                        }
+                        for path in [KernelPath::Auto, KernelPath::Avx2, KernelPath::Portable] {
+                            let mut got = xs.clone();
+                            let mut counts = RoundCounts::default();
+                            for (k, ch) in got.chunks_mut(CHUNK).enumerate() {
+                                let pos = start + (k * CHUNK) as u64;
+                                counts += mx_chunk_via(path, &format, &element, ch, pos);
+                            }
+                            let what = format!("{format} {o:?} start {start} {path:?}");
+                            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                                assert_eq!(
+                                    g.to_bits(),
+                                    w.to_bits(),
+                                    "{what}: x[{i}] = {:e}: got {g:e}, want {w:e}",
+                                    xs[i]
+                                );
+                            }
+                            assert_eq!(counts, want_counts, "{what}: counts");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
