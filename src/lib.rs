@@ -11,6 +11,7 @@ pub mod cli;
 pub mod error;
 pub mod format;
 pub mod io;
+pub(crate) mod isa;
 pub mod report;
 pub mod scaling;
 pub mod stats;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::Encoding;
 use super::random::{BlockKey, mix_scaled};
 use super::round::{Event, Overflow, Rounder, Rounding};
+use crate::isa::Isa;
 
 mod pow2_blocks;
 
@@ -79,6 +80,17 @@ pub enum KernelPath {
     Portable,
     /// Value by value through the exact f64 path.
     Scalar,
+}
+
+impl KernelPath {
+    /// The build of the branch-free kernel this path runs on this CPU (the scalar twin aside).
+    fn isa(self) -> Isa {
+        match self {
+            KernelPath::Avx2 => Isa::best().min(Isa::Avx2),
+            KernelPath::Portable | KernelPath::Scalar => Isa::Baseline,
+            KernelPath::Auto => Isa::best(),
+        }
+    }
 }
 
 /// Values per kernel call (each splits its work further; see [`Kernel::run_mode`]).
@@ -291,19 +303,15 @@ impl Rounder {
         }
         let key = BlockKey::new(self.options().seed, start >> 32);
         let lo = start as u32;
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if path == KernelPath::Auto && has!("avx512f") && has!("avx512vl") && has!("avx512bw") {
-                // SAFETY: the CPU supports these features, checked just above.
-                return unsafe { kernel.run_avx512(io, lo, key) };
-            }
-            if path != KernelPath::Portable && has!("avx2") {
-                // SAFETY: the CPU supports AVX2, checked just above.
-                return unsafe { kernel.run_avx2(io, lo, key) };
-            }
+        match path.isa() {
+            // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { kernel.run_avx512(io, lo, key) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { kernel.run_avx2(io, lo, key) },
+            _ => kernel.run::<8>(io, lo, key),
         }
-        kernel.run::<8>(io, lo, key)
     }
 
     /// The scalar twin: every value through the exact f64 path.

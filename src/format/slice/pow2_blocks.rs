@@ -41,6 +41,7 @@ use std::ops::Add;
 use super::super::random::BlockKey;
 use super::super::round::Rounder;
 use super::{DIRECTED, Kernel, KernelPath, NEAREST, RoundCounts, STOCHASTIC, Tally};
+use crate::isa::Isa;
 
 impl Rounder {
     /// Rounds `xs` in place in blocks of `B` values from its start (the last may be shorter),
@@ -76,23 +77,19 @@ impl Rounder {
                 .fold(RoundCounts::default(), Add::add);
         }
         let key = BlockKey::new(self.options().seed, start >> 32);
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if path == KernelPath::Auto && has!("avx512f") && has!("avx512vl") && has!("avx512bw") {
-                // SAFETY: the CPU supports these features, checked just above.
-                return unsafe {
-                    kernel.pow2_avx512::<B, E, O>(xs, start, key, &exponent, &mut other)
-                };
-            }
-            if path != KernelPath::Portable && has!("avx2") {
-                // SAFETY: the CPU supports AVX2, checked just above.
-                return unsafe {
-                    kernel.pow2_avx2::<B, E, O>(xs, start, key, &exponent, &mut other)
-                };
-            }
+        match path.isa() {
+            // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe {
+                kernel.pow2_avx512::<B, E, O>(xs, start, key, &exponent, &mut other)
+            },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe {
+                kernel.pow2_avx2::<B, E, O>(xs, start, key, &exponent, &mut other)
+            },
+            _ => kernel.pow2_run::<8, B, E, O>(xs, start, key, &exponent, &mut other),
         }
-        kernel.pow2_run::<8, B, E, O>(xs, start, key, &exponent, &mut other)
     }
 }
 

@@ -6,6 +6,7 @@
 //! picked at run time; every build runs the same operations on the same lanes, so all give
 //! bit-identical results (tested).
 
+pub(crate) use crate::isa::Isa;
 use std::ops::{BitAnd, Shr};
 
 use num_traits::{WrappingAdd, WrappingNeg, WrappingSub};
@@ -24,44 +25,6 @@ pub(crate) struct ChunkStats {
     pub neg_inf: u64,
     pub negatives: u64,
     pub subnormals: u64,
-}
-
-/// The instruction sets the chunk loops are compiled for, narrowest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Isa {
-    /// Whatever the crate is compiled for.
-    Baseline,
-    /// AVX2.
-    Avx2,
-    /// AVX-512 (F, BW, DQ, VL).
-    Avx512,
-}
-
-impl Isa {
-    /// The widest one this CPU has.
-    pub fn best() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") {
-                return Isa::Avx512;
-            }
-            if has!("avx2") {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Baseline
-    }
-
-    /// Every one this CPU has.
-    #[cfg(test)]
-    pub fn available() -> Vec<Isa> {
-        match Isa::best() {
-            Isa::Avx512 => vec![Isa::Baseline, Isa::Avx2, Isa::Avx512],
-            Isa::Avx2 => vec![Isa::Baseline, Isa::Avx2],
-            Isa::Baseline => vec![Isa::Baseline],
-        }
-    }
 }
 
 /// The bit layout of a float type, for the generic loops.

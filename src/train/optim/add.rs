@@ -9,6 +9,7 @@
 //! same operations per element, so the values and counts are the same on every machine and for
 //! any thread count (integer counts add in any order).
 
+use crate::isa::Isa;
 use crate::train::real::{Real, zip2_chunks};
 
 /// What one pass counted.
@@ -70,19 +71,26 @@ pub(crate) fn add_updates<T: Real>(
 
 /// One span (at most [`SPAN`] elements) through the widest build this CPU runs.
 fn add_span<T: Real>(m: &mut [T], w: &mut [T], s: &[T], step: &impl Fn(T) -> T) -> AddCounts {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") {
-            // SAFETY: the CPU has AVX-512F, checked just above.
-            return unsafe { add_avx512(m, w, s, step) };
-        }
-        if has!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            return unsafe { add_avx2(m, w, s, step) };
-        }
+    add_with(Isa::best(), m, w, s, step)
+}
+
+/// One span through the `isa` build.
+fn add_with<T: Real>(
+    isa: Isa,
+    m: &mut [T],
+    w: &mut [T],
+    s: &[T],
+    step: &impl Fn(T) -> T,
+) -> AddCounts {
+    match isa {
+        // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { add_avx512(m, w, s, step) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { add_avx2(m, w, s, step) },
+        _ => add_any(m, w, s, step),
     }
-    add_any(m, w, s, step)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -179,23 +187,13 @@ mod tests {
                 want.bad_updates += u64::from(!u.is_finite());
                 want.bad_masters += u64::from(!m.is_finite());
             }
-            let mut builds: Vec<(&str, Kernel)> = vec![("any", |m, w, s, f| add_any(m, w, s, f))];
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    builds.push(("avx2", |m, w, s, f| unsafe { add_avx2(m, w, s, f) }));
-                }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    builds.push(("avx512", |m, w, s, f| unsafe { add_avx512(m, w, s, f) }));
-                }
-            }
-            for (name, kernel) in builds {
+            for name in Isa::available() {
                 let (mut m, mut w) = (master.clone(), vec![0f32; n]);
-                let got = kernel(&mut m, &mut w, &src, &step);
-                assert_eq!(got, want, "{name}, n = {n}");
+                let got = add_with(name, &mut m, &mut w, &src, &step);
+                assert_eq!(got, want, "{name:?}, n = {n}");
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&m), bits(&want_m), "{name}, n = {n}");
-                assert_eq!(bits(&w), bits(&want_m), "{name}, n = {n}");
+                assert_eq!(bits(&m), bits(&want_m), "{name:?}, n = {n}");
+                assert_eq!(bits(&w), bits(&want_m), "{name:?}, n = {n}");
             }
             for threads in [1, 2, 3] {
                 let pool = rayon::ThreadPoolBuilder::new()
@@ -213,6 +211,4 @@ mod tests {
             }
         }
     }
-
-    type Kernel = fn(&mut [f32], &mut [f32], &[f32], &fn(f32) -> f32) -> AddCounts;
 }

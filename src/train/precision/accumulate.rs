@@ -89,8 +89,8 @@ fn advance(
     nearest: Option<&Nearest>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
+    if crate::isa::Isa::best() >= crate::isa::Isa::Avx2 {
+        // SAFETY: the CPU has AVX2 (run-time detection).
         return unsafe { advance_avx2(x, b, n, j0, sums, rounder, nearest) };
     }
     advance_any(x, b, n, j0, sums, rounder, nearest);
