@@ -384,29 +384,37 @@ fn exhaustive_short_f32_patterns_match_the_reference() {
     }
 }
 
+/// CPU time of `clock` in nanoseconds (for the measurements below).
+fn cpu_ns(clock: libc::clockid_t) -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid pointer to a timespec.
+    unsafe { libc::clock_gettime(clock, &mut t) };
+    t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
+}
+
+/// 2^24 gradient-like values: log-uniform magnitudes over 2^-30..2^10, both signs.
+fn log_uniform_16m() -> Vec<f32> {
+    let mut rng = Rng(11);
+    (0..1 << 24)
+        .map(|_| {
+            let v = 2f64.powf(rng.uniform() * 40.0 - 30.0) as f32;
+            if rng.next_u64() & 1 == 1 { -v } else { v }
+        })
+        .collect()
+}
+
 /// Thread CPU time per value of the chunk loops, alternated in one process (wall time on a
 /// shared machine says little): `cargo test --release --lib sweep::tests::loop_speed --
 /// --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement, not a check"]
 fn loop_speed() {
-    fn cpu_ns() -> f64 {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid pointer to a timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-        t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
-    }
-    let mut rng = Rng(11);
-    let n = 1 << 24;
-    let log_uniform: Vec<f32> = (0..n)
-        .map(|_| {
-            let v = 2f64.powf(rng.uniform() * 40.0 - 30.0) as f32;
-            if rng.next_u64() & 1 == 1 { -v } else { v }
-        })
-        .collect();
+    let cpu_ns = || cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+    let log_uniform = log_uniform_16m();
+    let n = log_uniform.len();
     for format in [FP16, BF16, FP8_E4M3] {
         let mut best = [f64::INFINITY; 3];
         for _ in 0..5 {
@@ -500,23 +508,9 @@ fn one_pass_with_histogram_equals_two_passes() {
 #[test]
 #[ignore = "a measurement, not a check"]
 fn one_pass_speed() {
-    fn cpu_ns() -> f64 {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid pointer to a timespec.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-        t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
-    }
-    let mut rng = Rng(11);
-    let n = 1 << 24;
-    let log_uniform: Vec<f32> = (0..n)
-        .map(|_| {
-            let v = 2f64.powf(rng.uniform() * 40.0 - 30.0) as f32;
-            if rng.next_u64() & 1 == 1 { -v } else { v }
-        })
-        .collect();
+    let cpu_ns = || cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let log_uniform = log_uniform_16m();
+    let n = log_uniform.len();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
