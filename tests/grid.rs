@@ -426,6 +426,24 @@ fn the_report_of_a_grid() {
         assert!(page.contains(caption), "{caption}");
     }
     assert!(!page.contains("Final final"));
+    // Without an fp32 series nothing is compared, and the findings say so.
+    let nb = tmp.path().join("no-baseline");
+    ok(&grid(
+        &base,
+        &nb,
+        "2",
+        &["--vary", "recipe=bf16-master,fp16-dynamic", "--seeds", "2"],
+    ));
+    let out_nb = tmp.path().join("report-no-baseline");
+    ok(&bin()
+        .arg("report")
+        .arg(&nb)
+        .arg("--out")
+        .arg(&out_nb)
+        .output()
+        .unwrap());
+    let page = std::fs::read_to_string(out_nb.join("index.html")).unwrap();
+    assert!(page.contains("No series of this grid is fp32"), "{page}");
     // A grid is reported alone.
     let o = bin()
         .arg("report")

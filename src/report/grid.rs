@@ -337,7 +337,13 @@ impl GridReport {
         let body = html! {
             section id="findings" {
                 h2 { "1. Findings" }
-                ul { @for f in &self.findings { li { (f) } } }
+                @if self.findings.is_empty() {
+                    // Every comparison is with the fp32 series: without one, say so.
+                    p { "No series of this grid is fp32, so none is compared with an fp32 baseline: \
+                         each series' mean and interval are in section 3." }
+                } @else {
+                    ul { @for f in &self.findings { li { (f) } } }
+                }
             }
             section id="grid" {
                 h2 { "2. The grid" }
