@@ -77,6 +77,15 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    // The capture's update-to-weight ratios: |w| / |u| formed in f64 and binned (16M pairs).
+    let weights: Vec<f32> = xs.iter().rev().map(|&x| x * 1e4).collect();
+    g.bench_function("ratio histogram s=0, 1 thread", |b| {
+        b.iter(|| {
+            let mut h = Histogram::new(0);
+            h.add_ratios_f32(black_box(&weights), black_box(&xs));
+            h
+        })
+    });
     g.bench_function("histogram s=0, rayon", |b| {
         b.iter(|| Histogram::from_f32(0, black_box(&xs)))
     });

@@ -388,25 +388,14 @@ impl Histogram {
     fn add_ratio_counts(&mut self, num: &[f32], den: &[f32]) -> Vec<ChunkStats> {
         let isa = Isa::best();
         let mut counter = LaneCounter::new::<f64>(self.sub_bins_log2);
-        let mut ratios = vec![0f64; CHUNK];
+        let n = num.len().min(den.len());
+        let (num, den) = (&num[..n], &den[..n]);
+        let mut ratios = vec![0f64; CHUNK + 4];
         let chunks = num
             .chunks(CHUNK)
             .zip(den.chunks(CHUNK))
             .map(|(num, den)| {
-                // All quotients in one vector loop, then those of zero denominators squeezed
-                // out (when there are any).
-                for ((q, &n), &d) in ratios.iter_mut().zip(num).zip(den) {
-                    *q = f64::from(n.abs()) / f64::from(d.abs());
-                }
-                let zeros = den.iter().fold(0usize, |z, &d| z + usize::from(d == 0.0));
-                let mut kept = num.len().min(den.len());
-                if zeros > 0 {
-                    kept = 0;
-                    for (i, &d) in den.iter().enumerate().take(num.len()) {
-                        ratios[kept] = ratios[i];
-                        kept += usize::from(d != 0.0);
-                    }
-                }
+                let kept = kernels::kept_quotients(num, den, &mut ratios, isa);
                 self.count_chunk(&mut counter, &ratios[..kept], isa)
             })
             .collect();

@@ -294,3 +294,34 @@ fn ratios_match_quotients_formed_one_by_one() {
     h.add_ratios_f32(&num[..2], &den[..2]);
     assert_eq!(h.exponent_counts(), [(-1, 1), (0, 0), (1, 0), (2, 1)]);
 }
+
+#[test]
+fn every_build_keeps_the_same_quotients() {
+    // Zero denominators of both signs, NaN and infinite ones, runs of zeros longer than a vector,
+    // at every offset of the four-lane groups and in the scalar tail.
+    for n in [0, 1, 3, 4, 5, 17, 1023] {
+        let num = awkward_f32(n as u64 + 31, n);
+        let mut den = awkward_f32(n as u64 + 32, n);
+        for (i, d) in den.iter_mut().enumerate() {
+            match i % 11 {
+                0 | 4 | 5 | 6 | 7 | 8 => *d = 0.0,
+                2 => *d = -0.0,
+                9 if i % 3 == 0 => *d = f32::NAN,
+                10 if i % 2 == 0 => *d = f32::NEG_INFINITY,
+                _ => {}
+            }
+        }
+        let want: Vec<u64> = num
+            .iter()
+            .zip(&den)
+            .filter(|(_, d)| **d != 0.0)
+            .map(|(n, d)| (f64::from(n.abs()) / f64::from(d.abs())).to_bits())
+            .collect();
+        for isa in kernels::Isa::available() {
+            let mut out = vec![0f64; n + 4];
+            let kept = kernels::kept_quotients(&num, &den, &mut out, isa);
+            let got: Vec<u64> = out[..kept].iter().map(|q| q.to_bits()).collect();
+            assert_eq!(got, want, "{isa:?}, n = {n}");
+        }
+    }
+}
