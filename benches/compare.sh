@@ -19,8 +19,9 @@
 # safetensors file of log-uniform values against `cat FILE > /dev/null` from the page cache;
 # (c) the anchor training step against PyTorch's, 1 and 2 threads (benches/train_vs_pytorch.sh),
 # and our fp16-dynamic step against our fp32 step; (d) capture: the step with a capture against
-# without (benches/train.rs), and `mixprec train` runs of the anchor with --capture-every 0, 100
-# and 1; (e) a perf profile of each (self time by symbol), where perf is installed. The peers
+# without, and `mixprec train` runs of the anchor with --capture-every 0, 100 and 1. The ratios of
+# our own steps (fp16-dynamic over fp32, with a capture over without) come from
+# `benches/train.rs --pairs`, whose two sides alternate step by step; (e) a perf profile of each (self time by symbol), where perf is installed. The peers
 # run in the project's Python environment (scripts/python-env, made on first use). Temporary files (the analyze file, runs) go under target/compare/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -165,11 +166,14 @@ for round in $(seq "$rounds"); do
     record train "$threads:mixprec fp16-dynamic" "$ours16"
   done
 
-  say "round $round: (d) capture cost: the step, and $steps-step runs"
-  rm -rf "$CRITERION_HOME"
-  RAYON_NUM_THREADS=1 "$train_bench" --bench \
-    '^mlp-784-1024-1024-10/(fp32|fp16-dynamic)(\+capture)?$' >/dev/null 2>&1
-  while IFS=$'\t' read -r id ms; do record capture-step "$id" "$ms"; done < <(medians mlp-784-1024-1024-10)
+  for threads in 1 2; do
+    say "round $round: (c, d) our steps in alternating pairs, $threads thread(s)"
+    while IFS=$'\t' read -r name ratio a b; do
+      record pairs "$threads:$name" "$ratio $a $b"
+    done < <(RAYON_NUM_THREADS=$threads "$train_bench" --pairs $((quick ? 10 : 30)))
+  done
+
+  say "round $round: (d) capture cost: $steps-step runs"
   for every in 0 100 1; do
     rm -rf "$work/run"
     t=$(RAYON_NUM_THREADS=1 timed target/release/mixprec train --config "$work/anchor.json" \

@@ -4,9 +4,10 @@
 Usage: benches/compare_table.py RESULTS.tsv ANALYZE_MIB CAPTURE_STEPS [PROFILES_DIR]
 
 RESULTS.tsv: one measurement a line: section, name, round, value (milliseconds for criterion and
-the peers; "wall_s cpu_s peak_rss_kib" for the timed commands). Every ratio is formed within a
-round (both sides measured minutes apart) and the table gives its median over the rounds, with the
-range; times are medians over the rounds. PROFILES_DIR holds ID.what (a description) and ID.txt
+the peers; "wall_s cpu_s peak_rss_kib" for the timed commands; "ratio a_ms b_ms" for the
+alternating pairs of `benches/train.rs --pairs`). Every ratio is formed within a round (both
+sides measured minutes apart, or step by step for the pairs) and the table gives its median over
+the rounds, with the range; times are medians over the rounds. PROFILES_DIR holds ID.what (a description) and ID.txt
 (`perf report --stdio --no-children --sort symbol -q`) for each profile.
 """
 import os
@@ -101,19 +102,27 @@ def analyze(d, mib):
     print()
 
 
+def pair(d, threads, name):
+    """The `--pairs` comparison's rounds: (median ratio of the pairs, ms of side a, ms of side b)."""
+    return d.get(("pairs", f"{threads}:{name}"), {})
+
+
 def train(d):
     print("## (c) The anchor training step (MLP 784-1024-1024-10, batch 256, SGD, cross-entropy)\n")
     print("`benches/train_vs_pytorch.sh THREADS 1` each round: our criterion median (fp32, then")
     print("fp16-dynamic) and `benches/peers/train_step.py` (median of up to 60 steps), ms per step.")
-    print("Goals: our fp32 step no slower than PyTorch's with the same threads; our fp16-dynamic")
-    print("step within 1.3x of our fp32 step.\n")
+    print("Our fp16-dynamic step over our fp32 step: `benches/train.rs --pairs 30`, the two steps")
+    print("alternating, the median of the 30 pairs' ratios in each round. Goals: our fp32 step no")
+    print("slower than PyTorch's with the same threads; our fp16-dynamic step within 1.3x of our")
+    print("fp32 step.\n")
     print("| threads | mixprec fp32 | PyTorch fp32 | ours / PyTorch | PyTorch bf16 autocast | "
-          "mixprec fp16-dynamic | fp16-dynamic / fp32 |")
+          "mixprec fp16-dynamic | fp16-dynamic / fp32, in pairs |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for threads in ["1", "2"]:
         get = lambda name: d.get(("train", f"{threads}:{name}"), {})
         ours, torch, ours16 = get("mixprec fp32"), get("PyTorch fp32"), get("mixprec fp16-dynamic")
-        vs_torch, vs_fp32 = ratios(ours, torch), ratios(ours16, ours)
+        vs_torch = ratios(ours, torch)
+        vs_fp32 = [v[0] for v in pair(d, threads, "fp16-dynamic/fp32").values()]
         print(f"| {threads} | {spread(ours.values())} | {spread(torch.values())} | "
               f"{spread(vs_torch)}: {verdict(vs_torch, 1.0)} | "
               f"{spread(get('PyTorch bf16 autocast').values())} | {spread(ours16.values())} | "
@@ -123,19 +132,21 @@ def train(d):
 
 def capture(d, steps):
     print("## (d) Capture cost\n")
-    print("The anchor step alone and with a capture (every storage point's histogram), one thread")
-    print("(`benches/train.rs`, criterion medians, ms); a capture every 100 steps then costs")
+    print("The anchor step alone and with a capture (every storage point's histogram), alternating")
+    print("(`benches/train.rs --pairs 30`: ms are the medians of each side's steps, the ratio the")
+    print("median of the pairs' ratios, each round); a capture every 100 steps then costs")
     print("(ratio - 1) / 100 of a run. Goals: a capture every step under 1.5x a step, the default")
     print("cadence (every 100 steps) under 2% of a run.\n")
-    print("| recipe | step | step with a capture | ratio (goal 1.5x) | every 100 steps (goal 2%) |")
-    print("|---|---:|---:|---:|---:|")
+    print("| recipe | threads | step | step with a capture | ratio (goal 1.5x) | every 100 steps (goal 2%) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for recipe in ["fp32", "fp16-dynamic"]:
-        plain = d.get(("capture-step", recipe), {})
-        cap = d.get(("capture-step", f"{recipe}+capture"), {})
-        r = ratios(cap, plain)
-        per100 = [(x - 1) / 100 for x in r]
-        print(f"| {recipe} | {spread(plain.values())} | {spread(cap.values())} | "
-              f"{spread(r)}: {verdict(r, 1.5, True)} | {spread(per100, '{:.2%}')}: {verdict(per100, 0.02, True)} |")
+        for threads in ["1", "2"]:
+            rounds = pair(d, threads, f"{recipe}+capture/{recipe}").values()
+            r = [v[0] for v in rounds]
+            per100 = [(x - 1) / 100 for x in r]
+            print(f"| {recipe} | {threads} | {spread(v[1] for v in rounds)} | "
+                  f"{spread(v[2] for v in rounds)} | {spread(r)}: {verdict(r, 1.5, True)} | "
+                  f"{spread(per100, '{:.2%}')}: {verdict(per100, 0.02, True)} |")
     print()
     print(f"Whole runs: `mixprec train` of the anchor (fp16-dynamic, {steps} steps, random data of")
     print("784 features, one thread) with `--capture-every 0`, `100` and `1` (a run captures step 1")

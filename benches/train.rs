@@ -7,11 +7,18 @@
 //! (`RAYON_NUM_THREADS`), for the GEMMs and the capture histograms alike.
 //!
 //! `cargo bench --bench train`; results and ratios in `reports/perf/train.md`.
+//!
+//! `cargo bench --bench train -- --pairs [N]` measures ratios instead, on the anchor: each of N
+//! pairs (default 30, after 3 to warm up) runs one step of each side back to back, and a pair's
+//! ratio is formed from its own two steps, so a slow drift in the machine's speed (a shared
+//! host) moves both sides alike, where criterion's medians of the two sides are taken half a
+//! minute apart. Prints one tab-separated line per comparison: its name, the median of the
+//! pairs' ratios, and the median milliseconds of each side. `benches/compare.sh` reads them.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use mixprec::train::capture::Observer;
 use mixprec::train::data::digits;
 use mixprec::train::loss::{Loss, Targets};
@@ -217,19 +224,8 @@ fn benches(c: &mut Criterion) {
         adam,
     );
 
-    let mut rng = Rng::new(9);
-    let big_x = Array2::from_shape_simple_fn((256, 784), || rng.uniform() as f32);
-    let big_y: Vec<usize> = (0..256).map(|_| rng.below(10)).collect();
-    let sgd = OptimizerConfig::Sgd {
-        lr: 0.01,
-        momentum: 0.0,
-    };
+    let (big, big_x, big_y, sgd) = anchor();
     gemm_floor(c, "mlp-784-1024-1024-10", 256, &[784, 1024, 1024, 10]);
-    let big = Net::Mlp(MlpConfig {
-        depth: 2,
-        width: 1024,
-        ..MlpConfig::default()
-    });
     accounting(
         c,
         "accounting/mlp-784-1024-1024-10",
@@ -247,4 +243,76 @@ criterion_group! {
     config = Criterion::default().without_plots();
     targets = benches
 }
-criterion_main!(train_benches);
+
+/// The peer anchor: MLP 784-1024-1024-10, a batch of 256 random inputs and labels, plain SGD.
+fn anchor() -> (Net, Array2<f32>, Vec<usize>, OptimizerConfig) {
+    let mut rng = Rng::new(9);
+    let x = Array2::from_shape_simple_fn((256, 784), || rng.uniform() as f32);
+    let y: Vec<usize> = (0..256).map(|_| rng.below(10)).collect();
+    let net = Net::Mlp(MlpConfig {
+        depth: 2,
+        width: 1024,
+        ..MlpConfig::default()
+    });
+    let sgd = OptimizerConfig::Sgd {
+        lr: 0.01,
+        momentum: 0.0,
+    };
+    (net, x, y, sgd)
+}
+
+/// The `--pairs` mode (see the module docs): each comparison as `(name, (recipe, capture),
+/// (recipe, capture))`, the second side over the first.
+fn pairs(n: usize) {
+    let (net, x, y, sgd) = anchor();
+    let comparisons = [
+        (
+            "fp16-dynamic/fp32",
+            ("fp32", false),
+            ("fp16-dynamic", false),
+        ),
+        ("fp32+capture/fp32", ("fp32", false), ("fp32", true)),
+        (
+            "fp16-dynamic+capture/fp16-dynamic",
+            ("fp16-dynamic", false),
+            ("fp16-dynamic", true),
+        ),
+    ];
+    for (name, a, b) in comparisons {
+        let mut sides =
+            [a, b].map(|(recipe, capture)| (trainer(&net, recipe, 784, 10, sgd), capture));
+        let mut ms = [Vec::new(), Vec::new()];
+        for pair in 0..n + 3 {
+            for ((t, capture), times) in sides.iter_mut().zip(&mut ms) {
+                let start = Instant::now();
+                if *capture {
+                    t.precision.set_observer(Some(Observer::default()));
+                }
+                black_box(t.step(&x, Targets::Labels(&y)).expect("labels fit"));
+                black_box(t.precision.take_observer());
+                if pair >= 3 {
+                    times.push(start.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+        }
+        let ratios: Vec<f64> = ms[1].iter().zip(&ms[0]).map(|(b, a)| b / a).collect();
+        let [ratio, a_ms, b_ms] = [ratios, ms[0].clone(), ms[1].clone()].map(median);
+        println!("{name}\t{ratio:.4}\t{a_ms:.3}\t{b_ms:.3}");
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--pairs") {
+        let n = args.get(at + 1).and_then(|v| v.parse().ok()).unwrap_or(30);
+        pairs(n.max(1));
+        return;
+    }
+    train_benches();
+    Criterion::default().configure_from_args().final_summary();
+}
