@@ -295,8 +295,8 @@ fn pairs(n: usize) {
                 }
             }
         }
-        let ratios: Vec<f64> = ms[1].iter().zip(&ms[0]).map(|(b, a)| b / a).collect();
-        let [ratio, a_ms, b_ms] = [ratios, ms[0].clone(), ms[1].clone()].map(median);
+        let ratio = median(ms[1].iter().zip(&ms[0]).map(|(b, a)| b / a).collect());
+        let [a_ms, b_ms] = ms.map(median);
         println!("{name}\t{ratio:.4}\t{a_ms:.3}\t{b_ms:.3}");
     }
 }

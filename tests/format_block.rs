@@ -93,13 +93,7 @@ fn check(format: MxFormat, o: RoundOptions, xs: &[f32], start: u64) {
 
 fn all_options() -> Vec<RoundOptions> {
     let mut v = Vec::new();
-    for rounding in [
-        Rounding::NearestEven,
-        Rounding::Stochastic,
-        Rounding::TowardZero,
-        Rounding::Up,
-        Rounding::Down,
-    ] {
+    for rounding in Rounding::ALL {
         for subnormals in [true, false] {
             // The overflow rule is ignored: MX elements always saturate.
             for overflow in [Overflow::Ieee, Overflow::Saturate] {

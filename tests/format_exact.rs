@@ -197,13 +197,7 @@ fn same(a: f64, b: f64) -> bool {
 }
 
 fn check_format(f: FloatFormat, stride: usize) {
-    let modes = [
-        Rounding::NearestEven,
-        Rounding::TowardZero,
-        Rounding::Up,
-        Rounding::Down,
-        Rounding::Stochastic,
-    ];
+    let modes = Rounding::ALL;
     for subnormals in [true, false] {
         let g = grid(f, subnormals);
         let xs = probes(&g, stride);

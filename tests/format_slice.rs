@@ -59,13 +59,7 @@ fn formats() -> Vec<FloatFormat> {
 
 fn all_options() -> Vec<RoundOptions> {
     let mut v = Vec::new();
-    for rounding in [
-        Rounding::NearestEven,
-        Rounding::Stochastic,
-        Rounding::TowardZero,
-        Rounding::Up,
-        Rounding::Down,
-    ] {
+    for rounding in Rounding::ALL {
         for overflow in [Overflow::Ieee, Overflow::Saturate] {
             for subnormals in [true, false] {
                 v.push(RoundOptions {

@@ -260,6 +260,17 @@ impl Rounder {
     }
 }
 
+impl Rounding {
+    /// Every mode, in the order of the enum.
+    pub const ALL: [Rounding; 5] = [
+        Rounding::NearestEven,
+        Rounding::TowardZero,
+        Rounding::Up,
+        Rounding::Down,
+        Rounding::Stochastic,
+    ];
+}
+
 impl FromStr for Rounding {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {

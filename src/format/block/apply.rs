@@ -397,13 +397,7 @@ mod tests {
     fn fused_mx_chunks_agree_with_the_scaled_path() {
         let xs = awkward();
         for (_, format) in MX_PRESETS {
-            for rounding in [
-                Rounding::NearestEven,
-                Rounding::Stochastic,
-                Rounding::TowardZero,
-                Rounding::Up,
-                Rounding::Down,
-            ] {
+            for rounding in Rounding::ALL {
                 for subnormals in [true, false] {
                     let o = RoundOptions {
                         rounding,
