@@ -444,6 +444,43 @@ fn the_page_renders_in_a_real_browser() {
             "{id} has its SVG inline"
         );
     }
+    // Nothing runs past the right edge of a narrow window: a wide table scrolls inside itself.
+    // Measured by a copy of the page with a script that writes the document's width into it.
+    let probe = out.join("probe.html");
+    std::fs::write(
+        &probe,
+        page.replace(
+            "</body>",
+            "<script>document.body.dataset.width=document.documentElement.scrollWidth</script></body>",
+        ),
+    )
+    .unwrap();
+    let measured = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=640,4000",
+            "--dump-dom",
+        ])
+        .arg(format!(
+            "file://{}",
+            probe.canonicalize().unwrap().display()
+        ))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&measured.stdout);
+    let width: u32 = dom
+        .split("data-width=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no width measured: {measured:?}"));
+    assert!(
+        width <= 640,
+        "the page is {width} px wide in a 640 px window"
+    );
     let shot = root.join("shot.png");
     let taken = browse(&[
         &format!("--screenshot={}", shot.display()),

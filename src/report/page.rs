@@ -461,7 +461,7 @@ pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<PathBuf> {
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1180px;margin:2em auto;padding:0 1em;color:#222}\
 h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}\
-table{border-collapse:collapse;font-size:0.9em;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}\
+table{display:block;max-width:100%;overflow-x:auto;border-collapse:collapse;font-size:0.9em;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}\
 th{background:#f3f3f3}figure{margin:1.5em 0}figure svg{max-width:100%;height:auto}\
 figcaption{font-size:0.9em;color:#444}.swatch{display:inline-block;width:0.9em;height:0.9em;margin-right:0.4em;vertical-align:middle}\
 li{margin:0.4em 0}";
