@@ -1,45 +1,13 @@
 //! `mixprec analyze` run as a real binary on files written for each test.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use mixprec::format::{Event, FP16, FloatFormat, RoundOptions, Rounder};
 use mixprec::io::{TensorData, write_npy, write_safetensors};
-use mixprec::train::Rng;
 use serde_json::Value;
 
-fn mixprec(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mixprec"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Deterministic values with magnitudes between 2^lo and 2^hi, random signs, some exact zeros
-/// and specials.
-fn values(seed: u64, n: usize, lo: f64, hi: f64) -> Vec<f32> {
-    let mut rng = Rng::new(seed);
-    let mut next = move || rng.next_u64();
-    (0..n)
-        .map(|i| {
-            let r = next();
-            if i % 97 == 0 {
-                return 0.0;
-            }
-            let u = (r >> 11) as f64 / (1u64 << 53) as f64;
-            let m = 2f64.powf(lo + (hi - lo) * u) as f32;
-            if r & 1 == 1 { -m } else { m }
-        })
-        .collect()
-}
+mod common;
+use common::{assert_bad, keys, log_uniform, mixprec, stderr, stdout};
 
 struct Files {
     dir: tempfile::TempDir,
@@ -58,11 +26,11 @@ impl Files {
 
     /// Two tensors of different scales, and one integer-free but NaN/inf-holding tensor.
     fn grads(&self) -> (PathBuf, Vec<(&'static str, Vec<f32>)>) {
-        let mut small = values(1, 5000, -40.0, -10.0);
+        let mut small = log_uniform(1, 5000, -40.0, -10.0, 97);
         small.extend([f32::NAN, f32::INFINITY]);
         let tensors = vec![
             ("small.grad", small),
-            ("large.grad", values(2, 3000, -12.0, 3.0)),
+            ("large.grad", log_uniform(2, 3000, -12.0, 3.0, 97)),
             ("tiny", vec![1e-3, -2e-3, 0.0]),
         ];
         let path = self.path("grads.safetensors");
@@ -93,14 +61,6 @@ fn reference_counts(format: FloatFormat, xs: &[f32], k: i32) -> [u64; 4] {
         n[i] += 1;
     }
     n
-}
-
-fn keys(v: &Value) -> Vec<&str> {
-    v.as_object()
-        .expect("an object")
-        .keys()
-        .map(String::as_str)
-        .collect()
 }
 
 fn check_sweep(obj: &Value, lo: i64, hi: i64) {
@@ -403,20 +363,6 @@ fn plots_are_written() {
     assert_eq!(left.len(), 6, "{left:?}");
 }
 
-fn assert_bad(args: &[&str], needle: &str) {
-    let o = mixprec(args);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-    let err = stderr(&o);
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "{args:?}: one line, got {err}"
-    );
-    assert!(err.starts_with("mixprec: "), "{err}");
-    assert!(err.contains(needle), "{args:?}: '{needle}' in {err}");
-    assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
-}
-
 #[test]
 fn bad_inputs_get_one_line_and_exit_2() {
     let files = Files::new();
@@ -635,7 +581,7 @@ fn per_tensor_windows_name_the_excluded_tensor() {
     // they underflow at the pooled recommendation: pooled, they are 0.03% of the values.
     let files = Files::new();
     let path = files.path("model.safetensors");
-    let mut weight = values(7, 100_000, -10.0, 2.9);
+    let mut weight = log_uniform(7, 100_000, -10.0, 2.9, 97);
     // amax 10: 10 * 2^12 = 40960 is finite in fp16, 10 * 2^13 is not.
     weight[1] = 10.0;
     let mut bias = vec![1e-2f32; 100];
@@ -800,7 +746,7 @@ fn heatmap_grows_with_the_tensors() {
         .map(|i| {
             (
                 format!("layers.{}.w{}", i / 10, i % 10),
-                values(i, 50, -20.0 - (i % 7) as f64, 0.0),
+                log_uniform(i, 50, -20.0 - (i % 7) as f64, 0.0, 97),
             )
         })
         .collect();

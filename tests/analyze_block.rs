@@ -4,47 +4,19 @@
 //! run on each whole tensor at once.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use mixprec::analysis::block::{BlockFormat, BlockOptions, BlockRounder, analyze_block_files};
 use mixprec::format::{FP8_E4M3, Overflow, RoundCounts, RoundOptions, Rounder};
 use mixprec::io::{TensorData, write_safetensors};
-use mixprec::train::Rng;
 use serde_json::Value;
 
-fn mixprec(args: &[&str]) -> Output {
-    mixprec_env(args, &[])
-}
-
-fn mixprec_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mixprec"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{assert_bad, keys, log_uniform, mixprec, mixprec_env, stderr, stdout};
 
 fn json(args: &[&str]) -> Value {
     let o = mixprec(args);
     assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
     serde_json::from_slice(&o.stdout).expect("one JSON object")
-}
-
-fn keys(v: &Value) -> Vec<&str> {
-    v.as_object()
-        .expect("an object")
-        .keys()
-        .map(String::as_str)
-        .collect()
 }
 
 /// Writes `tensors` (name, shape, values) into `dir/name`.
@@ -56,22 +28,6 @@ fn write(dir: &Path, name: &str, tensors: &[(&str, Vec<usize>, Vec<f32>)]) -> Pa
         .collect();
     write_safetensors(&path, &refs).expect("written");
     path
-}
-
-/// Magnitudes log-uniform in 2^lo..2^hi, random signs, a zero every 53 values.
-fn values(seed: u64, n: usize, lo: f64, hi: f64) -> Vec<f32> {
-    let mut rng = Rng::new(seed);
-    (0..n)
-        .map(|i| {
-            let r = rng.next_u64();
-            if i % 53 == 0 {
-                return 0.0;
-            }
-            let u = (r >> 11) as f64 / (1u64 << 53) as f64;
-            let m = 2f64.powf(lo + (hi - lo) * u) as f32;
-            if r & 1 == 1 { -m } else { m }
-        })
-        .collect()
 }
 
 /// Three MX blocks of 32 (one per row of a 3 x 32 tensor), computed by hand for mxfp8-e4m3:
@@ -331,11 +287,11 @@ fn reference(format: BlockFormat, xs: &[f32], cols: usize) -> (RoundCounts, f64,
 #[test]
 fn streamed_counts_equal_the_block_rounder() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = values(7, 1000 * 1500, -30.0, 12.0);
+    let mut a = log_uniform(7, 1000 * 1500, -30.0, 12.0, 53);
     a[123_456] = f32::NAN;
     a[1_048_580] = f32::INFINITY;
-    let b = values(8, 300_001, -20.0, 0.0);
-    let c = values(9, 37 * 3 * 29, -8.0, 8.0);
+    let b = log_uniform(8, 300_001, -20.0, 0.0, 53);
+    let c = log_uniform(9, 37 * 3 * 29, -8.0, 8.0, 53);
     let tensors = [
         ("a", vec![1000, 1500], a),
         ("b", vec![300_001], b),
@@ -419,23 +375,6 @@ fn library_matches_binary() {
             counts.nan
         )
     );
-}
-
-fn assert_bad(args: &[&str], needle: &str) {
-    let o = mixprec(args);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-    let err = stderr(&o);
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "{args:?}: one line, got {err}"
-    );
-    assert!(
-        err.starts_with("mixprec: ") || err.starts_with("error: "),
-        "{err}"
-    );
-    assert!(err.contains(needle), "{args:?}: '{needle}' in {err}");
-    assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
 }
 
 #[test]

@@ -2,13 +2,12 @@
 //! `train` alone, resuming, shards merging, the report's statistics, and bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mixprec"))
-}
+mod common;
+use common::{bin, json_lines, ok, read_json};
 
 /// A small, fast base config (digits MLP, a few steps, captures).
 fn base(dir: &Path) -> PathBuf {
@@ -33,28 +32,6 @@ fn grid(base: &Path, out: &Path, threads: &str, extra: &[&str]) -> Output {
         .env("RAYON_NUM_THREADS", threads)
         .output()
         .unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn without_time(mut v: Value) -> Value {
@@ -88,20 +65,17 @@ fn every_run_is_the_run_train_makes_alone() {
     let base = base(tmp.path());
     let g = tmp.path().join("g");
     let o = grid(&base, &g, "2", &VARY);
-    let stdout = ok(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let stdout = ok(o);
     assert!(
         stdout.contains("grid: 78 runs (0 already finished, 78 trained, 0 failed); 78 of 78"),
         "{stdout}"
     );
     // Piped: no progress bar.
-    assert!(
-        o.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(stderr.is_empty(), "{stderr}");
     let names = runs_of(&g);
     assert_eq!(names.len(), 78);
-    let index = lines(&g.join("grid.jsonl"));
+    let index = json_lines(&g.join("grid.jsonl"));
     assert_eq!(index.len(), 78);
     // Grid order: the first --vary slowest, the seed fastest.
     assert_eq!(index[0]["run"], "runs/recipe=fp32,loss_scale=2^0,seed=5");
@@ -117,7 +91,7 @@ fn every_run_is_the_run_train_makes_alone() {
     assert_eq!(line["seed"], 5);
     // Its config: the base, the recipe honestly named, the scale, the seed.
     let dir = g.join("runs/recipe=fp16-master,loss_scale=2^2,seed=5");
-    let config = json(&dir.join("config.json"));
+    let config = read_json(&dir.join("config.json"));
     assert_eq!(config["recipe"]["name"], "fp16-static");
     assert_eq!(config["recipe"]["loss_scaling"]["scale"], 4.0);
     assert_eq!(
@@ -125,8 +99,8 @@ fn every_run_is_the_run_train_makes_alone() {
         (5.into(), 12.into())
     );
     assert_eq!(config["mlp"]["width"], 64);
-    assert_eq!(line["summary"], json(&dir.join("summary.json")));
-    let dynamic = json(&g.join("runs/recipe=fp16-dynamic,loss_scale=2^12,seed=6/config.json"));
+    assert_eq!(line["summary"], read_json(&dir.join("summary.json")));
+    let dynamic = read_json(&g.join("runs/recipe=fp16-dynamic,loss_scale=2^12,seed=6/config.json"));
     assert_eq!(dynamic["recipe"]["loss_scaling"]["init_scale"], 4096.0);
     assert_eq!(dynamic["seed"], 6);
     for name in [
@@ -145,7 +119,7 @@ fn every_run_is_the_run_train_makes_alone() {
             .env("RAYON_NUM_THREADS", "1")
             .output()
             .unwrap();
-        ok(&o);
+        ok(o);
         for file in ["config.json", "metrics.jsonl", "captures.jsonl"] {
             assert!(
                 std::fs::read(run.join(file)).unwrap() == std::fs::read(alone.join(file)).unwrap(),
@@ -153,8 +127,8 @@ fn every_run_is_the_run_train_makes_alone() {
             );
         }
         assert_eq!(
-            without_time(json(&run.join("summary.json"))),
-            without_time(json(&alone.join("summary.json")))
+            without_time(read_json(&run.join("summary.json"))),
+            without_time(read_json(&alone.join("summary.json")))
         );
         assert!(!run.join("INCOMPLETE").exists());
     }
@@ -175,11 +149,11 @@ fn shards_merge_and_a_killed_grid_resumes() {
         "2",
     ];
     let whole = tmp.path().join("whole");
-    ok(&grid(&base, &whole, "2", &vary));
+    ok(grid(&base, &whole, "2", &vary));
     // Two shares into one directory.
     let shared = tmp.path().join("shared");
     let with = |shard: &'static str| [&vary[..], &["--shard", shard]].concat();
-    let first = ok(&grid(&base, &shared, "1", &with("1/2")));
+    let first = ok(grid(&base, &shared, "1", &with("1/2")));
     assert!(
         first.contains(
             "grid: 4 runs in share 1/2 (0 already finished, 4 trained, 0 failed); 4 of 8"
@@ -187,10 +161,10 @@ fn shards_merge_and_a_killed_grid_resumes() {
         "{first}"
     );
     // Share 1 of 2 holds every other run in grid order.
-    let index = lines(&shared.join("grid.jsonl"));
+    let index = json_lines(&shared.join("grid.jsonl"));
     assert_eq!(index[0]["run"], "runs/recipe=fp32,loss_scale=2^0,seed=5");
     assert_eq!(index[1]["run"], "runs/recipe=fp32,loss_scale=2^8,seed=5");
-    let second = ok(&grid(&base, &shared, "1", &with("2/2")));
+    let second = ok(grid(&base, &shared, "1", &with("2/2")));
     assert!(second.contains("8 of 8"), "{second}");
     assert_eq!(runs_of(&shared), runs_of(&whole));
     let strip = |mut v: Vec<Value>| -> Vec<Value> {
@@ -200,34 +174,34 @@ fn shards_merge_and_a_killed_grid_resumes() {
         v
     };
     assert_eq!(
-        strip(lines(&shared.join("grid.jsonl"))),
-        strip(lines(&whole.join("grid.jsonl")))
+        strip(json_lines(&shared.join("grid.jsonl"))),
+        strip(json_lines(&whole.join("grid.jsonl")))
     );
     // Two shares in two directories, copied together: the report reads the run directories.
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    ok(&grid(&base, &a, "1", &with("1/2")));
-    ok(&grid(&base, &b, "1", &with("2/2")));
+    ok(grid(&base, &a, "1", &with("1/2")));
+    ok(grid(&base, &b, "1", &with("2/2")));
     for name in runs_of(&b) {
         std::fs::rename(b.join("runs").join(&name), a.join("runs").join(&name)).unwrap();
     }
     let report = tmp.path().join("report-a");
-    ok(&bin()
+    ok(bin()
         .arg("report")
         .arg(&a)
         .arg("--out")
         .arg(&report)
         .output()
         .unwrap());
-    let r = json(&report.join("report.json"));
+    let r = read_json(&report.join("report.json"));
     assert_eq!(r["unfinished"], Value::Array(vec![]));
     assert_eq!(r["runs"], 8);
     // A rerun rebuilds grid.jsonl from the run directories, training nothing.
-    let again = ok(&grid(&base, &a, "1", &vary));
+    let again = ok(grid(&base, &a, "1", &vary));
     assert!(
         again.contains("(8 already finished, 0 trained, 0 failed); 8 of 8"),
         "{again}"
     );
-    assert_eq!(lines(&a.join("grid.jsonl")).len(), 8);
+    assert_eq!(json_lines(&a.join("grid.jsonl")).len(), 8);
 
     // Killed: one run left INCOMPLETE (its logs cut short), one never started.
     let runs = whole.join("runs");
@@ -238,7 +212,7 @@ fn shards_merge_and_a_killed_grid_resumes() {
     std::fs::remove_dir_all(runs.join("recipe=fp32,loss_scale=2^0,seed=5")).unwrap();
     let kept = runs.join("recipe=fp32,loss_scale=2^8,seed=6/summary.json");
     let kept_before = std::fs::read(&kept).unwrap();
-    let resumed = ok(&grid(&base, &whole, "2", &vary));
+    let resumed = ok(grid(&base, &whole, "2", &vary));
     assert!(
         resumed.contains("grid: 8 runs (6 already finished, 2 trained, 0 failed); 8 of 8"),
         "{resumed}"
@@ -256,7 +230,7 @@ fn the_report_of_a_grid() {
     let tmp = tempfile::tempdir().unwrap();
     let base = base(tmp.path());
     let g = tmp.path().join("g");
-    ok(&grid(
+    ok(grid(
         &base,
         &g,
         "2",
@@ -270,7 +244,7 @@ fn the_report_of_a_grid() {
         ],
     ));
     let out = tmp.path().join("report");
-    let stdout = ok(&bin()
+    let stdout = ok(bin()
         .arg("report")
         .arg(&g)
         .arg("--out")
@@ -281,14 +255,14 @@ fn the_report_of_a_grid() {
         stdout.contains("analyze's loss-scale window for fp16 is 2^"),
         "{stdout}"
     );
-    let r = json(&out.join("report.json"));
+    let r = read_json(&out.join("report.json"));
     assert_eq!(r["metric"], "test_accuracy");
     assert_eq!(r["x_key"], "loss_scale");
     assert_eq!(r["series"], serde_json::json!(["fp32", "fp16-master"]));
     let cells = r["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 6);
     // Recompute one cell from grid.jsonl.
-    let index = lines(&g.join("grid.jsonl"));
+    let index = json_lines(&g.join("grid.jsonl"));
     let values = |recipe: &str, scale: &str| -> Vec<f64> {
         index
             .iter()
@@ -340,7 +314,7 @@ fn the_report_of_a_grid() {
     assert!(page.contains("difference from fp32") && page.contains("fp16-static"));
     // Another x key: the baseline is fp32 at the same number of steps, whose runs differ.
     let s = tmp.path().join("steps");
-    ok(&grid(
+    ok(grid(
         &base,
         &s,
         "2",
@@ -354,16 +328,16 @@ fn the_report_of_a_grid() {
         ],
     ));
     let out_s = tmp.path().join("report-steps");
-    ok(&bin()
+    ok(bin()
         .arg("report")
         .arg(&s)
         .arg("--out")
         .arg(&out_s)
         .output()
         .unwrap());
-    let r = json(&out_s.join("report.json"));
+    let r = read_json(&out_s.join("report.json"));
     assert_eq!(r["x_key"], "steps");
-    let index = lines(&s.join("grid.jsonl"));
+    let index = json_lines(&s.join("grid.jsonl"));
     let metric = |recipe: &str, steps: &str| -> Vec<f64> {
         index
             .iter()
@@ -386,20 +360,20 @@ fn the_report_of_a_grid() {
     // Only the recipe varies: one comparison per recipe, said with its numbers (the mean over
     // the seeds and the difference from fp32, recomputed from grid.jsonl).
     let c = tmp.path().join("recipes");
-    ok(&grid(
+    ok(grid(
         &base,
         &c,
         "2",
         &["--vary", "recipe=fp32,bf16-master", "--seeds", "3"],
     ));
-    let findings = ok(&bin()
+    let findings = ok(bin()
         .arg("report")
         .arg(&c)
         .arg("--out")
         .arg(tmp.path().join("report-recipes"))
         .output()
         .unwrap());
-    let index = lines(&c.join("grid.jsonl"));
+    let index = json_lines(&c.join("grid.jsonl"));
     let by = |recipe: &str| -> Vec<f64> {
         index
             .iter()
@@ -428,14 +402,14 @@ fn the_report_of_a_grid() {
     assert!(!page.contains("Final final"));
     // Without an fp32 series nothing is compared, and the findings say so.
     let nb = tmp.path().join("no-baseline");
-    ok(&grid(
+    ok(grid(
         &base,
         &nb,
         "2",
         &["--vary", "recipe=bf16-master,fp16-dynamic", "--seeds", "2"],
     ));
     let out_nb = tmp.path().join("report-no-baseline");
-    ok(&bin()
+    ok(bin()
         .arg("report")
         .arg(&nb)
         .arg("--out")
@@ -509,7 +483,7 @@ fn bad_input_is_named_before_any_training() {
     }
     // A directory that holds another grid, or anything else, is not touched.
     let g = tmp.path().join("g");
-    ok(&grid(&base, &g, "1", &["--vary", "steps=1,2"]));
+    ok(grid(&base, &g, "1", &["--vary", "steps=1,2"]));
     let before = std::fs::read(g.join("grid.json")).unwrap();
     let o = grid(&base, &g, "1", &["--vary", "steps=1,3"]);
     assert_eq!(o.status.code(), Some(2));

@@ -9,7 +9,7 @@ use mixprec::stats::Histogram;
 use serde_json::Value;
 
 mod common;
-use common::{bin, fails, fresh, ok};
+use common::{bin, fails, fresh, json_lines, ok, read_json};
 
 /// Trains the underflow study's `recipe` for `steps` steps into `dir`, with captures and the
 /// shadow every 50 steps.
@@ -29,18 +29,6 @@ fn train(recipe: &str, steps: &str, dir: &Path) {
         .arg(dir)
         .output()
         .unwrap());
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn is_gradient(site: &Value) -> bool {
@@ -71,7 +59,7 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
     let names: Vec<&str> = runs.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["fp32", "fp16-master", "fp16-dynamic"]);
 
-    let captures = lines(&master.join("captures.jsonl"));
+    let captures = json_lines(&master.join("captures.jsonl"));
     let summaries = runs[1]["captures"].as_array().unwrap();
     assert_eq!(captures.len(), summaries.len());
     for (c, s) in captures.iter().zip(summaries) {
@@ -140,7 +128,7 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
 
     // The shadow, as shadow.jsonl has it: all of the earlier layers' weight gradients lost in
     // fp16-master (rounding counts there: no underflow), nothing in fp32, under 1% with scaling.
-    let shadow = lines(&master.join("shadow.jsonl"));
+    let shadow = json_lines(&master.join("shadow.jsonl"));
     let points = runs[1]["shadow"].as_array().unwrap();
     let n: usize = shadow
         .iter()

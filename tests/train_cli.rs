@@ -2,17 +2,9 @@
 //! counts, and bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mixprec"))
-}
-
-fn fresh(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mixprec-train-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
+mod common;
+use common::{bin, fresh};
 
 /// Trains with `extra` flags after the defaults; `--batch 64` unless `extra` sets the batch.
 fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {

@@ -1,7 +1,7 @@
 //! Helpers shared by the tests that run the `mixprec` binary (`mod common;` in each).
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The binary under test.
@@ -36,4 +36,87 @@ pub fn fails(out: Output) -> String {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     err
+}
+
+/// Runs the binary with `args` (and `env`, added to this process's environment).
+pub fn mixprec_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = bin();
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("the binary runs")
+}
+
+/// Runs the binary with `args`.
+pub fn mixprec(args: &[&str]) -> Output {
+    mixprec_env(args, &[])
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `mixprec args` fails on bad input as promised: exit code 2, one line on standard error that
+/// starts with `mixprec: ` (or clap's `error: ` for a bad flag) and mentions `needle`, and
+/// nothing on standard output.
+pub fn assert_bad(args: &[&str], needle: &str) {
+    let o = mixprec(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: one line, got {err}"
+    );
+    assert!(
+        err.starts_with("mixprec: ") || err.starts_with("error: "),
+        "{err}"
+    );
+    assert!(err.contains(needle), "{args:?}: '{needle}' in {err}");
+    assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+}
+
+/// The keys of a JSON object, in order.
+pub fn keys(v: &serde_json::Value) -> Vec<&str> {
+    v.as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+/// A JSON file.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A JSON Lines file, one value a line.
+pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Deterministic values with magnitudes log-uniform between 2^lo and 2^hi, random signs, and
+/// an exact zero every `zero_every` values.
+pub fn log_uniform(seed: u64, n: usize, lo: f64, hi: f64, zero_every: usize) -> Vec<f32> {
+    let mut rng = mixprec::train::Rng::new(seed);
+    (0..n)
+        .map(|i| {
+            let r = rng.next_u64();
+            if i % zero_every == 0 {
+                return 0.0;
+            }
+            let u = (r >> 11) as f64 / (1u64 << 53) as f64;
+            let m = 2f64.powf(lo + (hi - lo) * u) as f32;
+            if r & 1 == 1 { -m } else { m }
+        })
+        .collect()
 }
