@@ -447,8 +447,32 @@ fn explain_bit_patterns_and_ties() {
         t.contains("decodes to 0.001953125") && t.contains("subnormal"),
         "{t}"
     );
-    let t = stdout(&mixprec(&["explain", "0x7e00", "--format", "fp16"], ""));
-    assert!(t.contains("decodes to NaN"), "{t}");
+    // A NaN pattern is shown as given, quiet or signalling, not as the NaN rounding stores.
+    for (pattern, format, bits, kind) in [
+        (
+            "0x7e00",
+            "fp16",
+            "0 11111 1000000000  = 0x7e00",
+            "a quiet NaN",
+        ),
+        (
+            "0xfc01",
+            "fp16",
+            "1 11111 0000000001  = 0xfc01",
+            "a signalling NaN; rounding or arithmetic gives the quiet NaN 0xfe01",
+        ),
+        ("0x7d", "fp8-e5m2", "0 11111 01  = 0x7d", "quiet NaN 0x7f"),
+        (
+            "0xff",
+            "fp8-e4m3",
+            "1 1111 111  = 0xff",
+            "only NaN encoding",
+        ),
+    ] {
+        let t = stdout(&mixprec(&["explain", pattern, "--format", format], ""));
+        assert!(t.contains("decodes to NaN"), "{t}");
+        assert!(t.contains(bits) && t.contains(kind), "{pattern}: {t}");
+    }
     assert_bad(
         &mixprec(&["explain", "0x10000", "--format", "fp16"], ""),
         "wider than the format's 16 bits",
@@ -458,18 +482,33 @@ fn explain_bit_patterns_and_ties() {
         "not a hexadecimal number",
     );
     // 2049 lies halfway between 2048 and 2050 in fp16: to even, 2048. 2051: to even, 2052.
-    for (x, kept) in [
-        ("2049", "2048"),
-        ("2051", "2052"),
-        ("65520", "inf"),
-        ("464", "448"),
-    ] {
+    for (x, kept) in [("2049", "2048"), ("2051", "2052"), ("464", "448")] {
         let f = if x == "464" { "fp8-e4m3" } else { "fp16" };
         let t = stdout(&mixprec(&["explain", x, "--format", f], ""));
         assert!(
             t.contains("tie, to even") && t.contains(&format!("kept ({kept}")),
             "{x}: {t}"
         );
+    }
+    // At the top of the range the even neighbour lies past the largest value: it overflows to
+    // infinity, or saturates to the largest value, whose last mantissa bit is 1.
+    for (args, after) in [
+        (&["65520"][..], "lies past the largest finite value: inf\n"),
+        (
+            &["65520", "--overflow", "saturate"],
+            "lies past the largest finite value: clamped to 65504\n",
+        ),
+        (
+            &["7", "--format", "fp4-e2m1"],
+            "lies past the largest finite value: clamped to 6\n",
+        ),
+    ] {
+        let t = stdout(&mixprec(&[&["explain"], args].concat(), ""));
+        assert!(
+            t.contains("tie, to even") && t.contains(after),
+            "{args:?}: {t}"
+        );
+        assert!(!t.contains("is kept"), "{args:?}: {t}");
     }
     for x in ["2049.5", "0.1", "2048"] {
         let t = stdout(&mixprec(&["explain", x], ""));

@@ -30,12 +30,17 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let f = rounder.format();
             let x = f.decode(bits);
             let v = format_value(x, &mut ryu::Buffer::new()).to_string();
-            format!(
-                "bit pattern {} of {} decodes to {v}\n{}",
+            let head = format!(
+                "bit pattern {} of {} decodes to {v}",
                 hex(f, bits),
-                f.name(),
-                explain(&v, x, &rounder)
-            )
+                f.name()
+            );
+            if x.is_nan() {
+                // The pattern itself, not the quiet NaN that rounding a NaN would store.
+                format!("{head}\n\n{}", nan_pattern(f, bits))
+            } else {
+                format!("{head}\n{}", explain(&v, x, &rounder))
+            }
         }
         None => {
             let x: f64 = args.value.trim().parse().map_err(|_| Error::InvalidValue {
@@ -211,12 +216,14 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
                 line(
                     "rounding",
                     format!(
-                        "tie, to even: x is exactly halfway between its neighbours, and the one whose last mantissa bit is 0 is kept ({}{})",
-                        v(r),
-                        if r.is_finite() {
-                            ""
+                        "tie, to even: x is exactly halfway between its neighbours, and the one whose last mantissa bit is 0 {}",
+                        if !r.is_finite() {
+                            format!("lies past the largest finite value: {}", v(r))
+                        } else if pattern.is_some_and(|p| p & 1 == 1) {
+                            // The odd neighbour kept: the even one overflowed and saturated.
+                            format!("lies past the largest finite value: clamped to {}", v(r))
                         } else {
-                            ": the even one lies past the largest finite value"
+                            format!("is kept ({})", v(r))
                         }
                     ),
                 );
@@ -270,6 +277,32 @@ fn is_tie(f: FloatFormat, x: f64, lo: f64, hi: f64) -> bool {
         f.max() + crate::format::pow2(f.emax() - f.man_bits() as i32)
     };
     ax - a == b - ax && ax > a
+}
+
+/// The fields of a NaN pattern, and whether it is quiet or signalling (IEEE 754's convention,
+/// for the formats with infinities: the top mantissa bit set is quiet).
+fn nan_pattern(f: FloatFormat, bits: u32) -> String {
+    let mut s = String::new();
+    let mut line = |label: &str, text: String| s += &format!("  {label:<11} {text}\n");
+    fields(&mut line, f, bits, f64::NAN);
+    let m = f.man_bits();
+    let man = bits & ((1 << m) - 1);
+    let kind = if !f.has_infinity() {
+        format!(
+            "{}'s only NaN encoding (no quiet or signalling kinds)",
+            f.name()
+        )
+    } else if man >> (m - 1) == 1 {
+        "top bit 1: a quiet NaN".to_string()
+    } else {
+        let quiet = bits | 1 << (m - 1);
+        format!(
+            "top bit 0: a signalling NaN; rounding or arithmetic gives the quiet NaN {}",
+            hex(f, quiet)
+        )
+    };
+    line("  mantissa", format!("{man:0w$b}: {kind}", w = m as usize));
+    s
 }
 
 /// Lines for the bit pattern and what each field means.
