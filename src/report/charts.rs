@@ -94,7 +94,9 @@ impl Axis {
                     format!("{x:.1e}")
                 }
             }
-            Axis::Log2 => format!("2^{v:.0}"),
+            // Whole powers only: a tick between two would repeat its neighbour's label.
+            Axis::Log2 if (v - v.round()).abs() < 1e-6 => format!("2^{}", v.round() as i64),
+            Axis::Log2 => String::new(),
         }
     }
 }
@@ -194,7 +196,7 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
     if x1 - x0 < 1e-9 {
         x1 = x0 + 1.0;
     }
-    let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.5 });
+    let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 1.0 });
     let (mut y0, y1) = (y0 - pad, y1 + pad);
     if c.legend == Corner::BelowData {
         // About 21 pixels per legend entry of a plot about 520 high.
@@ -857,4 +859,55 @@ pub fn grouped_bars<DB: DrawingBackend>(
         chart.draw_series(labels)?;
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The y labels of a drawn chart's SVG, in order.
+    fn y_labels(c: &LineChart) -> Vec<String> {
+        let mut svg = String::new();
+        {
+            crate::report::register_font();
+            let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
+            lines(&root, c).unwrap();
+            root.present().unwrap();
+        }
+        svg.split("</text>")
+            .filter_map(|t| Some(t.rsplit('>').next()?.trim()))
+            .filter(|t| t.starts_with("2^"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A constant loss scale (2^16, or 2^0) gets one whole-power label per tick, never the
+    /// same label twice or `2^-0`.
+    #[test]
+    fn a_constant_log2_curve_has_distinct_labels() {
+        for scale in [65536.0, 1.0, 0.5] {
+            let c = LineChart {
+                title: "loss scale".into(),
+                x_desc: "step".into(),
+                x_axis: Axis::Linear,
+                y_desc: "scale".into(),
+                axis: Axis::Log2,
+                lines: vec![Line {
+                    name: "run".into(),
+                    color: run_color(0),
+                    points: (0..50).map(|i| (f64::from(i), scale)).collect(),
+                }],
+                bands: vec![],
+                marks: vec![],
+                legend: Corner::UpperRight,
+            };
+            let labels = y_labels(&c);
+            let k = f64::log2(scale) as i64;
+            assert!(labels.contains(&format!("2^{k}")), "{scale}: {labels:?}");
+            let mut distinct = labels.clone();
+            distinct.dedup();
+            assert_eq!(distinct, labels, "{scale}");
+            assert!(labels.iter().all(|l| l != "2^-0"), "{labels:?}");
+        }
+    }
 }
