@@ -454,7 +454,7 @@ fn bad_input_is_named_before_any_training() {
         (&["--vary", "steps=0,3"], "--vary 'steps=0': invalid steps"),
         (
             &["--vary", "recipe=fp12"],
-            "--vary 'recipe=fp12': invalid recipe 'fp12'",
+            "--vary 'recipe=fp12': recipe: invalid recipe 'fp12'",
         ),
         (
             &["--vary", "recipe=fp16-pure", "--vary", "loss_scale=2^4"],

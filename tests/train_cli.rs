@@ -124,20 +124,53 @@ fn bad_input_is_one_line_and_exit_2() {
     let dir = fresh("bad");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("x"), "occupied").unwrap();
-    let cfg = dir.join("bad.json");
-    std::fs::write(&cfg, r#"{"stepz": 3}"#).unwrap();
+    let config = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        vec!["--config".to_string(), path.display().to_string()]
+    };
     let out = dir.join("run");
-    let cases: Vec<(Vec<String>, &str)> = vec![
+    let mut cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["--recipe".into(), "fp12".into()], "recipe 'fp12'"),
         (vec!["--dataset".into(), "mnist".into()], "dataset 'mnist'"),
         (vec!["--batch".into(), "0".into()], "batch"),
         (vec!["--lr".into(), "0".into()], "learning rate"),
-        (vec!["--config".into(), cfg.display().to_string()], "stepz"),
         (
             vec!["--dataset".into(), "/nonexistent/d.csv".into()],
             "/nonexistent/d.csv",
         ),
     ];
+    // A config file: the key path of what is wrong, a repeated key, a schema from the future.
+    for (text, needle) in [
+        (r#"{"stepz": 3}"#, ".json: unknown field `stepz`"),
+        (r#"{"steps": "5"}"#, "steps: invalid type: string"),
+        (r#"{"mlp": {"widht": 3}}"#, "mlp: unknown field `widht`"),
+        (
+            r#"{"optimizer": {"kind": "adam", "beta1": 0.5}}"#,
+            "optimizer: missing field `lr`",
+        ),
+        (
+            r#"{"recipe": {"name": "x", "weights": "fp17"}}"#,
+            "recipe: weights: unknown format 'fp17'",
+        ),
+        (
+            r#"{"recipe": "fp16-master", "recipe": "fp32"}"#,
+            "the key 'recipe' appears more than once",
+        ),
+        (
+            r#"{"optimizer": {"kind": "sgd", "lr": 0.1, "lr": 1}}"#,
+            "the key 'optimizer.lr' appears more than once",
+        ),
+        ("[]", "expected a JSON object"),
+        (
+            r#"{"schema": 2}"#,
+            "schema 2 is newer than this mixprec reads",
+        ),
+        (r#"{"schema": "1"}"#, "is not a version number"),
+        ("{\"steps\": 5,}", "trailing comma at line 1"),
+    ] {
+        cases.push((config(&format!("bad{}.json", cases.len()), text), needle));
+    }
     for (args, needle) in cases {
         let r = bin()
             .arg("train")

@@ -14,8 +14,8 @@ use ::safetensors::{SafeTensorError, SafeTensors};
 
 use super::decode::{Decoder, Elem, Kind, visit_stream};
 use super::{
-    Dtype, Scan, Stamp, TensorData, TensorInfo, Values, bad_file, open_regular, read_at,
-    read_failed, write_atomic,
+    Dtype, Scan, Stamp, TensorData, TensorInfo, Values, bad_file, duplicate_key, open_regular,
+    read_at, read_failed, write_atomic,
 };
 use crate::{Error, Result};
 
@@ -124,36 +124,6 @@ fn header_text(standin: &[u8]) -> &[u8] {
         .ok()
         .and_then(|n| standin.get(N_LEN..N_LEN.checked_add(n)?))
         .unwrap_or(&[])
-}
-
-/// The first key that appears twice in the top-level JSON object `header` (JSON parsers keep the
-/// last, so the reference parser would see one tensor and complain about the data's length);
-/// `None` when there is none or `header` is not a JSON object (which the parser then reports).
-pub(crate) fn duplicate_key(header: &[u8]) -> Option<String> {
-    struct Keys;
-    impl<'de> serde::de::Visitor<'de> for Keys {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> std::result::Result<Self::Value, A::Error> {
-            let mut seen = std::collections::HashSet::new();
-            while let Some(key) = map.next_key::<String>()? {
-                map.next_value::<serde::de::IgnoredAny>()?;
-                if let Some(key) = seen.replace(key) {
-                    return Ok(Some(key));
-                }
-            }
-            Ok(None)
-        }
-    }
-    let mut de = serde_json::Deserializer::from_slice(header);
-    serde::Deserializer::deserialize_map(&mut de, Keys)
-        .ok()
-        .flatten()
 }
 
 /// A one-line [`Error::BadFile`] for a header the `safetensors` crate refused.

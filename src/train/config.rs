@@ -140,7 +140,10 @@ impl<'de> Deserialize<'de> for TrainConfig {
         use serde::de::Error as _;
         let mut value = serde_json::Value::deserialize(d)?;
         let scaler = value.as_object_mut().and_then(|o| o.remove("scaler"));
-        let mut config = TrainConfig::deserialize(value).map_err(D::Error::custom)?;
+        let mut track = serde_path_to_error::Track::new();
+        let mut config =
+            TrainConfig::deserialize(serde_path_to_error::Deserializer::new(value, &mut track))
+                .map_err(|e| D::Error::custom(crate::io::at_path(&track.path(), &e)))?;
         if let Some(scaler) = scaler {
             let scaling = crate::scaling::policy::deserialize_policy(scaler)
                 .map_err(|e| D::Error::custom(format!("scaler: {e}")))?;
@@ -191,10 +194,12 @@ fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
     match serde_json::Value::deserialize(d)? {
         serde_json::Value::String(name) => Recipe::preset(&name).map_err(D::Error::custom),
         object @ serde_json::Value::Object(_) => {
-            Recipe::deserialize(object).map_err(|e| D::Error::custom(format!("recipe: {e}")))
+            let mut track = serde_path_to_error::Track::new();
+            Recipe::deserialize(serde_path_to_error::Deserializer::new(object, &mut track))
+                .map_err(|e| D::Error::custom(crate::io::at_path(&track.path(), &e)))
         }
         other => Err(D::Error::custom(format!(
-            "recipe: expected a preset name or a recipe object, got {other}"
+            "expected a preset name or a recipe object, got {other}"
         ))),
     }
 }
@@ -277,26 +282,21 @@ pub struct Overrides {
 }
 
 impl TrainConfig {
-    /// Reads a config file (a run directory's `config.json` too: its `schema` key is
-    /// skipped, so a run can be repeated from its directory).
+    /// Reads a config file (a run directory's `config.json` too: its `schema` key, a version
+    /// this mixprec reads, is skipped, so a run can be repeated from its directory).
     ///
     /// # Errors
-    /// [`Error::Io`] when it cannot be read; [`Error::BadFile`] with serde's message (naming the
-    /// unknown or mistyped field) when it is not a valid config.
+    /// [`Error::Io`] when it cannot be read; [`Error::BadFile`] when it is not a JSON object,
+    /// repeats a key, has a newer schema, or is not a valid config (serde's message after the
+    /// path of keys to the unknown or mistyped value).
     pub fn from_file(path: &Path) -> crate::Result<TrainConfig> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let bad = |e: serde_json::Error| Error::BadFile {
-            path: path.to_path_buf(),
-            problem: e.to_string(),
-        };
-        let mut value: serde_json::Value = serde_json::from_str(&text).map_err(bad)?;
-        if let Some(object) = value.as_object_mut() {
-            object.remove("schema");
-        }
-        serde_json::from_value(value).map_err(bad)
+        let mut value = crate::io::parse_json(path, &bytes)?;
+        super::run::schema::take_schema(&mut value, path)?;
+        crate::io::json_from_value(path, value)
     }
 
     /// Applies `o`. `--dataset` replaces the labels file too (with `--labels`, or none: labels

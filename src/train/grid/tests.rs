@@ -169,7 +169,10 @@ fn bad_keys_values_and_combinations_are_named() {
         (&["stepz=1,2"][..], "stepz"),
         (&["optimizer.nope.lr=1"], "no key optimizer.nope"),
         (&["steps.x=1"], "steps holds no keys"),
-        (&["recipe=fp12"], "--vary 'recipe=fp12': invalid recipe"),
+        (
+            &["recipe=fp12"],
+            "--vary 'recipe=fp12': recipe: invalid recipe",
+        ),
         (&["steps=0,5"], "--vary 'steps=0'"),
         (&["loss_scale=0,2"], "--vary 'loss_scale=0'"),
         (&["loss_scale=2^200..2^201"], "out of f32's range"),

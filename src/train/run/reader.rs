@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::schema::{CaptureRecord, SCHEMA, ShadowRecord, StepRecord, Summary};
+use super::schema::{CaptureRecord, ShadowRecord, StepRecord, Summary, take_schema};
 use super::{CAPTURES, CONFIG, INCOMPLETE, METRICS, SHADOW, SUMMARY};
 use crate::error::Error;
 use crate::train::{Recipe, TrainConfig};
@@ -248,32 +248,5 @@ fn read_json(path: &Path) -> crate::Result<Value> {
         path: path.to_path_buf(),
         source,
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::BadFile {
-        path: path.to_path_buf(),
-        problem: e.to_string(),
-    })
-}
-
-/// Removes and checks the `schema` key of a JSON object (absent: 0).
-fn take_schema(value: &mut Value, path: &Path) -> crate::Result<u32> {
-    let bad = |problem: String| Error::BadFile {
-        path: path.to_path_buf(),
-        problem,
-    };
-    let Value::Object(object) = value else {
-        return Err(bad("expected a JSON object".into()));
-    };
-    let version = match object.remove("schema") {
-        None => 0,
-        Some(v) => v
-            .as_u64()
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| bad(format!("schema {v} is not a version number")))?,
-    };
-    if version > SCHEMA {
-        return Err(bad(format!(
-            "schema {version} is newer than this mixprec reads ({SCHEMA}); upgrade mixprec"
-        )));
-    }
-    Ok(version)
+    crate::io::parse_json(path, &bytes)
 }

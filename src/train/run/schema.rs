@@ -3,9 +3,12 @@
 //! reader (`report`, studies, replay) goes through these types.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use crate::error::Error;
 use crate::format::FloatFormat;
 use crate::format::RoundCounts;
 use crate::stats::Histogram;
@@ -231,4 +234,28 @@ mod nullable {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
     }
+}
+
+/// Removes and checks the `schema` key of a JSON object (absent: 0).
+pub(crate) fn take_schema(value: &mut Value, path: &Path) -> crate::Result<u32> {
+    let bad = |problem: String| Error::BadFile {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let Value::Object(object) = value else {
+        return Err(bad("expected a JSON object".into()));
+    };
+    let version = match object.remove("schema") {
+        None => 0,
+        Some(v) => v
+            .as_u64()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| bad(format!("schema {v} is not a version number")))?,
+    };
+    if version > SCHEMA {
+        return Err(bad(format!(
+            "schema {version} is newer than this mixprec reads ({SCHEMA}); upgrade mixprec"
+        )));
+    }
+    Ok(version)
 }
