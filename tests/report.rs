@@ -196,6 +196,32 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
             );
         }
     }
+    // The same directory for a report of one run: the other runs' figures go, a file of the
+    // user's stays, and figures/ holds the new report's figures and that file only.
+    std::fs::write(out.join("figures/mine.png"), "not mixprec's").unwrap();
+    ok(bin()
+        .arg("report")
+        .arg(&fp32)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap());
+    let report = read_json(&out.join("report.json"));
+    let mut want: Vec<String> = report["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| ["png", "svg"].map(|ext| format!("{}.{ext}", f.as_str().unwrap())))
+        .chain(["mine.png".to_string()])
+        .collect();
+    want.sort();
+    let mut have: Vec<String> = std::fs::read_dir(out.join("figures"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    have.sort();
+    assert!(want.len() < 2 * figures.len() + 1, "{want:?}");
+    assert_eq!(have, want);
     std::fs::remove_dir_all(&root).unwrap();
 }
 

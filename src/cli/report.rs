@@ -22,7 +22,8 @@ pub struct Args {
     #[arg(value_name = "RUN_DIR", required = true)]
     runs: Vec<PathBuf>,
     /// The directory to write the report into (created if needed; its index.html, report.json
-    /// and figures/ are replaced).
+    /// and the figures in figures/ are replaced, figures an earlier report wrote there are
+    /// removed, and a file mixprec did not write is never touched).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// The format gradients are judged against (zones, loss-scale windows); default: each run's

@@ -309,7 +309,33 @@ pub(crate) fn write_figures(dir: &Path, figures: &[Figure]) -> Result<BTreeMap<S
         super::write_png(&png_path, size, &|a| f.chart.draw(a))?;
         svgs.insert(f.id.clone(), svg);
     }
+    remove_stale_figures(&figures_dir, &svgs).map_err(|source| Error::Io {
+        path: figures_dir.clone(),
+        source,
+    })?;
     Ok(svgs)
+}
+
+/// Removes the figures an earlier report wrote into `figures_dir` that this one (`current`, by
+/// id) did not, so that the directory holds this report's figures only; files mixprec did not
+/// write stay.
+fn remove_stale_figures(
+    figures_dir: &Path,
+    current: &BTreeMap<String, String>,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(figures_dir)? {
+        let path = entry?.path();
+        let figure = path.extension().is_some_and(|e| e == "png" || e == "svg");
+        let id = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        if figure
+            && id.is_some_and(|id| !current.contains_key(&id))
+            && path.is_file()
+            && super::written_by_mixprec(&path)
+        {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
 }
 
 /// A page: the skeleton every report shares (title, styles, mixprec's mark), around `body`.
