@@ -622,3 +622,35 @@ fn every_model_is_the_same_whatever_the_threads() {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+/// A short run whose scaler is still backing off (Megatron's starts at 2^32) skips every step
+/// without having diverged: the summary and the line printed say what happened.
+#[test]
+fn a_short_run_that_skips_every_step_has_not_diverged() {
+    let out = fresh("backing-off");
+    let o = bin()
+        .args([
+            "train",
+            "--recipe",
+            "fp16-megatron",
+            "--steps",
+            "10",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        stdout.contains("10 steps (10 skipped)")
+            && stdout.contains("no update applied (every step skipped for overflow)")
+            && !stdout.contains("DIVERGED"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["diverged"], false);
+    assert_eq!(summary["skipped_steps"], 10);
+    std::fs::remove_dir_all(&out).unwrap();
+}

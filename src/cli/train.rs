@@ -196,7 +196,13 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         summary.final_loss,
         summary.eval_metric.name,
         summary.eval_metric.value,
-        if summary.diverged { ", DIVERGED" } else { "" },
+        if summary.diverged {
+            ", DIVERGED"
+        } else if summary.skipped_steps == summary.steps {
+            ", no update applied (every step skipped for overflow)"
+        } else {
+            ""
+        },
         summary.wall_seconds,
         dir.display()
     )?;

@@ -323,9 +323,7 @@ pub fn run(
         steps: config.steps,
         skipped_steps: skipped,
         overflow_steps: overflows,
-        diverged: !final_loss.is_finite()
-            || !weights_finite
-            || trailing_skips >= config.steps.min(20),
+        diverged: !final_loss.is_finite() || !weights_finite || trailing_skips >= STUCK_SKIPS,
         final_loss,
         eval_metric,
         parameters: job.parameter_count(),
@@ -334,6 +332,11 @@ pub fn run(
     out.finish(&summary)?;
     Ok(summary)
 }
+
+/// A run whose last this many steps were all skipped has diverged: the loss scale can no longer
+/// make its gradients finite. A shorter run that skipped every step has not (a dynamic scaler
+/// starting high, as Megatron's at 2^32, backs off for longer than it ran).
+const STUCK_SKIPS: u64 = 20;
 
 fn capture_record(record: &StepRecord, observer: &Observer, p: &Precision) -> CaptureRecord {
     let name = |layer: usize| p.layers().get(layer).cloned().unwrap_or_default();

@@ -203,8 +203,9 @@ pub struct Summary {
     pub skipped_steps: u64,
     /// Steps whose gradients held an inf or NaN.
     pub overflow_steps: u64,
-    /// True when the final loss or a weight is not finite, or the last `min(20, steps)` steps were
-    /// all skipped (the loss scale can no longer make gradients finite).
+    /// True when the final loss or a weight is not finite, or the last 20 steps were all skipped
+    /// (the loss scale can no longer make gradients finite; a run of fewer steps that skipped
+    /// them all has not diverged: its scaler was still backing off).
     pub diverged: bool,
     /// The last step's batch loss (the discriminator's for the GAN; `null` when not finite).
     #[serde(with = "nullable")]
