@@ -122,6 +122,17 @@ pub enum Error {
         /// The longest line accepted, in bytes.
         limit: usize,
     },
+    /// A run that does not fit its data or its limits (`train`, `grid`): what, why, and what
+    /// would allow it.
+    #[error("{what}: {problem}; {allow}")]
+    DoesNotFit {
+        /// The setting or the data, with its value (`batch 5000`, `labels of y.npy`).
+        what: String,
+        /// Why it does not fit.
+        problem: String,
+        /// What would make it fit.
+        allow: &'static str,
+    },
     /// A grid of runs that cannot be run as given (`mixprec grid`).
     #[error("{what}: {problem}")]
     Grid {

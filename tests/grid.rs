@@ -462,7 +462,7 @@ fn bad_input_is_named_before_any_training() {
         ),
         (
             &["--vary", "batch=32,100000"],
-            "runs/batch=100000,seed=5: invalid batch",
+            "runs/batch=100000,seed=5: batch 100000: larger than",
         ),
         (&["--vary", "dataset=missing.csv"], "missing.csv"),
         (&["--vary", "steps=1,1"], "given twice"),

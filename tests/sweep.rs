@@ -111,7 +111,7 @@ const CASES: &[Case] = &[
             "{d}/run",
         ],
         2,
-        "makes 1000000 classes",
+        "stray.csv: 4 distinct values, but the largest, 999999, makes 1000000 classes",
     ),
     // Failure 3: quantize line cap.
     with_in(

@@ -168,17 +168,14 @@ pub fn estimate(
 /// near the labels present, the estimated memory and captures within `config.limits`.
 ///
 /// # Errors
-/// [`Error::InvalidValue`] naming the problem, the estimate and the flag or key that allows it.
+/// [`Error::DoesNotFit`] naming the problem, the estimate and the flag or key that allows it.
 pub fn check(config: &TrainConfig, data: &Dataset) -> crate::Result<()> {
     let rows = data.train_y.len();
     if config.batch > rows {
-        return Err(Error::InvalidValue {
-            what: "batch",
-            value: format!(
-                "{}: larger than the {rows} training examples of {}",
-                config.batch, data.name
-            ),
-            expected: "at most the number of training examples (80% of a file's rows)",
+        return Err(Error::DoesNotFit {
+            what: format!("batch {}", config.batch),
+            problem: format!("larger than the {rows} training examples of {}", data.name),
+            allow: "use at most the number of training examples (80% of a file's rows)",
         });
     }
     let limits = &config.limits;
@@ -189,15 +186,18 @@ pub fn check(config: &TrainConfig, data: &Dataset) -> crate::Result<()> {
         }
         let distinct = seen.iter().filter(|&&s| s).count();
         if data.classes > SPARSE_FACTOR * distinct + SPARSE_SLACK {
-            return Err(Error::InvalidValue {
-                what: "labels",
-                value: format!(
+            return Err(Error::DoesNotFit {
+                what: format!(
+                    "labels of {}",
+                    config.labels.as_deref().unwrap_or(&data.name)
+                ),
+                problem: format!(
                     "{} distinct values, but the largest, {}, makes {} classes (a stray label?)",
                     distinct,
                     data.classes - 1,
                     data.classes
                 ),
-                expected: "class indices near 0..number of classes (--sparse-labels, or \"limits\": {\"sparse_labels\": true}, trains anyway)",
+                allow: "class indices should lie near 0..number of classes (--sparse-labels, or \"limits\": {\"sparse_labels\": true}, trains anyway)",
             });
         }
     }
@@ -217,27 +217,27 @@ pub fn check(config: &TrainConfig, data: &Dataset) -> crate::Result<()> {
         count(e.activations)
     );
     if e.memory > limits.memory_mib as f64 * MIB {
-        return Err(Error::InvalidValue {
-            what: "model size",
-            value: format!(
+        return Err(Error::DoesNotFit {
+            what: "model size".into(),
+            problem: format!(
                 "about {} of memory ({counts}), over the limit of {}",
                 bytes(e.memory),
                 bytes(limits.memory_mib as f64 * MIB)
             ),
-            expected: "a smaller model or batch, or a higher limit (--max-memory MIB, config key limits.memory_mib)",
+            allow: "use a smaller model or batch, or a higher limit (--max-memory MIB, config key limits.memory_mib)",
         });
     }
     if e.captures > limits.captures_mib as f64 * MIB {
-        return Err(Error::InvalidValue {
-            what: "captures",
-            value: format!(
+        return Err(Error::DoesNotFit {
+            what: "captures".into(),
+            problem: format!(
                 "about {} of captures.jsonl ({} storage sites, {} captures), over the limit of {}",
                 bytes(e.captures),
                 count(e.sites),
                 config.steps / config.capture_every.max(1) + 1,
                 bytes(limits.captures_mib as f64 * MIB)
             ),
-            expected: "fewer layers or captures (--capture-every), or a higher limit (--max-captures MIB, config key limits.captures_mib)",
+            allow: "use fewer layers or captures (--capture-every), or a higher limit (--max-captures MIB, config key limits.captures_mib)",
         });
     }
     Ok(())
