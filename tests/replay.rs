@@ -128,6 +128,7 @@ fn a_static_policys_skips_follow_from_grad_amax() {
     assert!(!want.is_empty() && want.len() < recorded.len(), "{want:?}");
     let r = replay_json(&dir, &["static:2^19"]);
     let p = &r["policies"][0];
+    assert_eq!(p["policy"], "static:2^19", "labelled as given");
     let got: Vec<u64> = p["skipped"]["steps"]
         .as_array()
         .unwrap()
@@ -205,6 +206,17 @@ fn bad_input() {
     assert!(e.contains("must be positive"), "{e}");
     let e = fails(replay(&[r, "--policy", "keras", "keras"]));
     assert!(e.contains("given twice"), "{e}");
+    // keras with GradScaler's initial scale is GradScaler: named as the same policy.
+    let e = fails(replay(&[
+        r,
+        "--policy",
+        "keras:init_scale=2^16",
+        "gradscaler",
+    ]));
+    assert!(
+        e.contains("'gradscaler': the same policy as 'keras:init_scale=2^16'"),
+        "{e}"
+    );
     let e = fails(replay(&[root.to_str().unwrap(), "--policy", "keras"]));
     assert!(e.contains("not a run directory"), "{e}");
     let e = fails(replay(&[r, "--policy", "keras", "--format", "fp17"]));

@@ -67,13 +67,18 @@ pub fn replay_run(
             })?;
             (format!("run ({p})"), p)
         } else {
-            let p: LossScaling = name.parse()?;
-            (p.to_string(), p)
+            // Labelled as given: equal presets print as the first of them (keras with GradScaler's
+            // initial scale is gradscaler), which would rename what the user asked for.
+            (name.trim().to_string(), name.parse()?)
         };
-        if named.iter().any(|(n, _)| *n == entry.0) {
+        if let Some((first, _)) = named.iter().find(|(_, p)| *p == entry.1) {
             return Err(Error::BadScaler {
                 value: name.clone(),
-                problem: "given twice".into(),
+                problem: if *first == entry.0 {
+                    "given twice".into()
+                } else {
+                    format!("the same policy as '{first}'")
+                },
             });
         }
         named.push(entry);
