@@ -472,7 +472,8 @@ pub struct Advice {
     pub limited_by: Limit,
     /// The smallest `k` at which amax overflows (exact exponent arithmetic, any range).
     pub overflow_log2_scale: i32,
-    /// Whether a loss scale is needed at all: false when `2^0` keeps underflow within bounds.
+    /// Whether a loss scale is needed at all: false when `2^0` keeps underflow within bounds
+    /// and leaves no more than that share of the values subnormal.
     pub scaling_needed: bool,
     /// Whether the recommended scale is within 2x of overflow: amax times twice the scale
     /// overflows.
@@ -653,7 +654,13 @@ fn advise(sweep: &Sweep, options: &AnalysisOptions) -> Option<Advice> {
         }
         _ => Limit::Overflow,
     };
-    let unscaled_ok = r.min_log2_scale.is_some_and(|lo| lo <= 0);
+    // 2^0 does without scaling when it keeps underflow within bounds and leaves no more than
+    // that share subnormal (stored with fewer significant bits).
+    let allowed = options.max_underflow * sweep.finite_nonzero() as f64;
+    let unscaled_ok = r.min_log2_scale.is_some_and(|lo| lo <= 0)
+        && sweep
+            .row(0)
+            .is_none_or(|row| row.subnormal as f64 <= allowed);
     let log2_scale = match (limited_by, works, unscaled_ok) {
         (Limit::Scales, true, true) if r.max_log2_scale.is_some_and(|hi| hi >= 0) => Some(0),
         _ => r.max_log2_scale,

@@ -96,6 +96,36 @@ fn the_range_alone_bounding_the_window_means_any_scale_works() {
 }
 
 #[test]
+fn values_left_subnormal_unscaled_need_a_scale() {
+    // 1e-6 is subnormal in fp16 (below 2^-14) but does not underflow: scaling is still needed,
+    // for the significant bits; at 2^11 it is normal.
+    let o = AnalysisOptions {
+        hi: 20,
+        ..AnalysisOptions::default()
+    };
+    let a = run(&[("w", &[1e-6; 4])], &o);
+    let r = a.recommendation.as_ref().unwrap();
+    assert_eq!((r.min_log2_scale, r.log2_scale), (Some(0), Some(20)));
+    assert!(r.scaling_needed && r.limited_by == Limit::Scales);
+    assert!(
+        a.explanation.starts_with(
+            "Use a loss scale of 2^20 for fp16: no scale from 2^0 to 2^20 underflows more than \
+             0.1% of the 4 finite nonzero values, but at 2^0 4 of them are subnormal"
+        ),
+        "{}",
+        a.explanation
+    );
+    // One subnormal value in 1,001 is within the 0.1% allowed: no scaling needed.
+    let mut xs = vec![1e-3f32; 1000];
+    xs.push(1e-6);
+    let r = run(&[("w", &xs)], &o).recommendation.unwrap();
+    assert_eq!((r.log2_scale, r.scaling_needed), (Some(0), false));
+    xs.push(1e-6);
+    let r = run(&[("w", &xs)], &o).recommendation.unwrap();
+    assert_eq!((r.log2_scale, r.scaling_needed), (Some(20), true));
+}
+
+#[test]
 fn windows_are_sorted_worst_first_and_exclusions_named() {
     let big: Vec<f32> = (0..100_000).map(|i| 1.0 + (i % 7) as f32).collect();
     let mut bias = vec![1e-2f32; 100];

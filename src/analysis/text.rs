@@ -134,7 +134,25 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
         ),
         (true, Limit::Scales, Some(k)) => {
             let (lo, hi) = (r.min_log2_scale.unwrap_or(k), r.max_log2_scale.unwrap_or(k));
-            if r.scaling_needed {
+            let error = |k: i32| {
+                t.sweep
+                    .row(k)
+                    .and_then(|row| row.relative_error)
+                    .map_or("?".into(), |e| format!("{}%", percent(e)))
+            };
+            if r.scaling_needed && lo <= 0 {
+                // Nothing underflows unscaled: the values are subnormal there.
+                let sub = t.sweep.row(0).map_or(0, |row| row.subnormal);
+                format!(
+                    "Use a loss scale of 2^{k} for {fmt}: no scale from 2^{lo} to 2^{hi} \
+                     underflows more than {pct} of the {n} finite nonzero values, but at 2^0 \
+                     {sub} of them are subnormal, stored with fewer significant bits (relative \
+                     error {} of the norm, {} at 2^{k}); only the top of --scales bounds the \
+                     window ({over}{headroom}).",
+                    error(0),
+                    error(k)
+                )
+            } else if r.scaling_needed {
                 format!(
                     "Any loss scale from 2^{lo} to 2^{hi} works for {fmt}: below 2^{lo} more \
                      than {pct} of the {n} finite nonzero values underflow, and only the top of \

@@ -20,8 +20,8 @@ use crate::io::TensorInfo;
 /// normal or overflow (inf/NaN). The window's top is the largest scale that keeps amax *
 /// 2^(k + margin) finite (decided exactly from amax's exponent); its low end is the smallest
 /// scale whose underflow is at most --max-underflow of the values. The recommended scale is the
-/// window's top, or 2^0 when scaling is unnecessary and only the top of --scales bounds the
-/// window. Each tensor also gets its own window; the recommendation names the tensors whose own
+/// window's top, or 2^0 when scaling is unnecessary (at 2^0 no more than --max-underflow of the
+/// values underflow or are left subnormal) and only the top of --scales bounds the window. Each tensor also gets its own window; the recommendation names the tensors whose own
 /// window excludes it, and says what to give PyTorch's GradScaler (init_scale, and where a
 /// dynamic scaler settles: the largest power of two below the overflow boundary).
 ///
