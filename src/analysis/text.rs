@@ -5,7 +5,7 @@
 //! A share is printed with its digits, never rounded to 0 or to 100 unless it is exactly that:
 //!
 //! ```text
-//! 0 -> "0"    1 of 2 -> "50.0"    1 of 4e6 -> "2.50e-5"    999999 of 1e6 -> "99.9999"    1 -> "100"
+//! 0 -> "0"   1 of 2 -> "50.0"   3 of 1000 -> "0.30"   1 of 4e6 -> "2.50e-5"   999999 of 1e6 -> "99.9999"   1 -> "100"
 //! ```
 
 use std::io::Write;
@@ -14,8 +14,9 @@ use super::{Advice, Analysis, Limit, TensorAnalysis, Window};
 use crate::stats::{Alternative, Recommendation, explain};
 
 /// `100 * x` as text with its digits: `"0"` only for 0, `"100"` only for exactly 1; shares
-/// under 0.1% in scientific notation with 3 digits; just under 100% with as many decimals as it
-/// takes not to print 100.
+/// under 0.1% in scientific notation with 3 digits, under 1% with two decimals (so that a share
+/// just over a threshold of 0.1% never prints as 0.1); just under 100% with as many decimals as
+/// it takes not to print 100.
 #[must_use]
 pub fn percent(x: f64) -> String {
     if x == 0.0 {
@@ -30,6 +31,10 @@ pub fn percent(x: f64) -> String {
     let p = 100.0 * x;
     if p.abs() < 0.1 {
         return format!("{p:.2e}");
+    }
+    if p.abs() < 1.0 {
+        // Two decimals: 0.121% must not read as a --max-underflow of 0.1%.
+        return format!("{p:.2}");
     }
     for decimals in 1..=15 {
         let s = format!("{p:.decimals$}");
