@@ -348,12 +348,16 @@ pub fn log2_histograms<DB: DrawingBackend>(
         (x0, x1) = (-30.0, 20.0);
     }
     let (x0, x1) = ((x0 - 2.0).floor(), (x1 + 2.0).ceil());
-    let ymax = c
+    let top = c
         .series
         .iter()
         .flat_map(|(_, _, b)| b.iter().map(|b| b.2))
         .fold(1.0, f64::max)
-        * 1.15;
+        * 1.08;
+    // Room above the bars for the legend in the upper left (about 21 pixels an entry of a plot
+    // about 520 high), so that it covers no bar.
+    let share = ((21 * (c.zones.len() + c.series.len()) + 24) as f64 / 520.0).min(0.6);
+    let ymax = top / (1.0 - share);
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
@@ -366,7 +370,14 @@ pub fn log2_histograms<DB: DrawingBackend>(
         .x_desc(&c.x_desc)
         .y_desc("values per octave (%)")
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        // No share above 100% exists: the room made for the legend is left unlabelled.
+        .y_label_formatter(&|y| {
+            if *y <= 100.0 {
+                format!("{y:.0}")
+            } else {
+                String::new()
+            }
+        })
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
         .draw()?;
