@@ -111,6 +111,10 @@ fn formats_table_and_json() {
 fn formats_bad_name() {
     assert_bad(&mixprec(&["formats", "fp12"], ""), "unknown format 'fp12'");
     assert_bad(&mixprec(&["formats", "e9m2"], ""), "unknown format 'e9m2'");
+    assert_bad(
+        &mixprec(&["formats", "e1m1"], ""),
+        "eXmY with X in 2..=8 and Y in 1..=23",
+    );
     // The message lists every preset (from the list the parser reads).
     assert_bad(
         &mixprec(&["explain", "1", "--format", "fp12"], ""),
@@ -297,9 +301,12 @@ fn quantize_bad_input() {
         ("--output", "hex"),
         ("--seed", "-1"),
     ] {
-        assert_bad(
-            &mixprec(&["quantize", "-f", "fp16", flag, value], ""),
-            value,
+        let o = mixprec(&["quantize", "-f", "fp16", flag, value], "");
+        assert_bad(&o, value);
+        let err = stderr(&o);
+        assert!(
+            err.matches("invalid value").count() <= 1,
+            "said once: {err}"
         );
     }
     // Invalid UTF-8 is a line that is not a number, not a crash.
@@ -529,6 +536,12 @@ fn explain_bit_patterns_and_ties() {
 fn formats_ranges_and_plots() {
     let t = stdout(&mixprec(&["formats"], ""));
     assert!(t.contains("2^-24 / 2^-14 .. (2 - 2^-10) x 2^15"), "{t}");
+    // A max just under a power of two is not printed as that power.
+    let custom = stdout(&mixprec(&["formats", "e2m23", "e4m20"], ""));
+    assert!(
+        custom.contains(" 3.9999998e0 ") && custom.contains(" 2.559999e2 "),
+        "{custom}"
+    );
     assert!(t.contains("2^-9 / 2^-6 .. (2 - 2^-2) x 2^8"), "{t}");
     let root = std::env::temp_dir().join(format!("mixprec-formats-plots-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);

@@ -178,10 +178,19 @@ fn write_element_table(out: &mut dyn Write, formats: &[FloatFormat]) -> std::io:
 pub(crate) fn sci(x: f64) -> String {
     let exact = format!("{x}");
     if exact.len() <= 9 {
-        exact
-    } else {
-        format!("{x:.3e}")
+        return exact;
     }
+    // Four significant digits, or more where four would round a value just under a power of
+    // two up to it (e2m23's max 3.9999998 is not 4).
+    let mut s = format!("{x:.3e}");
+    for digits in 4..=16 {
+        let shown: f64 = s.parse().unwrap_or(x);
+        if shown == x || shown.abs().log2().fract() != 0.0 {
+            break;
+        }
+        s = format!("{x:.digits$e}");
+    }
+    s
 }
 
 /// A left-aligned first column and right-aligned others, separated by two spaces.

@@ -77,6 +77,7 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
     match s.to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" => Ok(true),
         "off" | "false" | "no" => Ok(false),
-        _ => Err(format!("invalid value '{s}': expected on or off")),
+        // clap puts the value and the flag before this.
+        _ => Err("expected on or off".to_string()),
     }
 }

@@ -91,8 +91,8 @@ impl FromStr for Target {
                 Err(Error::UnknownTarget {
                     name: s.trim().to_string(),
                     expected: format!(
-                        "an element format ({} or eXmY) or a block format ({} or any tile \
-                         ELEMENT@RxC)",
+                        "an element format ({} or eXmY with X in 2..=8 and Y in 1..=23) or a \
+                         block format ({} or any tile ELEMENT@RxC)",
                         super::preset_names(),
                         blocks.join(", ")
                     ),
