@@ -834,3 +834,29 @@ fn loss_scales_are_read_as_powers_of_two() {
     ]);
     check_sweep(&v["total"], -2, 3);
 }
+
+/// A tensor name holding an escape sequence or a newline (a safetensors key can) is printed
+/// escaped: no table row is broken and nothing reaches the terminal as a control character.
+#[test]
+fn control_characters_in_names_are_escaped() {
+    let files = Files::new();
+    let path = files.path("hostile.safetensors");
+    let xs = [1e-3f32, 2e-3, 0.5];
+    write_safetensors(
+        &path,
+        &[
+            ("red\u{1b}[31m", &[3][..], TensorData::F32(&xs)),
+            ("two\nlines", &[3][..], TensorData::F32(&xs)),
+        ],
+    )
+    .unwrap();
+    let o = mixprec(&["analyze", path.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!out.contains('\u{1b}'), "{out}");
+    assert!(
+        out.contains("red\\u{1b}[31m") && out.contains("two\\nlines"),
+        "{out}"
+    );
+    assert!(!out.lines().any(|l| l.starts_with("lines")), "{out}");
+}

@@ -186,20 +186,3 @@ fn a_file_given_twice_is_refused() {
     assert!(read_tensors(&[p], &AnalysisOptions::default()).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
-
-#[test]
-fn percentages_keep_their_digits_near_thresholds() {
-    for (x, want) in [
-        (0.0, "0"),
-        (1.0, "100"),
-        (0.5, "50.0"),
-        (0.00121, "0.12"),
-        (0.001, "0.10"),
-        (0.0099, "0.99"),
-        (0.000_441, "4.41e-2"),
-        (0.999_999, "99.9999"),
-        (0.25, "25.0"),
-    ] {
-        assert_eq!(text::percent(x), want, "{x}");
-    }
-}

@@ -8,6 +8,7 @@
 //! 0 -> "0"   1 of 2 -> "50.0"   3 of 1000 -> "0.30"   1 of 4e6 -> "2.50e-5"   999999 of 1e6 -> "99.9999"   1 -> "100"
 //! ```
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use super::{Advice, Analysis, Limit, TensorAnalysis, Window};
@@ -76,7 +77,7 @@ pub(crate) fn magnitude(x: f64) -> String {
 /// A window in words: `2^a..2^b`, or why it is empty.
 #[must_use]
 pub fn window_words(w: &Window, max_underflow: f64) -> String {
-    let pct = format!("{}%", percent(max_underflow));
+    let pct = crate::stats::recommend::threshold_percent(max_underflow);
     match (w.min_log2_scale, w.max_log2_scale) {
         (Some(lo), Some(hi)) if lo <= hi => format!("2^{lo}..2^{hi}"),
         (Some(lo), Some(hi)) => {
@@ -111,7 +112,7 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
     };
     let fmt = a.format;
     let n = t.sweep.finite_nonzero();
-    let pct = format!("{}%", percent(o.max_underflow));
+    let pct = crate::stats::recommend::threshold_percent(o.max_underflow);
     let headroom = if o.margin == 0 {
         String::new()
     } else {
@@ -338,8 +339,8 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
         writeln!(
             out,
             "skipped {} in {}: unsupported dtype {}",
-            s.name,
-            s.path.display(),
+            printable(&s.name),
+            printable(&s.path.display().to_string()),
             s.dtype
         )?;
     }
@@ -489,14 +490,20 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
     writeln!(out, "{}", a.explanation)
 }
 
-/// A left-aligned first column and right-aligned others, separated by two spaces.
-pub(crate) fn table(
+/// A terminal table: a left-aligned first column and right-aligned others, separated by two
+/// spaces; control characters in a cell (a tensor name from a file can hold an escape sequence
+/// or a newline) are written escaped, so that no cell can move the cursor or break a row.
+pub(crate) fn table<R: AsRef<[String]>>(
     out: &mut dyn Write,
     header: &[&str],
-    rows: &[Vec<String>],
+    rows: &[R],
 ) -> std::io::Result<()> {
+    let rows: Vec<Vec<Cow<'_, str>>> = rows
+        .iter()
+        .map(|r| r.as_ref().iter().map(|c| printable(c)).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -514,10 +521,29 @@ pub(crate) fn table(
         s.trim_end().to_string()
     };
     writeln!(out, "{}", line(&mut header.iter().copied()))?;
-    for row in rows {
-        writeln!(out, "{}", line(&mut row.iter().map(String::as_str)))?;
+    for row in &rows {
+        writeln!(out, "{}", line(&mut row.iter().map(|c| c.as_ref())))?;
     }
     Ok(())
+}
+
+/// `s` with its control characters escaped (`\u{1b}`, `\n`): names from users' files, as a
+/// terminal shows them.
+pub(crate) fn printable(s: &str) -> Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
+    }
 }
 
 #[cfg(test)]
@@ -531,6 +557,11 @@ mod tests {
         assert_eq!(percent(0.5), "50.0");
         assert_eq!(percent(8.66e-14), "8.66e-12");
         assert_eq!(percent(2.18e-4), "2.18e-2");
+        // Under 1%, two decimals: 0.121% is not the 0.1% threshold it exceeds.
+        assert_eq!(percent(0.00121), "0.12");
+        assert_eq!(percent(0.001), "0.10");
+        assert_eq!(percent(0.0099), "0.99");
+        assert_eq!(percent(0.25), "25.0");
         assert_eq!(percent_of(1, 4_000_000), "2.50e-5");
         assert_eq!(percent_of(999_999, 1_000_000), "99.9999");
         assert_eq!(percent_of(3, 3), "100");

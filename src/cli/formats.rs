@@ -110,7 +110,7 @@ fn write_block_table(out: &mut dyn Write, blocks: &[BlockFormat]) -> std::io::Re
             ]
         })
         .collect();
-    write_table(out, &header, &rows)?;
+    crate::analysis::text::table(out, &header, &rows)?;
     writeln!(
         out,
         "\nblock: rows x columns sharing one scale, along each row (tiles: R rows x C columns, \
@@ -163,7 +163,7 @@ fn write_element_table(out: &mut dyn Write, formats: &[FloatFormat]) -> std::io:
             ]
         })
         .collect();
-    write_table(out, &header, &rows)?;
+    crate::analysis::text::table(out, &header, &rows)?;
     writeln!(
         out,
         "\nmax: largest finite value; min normal: 2^emin, below it precision falls (subnormals) \
@@ -191,34 +191,4 @@ pub(crate) fn sci(x: f64) -> String {
         s = format!("{x:.digits$e}");
     }
     s
-}
-
-/// A left-aligned first column and right-aligned others, separated by two spaces.
-pub(crate) fn write_table<const N: usize>(
-    out: &mut dyn Write,
-    header: &[&str; N],
-    rows: &[[String; N]],
-) -> std::io::Result<()> {
-    let mut widths = header.map(str::len);
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| -> String {
-        let mut s = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            if i == 0 {
-                s += &format!("{cell:<w$}");
-            } else {
-                s += &format!("  {cell:>w$}");
-            }
-        }
-        s.trim_end().to_string()
-    };
-    writeln!(out, "{}", line(header.to_vec()))?;
-    for row in rows {
-        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
-    }
-    Ok(())
 }

@@ -146,8 +146,8 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
         writeln!(
             out,
             "skipped {} in {}: unsupported dtype {}",
-            s.name,
-            s.path.display(),
+            super::super::text::printable(&s.name),
+            super::super::text::printable(&s.path.display().to_string()),
             s.dtype
         )?;
     }
