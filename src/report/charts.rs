@@ -196,8 +196,13 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
     if x1 - x0 < 1e-9 {
         x1 = x0 + 1.0;
     }
-    let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 1.0 });
-    let (mut y0, y1) = (y0 - pad, y1 + pad);
+    let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.5 });
+    let (mut y0, mut y1) = (y0 - pad, y1 + pad);
+    if axis == Axis::Log2 && y1 - y0 < 2.0 {
+        // At least two whole powers of two on the axis, so that a flat curve has labels.
+        let mid = (y0 + y1) / 2.0;
+        (y0, y1) = (mid - 1.0, mid + 1.0);
+    }
     if c.legend == Corner::BelowData {
         // About 21 pixels per legend entry of a plot about 520 high.
         let entries = c.lines.len() + c.bands.len() + c.marks.len();
