@@ -186,3 +186,19 @@ fn a_file_given_twice_is_refused() {
     assert!(read_tensors(&[p], &AnalysisOptions::default()).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn values_already_nonfinite_are_named_in_the_advice() {
+    let a = run(
+        &[("w", &[1e-3, f32::NAN, f32::INFINITY, 0.5])],
+        &AnalysisOptions::default(),
+    );
+    assert!(
+        a.explanation
+            .contains("Note: 2 of the 4 values are already inf or NaN, before any scaling"),
+        "{}",
+        a.explanation
+    );
+    let a = run(&[("w", &[1e-3, 0.5])], &AnalysisOptions::default());
+    assert!(!a.explanation.contains("inf or NaN"), "{}", a.explanation);
+}

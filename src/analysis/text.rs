@@ -230,6 +230,14 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
         );
     }
     s += &excluded_words(a, r);
+    if t.nonfinite > 0 {
+        s += &format!(
+            " Note: {} of the {} values are already inf or NaN, before any scaling: no loss scale \
+             makes them finite, and a dynamic scaler skips every step that holds one; they come \
+             from earlier in the computation.",
+            t.nonfinite, t.count
+        );
+    }
     s
 }
 
