@@ -701,6 +701,21 @@ fn nvfp4_tensors() -> Vec<(Vec<f32>, usize)> {
     v
 }
 
+/// A finite amax above f32's max over 448 overflows the dequantiser's `s_b * amax_t`: what
+/// does not round to zero becomes infinite, the rest NaN (as the README says).
+#[test]
+fn nvfp4_amax_beyond_f32_over_448_overflows_the_dequantiser() {
+    let r = BlockRounder::new(BlockFormat::Nvfp4, RoundOptions::default());
+    let mut xs = vec![1e36f32, -1e36, 1.0, 0.0];
+    r.round_matrix_at(&mut xs, 4, 0);
+    assert_eq!(xs[..2], [f32::INFINITY, f32::NEG_INFINITY]);
+    assert!(xs[2].is_nan() && xs[3].is_nan(), "{xs:?}");
+    // Below the edge the same block stays finite.
+    let mut xs = vec![1e35f32, 1.0];
+    r.round_matrix_at(&mut xs, 2, 0);
+    assert!(xs.iter().all(|x| x.is_finite()), "{xs:?}");
+}
+
 #[test]
 fn nvfp4_kernels_agree_with_transformer_engine() {
     for (xs, cols) in nvfp4_tensors() {
