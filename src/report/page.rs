@@ -1032,7 +1032,8 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
                 .filter(|(_, r)| !r.skip_marks.is_empty())
                 .map(|(i, r)| Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks) })
                 .collect(),
-            legend: Corner::UpperRight,
+            // Scales sit at the top (2^16) and the bottom (2^0): the legend goes under the data.
+            legend: Corner::BelowData,
         }),
     });
     for (i, r) in runs.iter().enumerate() {
