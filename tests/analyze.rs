@@ -860,3 +860,34 @@ fn control_characters_in_names_are_escaped() {
     );
     assert!(!out.lines().any(|l| l.starts_with("lines")), "{out}");
 }
+
+/// A tensor's own window cut by the range of --scales is marked as such, not shown as the
+/// tensor's need.
+#[test]
+fn windows_cut_by_the_range_are_marked() {
+    let files = Files::new();
+    let (path, _) = files.grads();
+    let p = path.to_str().unwrap();
+    let out = stdout(&mixprec(&["analyze", p, "--scales", "14..15"]));
+    let large = window_row(&out, "large.grad ").unwrap_or_default();
+    assert!(large.split_whitespace().nth(1) == Some("<=14"), "{out}");
+    assert!(
+        out.contains("<=k, >=k: the edge of --scales 14..15"),
+        "{out}"
+    );
+    // The full default range: small.grad's window is its own at the bottom (2^-40 needs a
+    // scale), large.grad's is cut at 2^0.
+    let out = stdout(&mixprec(&["analyze", p]));
+    let small = window_row(&out, "small.grad ").unwrap_or_default();
+    assert!(!small.contains("<="), "{out}");
+    let large = window_row(&out, "large.grad ").unwrap_or_default();
+    assert!(large.contains("<=0"), "{out}");
+}
+
+/// The row of `name` in the table of each tensor's own window.
+fn window_row(out: &str, name: &str) -> Option<String> {
+    out.lines()
+        .skip_while(|l| !l.starts_with("Each tensor's own window"))
+        .find(|l| l.starts_with(name))
+        .map(str::to_string)
+}

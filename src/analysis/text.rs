@@ -365,10 +365,33 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
             "\nEach tensor's own window, worst first (log2 loss scales k, scale = 2^k):\n"
         )?;
         let show = |k: Option<i32>| k.map_or("none".into(), |k| k.to_string());
+        // A window bounded by the range of --scales rather than by the tensor: marked, since
+        // the tensor's own window reaches past it.
+        let (lo, hi, margin) = (a.options.lo, a.options.hi, a.options.margin);
+        let mut at_edge = false;
         let rows: Vec<Vec<String>> = a
             .windows
             .iter()
             .map(|w| {
+                let (low, high) = (w.window.min_log2_scale, w.window.max_log2_scale);
+                let low = match low {
+                    Some(k) if k == lo => {
+                        at_edge = true;
+                        format!("<={k}")
+                    }
+                    k => show(k),
+                };
+                let high = match high {
+                    Some(k)
+                        if k == hi
+                            && i64::from(w.window.overflow_log2_scale)
+                                > i64::from(k) + 1 + i64::from(margin) =>
+                    {
+                        at_edge = true;
+                        format!(">={k}")
+                    }
+                    k => show(k),
+                };
                 let note = match (w.window.works, rec) {
                     (false, _) => "no window of its own".to_string(),
                     (true, Some(k)) if w.excludes_recommended => format!("excludes {k}"),
@@ -377,12 +400,7 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
                 };
                 with_file(
                     &a.tensors[w.index],
-                    vec![
-                        show(w.window.min_log2_scale),
-                        show(w.window.max_log2_scale),
-                        w.window.overflow_log2_scale.to_string(),
-                        note,
-                    ],
+                    vec![low, high, w.window.overflow_log2_scale.to_string(), note],
                 )
             })
             .collect();
@@ -391,6 +409,12 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
             &head(&["lowest k", "highest k", "overflows from k", "recommended k"]),
             &rows,
         )?;
+        if at_edge {
+            writeln!(
+                out,
+                "\n<=k, >=k: the edge of --scales {lo}..{hi}; the tensor's own window may reach past it."
+            )?;
+        }
     }
 
     writeln!(
