@@ -10,8 +10,10 @@ use crate::stats::Histogram;
 
 const FONT: &str = "sans-serif";
 
-/// One colour per run (Okabe-Ito, then greys): runs keep their colour in every chart.
-pub const RUN_COLORS: [RGBColor; 8] = [
+/// One colour per run (Okabe-Ito, black and grey, then Tol's wine and olive): runs keep their
+/// colour in every chart, and ten series (the nine element formats of `formats --plots`) get
+/// ten colours.
+pub const RUN_COLORS: [RGBColor; 10] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -20,6 +22,8 @@ pub const RUN_COLORS: [RGBColor; 8] = [
     RGBColor(86, 180, 233),
     RGBColor(0, 0, 0),
     RGBColor(128, 128, 128),
+    RGBColor(136, 34, 85),
+    RGBColor(153, 153, 51),
 ];
 
 /// The colour of run `i`.

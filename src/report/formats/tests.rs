@@ -92,3 +92,19 @@ fn gradient_band_edges_are_exact() {
     let octaves: BTreeMap<i32, u64> = [(0, 2), (1, 4), (2, 2)].into();
     assert_eq!(gradient_band(&octaves, 0.5), Some((1, 2)));
 }
+
+/// Every element format gets its own colour in the spacing chart (nine formats: fp4-e2m1
+/// shared fp32's blue when the palette had eight colours).
+#[test]
+fn every_format_has_its_own_colour() {
+    let formats: Vec<FloatFormat> = crate::format::PRESETS.iter().map(|(_, f)| *f).collect();
+    let chart = spacing_chart(&formats);
+    let mut colours: Vec<_> = chart
+        .lines
+        .iter()
+        .map(|l| (l.color.0, l.color.1, l.color.2))
+        .collect();
+    colours.sort_unstable();
+    colours.dedup();
+    assert_eq!(colours.len(), formats.len());
+}
