@@ -284,6 +284,12 @@ fn print_config_round_trips_through_a_config_file() {
     let json: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     assert_eq!(json["steps"], 7);
     assert_eq!(json["recipe"]["name"], "fp16-static");
+    // Every key a config file can set, those at their defaults too.
+    assert_eq!(json["shadow_every"], 0);
+    assert!(
+        json.get("labels").is_some_and(serde_json::Value::is_null),
+        "{json}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.json");
     std::fs::write(&path, &first.stdout).unwrap();
@@ -556,7 +562,7 @@ fn print_config_shows_labels_and_eval_every() {
     let plain = bin().args(["train", "--print-config"]).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
     assert!(
-        json.get("labels").is_none() && json["eval_every"] == 0,
+        json.get("labels").is_some_and(serde_json::Value::is_null) && json["eval_every"] == 0,
         "{json}"
     );
 }

@@ -173,7 +173,13 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // Whatever the config file or a flag holds, what is printed must read back as a config.
     config.validate()?;
     if args.print_config {
-        writeln!(out, "{}", serde_json::to_string_pretty(&config)?)?;
+        // Every key, also those a run's config.json leaves out at their defaults.
+        let mut json = serde_json::to_value(&config)?;
+        if let Some(keys) = json.as_object_mut() {
+            keys.entry("labels").or_insert(serde_json::Value::Null);
+            keys.entry("shadow_every").or_insert(0.into());
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let Some(dir) = &args.out else {
