@@ -255,6 +255,22 @@ fn unfinished_diverged_bad_and_hostile_runs() {
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(page.contains("UNFINISHED"));
 
+    // A finished run whose metrics.jsonl was emptied afterwards: said, not reported silently.
+    let edited = root.join("edited");
+    train("fp16-dynamic", "20", &edited);
+    std::fs::write(edited.join("metrics.jsonl"), "").unwrap();
+    let stdout = ok(bin()
+        .arg("report")
+        .arg(&edited)
+        .arg("--out")
+        .arg(root.join("edited-report"))
+        .output()
+        .unwrap());
+    assert!(
+        stdout.contains("summary.json says 20 steps, but metrics.jsonl holds 0"),
+        "{stdout}"
+    );
+
     let lstm = root.join("lstm");
     ok(bin()
         .args([

@@ -631,6 +631,21 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                 "loss",
             );
         }
+        if let Some(s) = r
+            .summary
+            .as_ref()
+            .filter(|s| r.complete && s.steps != r.steps_read)
+        {
+            // A finished run whose metrics do not hold its steps: a file edited, cut or
+            // replaced after the run; the figures show what metrics.jsonl holds.
+            say(
+                format!(
+                    "{n}: summary.json says {} steps, but metrics.jsonl holds {}: the run directory was changed after the run; the curves show the steps it holds.",
+                    s.steps, r.steps_read
+                ),
+                "loss",
+            );
+        }
         if let Some(s) = r.summary.as_ref().filter(|s| s.diverged) {
             say(
                 format!(
