@@ -278,7 +278,8 @@ pub fn draw_number_lines<DB: DrawingBackend>(
         .label_style((FONT, 15))
         .draw()?;
     for (i, l) in lines.iter().enumerate() {
-        let (top, bottom) = (rows - i as f64 - 0.15, rows - i as f64 - 0.85);
+        // The row's top fifth holds its count, above the values.
+        let (top, bottom) = (rows - i as f64 - 0.3, rows - i as f64 - 0.9);
         let zones = [
             (
                 l.format.min_subnormal().log2() - 0.25,
@@ -318,7 +319,7 @@ pub fn draw_number_lines<DB: DrawingBackend>(
                 l.subnormals.len(),
                 l.normals.len()
             ),
-            (x0 + 0.3, top - 0.05),
+            (x0 + 0.3, rows - i as f64 - 0.08),
             (FONT, 14),
         )))?;
     }
