@@ -534,20 +534,21 @@ pub(crate) fn table<R: AsRef<[String]>>(
         .iter()
         .map(|r| r.as_ref().iter().map(|c| printable(c)).collect())
         .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let width = |cell: &str| unicode_width::UnicodeWidthStr::width(cell);
+    let mut widths: Vec<usize> = header.iter().map(|h| width(h)).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+            *w = (*w).max(width(cell));
         }
     }
     let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
         let mut s = String::new();
         for (i, (cell, w)) in cells.zip(&widths).enumerate() {
-            let w = *w;
+            let pad = " ".repeat(w - width(cell));
             if i == 0 {
-                s += &format!("{cell:<w$}");
+                s += &format!("{cell}{pad}");
             } else {
-                s += &format!("  {cell:>w$}");
+                s += &format!("  {pad}{cell}");
             }
         }
         s.trim_end().to_string()
@@ -581,6 +582,24 @@ pub(crate) fn printable(s: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Columns line up by display width: a CJK name or an emoji takes two columns a character.
+    #[test]
+    fn tables_align_wide_characters() {
+        let rows = [
+            vec!["w".to_string(), "1".to_string()],
+            vec!["梯度".to_string(), "22".to_string()],
+            vec!["grad😀".to_string(), "333".to_string()],
+        ];
+        let mut out = Vec::new();
+        table(&mut out, &["tensor", "n"], &rows).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let widths: Vec<usize> = text
+            .lines()
+            .map(unicode_width::UnicodeWidthStr::width)
+            .collect();
+        assert_eq!(widths, [11, 11, 11, 11], "{text}");
+    }
 
     #[test]
     fn percentages_keep_their_digits() {
