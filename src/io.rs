@@ -71,8 +71,9 @@ use std::path::{Path, PathBuf};
 use crate::{Error, Result};
 
 pub use atomic::write_atomic;
-pub(crate) use json::duplicate_key;
-pub(crate) use json::{at_path, from_value as json_from_value, parse as parse_json};
+pub(crate) use json::{
+    duplicate_key, from_value as json_from_value, parse as parse_json, tracked as json_tracked,
+};
 pub(crate) use npy::read_npy_bytes;
 pub use npy::{NpyArray, NpyValues, read_npy, write_npy};
 

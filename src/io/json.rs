@@ -33,10 +33,23 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> crate::Result<Value> {
 /// [`Error::BadFile`] with serde's message, after the path of keys to the value it is about
 /// (`optimizer.lr: invalid type: string "x", expected f64`).
 pub(crate) fn from_value<T: DeserializeOwned>(path: &Path, value: Value) -> crate::Result<T> {
-    serde_path_to_error::deserialize(value).map_err(|e| Error::BadFile {
+    tracked(value, |d| T::deserialize(d)).map_err(|problem| Error::BadFile {
         path: path.to_path_buf(),
-        problem: at_path(e.path(), e.inner()),
+        problem,
     })
+}
+
+/// `deserialize` run on `value` with the path of keys tracked; its error as [`at_path`] words
+/// it. For the types whose own `Deserialize` reads a [`Value`] first and would lose the path.
+pub(crate) fn tracked<T>(
+    value: Value,
+    deserialize: impl for<'a, 'b> FnOnce(
+        serde_path_to_error::Deserializer<'a, 'b, Value>,
+    ) -> Result<T, serde_json::Error>,
+) -> Result<T, String> {
+    let mut track = serde_path_to_error::Track::new();
+    deserialize(serde_path_to_error::Deserializer::new(value, &mut track))
+        .map_err(|e| at_path(&track.path(), &e))
 }
 
 /// `error`, after the path of keys to the value it is about when that is not the top (for an

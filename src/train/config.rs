@@ -140,10 +140,8 @@ impl<'de> Deserialize<'de> for TrainConfig {
         use serde::de::Error as _;
         let mut value = serde_json::Value::deserialize(d)?;
         let scaler = value.as_object_mut().and_then(|o| o.remove("scaler"));
-        let mut track = serde_path_to_error::Track::new();
-        let mut config =
-            TrainConfig::deserialize(serde_path_to_error::Deserializer::new(value, &mut track))
-                .map_err(|e| D::Error::custom(crate::io::at_path(&track.path(), &e)))?;
+        let mut config = crate::io::json_tracked(value, |d| TrainConfig::deserialize(d))
+            .map_err(D::Error::custom)?;
         if let Some(scaler) = scaler {
             let scaling = crate::scaling::policy::deserialize_policy(scaler)
                 .map_err(|e| D::Error::custom(format!("scaler: {e}")))?;
@@ -194,9 +192,7 @@ fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
     match serde_json::Value::deserialize(d)? {
         serde_json::Value::String(name) => Recipe::preset(&name).map_err(D::Error::custom),
         object @ serde_json::Value::Object(_) => {
-            let mut track = serde_path_to_error::Track::new();
-            Recipe::deserialize(serde_path_to_error::Deserializer::new(object, &mut track))
-                .map_err(|e| D::Error::custom(crate::io::at_path(&track.path(), &e)))
+            crate::io::json_tracked(object, |d| Recipe::deserialize(d)).map_err(D::Error::custom)
         }
         other => Err(D::Error::custom(format!(
             "expected a preset name or a recipe object, got {other}"
