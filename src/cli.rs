@@ -2,6 +2,7 @@
 //! function that writes to the given output.
 
 mod analyze;
+mod demo;
 mod explain;
 mod formats;
 mod grid;
@@ -35,6 +36,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    Demo(demo::Args),
     Formats(formats::Args),
     Explain(explain::Args),
     Quantize(quantize::Args),
@@ -48,11 +50,13 @@ enum Command {
 /// Parses `args` (with the program name first), runs the command and returns its exit code.
 ///
 /// `--help` and `--version` print and return success; a usage error is an error (exit code 2
-/// in the binary), reported in one line.
+/// in the binary), reported in one line. `stdout_closed` says that standard output was closed
+/// when the process started (`mixprec ... >&-`): the command is refused, since everything it
+/// printed would be lost.
 ///
 /// # Errors
 /// Whatever the command reports: bad input, unreadable files, failed writes.
-pub fn main<I, T>(args: I) -> anyhow::Result<ExitCode>
+pub fn main<I, T>(args: I, stdout_closed: bool) -> anyhow::Result<ExitCode>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -91,7 +95,7 @@ where
             anyhow::bail!("{message} (see --help)");
         }
     };
-    if stdout_was_closed() {
+    if stdout_closed {
         anyhow::bail!(
             "standard output is closed (>&-): its output would be lost; redirect it to /dev/null to discard it"
         );
@@ -102,6 +106,7 @@ where
         failed: false,
     };
     let result = match cli.command {
+        Command::Demo(args) => demo::run(&args, &mut out),
         Command::Formats(args) => formats::run(&args, &mut out),
         Command::Explain(args) => explain::run(&args, &mut out),
         Command::Quantize(args) => quantize::run(&args, &mut out),
@@ -159,34 +164,4 @@ impl<W: Write> Write for Stdout<W> {
         self.failed |= r.is_err();
         r
     }
-}
-
-/// Whether standard output was closed when the program started (`mixprec ... >&-`). Rust's
-/// runtime then opens `/dev/null` read-write in its place, so every write would succeed and
-/// vanish; a shell's `>/dev/null` opens it write-only, which is left alone (only the rare
-/// `1<>/dev/null` looks the same).
-#[cfg(unix)]
-fn stdout_was_closed() -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    // SAFETY: F_GETFL on a descriptor only reads its flags; an invalid one gives -1.
-    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
-    if flags < 0 || flags & libc::O_ACCMODE != libc::O_RDWR {
-        return false;
-    }
-    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
-        return false;
-    };
-    let (Ok(ours), Ok(null)) = (
-        std::fs::File::from(fd).metadata(),
-        std::fs::metadata("/dev/null"),
-    ) else {
-        return false;
-    };
-    ours.file_type().is_char_device() && ours.rdev() == null.rdev()
-}
-
-#[cfg(not(unix))]
-fn stdout_was_closed() -> bool {
-    false
 }

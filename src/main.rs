@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    match mixprec::cli::main(std::env::args_os()) {
+    match mixprec::cli::main(std::env::args_os(), stdout_at_start::closed()) {
         Ok(code) => code,
         // A reader that stopped early (`mixprec quantize | head`) is not an error.
         Err(err) if broken_pipe(&err) => ExitCode::SUCCESS,
@@ -32,4 +32,39 @@ fn broken_pipe(err: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Whether standard output was closed when the process started (`mixprec ... >&-`).
+///
+/// Rust's runtime puts `/dev/null` (opened read-write) in the place of a closed standard
+/// descriptor before `main`, after which every write would succeed and vanish, and nothing tells
+/// it apart from a caller's own `/dev/null` (Python's `subprocess.DEVNULL` opens it read-write
+/// too). So the descriptor is looked at earlier, by a constructor the C runtime calls before
+/// Rust's: closed means `fcntl` finds no descriptor 1 at all. Where no such constructor is
+/// wired (neither ELF nor Mach-O), nothing is refused.
+mod stdout_at_start {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+
+    pub fn closed() -> bool {
+        CLOSED.load(Ordering::Relaxed)
+    }
+
+    #[cfg(unix)]
+    extern "C" fn look() {
+        // SAFETY: F_GETFD on a descriptor only reads its flags; a closed one gives -1 (EBADF).
+        let flags = unsafe { libc::fcntl(1, libc::F_GETFD) };
+        CLOSED.store(flags == -1, Ordering::Relaxed);
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+    #[used]
+    #[unsafe(link_section = ".init_array")]
+    static LOOK: extern "C" fn() = look;
+
+    #[cfg(target_vendor = "apple")]
+    #[used]
+    #[unsafe(link_section = "__DATA,__mod_init_func")]
+    static LOOK: extern "C" fn() = look;
 }

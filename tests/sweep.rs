@@ -31,6 +31,10 @@ enum Out {
     Full,
     /// Closed (`>&-`).
     Closed,
+    /// `/dev/null` opened read-write, as Python's `subprocess.DEVNULL` opens it (and as Rust's
+    /// runtime puts it in the place of a closed descriptor). The case's fragment is then a file
+    /// the command must have written.
+    DevNullReadWrite,
 }
 
 struct Case {
@@ -224,6 +228,34 @@ const CASES: &[Case] = &[
             "standard output: No space left on device",
         ),
         Out::Full,
+    ),
+    // Issue 25: a caller's own /dev/null, opened read-write (subprocess.DEVNULL), is not a
+    // closed standard output: the run trains and its report is written.
+    with_out(
+        case(
+            "train-stdout-devnull-read-write",
+            &[
+                "train",
+                "--steps",
+                "2",
+                "--batch",
+                "16",
+                "--out",
+                "{d}/run-devnull",
+            ],
+            0,
+            "{d}/run-devnull/summary.json",
+        ),
+        Out::DevNullReadWrite,
+    ),
+    with_out(
+        case(
+            "report-stdout-devnull-read-write",
+            &["report", "{d}/run-devnull", "--out", "{d}/page-devnull"],
+            0,
+            "{d}/page-devnull/index.html",
+        ),
+        Out::DevNullReadWrite,
     ),
     with_out(
         case(
@@ -603,6 +635,13 @@ fn run(c: &Case, d: &Path) -> Result<(), String> {
                 .open("/dev/full")
                 .unwrap(),
         )),
+        Out::DevNullReadWrite => cmd.stdout(Stdio::from(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+                .unwrap(),
+        )),
         Out::Closed => {
             use std::os::unix::process::CommandExt;
             cmd.stdout(Stdio::null());
@@ -673,6 +712,11 @@ fn run(c: &Case, d: &Path) -> Result<(), String> {
         if run.exists() {
             let _ = std::fs::remove_dir_all(&run);
             return Err("left a run directory".into());
+        }
+    } else if c.stdout == Out::DevNullReadWrite {
+        let written = c.fragment.replace("{d}", &d.display().to_string());
+        if !Path::new(&written).is_file() {
+            return Err(format!("{written} was not written"));
         }
     } else if !out.contains(c.fragment) {
         return Err(format!("'{}' not in the output: {out}", c.fragment));

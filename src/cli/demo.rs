@@ -1,0 +1,195 @@
+//! `mixprec demo`: the paper's story in one command. The built-in MLP is trained on the built-in
+//! digits three ways (fp32; fp16 with FP32 master weights and no loss scaling; the same with a
+//! dynamic loss scaler), on a loss that is small as averaging over a large effective batch makes
+//! it; the captured gradients are analysed and one report page compares the runs.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::analysis::text::percent;
+use crate::format::FP16;
+use crate::report::{Report, ReportOptions, RunData};
+use crate::stats::Histogram;
+use crate::train::config::{Overrides, TrainConfig};
+use crate::train::precision::Class;
+use crate::train::run::{self, RunDir, Summary};
+
+/// Train the built-in MLP on the built-in digits in fp32, in fp16 without loss scaling and in
+/// fp16 with a dynamic loss scaler; analyse the captured gradients; write one report page and
+/// say what happened (seconds on 2 cores). Writes DIR/runs/* (run directories, replaced on a
+/// rerun) and DIR/report/index.html.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The directory to write into (created if needed).
+    #[arg(long, value_name = "DIR", default_value = "mixprec-demo")]
+    out: PathBuf,
+}
+
+/// The loss multiplier: the loss divided by 2^16, as normalising over an effective batch of
+/// 65,536 examples (gradient accumulation) does. In fp32 with Adam it changes nothing; in fp16 it
+/// pushes the gradients under the smallest subnormal (../shared/PHENOMENA.md).
+const LOSS_MULTIPLIER: f64 = 1.0 / 65536.0;
+
+/// The three runs: directory name, recipe, and what the summary calls it.
+const RUNS: [(&str, &str, &str); 3] = [
+    ("fp32", "fp32", "fp32"),
+    ("fp16-no-scaling", "fp16-master", "fp16, no loss scaling"),
+    ("fp16-dynamic", "fp16-dynamic", "fp16, dynamic loss scale"),
+];
+
+/// Runs the command.
+///
+/// # Errors
+/// An output directory that cannot be written, or holding something other than the demo's runs.
+pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let runs_dir = args.out.join("runs");
+    let base = TrainConfig {
+        loss_multiplier: LOSS_MULTIPLIER,
+        ..TrainConfig::default()
+    };
+    let bar = super::progress_bar(base.steps * RUNS.len() as u64, "steps");
+    let mut summaries = Vec::new();
+    for (name, recipe, _) in RUNS {
+        let mut config = base.clone();
+        config.apply(&Overrides {
+            recipe: Some(recipe.into()),
+            ..Overrides::default()
+        })?;
+        let dir = runs_dir.join(name);
+        clear_earlier_run(&dir)?;
+        bar.set_message(name);
+        summaries.push(run::run(&config, &dir, &mut |_| bar.inc(1))?);
+    }
+    bar.finish_and_clear();
+
+    let dirs: Vec<PathBuf> = RUNS.iter().map(|(n, ..)| runs_dir.join(n)).collect();
+    let options = ReportOptions::default();
+    let data = dirs
+        .iter()
+        .map(|d| RunData::read(d, &options))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let index = Report::new(data).write(&args.out.join("report"))?;
+
+    writeln!(
+        out,
+        "Trained the built-in MLP on the built-in digits ({} steps each), the loss divided by 2^16 \
+         as averaging over a large effective batch does:",
+        base.steps
+    )?;
+    for ((_, _, label), s) in RUNS.iter().zip(&summaries) {
+        writeln!(out, "  {label:<26} {}", outcome(s))?;
+    }
+    let (lost, captures) = gradients_lost(&dirs[1])?;
+    let (kept_lost, _) = gradients_lost(&dirs[2])?;
+    let dynamic_scale = final_log2_scale(&dirs[2])?;
+    writeln!(
+        out,
+        "Without loss scaling, {}% of the gradient values (activation and weight gradients, over \
+         the {captures} capture steps) underflowed to zero in fp16; with the dynamic scaler (2^{} \
+         at the end), {}%.",
+        percent(lost),
+        dynamic_scale,
+        percent(kept_lost),
+    )?;
+    let window = fp32_window(&dirs[0])?;
+    match (window.min_log2_scale, window.max_log2_scale) {
+        (Some(lo), Some(hi)) if lo <= hi => {
+            // The dynamic run trained as well as fp32 at a scale below the window's low edge.
+            let matched =
+                (summaries[2].eval_metric.value - summaries[0].eval_metric.value).abs() < 0.01;
+            writeln!(
+                out,
+                "analyze's window for the fp32 run's gradients in fp16 (every capture step; all \
+                 but 0.1% kept, none overflowing) is 2^{lo}..2^{hi}: recommended 2^{hi} \
+                 (GradScaler init_scale=2.0**{hi}).{}",
+                if matched && dynamic_scale < lo {
+                    format!(
+                        " The window is conservative: at 2^{dynamic_scale}, below it, training \
+                         matched fp32."
+                    )
+                } else {
+                    String::new()
+                }
+            )?;
+        }
+        _ => writeln!(
+            out,
+            "No single loss scale fits the fp32 run's gradients in fp16: see the page."
+        )?,
+    }
+    writeln!(out, "Report: {}", index.display())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A run's outcome in words: its metric, and how its loss scale ended when it had one.
+fn outcome(s: &Summary) -> String {
+    let metric = format!("test accuracy {}%", percent(s.eval_metric.value));
+    let failed = if s.diverged {
+        ", diverged"
+    } else if s.eval_metric.value < 0.2 {
+        ", failed to train (chance is 10%)"
+    } else {
+        ""
+    };
+    let skipped = if s.skipped_steps > 0 {
+        format!(", {} steps skipped for overflow", s.skipped_steps)
+    } else {
+        String::new()
+    };
+    format!("{metric}{failed}{skipped}")
+}
+
+/// The share of the finite nonzero gradient values a run's rounding turned into zeros, over its
+/// capture steps, and the number of capture steps.
+fn gradients_lost(dir: &Path) -> anyhow::Result<(f64, usize)> {
+    let (mut lost, mut values, mut steps) = (0u64, 0u64, 0);
+    for record in RunDir::open(dir)?.captures()? {
+        steps += 1;
+        for site in record?.sites {
+            if matches!(site.tensor, Class::ActivationGrad | Class::WeightGrad) {
+                lost += site.rounding.underflow;
+                values += site.values.finite_nonzero();
+            }
+        }
+    }
+    Ok((lost as f64 / values.max(1) as f64, steps))
+}
+
+/// The log2 of a run's loss scale at its last step.
+fn final_log2_scale(dir: &Path) -> anyhow::Result<i32> {
+    let mut last = 1.0;
+    for record in RunDir::open(dir)?.steps()? {
+        last = record?.loss_scale;
+    }
+    Ok(f64::log2(last).round() as i32)
+}
+
+/// The loss-scale window of an fp32 run's gradients in fp16, over every capture step pooled.
+fn fp32_window(dir: &Path) -> anyhow::Result<crate::stats::Recommendation> {
+    let mut pooled: Option<Histogram> = None;
+    for record in RunDir::open(dir)?.captures()? {
+        let h = record?.gradients();
+        match &mut pooled {
+            Some(p) => p.merge(&h),
+            None => pooled = Some(h),
+        }
+    }
+    let pooled = pooled.unwrap_or_else(|| Histogram::new(0));
+    Ok(crate::scaling::window::unscaled_window(&pooled, 1.0, FP16))
+}
+
+/// Removes a run directory an earlier demo wrote at `dir`, so that a rerun replaces it; refuses
+/// anything else found there.
+fn clear_earlier_run(dir: &Path) -> anyhow::Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if RunDir::open(dir).is_err() {
+        anyhow::bail!(
+            "{} exists and is not a run directory: choose another --out",
+            dir.display()
+        );
+    }
+    std::fs::remove_dir_all(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))
+}

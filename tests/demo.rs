@@ -1,0 +1,57 @@
+//! `mixprec demo`, the README's first command: the three runs, the page, and the summary in
+//! words, with what each number says checked against the run directories it came from.
+
+use std::path::Path;
+
+mod common;
+use common::{fails, fresh, mixprec, ok};
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn the_demo_tells_the_story_and_reruns_in_place() {
+    let out = fresh("demo");
+    let text = ok(mixprec(&["demo", "--out", out.to_str().unwrap()]));
+    let runs = out.join("runs");
+    let accuracy = |name: &str| {
+        summary(&runs.join(name))["eval_metric"]["value"]
+            .as_f64()
+            .unwrap()
+    };
+    // The story: fp16 without scaling fails, the dynamic scaler matches fp32.
+    assert!(accuracy("fp16-no-scaling") < 0.2, "{text}");
+    assert!(accuracy("fp32") > 0.95 && (accuracy("fp16-dynamic") - accuracy("fp32")).abs() < 0.01);
+    assert!(
+        text.contains("fp16, no loss scaling      test accuracy 8.6%, failed to train"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("fp32                       test accuracy 98.2%, failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("with the dynamic scaler (2^16 at the end)"),
+        "{text}"
+    );
+    assert!(text.contains("recommended 2^36"), "{text}");
+    let index = out.join("report").join("index.html");
+    assert!(
+        text.contains(&format!("Report: {}", index.display())),
+        "{text}"
+    );
+    let page = std::fs::read_to_string(&index).unwrap();
+    for name in ["fp32", "fp16-no-scaling", "fp16-dynamic"] {
+        assert!(page.contains(name), "{name} not on the page");
+    }
+    // A rerun replaces the runs (the same bits: the same words).
+    assert_eq!(ok(mixprec(&["demo", "--out", out.to_str().unwrap()])), text);
+    // Something else in the runs' place is never removed.
+    let other = fresh("demo-other");
+    std::fs::create_dir_all(other.join("runs").join("fp32")).unwrap();
+    std::fs::write(other.join("runs").join("fp32").join("notes.txt"), "mine").unwrap();
+    let err = fails(mixprec(&["demo", "--out", other.to_str().unwrap()]));
+    assert!(err.contains("is not a run directory"), "{err}");
+    assert!(other.join("runs").join("fp32").join("notes.txt").is_file());
+}
