@@ -422,7 +422,7 @@ fn quantize_edges_of_the_stream() {
 fn missing_command_and_io_errors_are_one_line() {
     assert_bad(
         &mixprec(&[], ""),
-        "missing command: one of formats, explain, quantize",
+        "missing command: one of demo, formats, explain, quantize",
     );
     let o = Command::new(env!("CARGO_BIN_EXE_mixprec"))
         .args(["quantize"])

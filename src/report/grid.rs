@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, DotChart, DotRow, Line, LineChart, run_color};
 use super::page::{
-    Chart, Figure, css, document, figure_markup, write_figures, write_json, write_page,
+    Chart, Figure, css, document, figure_markup, fold, write_figures, write_json, write_page,
 };
 use super::runs::{ReportOptions, unscaled_window};
 use crate::Result;
@@ -340,13 +340,19 @@ impl GridReport {
                 @if self.findings.is_empty() {
                     // Every comparison is with the fp32 series: without one, say so.
                     p { "No series of this grid is fp32, so none is compared with an fp32 baseline: \
-                         each series' mean and interval are in section 3." }
+                         each series' mean and interval are in section 4." }
                 } @else {
                     ul { @for f in &self.findings { li { (f) } } }
                 }
             }
+            section id="figures" {
+                h2 { "2. Figures" }
+                @for f in &self.figure_data {
+                    (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
+                }
+            }
             section id="grid" {
-                h2 { "2. The grid" }
+                h2 { "3. The grid" }
                 p { (self.runs) " runs: every combination of the values below, times " (self.grid.seeds)
                     " seeds (" (self.grid.base.seed) " to " (self.grid.base.seed + self.grid.seeds - 1)
                     "), each a run directory under " code { (self.dir) "/runs/" } "; the rest of the config is the base config ("
@@ -362,15 +368,9 @@ impl GridReport {
                 }
             }
             section id="table" {
-                h2 { "3. " (self.metric) " and final loss over seeds" }
+                h2 { "4. " (self.metric) " and final loss over seeds" }
                 p { "Mean over the finished runs with its 95% confidence interval (Student t, n - 1 degrees of freedom); the difference from the fp32 series at the same value with its 95% interval and the two-sided p-value of Welch's t-test (unequal variances), each test on its own: with many rows, some p-values under 0.05 come by chance. A diverged run's loss is not finite and is left out of the loss columns." }
-                (self.table())
-            }
-            section id="figures" {
-                h2 { "4. Figures" }
-                @for f in &self.figure_data {
-                    (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
-                }
+                (fold(self.cells.len(), self.table()))
             }
             footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the grid directory " (self.dir) ". The numbers are in report.json." } }
         };

@@ -18,6 +18,7 @@ use super::charts::{
 };
 use super::runs::{RunData, WINDOW_SCALES};
 use crate::analysis::Analysis;
+use crate::analysis::text::percent;
 use crate::format::FloatFormat;
 use crate::io::write_atomic;
 use crate::stats::Histogram;
@@ -158,16 +159,16 @@ impl Report {
                                 }
                             }
                         }
+                        section id="curves" {
+                            h2 { "2. Loss, metric and loss scale" }
+                            (figure(3))
+                        }
                         section id="runs" {
-                            h2 { "2. Runs" }
+                            h2 { "3. Runs" }
                             (self.runs_table())
                             @if !self.differing_config_keys.is_empty() {
                                 p { "The runs differ in: " (self.differing_config_keys.join(", ")) "." }
                             }
-                        }
-                        section id="curves" {
-                            h2 { "3. Loss, metric and loss scale" }
-                            (figure(3))
                         }
                         section id="information" {
                             h2 { "4. Information lost and preserved" }
@@ -578,19 +579,27 @@ fn differing_keys(runs: &[RunData]) -> Vec<String> {
 }
 
 /// A share as a percent with its digits (no unit: the column says it), small values kept.
-pub(crate) fn pct_cell(x: f64) -> String {
-    pct(x).trim_end_matches('%').to_string()
+/// The most rows a table shows unfolded: a longer one is folded (HTML `<details>`) so that it
+/// does not push the page's figures and findings out of sight.
+pub(crate) const UNFOLDED_ROWS: usize = 15;
+
+/// `table` of `rows` rows, folded under a summary line when it has more than [`UNFOLDED_ROWS`].
+pub(crate) fn fold(rows: usize, table: Markup) -> Markup {
+    if rows <= UNFOLDED_ROWS {
+        return table;
+    }
+    html! { details { summary { "The table (" (rows) " rows)" } (table) } }
 }
 
+/// A share as a table cell: [`percent`]'s rule, without the sign.
+pub(crate) fn pct_cell(x: f64) -> String {
+    percent(x)
+}
+
+/// A share in words: the terminal tables' rule ([`percent`]: under 1% with two decimals, 0 and
+/// 100 only when exact).
 pub(crate) fn pct(x: f64) -> String {
-    let p = 100.0 * x;
-    if p == 0.0 || p >= 10.0 {
-        format!("{p:.0}%")
-    } else if p >= 0.1 {
-        format!("{p:.1}%")
-    } else {
-        format!("{p:.1e}%")
-    }
+    format!("{}%", percent(x))
 }
 
 pub(crate) fn scale_name(s: f64) -> String {
@@ -610,6 +619,44 @@ pub(super) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
 }
 
 /// The findings, most important first.
+/// Why a run that did not diverge still failed to train, if it did: its loss grew many-fold
+/// (4x or more from its first step to its last), or its metric ended far below another run's of
+/// the same report (by half the metric's range or more).
+fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
+    let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
+    let first = r.loss.points.first().map(|p| p.1)?;
+    let metric = &s.eval_metric;
+    let best = runs
+        .iter()
+        .filter_map(|o| Some((&o.name, o.summary.as_ref()?)))
+        .filter(|(_, o)| o.eval_metric.name == metric.name && o.eval_metric.value.is_finite())
+        .max_by(|a, b| a.1.eval_metric.value.total_cmp(&b.1.eval_metric.value));
+    let grew = first > 0.0 && s.final_loss.is_finite() && s.final_loss >= 4.0 * first;
+    let behind = metric.name == "test_accuracy"
+        && best.is_some_and(|(_, b)| b.eval_metric.value - metric.value >= 0.5);
+    if !grew && !behind {
+        return None;
+    }
+    let mut why = Vec::new();
+    if grew {
+        why.push(format!(
+            "its loss grew from {first:.4} at the first step to {:.4}",
+            s.final_loss
+        ));
+    }
+    if behind && let Some((name, b)) = best {
+        why.push(format!(
+            "its {} ends at {:.4} against {:.4} for {name}",
+            metric.name, metric.value, b.eval_metric.value
+        ));
+    }
+    Some(format!(
+        "{} failed to train without diverging: {}.",
+        r.name,
+        why.join(", and ")
+    ))
+}
+
 fn findings(runs: &[RunData]) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut say = |text: String, figure: &str| {
@@ -661,6 +708,9 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                 ),
                 "loss",
             );
+        }
+        if let Some(text) = failed_to_train(r, runs) {
+            say(text, "loss");
         }
         let rounds_gradients = r
             .formats
@@ -729,7 +779,7 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
                     let _ = write!(
                         text,
                         " Loss scales {w} would have kept all but {} of them; this run used {}.",
-                        pct(super::runs::MAX_UNDERFLOW),
+                        crate::stats::recommend::threshold_percent(super::runs::MAX_UNDERFLOW),
                         if c.loss_scale == 1.0 {
                             "none".into()
                         } else {
@@ -1316,6 +1366,19 @@ fn window_figure(runs: &[RunData]) -> Figure {
 mod tests {
     use super::*;
     use crate::format::{BF16, FP8_E5M2, FP16};
+
+    /// Pages print shares by the terminal tables' rule (issue 25): 0.121% is not 0.1% (the
+    /// threshold it exceeds), 99.96% is not 100%, and 0 and 100 are printed only when exact.
+    #[test]
+    fn shares_on_pages_follow_the_terminal_rule() {
+        assert_eq!(pct(0.00121), "0.12%");
+        assert_eq!(pct(0.9996), "99.96%");
+        assert_eq!(pct(0.0), "0%");
+        assert_eq!(pct(1.0), "100%");
+        assert_eq!(pct(0.999_999_9), "99.99999%");
+        assert_eq!(pct(1e-7), "1.00e-5%");
+        assert_eq!(pct_cell(0.25), "25.0");
+    }
 
     /// The run report's format zones: each label and colour goes with its edges (fp16:
     /// underflow below 2^-25, half the min subnormal; subnormal up to the min normal 2^-14;
