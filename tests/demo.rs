@@ -42,6 +42,13 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
         "{text}"
     );
     let page = std::fs::read_to_string(&index).unwrap();
+    // The run that failed without diverging is said to have failed (issue 29, item 4); the
+    // others are not.
+    assert!(
+        page.contains("fp16-master failed to train without diverging: its loss grew from"),
+        "{page}"
+    );
+    assert!(!page.contains("fp32 failed to train") && !page.contains("fp16-dynamic failed"));
     for name in ["fp32", "fp16-no-scaling", "fp16-dynamic"] {
         assert!(page.contains(name), "{name} not on the page");
     }

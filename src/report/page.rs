@@ -1369,6 +1369,22 @@ mod tests {
 
     /// Pages print shares by the terminal tables' rule (issue 25): 0.121% is not 0.1% (the
     /// threshold it exceeds), 99.96% is not 100%, and 0 and 100 are printed only when exact.
+    /// Tables of more than 15 rows are folded, shorter ones shown.
+    #[test]
+    fn long_tables_are_folded() {
+        let table = html! { table { tr { td { "x" } } } };
+        assert!(
+            !fold(UNFOLDED_ROWS, table.clone())
+                .into_string()
+                .contains("<details>")
+        );
+        let folded = fold(UNFOLDED_ROWS + 1, table).into_string();
+        assert!(
+            folded.starts_with("<details><summary>The table (16 rows)</summary><table>"),
+            "{folded}"
+        );
+    }
+
     #[test]
     fn shares_on_pages_follow_the_terminal_rule() {
         assert_eq!(pct(0.00121), "0.12%");
