@@ -32,7 +32,8 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
         "{text}"
     );
     assert!(
-        text.contains("with the dynamic scaler (2^16 at the end)"),
+        text.contains("Without loss scaling, 78.0% of the nonzero gradient values")
+            && text.contains("with the dynamic scaler (2^16 at the end), 3.3%"),
         "{text}"
     );
     assert!(text.contains("recommended 2^36"), "{text}");

@@ -7,10 +7,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::analysis::text::percent;
 use crate::format::FP16;
+use crate::report::page::{failed_to_train, pct};
 use crate::report::{Report, ReportOptions, RunData};
+use crate::scaling::window::{MAX_UNDERFLOW, unscaled_window};
 use crate::stats::Histogram;
+use crate::stats::recommend::threshold_percent;
 use crate::train::config::{Overrides, TrainConfig};
 use crate::train::precision::Class;
 use crate::train::run::{self, RunDir, Summary};
@@ -69,7 +71,6 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|d| RunData::read(d, &options))
         .collect::<crate::Result<Vec<_>>>()?;
-    let index = Report::new(data).write(&args.out.join("report"))?;
 
     writeln!(
         out,
@@ -77,20 +78,24 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
          as averaging over a large effective batch does:",
         base.steps
     )?;
-    for ((_, _, label), s) in RUNS.iter().zip(&summaries) {
-        writeln!(out, "  {label:<26} {}", outcome(s))?;
+    for ((_, _, label), (r, s)) in RUNS.iter().zip(data.iter().zip(&summaries)) {
+        writeln!(out, "  {label:<26} {}", outcome(r, s, &data))?;
     }
-    let (lost, captures) = gradients_lost(&dirs[1])?;
-    let (kept_lost, _) = gradients_lost(&dirs[2])?;
-    let dynamic_scale = final_log2_scale(&dirs[2])?;
+    let (unscaled, dynamic) = (&data[1], &data[2]);
+    let dynamic_scale = dynamic
+        .loss_scale
+        .points
+        .last()
+        .map_or(0, |p| p.1.log2().round() as i32);
     writeln!(
         out,
-        "Without loss scaling, {}% of the gradient values (activation and weight gradients, over \
-         the {captures} capture steps) underflowed to zero in fp16; with the dynamic scaler (2^{} \
-         at the end), {}%.",
-        percent(lost),
+        "Without loss scaling, {} of the nonzero gradient values (activation and weight \
+         gradients, over the {} capture steps) underflowed to zero in fp16; with the dynamic \
+         scaler (2^{} at the end), {}.",
+        pct(gradients_underflowed(unscaled)),
+        unscaled.captures.len(),
         dynamic_scale,
-        percent(kept_lost),
+        pct(gradients_underflowed(dynamic)),
     )?;
     let window = fp32_window(&dirs[0])?;
     match (window.min_log2_scale, window.max_log2_scale) {
@@ -101,8 +106,9 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "analyze's window for the fp32 run's gradients in fp16 (every capture step; all \
-                 but 0.1% kept, none overflowing) is 2^{lo}..2^{hi}: recommended 2^{hi} \
+                 but {} kept, none overflowing) is 2^{lo}..2^{hi}: recommended 2^{hi} \
                  (GradScaler init_scale=2.0**{hi}).{}",
+                threshold_percent(MAX_UNDERFLOW),
                 if matched && dynamic_scale < lo {
                     format!(
                         " The window is conservative: at 2^{dynamic_scale}, below it, training \
@@ -118,17 +124,19 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             "No single loss scale fits the fp32 run's gradients in fp16: see the page."
         )?,
     }
+    let index = Report::new(data).write(&args.out.join("report"))?;
     writeln!(out, "Report: {}", index.display())?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// A run's outcome in words: its metric, and how its loss scale ended when it had one.
-fn outcome(s: &Summary) -> String {
-    let metric = format!("test accuracy {}%", percent(s.eval_metric.value));
+/// A run's outcome in words: its metric, whether it diverged or failed to train (the report's
+/// rules), and its skipped steps.
+fn outcome(r: &RunData, s: &Summary, runs: &[RunData]) -> String {
+    let metric = format!("test accuracy {}", pct(s.eval_metric.value));
     let failed = if s.diverged {
         ", diverged"
-    } else if s.eval_metric.value < 0.2 {
-        ", failed to train (chance is 10%)"
+    } else if failed_to_train(r, runs).is_some() {
+        ", failed to train"
     } else {
         ""
     };
@@ -140,29 +148,21 @@ fn outcome(s: &Summary) -> String {
     format!("{metric}{failed}{skipped}")
 }
 
-/// The share of the finite nonzero gradient values a run's rounding turned into zeros, over its
-/// capture steps, and the number of capture steps.
-fn gradients_lost(dir: &Path) -> anyhow::Result<(f64, usize)> {
-    let (mut lost, mut values, mut steps) = (0u64, 0u64, 0);
-    for record in RunDir::open(dir)?.captures()? {
-        steps += 1;
-        for site in record?.sites {
-            if matches!(site.tensor, Class::ActivationGrad | Class::WeightGrad) {
-                lost += site.rounding.underflow;
-                values += site.values.finite_nonzero();
+/// The share of the finite nonzero gradient values (activation and weight gradients of every
+/// layer) that underflowed to zero when stored, over a run's capture steps: from the counts of
+/// the page's section 4 (its shares are of every value stored, zeros included).
+fn gradients_underflowed(r: &RunData) -> f64 {
+    let (mut lost, mut nonzero) = (0.0, 0.0);
+    for c in &r.captures {
+        for class in [Class::ActivationGrad, Class::WeightGrad] {
+            if let Some(s) = c.classes.get(&class) {
+                let n = s.values as f64;
+                lost += (s.underflow * n).round();
+                nonzero += ((1.0 - s.zero - s.nonfinite) * n).round();
             }
         }
     }
-    Ok((lost as f64 / values.max(1) as f64, steps))
-}
-
-/// The log2 of a run's loss scale at its last step.
-fn final_log2_scale(dir: &Path) -> anyhow::Result<i32> {
-    let mut last = 1.0;
-    for record in RunDir::open(dir)?.steps()? {
-        last = record?.loss_scale;
-    }
-    Ok(f64::log2(last).round() as i32)
+    if nonzero > 0.0 { lost / nonzero } else { 0.0 }
 }
 
 /// The loss-scale window of an fp32 run's gradients in fp16, over every capture step pooled.
@@ -176,7 +176,7 @@ fn fp32_window(dir: &Path) -> anyhow::Result<crate::stats::Recommendation> {
         }
     }
     let pooled = pooled.unwrap_or_else(|| Histogram::new(0));
-    Ok(crate::scaling::window::unscaled_window(&pooled, 1.0, FP16))
+    Ok(unscaled_window(&pooled, 1.0, FP16))
 }
 
 /// Removes a run directory an earlier demo wrote at `dir`, so that a rerun replaces it; refuses

@@ -622,9 +622,9 @@ pub(super) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
 /// Why a run that did not diverge still failed to train, if it did: its loss grew many-fold
 /// (4x or more from its first step to its last), or its metric ended far below another run's of
 /// the same report (by half the metric's range or more).
-fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
+pub(crate) fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
-    let first = r.loss.points.first().map(|p| p.1)?;
+    let &(first_step, first) = r.loss.points.first()?;
     let metric = &s.eval_metric;
     let best = runs
         .iter()
@@ -640,7 +640,7 @@ fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let mut why = Vec::new();
     if grew {
         why.push(format!(
-            "its loss grew from {first:.4} at the first step to {:.4}",
+            "its loss grew from {first:.4} at step {first_step} to {:.4}",
             s.final_loss
         ));
     }
