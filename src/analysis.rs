@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::format::{BF16, FP16, FP32, FloatFormat, pow2};
 use crate::io::{self, TensorInfo, Values};
-use crate::stats::recommend::overflow_log2_scale;
+use crate::stats::recommend::{StepRule, overflow_log2_scale, predicted_min_log2_scale};
 use crate::stats::{
     Alternative, Histogram, Sweep, SweepAccumulator, recommend, sweep_from_histogram,
 };
@@ -484,6 +484,14 @@ pub struct Advice {
     /// The tensors (labelled as in [`TensorAnalysis::label`]) whose own window excludes the
     /// recommended scale, worst first.
     pub excluded_tensors: Vec<String>,
+    /// The smallest `k` from which training with Adam (or another optimizer normalising each
+    /// weight's step) is predicted to match FP32
+    /// ([`crate::stats::recommend::predicted_min_log2_scale`], the tensors taken as weight
+    /// gradients, as `param.grad` dumps are): a lower edge measured against re-training, less
+    /// conservative than `min_log2_scale`. `None` when no scale of the range is.
+    pub predicted_min_log2_scale: Option<i32>,
+    /// The same for SGD (with or without momentum): the squared-norm rule alone.
+    pub predicted_min_log2_scale_sgd: Option<i32>,
 }
 
 /// The recommendation in `GradScaler`'s terms (its scale is an f32, so powers of two from
@@ -685,6 +693,8 @@ fn advise(sweep: &Sweep, options: &AnalysisOptions) -> Option<Advice> {
             settles_log2_scale: settles,
         },
         excluded_tensors: Vec::new(),
+        predicted_min_log2_scale: predicted_min_log2_scale(sweep, StepRule::Adaptive),
+        predicted_min_log2_scale_sgd: predicted_min_log2_scale(sweep, StepRule::Sgd),
     })
 }
 

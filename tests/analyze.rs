@@ -134,8 +134,32 @@ fn json_meets_the_contract_and_counts_are_exact() {
             "scaling_needed",
             "near_overflow",
             "grad_scaler",
-            "excluded_tensors"
+            "excluded_tensors",
+            "predicted_min_log2_scale",
+            "predicted_min_log2_scale_sgd"
         ]
+    );
+    // The predicted edges, recomputed from the pooled sweep: the first scale losing at most
+    // 0.5% of the squared norm and (Adam) 40% of the values.
+    let sweep = v["total"]["sweep"].as_array().unwrap();
+    let nonzero = v["total"]["count"].as_u64().unwrap()
+        - v["total"]["zeros"].as_u64().unwrap()
+        - v["total"]["nonfinite"].as_u64().unwrap();
+    let first = |count_too: bool| {
+        sweep
+            .iter()
+            .find(|r| {
+                r["energy_lost"].as_f64().unwrap() <= 0.005
+                    && (!count_too
+                        || r["underflow"].as_u64().unwrap() as f64 <= 0.4 * nonzero as f64)
+            })
+            .map(|r| r["log2_scale"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(v["recommendation"]["predicted_min_log2_scale"], first(true));
+    assert_eq!(
+        v["recommendation"]["predicted_min_log2_scale_sgd"],
+        first(false)
     );
     assert_eq!(
         keys(&v["total"]),

@@ -37,6 +37,13 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
         "{text}"
     );
     assert!(text.contains("recommended 2^36"), "{text}");
+    // The predicted edge, and the dynamic run's match said by the grid report's rule.
+    assert!(
+        text.contains("training in fp16 is predicted to match fp32 from 2^4 up")
+            && text.contains("far below the window's conservative 2^29")
+            && text.contains("the dynamic scaler's run, at 2^16, matched fp32."),
+        "{text}"
+    );
     let index = out.join("report").join("index.html");
     assert!(
         text.contains(&format!("Report: {}", index.display())),

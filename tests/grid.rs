@@ -68,24 +68,31 @@ fn every_run_is_the_run_train_makes_alone() {
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let stdout = ok(o);
     assert!(
-        stdout.contains("grid: 78 runs (0 already finished, 78 trained, 0 failed); 78 of 78"),
+        stdout.contains("grid: 54 runs (0 already finished, 54 trained, 0 failed); 54 of 54"),
         "{stdout}"
     );
     // Piped: no progress bar.
     assert!(stderr.is_empty(), "{stderr}");
     let names = runs_of(&g);
-    assert_eq!(names.len(), 78);
+    // fp32 is trained once for all 13 scales (a loss scale cannot change FP32 training): 2 runs,
+    // and 26 of each fp16 recipe.
+    assert_eq!(names.len(), 54);
     let index = json_lines(&g.join("grid.jsonl"));
-    assert_eq!(index.len(), 78);
+    assert_eq!(index.len(), 54);
     // Grid order: the first --vary slowest, the seed fastest.
     assert_eq!(index[0]["run"], "runs/recipe=fp32,loss_scale=2^0,seed=5");
     assert_eq!(index[1]["run"], "runs/recipe=fp32,loss_scale=2^0,seed=6");
-    assert_eq!(index[2]["run"], "runs/recipe=fp32,loss_scale=2^1,seed=5");
+    assert_eq!(index[0]["inert"], serde_json::json!(["loss_scale"]));
     assert_eq!(
-        index[77]["run"],
+        index[2]["run"],
+        "runs/recipe=fp16-master,loss_scale=2^0,seed=5"
+    );
+    assert!(index[2].get("inert").is_none());
+    assert_eq!(
+        index[53]["run"],
         "runs/recipe=fp16-dynamic,loss_scale=2^12,seed=6"
     );
-    let line = &index[30];
+    let line = &index[6];
     assert_eq!(line["values"]["recipe"], "fp16-master");
     assert_eq!(line["values"]["loss_scale"], "2^2");
     assert_eq!(line["seed"], 5);
@@ -106,7 +113,7 @@ fn every_run_is_the_run_train_makes_alone() {
     for name in [
         "recipe=fp16-master,loss_scale=2^2,seed=5",
         "recipe=fp16-dynamic,loss_scale=2^12,seed=6",
-        "recipe=fp32,loss_scale=2^7,seed=6",
+        "recipe=fp32,loss_scale=2^0,seed=6",
     ] {
         let run = g.join("runs").join(name);
         let alone = tmp.path().join(format!("alone-{name}"));
@@ -132,6 +139,38 @@ fn every_run_is_the_run_train_makes_alone() {
         );
         assert!(!run.join("INCOMPLETE").exists());
     }
+    // What the grid did not train is what it says: fp32 at 2^7 and 2^12 trains to the bits of
+    // fp32 at 2^0 (every step's loss, counts and amax; only the recorded scale differs).
+    let once = g.join("runs/recipe=fp32,loss_scale=2^0,seed=6");
+    let without_scale = |path: &Path| -> Vec<Value> {
+        json_lines(path)
+            .into_iter()
+            .map(|mut l| {
+                l.as_object_mut().unwrap().remove("loss_scale");
+                l
+            })
+            .collect()
+    };
+    for scale in ["128", "4096"] {
+        let other = tmp.path().join(format!("fp32-{scale}"));
+        ok(bin()
+            .arg("train")
+            .arg("--config")
+            .arg(once.join("config.json"))
+            .args(["--loss-scale", scale, "--out"])
+            .arg(&other)
+            .output()
+            .unwrap());
+        assert_eq!(
+            without_scale(&other.join("metrics.jsonl")),
+            without_scale(&once.join("metrics.jsonl")),
+            "fp32 at {scale}"
+        );
+        assert_eq!(
+            read_json(&other.join("config.json"))["recipe"]["loss_scaling"]["scale"],
+            scale.parse::<f64>().unwrap()
+        );
+    }
 }
 
 /// Shares run separately merge into one directory, or into copies merged afterwards; a killed
@@ -156,16 +195,19 @@ fn shards_merge_and_a_killed_grid_resumes() {
     let first = ok(grid(&base, &shared, "1", &with("1/2")));
     assert!(
         first.contains(
-            "grid: 4 runs in share 1/2 (0 already finished, 4 trained, 0 failed); 4 of 8"
+            "grid: 3 runs in share 1/2 (0 already finished, 3 trained, 0 failed); 3 of 6"
         ),
         "{first}"
     );
     // Share 1 of 2 holds every other run in grid order.
     let index = json_lines(&shared.join("grid.jsonl"));
     assert_eq!(index[0]["run"], "runs/recipe=fp32,loss_scale=2^0,seed=5");
-    assert_eq!(index[1]["run"], "runs/recipe=fp32,loss_scale=2^8,seed=5");
+    assert_eq!(
+        index[1]["run"],
+        "runs/recipe=fp16-master,loss_scale=2^0,seed=5"
+    );
     let second = ok(grid(&base, &shared, "1", &with("2/2")));
-    assert!(second.contains("8 of 8"), "{second}");
+    assert!(second.contains("6 of 6"), "{second}");
     assert_eq!(runs_of(&shared), runs_of(&whole));
     let strip = |mut v: Vec<Value>| -> Vec<Value> {
         for l in &mut v {
@@ -194,14 +236,14 @@ fn shards_merge_and_a_killed_grid_resumes() {
         .unwrap());
     let r = read_json(&report.join("report.json"));
     assert_eq!(r["unfinished"], Value::Array(vec![]));
-    assert_eq!(r["runs"], 8);
+    assert_eq!(r["runs"], 6);
     // A rerun rebuilds grid.jsonl from the run directories, training nothing.
     let again = ok(grid(&base, &a, "1", &vary));
     assert!(
-        again.contains("(8 already finished, 0 trained, 0 failed); 8 of 8"),
+        again.contains("(6 already finished, 0 trained, 0 failed); 6 of 6"),
         "{again}"
     );
-    assert_eq!(json_lines(&a.join("grid.jsonl")).len(), 8);
+    assert_eq!(json_lines(&a.join("grid.jsonl")).len(), 6);
 
     // Killed: one run left INCOMPLETE (its logs cut short), one never started.
     let runs = whole.join("runs");
@@ -210,11 +252,11 @@ fn shards_merge_and_a_killed_grid_resumes() {
     std::fs::write(killed.join("INCOMPLETE"), "killed\n").unwrap();
     std::fs::write(killed.join("metrics.jsonl"), &before[..before.len() / 2]).unwrap();
     std::fs::remove_dir_all(runs.join("recipe=fp32,loss_scale=2^0,seed=5")).unwrap();
-    let kept = runs.join("recipe=fp32,loss_scale=2^8,seed=6/summary.json");
+    let kept = runs.join("recipe=fp16-master,loss_scale=2^0,seed=6/summary.json");
     let kept_before = std::fs::read(&kept).unwrap();
     let resumed = ok(grid(&base, &whole, "2", &vary));
     assert!(
-        resumed.contains("grid: 8 runs (6 already finished, 2 trained, 0 failed); 8 of 8"),
+        resumed.contains("grid: 6 runs (4 already finished, 2 trained, 0 failed); 6 of 6"),
         "{resumed}"
     );
     assert!(!killed.join("INCOMPLETE").exists());
@@ -260,7 +302,8 @@ fn the_report_of_a_grid() {
     assert_eq!(r["x_key"], "loss_scale");
     assert_eq!(r["series"], serde_json::json!(["fp32", "fp16-master"]));
     let cells = r["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 6);
+    // fp32 trained once, standing for the three scales; fp16-master at each.
+    assert_eq!(cells.len(), 4);
     // Recompute one cell from grid.jsonl.
     let index = json_lines(&g.join("grid.jsonl"));
     let values = |recipe: &str, scale: &str| -> Vec<f64> {
@@ -270,7 +313,8 @@ fn the_report_of_a_grid() {
             .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
             .collect()
     };
-    let (master, fp32) = (values("fp16-master", "2^4"), values("fp32", "2^4"));
+    let (master, fp32) = (values("fp16-master", "2^4"), values("fp32", "2^0"));
+    assert!(values("fp32", "2^4").is_empty());
     assert_eq!((master.len(), fp32.len()), (3, 3));
     let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
     let cell = cells
@@ -290,6 +334,33 @@ fn the_report_of_a_grid() {
     // The fp32 series is the baseline: not tested against itself.
     let base_cell = cells.iter().find(|c| c["series"] == "fp32").unwrap();
     assert!(base_cell["metric_vs_fp32"].is_null());
+    assert_eq!(
+        (base_cell["inert"].clone(), base_cell["x"].clone()),
+        (true.into(), "2^0".into())
+    );
+    assert!(
+        cells
+            .iter()
+            .filter(|c| c["series"] == "fp16-master")
+            .all(|c| c["inert"] == false)
+    );
+    // Where fp16-master matched fp32, and the scale predicted from fp32's weight gradients.
+    let edges = r["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 1);
+    assert_eq!(edges[0]["series"], "fp16-master");
+    assert!(
+        r["window"]["predicted_min_log2_scale"].is_i64(),
+        "{}",
+        r["window"]
+    );
+    assert!(
+        stdout.contains("predicted from the fp32 runs' weight gradients"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("fp32 was trained once per seed, at loss_scale 2^0, for all 3 values"),
+        "{stdout}"
+    );
     // The window comes from the fp32 runs at 2^0, all seeds, every capture (steps 1, 5, 10).
     let w = &r["window"];
     assert_eq!(

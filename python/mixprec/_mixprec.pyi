@@ -67,6 +67,15 @@ class RunWriter:
     def step(self, record_json: str, capture: Optional[Capture] = None) -> None:
         """Appends a ``StepRecord`` (and, with ``capture``, its capture record)."""
     def flush(self) -> None: ...
-    def finish(self, summary_json: str) -> None: ...
+    def finish(
+        self,
+        recipe: str,
+        parameters: int,
+        weights_finite: bool,
+        wall_seconds: float,
+        metric: Optional[Tuple[str, float]] = None,
+    ) -> str:
+        """Writes ``summary.json`` from the steps written (the counts, final loss and divergence
+        by ``mixprec train``'s rules) and removes the marker; returns the summary as JSON."""
     @property
     def open(self) -> bool: ...

@@ -230,8 +230,6 @@ class Recorder:
         self._hooks: List[Any] = []
         self._capture: Optional[Any] = None
         self._step = 0
-        self._losses: List[float] = []
-        self._skipped = self._overflows = self._trailing_skips = 0
         self._start = time.monotonic()
         self._act_amax = 0.0
         self._writer = None
@@ -417,10 +415,6 @@ class Recorder:
             "counts": {},
         }
         self._writer.step(json.dumps(record, allow_nan=False), capture)
-        self._losses = (self._losses + [loss])[-20:]
-        self._skipped += skipped
-        self._overflows += overflow
-        self._trailing_skips = self._trailing_skips + 1 if skipped else 0
         if self.every > 0 and (step + 1) % self.every == 0:
             self._begin_capture()
 
@@ -437,27 +431,16 @@ class Recorder:
         for h in self._hooks:
             h.remove()
         self._hooks = []
-        if metric is None:
-            finite = [l for l in self._losses if math.isfinite(l)]
-            value = sum(finite) / len(finite) if finite else math.nan
-            metric = ("mean_loss_last_20_steps", value)
-        final = self._losses[-1] if self._losses else math.nan
+        # The summary's counts, final loss and divergence come from what the writer tallied
+        # of the steps, by the same Rust code as `mixprec train`'s.
         weights_finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
-        steps = self._step
-        summary = {
-            "recipe": self.name,
-            "steps": steps,
-            "skipped_steps": self._skipped,
-            "overflow_steps": self._overflows,
-            "diverged": (not math.isfinite(final))
-            or not weights_finite
-            or (steps > 0 and self._trailing_skips >= min(steps, 20)),
-            "final_loss": _finite(final),
-            "eval_metric": {"name": str(metric[0]), "value": _finite(float(metric[1]))},
-            "parameters": sum(p.numel() for p in self.model.parameters()),
-            "wall_seconds": time.monotonic() - self._start,
-        }
-        self._writer.finish(json.dumps(summary, allow_nan=False))
+        self._writer.finish(
+            self.name,
+            sum(p.numel() for p in self.model.parameters()),
+            weights_finite,
+            time.monotonic() - self._start,
+            None if metric is None else (str(metric[0]), float(metric[1])),
+        )
 
     def flush(self) -> None:
         """Writes the steps held in memory to the run directory (they reach it within 2 s, and

@@ -10,7 +10,9 @@ use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
 use mixprec::stats::Histogram;
 use mixprec::train::capture::CAPTURE_SUB_BINS_LOG2;
 use mixprec::train::precision::StoreCounts;
-use mixprec::train::run::{self, CaptureRecord, RecordedConfig, SiteCapture, StepRecord, Summary};
+use mixprec::train::run::{
+    self, CaptureRecord, EvalMetric, RecordedConfig, SiteCapture, StepRecord,
+};
 use mixprec::train::{Class, TrainConfig};
 use numpy::ndarray::ArrayViewD;
 use numpy::{Element, PyArrayDyn, PyArrayMethods};
@@ -404,17 +406,42 @@ impl RunWriter {
         self.writer()?.flush().map_err(py_err)
     }
 
-    /// Finishes the run: `summary_json` (a `Summary`) as `summary.json`, and the marker
-    /// removed.
-    fn finish(&mut self, summary_json: &str) -> PyResult<()> {
-        let summary: Summary = parse("summary", summary_json)?;
+    /// Finishes the run: writes `summary.json` and removes the marker. The steps, skipped and
+    /// overflow steps, final loss and divergence come from the steps written
+    /// (`mixprec::train::run::RunWriter::summary`, the code `mixprec train` uses); the caller
+    /// gives the recipe's name, the trainable scalars, whether every weight is finite, the wall
+    /// time and the evaluation `metric` (name, value), by default the mean of the finite losses
+    /// of the last 20 steps, named `mean_loss_last_20_steps`. Returns the summary as JSON.
+    #[pyo3(signature = (recipe, parameters, weights_finite, wall_seconds, metric=None))]
+    fn finish(
+        &mut self,
+        recipe: &str,
+        parameters: usize,
+        weights_finite: bool,
+        wall_seconds: f64,
+        metric: Option<(String, f64)>,
+    ) -> PyResult<String> {
         let w = self.inner.take().ok_or_else(|| {
             PyRuntimeError::new_err(format!(
                 "{}: the run is already finished",
                 self.path.display()
             ))
         })?;
-        w.finish(&summary).map_err(py_err)
+        let (name, value) = metric.unwrap_or_else(|| {
+            (
+                format!("mean_loss_last_{}_steps", run::RECENT_STEPS),
+                w.recent_mean_loss(),
+            )
+        });
+        let summary = w.summary(
+            recipe,
+            EvalMetric { name, value },
+            parameters,
+            weights_finite,
+            wall_seconds,
+        );
+        w.finish(&summary).map_err(py_err)?;
+        serde_json::to_string(&summary).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// Whether the run is still open (not finished).

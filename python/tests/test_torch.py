@@ -165,6 +165,25 @@ def test_scales_and_skips_equal_the_scalers(tmp_path):
     assert not (out / "INCOMPLETE").exists()
 
 
+@pytest.mark.parametrize("steps,diverged", [(10, False), (22, True)])
+def test_the_summary_follows_trains_rules(tmp_path, steps, diverged):
+    # Every step overflows (an inf gradient planted) and is skipped: a run stuck skipping its
+    # last 20 steps has diverged, a shorter one has not (its scaler was still backing off), as
+    # for `mixprec train`: the summary is tallied by the same Rust code.
+    out = tmp_path / "run"
+    _, skipped = train(out, steps=steps, inf_at=range(1, steps + 1))
+    assert all(skipped)
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["skipped_steps"], summary["overflow_steps"]) == (steps, steps)
+    assert summary["diverged"] is diverged
+    records = read_jsonl(out / "metrics.jsonl")
+    assert summary["final_loss"] == records[-1]["loss"]
+    # The default metric: the mean of the last 20 finite losses.
+    last = [r["loss"] for r in records[-20:] if r["loss"] is not None]
+    assert summary["eval_metric"]["name"] == "mean_loss_last_20_steps"
+    assert summary["eval_metric"]["value"] == pytest.approx(sum(last) / len(last), rel=1e-12)
+
+
 def test_report_renders(tmp_path, cli):
     out = tmp_path / "run"
     train(out, steps=7)

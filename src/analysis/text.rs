@@ -64,6 +64,15 @@ pub fn percent_of(part: u64, whole: u64) -> String {
     })
 }
 
+/// Items in words: `a`, `a and b`, `a; b and c` (semicolons, since an item may hold commas).
+pub(crate) fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [a] => a.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join("; ")),
+    }
+}
+
 /// A magnitude: as written when short, else 4 significant digits.
 pub(crate) fn magnitude(x: f64) -> String {
     let exact = format!("{x}");
@@ -229,6 +238,7 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
             k - 1
         );
     }
+    s += &predicted_words(r, &fmt, o.lo);
     s += &excluded_words(a, r);
     if t.nonfinite > 0 {
         s += &format!(
@@ -242,6 +252,36 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
 }
 
 /// The tensors whose own window excludes the recommended scale, worst first.
+/// Where training is predicted to match FP32, beside the window.
+fn predicted_words(r: &Advice, fmt: &crate::format::FloatFormat, lowest: i32) -> String {
+    use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
+    let from = |k: Option<i32>| match (k, r.max_log2_scale) {
+        (Some(k), Some(_)) if k == lowest => {
+            format!("from 2^{k} up (the lowest of --scales: perhaps from lower)")
+        }
+        (Some(k), Some(hi)) if k <= hi => format!("from 2^{k} up"),
+        (Some(k), _) => format!("only from 2^{k}, above every scale that keeps amax finite"),
+        (None, _) => "at no scale of the range".to_string(),
+    };
+    let conservative = match (r.min_log2_scale, r.predicted_min_log2_scale) {
+        (Some(lo), Some(p)) if lo > p => format!("; the window's 2^{lo} is the conservative edge"),
+        _ => String::new(),
+    };
+    let (adam, sgd) = (r.predicted_min_log2_scale, r.predicted_min_log2_scale_sgd);
+    let scales = if adam == sgd {
+        format!("{} with Adam and SGD alike", from(adam))
+    } else {
+        format!("{} with Adam and {} with SGD", from(adam), from(sgd))
+    };
+    format!(
+        " Training in {fmt} is predicted to match fp32 {scales} (underflow takes at most {} of \
+         the squared norm there, and with Adam at most {} of the values: within one binade of \
+         re-training on mixprec's loss-scale grids){conservative}.",
+        threshold_percent(MATCH_MAX_ENERGY_LOST),
+        threshold_percent(MATCH_MAX_UNDERFLOW),
+    )
+}
+
 fn excluded_words(a: &Analysis, r: &Advice) -> String {
     let (Some(k), false) = (r.log2_scale, r.excluded_tensors.is_empty()) else {
         return String::new();
@@ -514,10 +554,13 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
     let show = |v: Option<i32>| v.map_or("none".into(), |k| k.to_string());
     writeln!(
         out,
-        "\nlog2_scale: {}   min_log2_scale: {}   max_log2_scale: {}",
+        "\nlog2_scale: {}   min_log2_scale: {}   max_log2_scale: {}   predicted_min_log2_scale: {}   \
+         predicted_min_log2_scale_sgd: {}",
         show(r.log2_scale),
         show(r.min_log2_scale),
-        show(r.max_log2_scale)
+        show(r.max_log2_scale),
+        show(r.predicted_min_log2_scale),
+        show(r.predicted_min_log2_scale_sgd)
     )?;
     writeln!(out, "{}", a.explanation)
 }
@@ -582,6 +625,15 @@ pub(crate) fn printable(s: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_in_words() {
+        let items = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(and_list(&[]), "");
+        assert_eq!(and_list(&items(&["a"])), "a");
+        assert_eq!(and_list(&items(&["a, x", "b"])), "a, x and b");
+        assert_eq!(and_list(&items(&["a", "b", "c"])), "a; b and c");
+    }
 
     /// Columns line up by display width: a CJK name or an emoji takes two columns a character.
     #[test]

@@ -10,9 +10,10 @@ use std::process::ExitCode;
 use crate::format::FP16;
 use crate::report::page::{failed_to_train, pct};
 use crate::report::{Report, ReportOptions, RunData};
-use crate::scaling::window::{MAX_UNDERFLOW, unscaled_window};
+use crate::scaling::window::{MAX_UNDERFLOW, unscaled_predicted, unscaled_window};
 use crate::stats::Histogram;
 use crate::stats::recommend::threshold_percent;
+use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, StepRule};
 use crate::train::config::{Overrides, TrainConfig};
 use crate::train::precision::Class;
 use crate::train::run::{self, RunDir, Summary};
@@ -97,32 +98,37 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         dynamic_scale,
         pct(gradients_underflowed(dynamic)),
     )?;
-    let window = fp32_window(&dirs[0])?;
+    let (window, predicted) = fp32_window(&dirs[0])?;
     match (window.min_log2_scale, window.max_log2_scale) {
-        (Some(lo), Some(hi)) if lo <= hi => {
-            // The dynamic run trained as well as fp32 at a scale below the window's low edge.
-            let matched =
-                (summaries[2].eval_metric.value - summaries[0].eval_metric.value).abs() < 0.01;
-            writeln!(
-                out,
-                "analyze's window for the fp32 run's gradients in fp16 (every capture step; all \
-                 but {} kept, none overflowing) is 2^{lo}..2^{hi}: recommended 2^{hi} \
-                 (GradScaler init_scale=2.0**{hi}).{}",
-                threshold_percent(MAX_UNDERFLOW),
-                if matched && dynamic_scale < lo {
-                    format!(
-                        " The window is conservative: at 2^{dynamic_scale}, below it, training \
-                         matched fp32."
-                    )
-                } else {
-                    String::new()
-                }
-            )?;
-        }
+        (Some(lo), Some(hi)) if lo <= hi => writeln!(
+            out,
+            "analyze's window for the fp32 run's gradients in fp16 (every capture step; all \
+             but {} kept, none overflowing) is 2^{lo}..2^{hi}: recommended 2^{hi} \
+             (GradScaler init_scale=2.0**{hi}).",
+            threshold_percent(MAX_UNDERFLOW),
+        )?,
         _ => writeln!(
             out,
             "No single loss scale fits the fp32 run's gradients in fp16: see the page."
         )?,
+    }
+    if let Some(p) = predicted {
+        // Within MATCH_TOLERANCE of fp32's accuracy: the grid report's rule for matching.
+        let matched = (summaries[2].eval_metric.value - summaries[0].eval_metric.value).abs()
+            <= crate::report::grid::MATCH_TOLERANCE;
+        writeln!(
+            out,
+            "From the fp32 run's weight gradients, training in fp16 is predicted to match fp32 \
+             from 2^{p} up (at most {} of their squared norm and {} of their values \
+             underflow){}; the dynamic scaler's run, at 2^{dynamic_scale}, {} fp32.",
+            threshold_percent(MATCH_MAX_ENERGY_LOST),
+            threshold_percent(MATCH_MAX_UNDERFLOW),
+            match window.min_log2_scale {
+                Some(lo) if lo > p => format!(", far below the window's conservative 2^{lo}"),
+                _ => String::new(),
+            },
+            if matched { "matched" } else { "did not match" }
+        )?;
     }
     let index = Report::new(data).write(&args.out.join("report"))?;
     writeln!(out, "Report: {}", index.display())?;
@@ -165,18 +171,32 @@ fn gradients_underflowed(r: &RunData) -> f64 {
     if nonzero > 0.0 { lost / nonzero } else { 0.0 }
 }
 
-/// The loss-scale window of an fp32 run's gradients in fp16, over every capture step pooled.
-fn fp32_window(dir: &Path) -> anyhow::Result<crate::stats::Recommendation> {
-    let mut pooled: Option<Histogram> = None;
+/// The loss-scale window of an fp32 run's gradients in fp16, over every capture step pooled,
+/// and the scale from which training is predicted to match fp32 (from its weight gradients).
+fn fp32_window(dir: &Path) -> anyhow::Result<(crate::stats::Recommendation, Option<i32>)> {
+    let (mut pooled, mut weights) = (None::<Histogram>, None::<Histogram>);
     for record in RunDir::open(dir)?.captures()? {
-        let h = record?.gradients();
-        match &mut pooled {
-            Some(p) => p.merge(&h),
-            None => pooled = Some(h),
+        let record = record?;
+        for (into, h) in [
+            (&mut pooled, record.gradients()),
+            (&mut weights, record.weight_gradients()),
+        ] {
+            match into {
+                Some(p) => p.merge(&h),
+                None => *into = Some(h),
+            }
         }
     }
-    let pooled = pooled.unwrap_or_else(|| Histogram::new(0));
-    Ok(unscaled_window(&pooled, 1.0, FP16))
+    let empty = || Histogram::new(0);
+    Ok((
+        unscaled_window(&pooled.unwrap_or_else(empty), 1.0, FP16),
+        unscaled_predicted(
+            &weights.unwrap_or_else(empty),
+            1.0,
+            FP16,
+            StepRule::Adaptive,
+        ),
+    ))
 }
 
 /// Removes a run directory an earlier demo wrote at `dir`, so that a rerun replaces it; refuses

@@ -114,6 +114,8 @@ pub struct Line {
     pub color: RGBColor,
     /// `(x, y)`, in data units (the axis maps y).
     pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (a reference, or a curve that others may cover), on top of the solid ones.
+    pub dashed: bool,
 }
 
 /// A band between two curves, `(x, low, high)` in data units.
@@ -247,14 +249,32 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
                 Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.3).filled())
             });
     }
-    for l in &c.lines {
+    // Solid curves first, dashed ones on top (a dash shows what lies under it).
+    let order = c
+        .lines
+        .iter()
+        .filter(|l| !l.dashed)
+        .chain(c.lines.iter().filter(|l| l.dashed));
+    for l in order {
         let color = l.color;
-        chart
-            .draw_series(LineSeries::new(mapped(&l.points), color.stroke_width(2)))?
-            .label(&l.name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-            });
+        let style = color.stroke_width(2);
+        let drawn = if l.dashed {
+            chart.draw_series(DashedLineSeries::new(mapped(&l.points), 9, 6, style))?
+        } else {
+            chart.draw_series(LineSeries::new(mapped(&l.points), style))?
+        };
+        let dashed = l.dashed;
+        drawn.label(&l.name).legend(move |(x, y)| {
+            // A dash, a gap and a dash; one stroke for a solid curve.
+            let (a, b) = if dashed {
+                (x + 7, x + 11)
+            } else {
+                (x + 18, x + 18)
+            };
+            EmptyElement::at((0, 0))
+                + PathElement::new(vec![(x, y), (a, y)], color.stroke_width(3))
+                + PathElement::new(vec![(b, y), (x + 18, y)], color.stroke_width(3))
+        });
         // A line of one point (a run that diverged at its first step) draws nothing: a dot.
         if let [point] = mapped(&l.points)[..] {
             chart.draw_series(std::iter::once(Circle::new(point, 4, color.filled())))?;
@@ -916,6 +936,7 @@ mod tests {
                     name: "run".into(),
                     color: run_color(0),
                     points: (0..50).map(|i| (f64::from(i), scale)).collect(),
+                    dashed: false,
                 }],
                 bands: vec![],
                 marks: vec![],

@@ -219,6 +219,7 @@ pub fn spacing_chart(formats: &[FloatFormat]) -> LineChart {
                 name: format!("{f}: {} mantissa bits", f.man_bits()),
                 color: run_color(i),
                 points: spacing(*f),
+                dashed: false,
             })
             .collect(),
         bands: Vec::new(),

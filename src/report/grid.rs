@@ -16,11 +16,12 @@ use super::page::{
 use super::runs::{ReportOptions, unscaled_window};
 use crate::Result;
 use crate::format::{FP16, FP32, FloatFormat};
+use crate::scaling::window::{step_rule, unscaled_predicted};
+use crate::stats::recommend::StepRule;
 use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::stats::{Histogram, Recommendation};
 use crate::train::grid::{GRID, GridRun, GridSpec, LOSS_SCALE, value_name};
 use crate::train::precision::Class;
-use crate::train::recipe::Recipe;
 use crate::train::run::{RunDir, Summary};
 use crate::train::scaler::LossScaling;
 
@@ -46,6 +47,9 @@ pub struct Cell {
     pub x: String,
     /// The recipe names the runs had (`fp16-static` for `fp16-master` with a scale).
     pub recipes: Vec<String>,
+    /// Whether the runs here stand for every value of the x key (its value cannot change their
+    /// training, [`GridRun::inert`]): trained once, drawn as a reference line.
+    pub inert: bool,
     /// Runs of the grid here.
     pub runs: usize,
     /// Of which finished.
@@ -79,7 +83,28 @@ pub struct GridWindow {
     pub captures: usize,
     /// The window, in log2 of the scale.
     pub window: Recommendation,
+    /// The smallest `k` from which training is predicted to match FP32, from the same runs'
+    /// weight gradients ([`crate::stats::recommend::predicted_min_log2_scale`]).
+    pub predicted_min_log2_scale: Option<i32>,
+    /// The optimizer's rule it was predicted under (SGD's when every run pooled is SGD).
+    pub step_rule: StepRule,
 }
+
+/// Where a series' re-training matched FP32: the lower edge of its longest run of consecutive
+/// loss scales at which the mean metric is within [`MATCH_TOLERANCE`] of the fp32 series' and
+/// Welch's test does not tell them apart (p >= [`ALPHA`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct SeriesEdge {
+    /// The series.
+    pub series: String,
+    /// The lowest `k` of the matching run (`None`: no scale matched).
+    pub matches_from_log2_scale: Option<i32>,
+    /// The highest.
+    pub matches_to_log2_scale: Option<i32>,
+}
+
+/// How far a mean metric may be from fp32's and still match it (one point of accuracy).
+pub const MATCH_TOLERANCE: f64 = 0.01;
 
 /// The report of a grid directory.
 #[derive(Clone, Debug, Serialize)]
@@ -102,6 +127,8 @@ pub struct GridReport {
     pub cells: Vec<Cell>,
     /// For a loss-scale grid with fp32 runs: their window.
     pub window: Option<GridWindow>,
+    /// For a loss-scale grid: where each series compared with fp32 matched it.
+    pub edges: Vec<SeriesEdge>,
     /// The findings in words.
     pub findings: Vec<String>,
     /// The ids of the figures.
@@ -127,16 +154,6 @@ fn number(text: &str) -> Option<f64> {
         t.parse().ok()?
     };
     x.is_finite().then_some(x)
-}
-
-/// Whether `recipe` is FP32 throughout (a loss scale aside).
-fn is_fp32(recipe: &Recipe) -> bool {
-    let plain = Recipe {
-        name: "fp32".into(),
-        loss_scaling: LossScaling::None,
-        ..recipe.clone()
-    };
-    plain == Recipe::fp32()
 }
 
 impl GridReport {
@@ -224,6 +241,7 @@ impl GridReport {
                 None => {
                     cells.push(Cell {
                         series: s,
+                        inert: x_key.as_ref().is_some_and(|k| run.inert.contains(k)),
                         x,
                         recipes: Vec::new(),
                         runs: 0,
@@ -263,10 +281,11 @@ impl GridReport {
                 .filter_map(|&i| summaries[i].as_ref())
                 .collect();
             let (m, l) = (samples(at, &metric_of), samples(at, &loss_of));
+            // The fp32 twin at the same value, or the one standing for every value.
             let baseline = baseline_of(&runs[members[at][0]]).and_then(|b| {
                 cells
                     .iter()
-                    .position(|c| c.series == b && c.x == cells[at].x)
+                    .position(|c| c.series == b && (c.x == cells[at].x || c.inert))
             });
             let vs = |f: &dyn Fn(&Summary) -> f64, own: &[f64]| {
                 baseline.and_then(|b| welch(own, &samples(b, f), LEVEL))
@@ -304,11 +323,13 @@ impl GridReport {
             series,
             cells,
             window,
+            edges: Vec::new(),
             findings: Vec::new(),
             figures: Vec::new(),
             figure_data: Vec::new(),
             grid: spec,
         };
+        report.edges = report.edges();
         report.findings = report.findings();
         report.figure_data = report.charts();
         report.figures = report.figure_data.iter().map(|f| f.id.clone()).collect();
@@ -355,12 +376,13 @@ impl GridReport {
                 h2 { "3. The grid" }
                 p { (self.runs) " runs: every combination of the values below, times " (self.grid.seeds)
                     " seeds (" (self.grid.base.seed) " to " (self.grid.base.seed + self.grid.seeds - 1)
-                    "), each a run directory under " code { (self.dir) "/runs/" } "; the rest of the config is the base config ("
+                    ")" @if self.trained_once().is_some() { ", but for the series trained once (below)" } ", each a run directory under " code { (self.dir) "/runs/" } "; the rest of the config is the base config ("
                     code { "grid.json" } ")." }
                 table {
                     thead { tr { th { "key" } th { "values" } } }
                     tbody { @for v in &self.grid.vary { tr { td { (v.key) } td { (v.values.join(", ")) } } } }
                 }
+                @if let Some(once) = self.trained_once() { p { (once) } }
                 @if !self.unfinished.is_empty() {
                     p { (self.unfinished.len()) " runs have not finished (killed, failed, still running, or in a share not run yet) and are left out: "
                         (self.unfinished.iter().take(12).cloned().collect::<Vec<_>>().join("; "))
@@ -375,6 +397,45 @@ impl GridReport {
             footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the grid directory " (self.dir) ". The numbers are in report.json." } }
         };
         write_page(dir, &document(&title, body))
+    }
+
+    /// The series trained once for every value of the x key.
+    fn inert_series(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in self.cells.iter().filter(|c| c.inert) {
+            if !out.contains(&c.series) {
+                out.push(c.series.clone());
+            }
+        }
+        out
+    }
+
+    /// What the runs trained once stand for, in words; `None` when there are none.
+    fn trained_once(&self) -> Option<String> {
+        let once = self.inert_series();
+        let (x_key, cell) = (self.x_key.as_ref()?, self.cells.iter().find(|c| c.inert)?);
+        let values = self
+            .grid
+            .vary
+            .iter()
+            .find(|v| &v.key == x_key)
+            .map_or(0, |v| v.values.len());
+        Some(format!(
+            "{} {} trained once per seed, at {x_key} {}, for all {values} values: {} every \
+             gradient in FP32 and scales by a power of two, which is exact there (it changes only \
+             exponents), so {x_key} cannot change {} training. {} drawn as a dashed reference \
+             line and compared with every value.",
+            crate::analysis::text::and_list(&once),
+            if once.len() == 1 { "was" } else { "were" },
+            cell.x,
+            if once.len() == 1 {
+                "the recipe stores and accumulates"
+            } else {
+                "each recipe stores and accumulates"
+            },
+            if once.len() == 1 { "its" } else { "their" },
+            if once.len() == 1 { "It is" } else { "They are" },
+        ))
     }
 
     fn table(&self) -> Markup {
@@ -395,7 +456,7 @@ impl GridReport {
                     @for c in &self.cells {
                         tr {
                             td { span.swatch style=(format!("background:{}", color(&c.series))) {} (c.series) }
-                            @if self.x_key.is_some() { td { (c.x) } }
+                            @if self.x_key.is_some() { td { @if c.inert { "any (trained at " (c.x) ")" } @else { (c.x) } } }
                             td { (c.recipes.join(", ")) }
                             td { (c.finished) @if c.finished < c.runs { " of " (c.runs) } }
                             td { (c.diverged) }
@@ -406,6 +467,53 @@ impl GridReport {
                 }
             }
         }
+    }
+
+    /// Each compared series' matching range, for a loss-scale grid.
+    fn edges(&self) -> Vec<SeriesEdge> {
+        if self.x_key.as_deref() != Some(LOSS_SCALE) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for s in &self.series {
+            let mut cells: Vec<(i32, bool)> = self
+                .cells
+                .iter()
+                .filter(|c| &c.series == s && c.metric_vs_fp32.is_some())
+                .filter_map(|c| {
+                    let k = number(&c.x)?.log2();
+                    let w = c.metric_vs_fp32?;
+                    let matches = w.difference.abs() <= MATCH_TOLERANCE && w.p_value >= ALPHA;
+                    (k.fract() == 0.0).then_some((k as i32, matches))
+                })
+                .collect();
+            if cells.is_empty() {
+                continue;
+            }
+            cells.sort_by_key(|c| c.0);
+            // The longest run of consecutive matching scales, the first of equals.
+            let (mut best, mut start): (Option<(i32, i32)>, Option<i32>) = (None, None);
+            for &(k, matches) in &cells {
+                if matches {
+                    let from = *start.get_or_insert(k);
+                    let longer = best.is_none_or(|(a, b)| {
+                        cells.iter().filter(|c| c.0 >= from && c.0 <= k).count()
+                            > cells.iter().filter(|c| c.0 >= a && c.0 <= b).count()
+                    });
+                    if longer {
+                        best = Some((from, k));
+                    }
+                } else {
+                    start = None;
+                }
+            }
+            out.push(SeriesEdge {
+                series: s.clone(),
+                matches_from_log2_scale: best.map(|b| b.0),
+                matches_to_log2_scale: best.map(|b| b.1),
+            });
+        }
+        out
     }
 
     fn findings(&self) -> Vec<String> {
@@ -422,6 +530,9 @@ impl GridReport {
                 "One seed per combination: no confidence intervals or tests (run the grid with --seeds 5)."
                     .into(),
             );
+        }
+        if let Some(once) = self.trained_once() {
+            out.push(once);
         }
         let window = self.window.as_ref().and_then(|w| {
             let (lo, hi) = (w.window.min_log2_scale?, w.window.max_log2_scale?);
@@ -441,6 +552,44 @@ impl GridReport {
                     w.captures, w.format
                 ),
             });
+        }
+        if let Some(w) = &self.window {
+            let predicted = w.predicted_min_log2_scale;
+            for e in &self.edges {
+                let matched = match (e.matches_from_log2_scale, e.matches_to_log2_scale) {
+                    (Some(a), Some(b)) => format!(
+                        "Re-trained, {} matches fp32 (mean {} within {MATCH_TOLERANCE} of fp32's, \
+                         Welch p >= {ALPHA}) from 2^{a} to 2^{b}",
+                        e.series, self.metric
+                    ),
+                    _ => format!("Re-trained, {} matches fp32 at no scale", e.series),
+                };
+                let off = |k: i32, what: &str| match e.matches_from_log2_scale {
+                    Some(a) if a == k => format!("{what} 2^{k}, the same scale"),
+                    Some(a) => format!(
+                        "{what} 2^{k}, {} binade{} {}",
+                        (k - a).abs(),
+                        if (k - a).abs() == 1 { "" } else { "s" },
+                        if k > a { "above" } else { "below" }
+                    ),
+                    None => format!("{what} 2^{k}"),
+                };
+                let rule = match w.step_rule {
+                    StepRule::Adaptive => "Adam",
+                    StepRule::Sgd => "SGD",
+                };
+                let mut text = format!(
+                    "{matched}; predicted from the fp32 runs' weight gradients ({rule}'s rule): "
+                );
+                text += &predicted.map_or_else(|| "no scale".to_string(), |k| off(k, "from"));
+                if let Some(lo) = window.map(|(lo, _)| lo) {
+                    text += &format!(
+                        "; analyze's conservative window starts at {}",
+                        off(lo, "").trim_start()
+                    );
+                }
+                out.push(text + ".");
+            }
         }
         for s in &self.series {
             let tested: Vec<&Cell> = self
@@ -579,23 +728,36 @@ impl GridReport {
             for (i, s) in self.series.iter().enumerate() {
                 let mut points = Vec::new();
                 let mut band = Vec::new();
+                let mut reference = false;
                 for c in self.cells.iter().filter(|c| &c.series == s) {
                     let (Some(x), Some(m)) = (number(&c.x), pick(c)) else {
                         continue;
                     };
-                    points.push((x, m.mean));
+                    // A cell standing for every value: a reference line across the grid.
+                    let xs = if c.inert { vec![x_min, x_max] } else { vec![x] };
+                    reference |= c.inert;
+                    for x in xs {
+                        points.push((x, m.mean));
+                        if m.low.is_finite() {
+                            band.push((x, m.low, m.high));
+                        }
+                    }
                     y0 = y0.min(m.mean);
                     y1 = y1.max(m.mean);
                     if m.low.is_finite() {
-                        band.push((x, m.low, m.high));
                         y0 = y0.min(m.low);
                         y1 = y1.max(m.high);
                     }
                 }
                 lines.push(Line {
-                    name: format!("{s} (mean)"),
+                    name: if reference {
+                        format!("{s} (mean; trained once, any {x_key})")
+                    } else {
+                        format!("{s} (mean)")
+                    },
                     color: run_color(i),
                     points,
+                    dashed: reference,
                 });
                 if !band.is_empty() {
                     bands.push(Band {
@@ -619,6 +781,14 @@ impl GridReport {
                     &self.metric
                 }
             );
+            let once = self.inert_series();
+            if !once.is_empty() {
+                caption += &format!(
+                    " Dashed: {} (trained once: {x_key} cannot change {} training).",
+                    crate::analysis::text::and_list(&once),
+                    if once.len() == 1 { "its" } else { "their" }
+                );
+            }
             if let (Some((lo, hi, format)), true) = (&window, y0 <= y1) {
                 let (a, b) = (
                     crate::format::pow2(*lo).max(x_min),
@@ -639,6 +809,24 @@ impl GridReport {
                 caption += &format!(
                     " Grey: the loss-scale window that analyze computes from the fp32 runs' captured gradients (2^{lo}..2^{hi} for {format}, clipped to the grid)."
                 );
+            }
+            let predicted = self
+                .window
+                .as_ref()
+                .and_then(|w| w.predicted_min_log2_scale);
+            if let (Some(k), true) = (predicted, y0 <= y1) {
+                let x = crate::format::pow2(k);
+                if (x_min..=x_max).contains(&x) {
+                    lines.push(Line {
+                        name: format!("predicted: matches fp32 from 2^{k}"),
+                        color: WINDOW_COLOR,
+                        points: vec![(x, y0), (x, y1)],
+                        dashed: true,
+                    });
+                    caption += &format!(
+                        " Dashed grey: the scale from which training is predicted to match fp32, from the fp32 runs' weight gradients (2^{k})."
+                    );
+                }
             }
             Figure {
                 id: id.into(),
@@ -762,7 +950,7 @@ fn fp32_window(
     let fp32: Vec<&GridRun> = runs
         .iter()
         .zip(summaries)
-        .filter(|(r, s)| s.is_some() && is_fp32(&r.config.recipe))
+        .filter(|(r, s)| s.is_some() && r.config.recipe.is_fp32())
         .map(|(r, _)| r)
         .collect();
     let Some(nearest) = fp32
@@ -778,16 +966,27 @@ fn fp32_window(
             .find(|&f| f != FP32)
             .unwrap_or(FP16)
     });
+    // The optimizer's rule of the runs pooled: SGD's when every one is SGD.
+    let all_sgd = fp32
+        .iter()
+        .all(|r| serde_json::to_value(&r.config).is_ok_and(|c| step_rule(&c) == StepRule::Sgd));
+    let rule = if all_sgd {
+        StepRule::Sgd
+    } else {
+        StepRule::Adaptive
+    };
     let mut pooled = Histogram::new(0);
+    let mut weights = Histogram::new(0);
     let (mut used, mut captures) = (0, 0);
     for run in fp32.into_iter().filter(|r| scale_of(r) == nearest) {
         used += 1;
         for record in RunDir::open(&run.dir(dir))?.captures()? {
             let record = record?;
             if record.loss_scale.unwrap_or(1.0) == nearest {
-                let h = record.gradients();
+                let (h, w) = (record.gradients(), record.weight_gradients());
                 if h.sub_bins_log2() == pooled.sub_bins_log2() {
                     pooled.merge(&h);
+                    weights.merge(&w);
                     captures += 1;
                 }
             }
@@ -803,6 +1002,8 @@ fn fp32_window(
         runs: used,
         captures,
         window: unscaled_window(&pooled, nearest, format),
+        predicted_min_log2_scale: unscaled_predicted(&weights, nearest, format, rule),
+        step_rule: rule,
     }))
 }
 
@@ -876,12 +1077,5 @@ mod tests {
         assert_eq!(g4(1.2e-5), "1.200e-5");
         assert_eq!(p_text(0.000_176), "1.8e-4");
         assert_eq!(p_text(0.3220), "0.322");
-        assert!(is_fp32(&Recipe::fp32()));
-        let mut scaled = Recipe::fp32();
-        scaled.name = "fp32+static".into();
-        scaled.loss_scaling = LossScaling::Static { scale: 8.0 };
-        assert!(is_fp32(&scaled));
-        assert!(!is_fp32(&Recipe::preset("fp8-hybrid").unwrap()));
-        assert!(!is_fp32(&Recipe::preset("fp16-master").unwrap()));
     }
 }

@@ -22,6 +22,7 @@ use crate::analysis::text::percent;
 use crate::format::FloatFormat;
 use crate::io::write_atomic;
 use crate::stats::Histogram;
+use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
 use crate::train::precision::Class;
 use crate::{Error, Result};
 
@@ -967,6 +968,19 @@ fn window_sentence(r: &RunData) -> String {
             ". No one scale lay in every window (the lowest upper edge 2^{top} is below the highest lower edge 2^{bottom}): a dynamic scaler must move; GradScaler(init_scale=2.0**{hi}) starts inside."
         );
     }
+    let predicted = r
+        .captures
+        .iter()
+        .filter_map(|c| c.predicted_min_log2_scale)
+        .max();
+    if let Some(p) = predicted {
+        let _ = write!(
+            s,
+            " From its FP32 weight gradients, training is predicted to match fp32 from 2^{p} up (the highest over the capture steps: at most {} of their squared norm and {} of their values underflow; mixprec's loss-scale grids confirm this rule within one binade, where the window's lower edge is the conservative one).",
+            threshold_percent(MATCH_MAX_ENERGY_LOST),
+            threshold_percent(MATCH_MAX_UNDERFLOW)
+        );
+    }
     let outside = outside_window(r);
     match outside.first() {
         Some(first) => {
@@ -1030,6 +1044,8 @@ fn lines_of(runs: &[RunData], f: impl Fn(&RunData) -> Vec<(f64, f64)>) -> Vec<Li
             name: r.name.clone(),
             color: run_color(i),
             points: f(r),
+            // The fp32 baseline on top, dashed: a run that matches it does not hide it.
+            dashed: r.is_fp32(),
         })
         .collect()
 }
@@ -1095,7 +1111,7 @@ fn figures(runs: &[RunData]) -> Vec<Figure> {
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| !r.skip_marks.is_empty())
-                .map(|(i, r)| Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks) })
+                .map(|(i, r)| Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks), dashed: false })
                 .collect(),
             // Scales sit at the top (2^16) and the bottom (2^0): the legend goes under the data.
             legend: Corner::BelowData,
@@ -1331,23 +1347,42 @@ fn window_figure(runs: &[RunData]) -> Figure {
                 points: pts,
             });
         }
+        let predicted: Vec<(f64, f64)> = r
+            .captures
+            .iter()
+            .filter_map(|c| Some((c.step as f64, 2f64.powi(c.predicted_min_log2_scale?))))
+            .collect();
+        if !predicted.is_empty() {
+            lines.push(Line {
+                name: format!("{}: predicted to match fp32 from", r.name),
+                color: run_color(i),
+                points: predicted,
+                dashed: true,
+            });
+        }
         lines.push(Line {
             name: format!("{}: loss scale", r.name),
             color: run_color(i),
             points: curve(&r.loss_scale.points),
+            dashed: false,
         });
         if !r.skip_marks.is_empty() {
             marks.push(Line {
                 name: format!("{}: skipped", r.name),
                 color: run_color(i),
                 points: curve(&r.skip_marks),
+                dashed: false,
             });
         }
     }
     Figure {
         id: "window".into(),
         section: 6,
-        caption: "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite), with each run's loss scale and its skipped steps.".into(),
+        caption: format!(
+            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite), with each run's loss scale and its skipped steps. Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
+            threshold_percent(MATCH_MAX_ENERGY_LOST),
+            threshold_percent(MATCH_MAX_UNDERFLOW)
+        ),
         chart: Chart::Lines(LineChart {
             title: "Loss-scale window over training".into(),
             x_desc: "step".into(),
@@ -1357,7 +1392,7 @@ fn window_figure(runs: &[RunData]) -> Figure {
             lines,
             bands,
             marks,
-            legend: Corner::LowerRight,
+            legend: Corner::BelowData,
         }),
     }
 }

@@ -170,6 +170,7 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
                 format!(" (same scales as {}: drawn over it)", q.policy)
             });
         lines.push(Line {
+            dashed: !same.is_empty(),
             name: format!("{}{same}", p.policy),
             color: run_color(i),
             points,
@@ -184,6 +185,7 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
                     .iter()
                     .filter_map(|&s| Some((s as f64, p.scale_at(s)?)))
                     .collect(),
+                dashed: false,
             });
         }
     }

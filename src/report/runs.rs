@@ -15,7 +15,9 @@ use crate::train::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary
 /// Points kept per curve; longer runs keep every `2^j`-th step.
 pub const MAX_POINTS: usize = 2000;
 pub use crate::scaling::replay::{Events, MAX_EVENTS};
-pub use crate::scaling::window::{MAX_UNDERFLOW, WINDOW_SCALES, unscaled_window};
+pub use crate::scaling::window::{
+    MAX_UNDERFLOW, WINDOW_SCALES, step_rule, unscaled_predicted, unscaled_window,
+};
 
 /// How to read the runs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -151,6 +153,10 @@ pub struct CaptureSummary {
     /// from the captured histograms as `analyze` computes it ([`crate::stats::sweep_from_histogram`],
     /// [`crate::stats::recommend()`] with margin 0 and [`MAX_UNDERFLOW`]), in log2 of the scale.
     pub window: Recommendation,
+    /// The smallest `k` from which training is predicted to match FP32, from the step's
+    /// unscaled weight gradients ([`crate::stats::recommend::predicted_min_log2_scale`]) when
+    /// they are stored in FP32 (`None` otherwise).
+    pub predicted_min_log2_scale: Option<i32>,
 }
 
 /// The histograms of one capture step drawn in the figures.
@@ -247,6 +253,12 @@ pub struct RunData {
 }
 
 impl RunData {
+    /// Whether every tensor class of the run is stored in FP32 (the baseline).
+    #[must_use]
+    pub fn is_fp32(&self) -> bool {
+        self.formats.values().all(|f| f == "fp32")
+    }
+
     /// Reads the run directory `dir`.
     ///
     /// # Errors
@@ -422,6 +434,19 @@ impl RunData {
                 .map(|(l, c, t)| (l, c, t.shares()))
                 .collect(),
             window: unscaled_window(&r.gradients(), loss_scale, self.grad_format),
+            // From FP32 weight gradients only: a narrower format has already zeroed (and so
+            // dropped from the histogram) the values the prediction counts.
+            predicted_min_log2_scale: (self.formats.get(&Class::WeightGrad).map(String::as_str)
+                == Some("fp32"))
+            .then(|| {
+                unscaled_predicted(
+                    &r.weight_gradients(),
+                    loss_scale,
+                    self.grad_format,
+                    step_rule(&self.config),
+                )
+            })
+            .flatten(),
         }
     }
 

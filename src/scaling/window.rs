@@ -10,6 +10,7 @@
 //! ```
 
 use crate::format::{Event, FloatFormat, RoundOptions, Rounder};
+use crate::stats::recommend::{StepRule, predicted_min_log2_scale};
 use crate::stats::{Histogram, Recommendation, recommend, sweep_from_histogram};
 
 /// The loss scales (log2, of the unscaled gradients) over which windows are searched.
@@ -32,6 +33,38 @@ pub fn unscaled_window(h: &Histogram, loss_scale: f64, format: FloatFormat) -> R
         log2_scale: back(r.log2_scale),
         min_log2_scale: back(r.min_log2_scale),
         max_log2_scale: back(r.max_log2_scale),
+    }
+}
+
+/// The predicted lower edge ([`crate::stats::recommend::predicted_min_log2_scale`]) of the
+/// weight gradients summarised by `h`, captured scaled by `loss_scale`, under an optimizer that
+/// steps by `rule`, in log2 of the scale of the unscaled gradients (searched over
+/// [`WINDOW_SCALES`]).
+#[must_use]
+pub fn unscaled_predicted(
+    h: &Histogram,
+    loss_scale: f64,
+    format: FloatFormat,
+    rule: StepRule,
+) -> Option<i32> {
+    let shift = loss_scale.log2().round() as i32;
+    let (lo, hi) = (*WINDOW_SCALES.start(), *WINDOW_SCALES.end());
+    let (sweep, _) = sweep_from_histogram(h, format, (lo - shift)..=(hi - shift));
+    predicted_min_log2_scale(&sweep, rule).map(|k| k + shift)
+}
+
+/// The step rule of the optimizer a run's `config.json` names: `"optimizer": {"kind": "sgd"}`
+/// (`mixprec train`) or `"optimizer": "SGD"` (the PyTorch recorder) is [`StepRule::Sgd`];
+/// anything else (Adam, AdamW, RMSprop, none named) is [`StepRule::Adaptive`], whose
+/// prediction is the more demanding.
+#[must_use]
+pub fn step_rule(config: &serde_json::Value) -> StepRule {
+    let optimizer = &config["optimizer"];
+    let kind = optimizer["kind"].as_str().or_else(|| optimizer.as_str());
+    if kind.is_some_and(|k| k.eq_ignore_ascii_case("sgd")) {
+        StepRule::Sgd
+    } else {
+        StepRule::Adaptive
     }
 }
 

@@ -87,6 +87,70 @@ pub fn recommend(sweep: &Sweep, margin: i32, max_underflow: f64) -> Recommendati
     }
 }
 
+/// The largest share of the weight gradients' squared L2 norm that may underflow at a scale
+/// where training is predicted to match FP32 ([`predicted_min_log2_scale`]).
+pub const MATCH_MAX_ENERGY_LOST: f64 = 0.005;
+/// The largest share of the weight-gradient values that may underflow there, under an
+/// [`StepRule::Adaptive`] optimizer.
+pub const MATCH_MAX_UNDERFLOW: f64 = 0.4;
+
+/// How an optimizer's step depends on a weight's gradient, which decides what underflow costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepRule {
+    /// Each weight's step normalised by its own gradient history (Adam, AdamW, RMSprop,
+    /// Adagrad): a weight whose gradient underflows loses a full-size update however small its
+    /// gradient was, so the share of values lost counts as well as their share of the norm.
+    Adaptive,
+    /// The step proportional to the gradient (SGD, with or without momentum): what underflow
+    /// costs is its share of the squared norm.
+    Sgd,
+}
+
+/// The smallest `k` of `sweep` (a sweep of weight gradients) from which training in the format
+/// is predicted to match FP32: the first scale at which underflow takes at most
+/// [`MATCH_MAX_ENERGY_LOST`] of the squared L2 norm (the step's direction is kept) and, under
+/// an [`StepRule::Adaptive`] optimizer, at most [`MATCH_MAX_UNDERFLOW`] of the values. `None`
+/// when no scale of the sweep does, or the sweep holds no finite nonzero value.
+///
+/// Both shares fall as the scale grows, so this is the larger of the two rules' edges. The
+/// thresholds are measured, not derived: on mixprec's loss-scale grids (README, "Which scale
+/// trains like FP32") the predicted scale is within one binade of the smallest scale from
+/// which fp16 re-training matched FP32, where analyze's window (at most 0.1% of the values)
+/// starts 14 to 32 binades above it. It is a lower edge for choosing a scale, not a
+/// recommendation: the largest safe scale remains the recommended one.
+///
+/// ```
+/// use mixprec::format::FP16;
+/// use mixprec::stats::SweepAccumulator;
+/// use mixprec::stats::recommend::{StepRule, predicted_min_log2_scale};
+///
+/// let mut acc = SweepAccumulator::new(FP16);
+/// acc.add_f32(&[1e-9, 1e-9, 1e-3, 2.0]);
+/// // Half the values (1e-9: below half fp16's smallest subnormal until scaled by 2^5)
+/// // underflow below 2^5, holding a tiny share of the squared norm: Adam loses their updates,
+/// // SGD does not notice.
+/// let sweep = acc.sweep(0..=20);
+/// assert_eq!(predicted_min_log2_scale(&sweep, StepRule::Adaptive), Some(5));
+/// assert_eq!(predicted_min_log2_scale(&sweep, StepRule::Sgd), Some(0));
+/// ```
+#[must_use]
+pub fn predicted_min_log2_scale(sweep: &Sweep, rule: StepRule) -> Option<i32> {
+    let n = sweep.finite_nonzero();
+    if n == 0 {
+        return None;
+    }
+    let counted = match rule {
+        StepRule::Adaptive => MATCH_MAX_UNDERFLOW * n as f64,
+        StepRule::Sgd => f64::INFINITY,
+    };
+    sweep
+        .rows
+        .iter()
+        .find(|r| r.energy_lost <= MATCH_MAX_ENERGY_LOST && r.underflow as f64 <= counted)
+        .map(|r| r.log2_scale)
+}
+
 /// The smallest `k` for which `amax * 2^k` rounds (nearest-even) to infinity, or NaN in a format
 /// without infinities; `None` when `amax` is zero or not finite (nothing overflows).
 ///

@@ -25,6 +25,13 @@
 //!
 //! Seeds are the base config's seed and the `seeds - 1` after it: `--seeds 1` repeats the base
 //! config exactly.
+//!
+//! # Runs trained once
+//! A run whose training cannot depend on a varied key is trained once for all its values: the
+//! `loss_scale` of an FP32 recipe (static or no scaling, powers of two within `2^-32..2^32`:
+//! [`crate::train::recipe::Recipe::loss_scale_inert`]) is inert, so of `recipe=fp32` with
+//! `loss_scale=2^0..2^30` only `loss_scale=2^0` is trained (the value nearest `2^0`), and its
+//! `grid.jsonl` line says `"inert": ["loss_scale"]`. The report draws it as a reference line.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -258,6 +265,10 @@ pub struct GridRun {
     pub seed: u64,
     /// The run's config.
     pub config: TrainConfig,
+    /// The varied keys whose value this run's training cannot depend on ([`LOSS_SCALE`] for an
+    /// FP32 recipe, [`crate::train::recipe::Recipe::loss_scale_inert`]): the run is trained
+    /// once, at the key's value nearest `2^0`, and stands for every value of the key.
+    pub inert: Vec<String>,
 }
 
 impl GridRun {
@@ -356,9 +367,43 @@ impl GridSpec {
                 values,
                 seed,
                 config,
+                inert: Vec::new(),
             });
         }
-        Ok(out)
+        Ok(self.train_inert_once(out))
+    }
+
+    /// `runs` with each run whose loss scale is inert kept only at the scale nearest `2^0`
+    /// (the first of equals) among the inert ones, marked so; positions renumbered.
+    fn train_inert_once(&self, runs: Vec<GridRun>) -> Vec<GridRun> {
+        let Some(at) = self
+            .vary
+            .iter()
+            .position(|v| v.key == LOSS_SCALE && v.values.len() > 1)
+        else {
+            return runs;
+        };
+        let log2 = |run: &GridRun| power_of_two(&run.values[at].1);
+        let inert =
+            |run: &GridRun| log2(run).is_some_and(|k| run.config.recipe.loss_scale_inert(k));
+        let mut out: Vec<GridRun> = Vec::with_capacity(runs.len());
+        for mut run in runs {
+            if inert(&run) {
+                let kept = self.vary[at]
+                    .values
+                    .iter()
+                    .filter_map(|v| power_of_two(v))
+                    .filter(|&k| run.config.recipe.loss_scale_inert(k))
+                    .min_by_key(|k| k.abs());
+                if log2(&run) != kept {
+                    continue;
+                }
+                run.inert.push(LOSS_SCALE.to_string());
+            }
+            run.position = out.len();
+            out.push(run);
+        }
+        out
     }
 
     /// The base config with `values` set (shallowest keys first, `loss_scale` last) and `seed`;
@@ -638,6 +683,10 @@ pub struct IndexLine {
     pub seed: u64,
     /// The run's `summary.json`.
     pub summary: Summary,
+    /// The varied keys this run stands for every value of ([`GridRun::inert`]); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inert: Vec<String>,
 }
 
 /// The finished runs of `runs` under `dir`, as lines of `grid.jsonl`, in grid order.
@@ -662,6 +711,7 @@ pub fn index(dir: &Path, runs: &[GridRun]) -> crate::Result<Vec<IndexLine>> {
                     .collect(),
                 seed: run.seed,
                 summary,
+                inert: run.inert.clone(),
             });
         }
     }

@@ -53,6 +53,9 @@ use crate::error::Error;
 use crate::format::{FloatFormat, Overflow, Rounding};
 use crate::scaling::scaler::{DynamicScaling, LossScaling};
 
+/// The largest `|k|` of a loss scale `2^k` that [`Recipe::loss_scale_inert`] calls inert.
+pub const INERT_LOG2_SCALE: i32 = 32;
+
 /// The names of the preset recipes, in the order of the table above.
 pub const PRESET_NAMES: [&str; 12] = [
     "fp32",
@@ -373,6 +376,34 @@ impl Recipe {
         Recipe::uniform("fp32", FP32, FP32, FP32)
     }
 
+    /// Whether the recipe is the FP32 baseline but for its name, its loss scaling and its
+    /// accumulation (a sum rounded to FP32 storage is an FP32 sum).
+    #[must_use]
+    pub fn is_fp32(&self) -> bool {
+        let plain = Recipe {
+            name: "fp32".into(),
+            loss_scaling: LossScaling::None,
+            accumulation: Accumulation::Fp32,
+            ..self.clone()
+        };
+        plain == Recipe::fp32()
+    }
+
+    /// Whether a loss scale of `2^log2_scale` can change nothing this recipe trains: the recipe
+    /// is FP32 throughout with a static scale or none (a dynamic scaler's scale moves), and
+    /// `|log2_scale|` is at most [`INERT_LOG2_SCALE`], so that multiplying the loss by the scale
+    /// and the gradients by its inverse is exact: a power of two changes only the exponent of
+    /// an FP32 value, unless the value leaves FP32's normal range (below 2^-126 or above
+    /// 2^128), which a gradient between 2^-94 and 2^96 does not at such a scale. A grid trains
+    /// such a run once for every scale (checked: the MLP of analyses/underflow trains to the same
+    /// bits at all 31 scales 2^0..2^30, tests/grid.rs).
+    #[must_use]
+    pub fn loss_scale_inert(&self, log2_scale: i32) -> bool {
+        self.is_fp32()
+            && !matches!(self.loss_scaling, LossScaling::Dynamic(_))
+            && log2_scale.abs() <= INERT_LOG2_SCALE
+    }
+
     /// Every tensor class in `storage` except the master weights and optimizer state; no loss
     /// scaling, FP32 accumulation, nearest-even rounding.
     fn uniform(
@@ -500,6 +531,31 @@ mod tests {
                 e.contains(&format!(" {name},")) || e.ends_with(&format!(" {name}")),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn only_fp32_with_a_static_power_of_two_scale_is_inert() {
+        assert!(Recipe::fp32().is_fp32());
+        let mut scaled = Recipe::fp32();
+        scaled.name = "fp32+static".into();
+        scaled.loss_scaling = LossScaling::Static { scale: 8.0 };
+        assert!(scaled.is_fp32());
+        assert!(scaled.loss_scale_inert(3) && scaled.loss_scale_inert(-32));
+        assert!(scaled.loss_scale_inert(INERT_LOG2_SCALE));
+        assert!(!scaled.loss_scale_inert(INERT_LOG2_SCALE + 1));
+        let mut dynamic = scaled.clone();
+        dynamic.loss_scaling = Recipe::preset("fp16-dynamic").unwrap().loss_scaling;
+        assert!(dynamic.is_fp32() && !dynamic.loss_scale_inert(0));
+        let mut storage = Recipe::fp32();
+        storage.accumulation = Accumulation::Storage;
+        assert!(storage.is_fp32());
+        let mut stochastic = Recipe::fp32();
+        stochastic.rounding = Rounding::Stochastic;
+        assert!(!stochastic.is_fp32());
+        for name in PRESET_NAMES.iter().filter(|n| **n != "fp32") {
+            let r = Recipe::preset(name).unwrap();
+            assert!(!r.is_fp32() && !r.loss_scale_inert(0), "{name}");
         }
     }
 

@@ -71,7 +71,7 @@ pub use schema::{
     CaptureRecord, EvalMetric, RecordedConfig, ShadowRecord, ShadowSite, SiteCapture, StepRecord,
     Summary, UpdateRatios,
 };
-pub use writer::{FLUSH_EVERY, RunWriter};
+pub use writer::{FLUSH_EVERY, RECENT_STEPS, RunWriter, STUCK_SKIPS};
 
 use super::capture::Observer;
 use super::config::{ModelKind, TrainConfig};
@@ -261,8 +261,7 @@ pub fn run(
 
     let start = Instant::now();
     let mut batches = Batches::new(data.train_y.len(), Rng::derive(config.seed, 2));
-    let (mut skipped, mut overflows, mut trailing_skips) = (0u64, 0u64, 0u64);
-    let (mut last, mut last_eval) = (None, None);
+    let mut last_eval = None;
     for step in 1..=config.steps {
         let capture = config.capture_every > 0 && (step == 1 || step % config.capture_every == 0);
         if capture {
@@ -296,47 +295,27 @@ pub fn run(
                 &names,
             ))?;
         }
-        skipped += u64::from(record.skipped);
-        overflows += u64::from(record.overflow);
-        trailing_skips = if record.skipped {
-            trailing_skips + 1
-        } else {
-            0
-        };
         last_eval =
             (config.eval_every > 0 && step % config.eval_every == 0).then(|| job.evaluate(&data));
         record.eval.clone_from(&last_eval);
         out.step(&record)?;
         progress(&record);
-        last = Some(record);
     }
-    let final_loss = last.map_or(f64::NAN, |r| r.loss);
     // An evaluation after the last step is the final one: the same model, the same rounding.
     let eval_metric = match last_eval {
         Some(eval) => eval,
         None => job.evaluate(&data),
     };
-    let weights_finite = job.weights_finite();
-    let summary = Summary {
-        schema: schema::SCHEMA,
-        recipe: config.recipe.name.clone(),
-        steps: config.steps,
-        skipped_steps: skipped,
-        overflow_steps: overflows,
-        diverged: !final_loss.is_finite() || !weights_finite || trailing_skips >= STUCK_SKIPS,
-        final_loss,
+    let summary = out.summary(
+        &config.recipe.name,
         eval_metric,
-        parameters: job.parameter_count(),
-        wall_seconds: start.elapsed().as_secs_f64(),
-    };
+        job.parameter_count(),
+        job.weights_finite(),
+        start.elapsed().as_secs_f64(),
+    );
     out.finish(&summary)?;
     Ok(summary)
 }
-
-/// A run whose last this many steps were all skipped has diverged: the loss scale can no longer
-/// make its gradients finite. A shorter run that skipped every step has not (a dynamic scaler
-/// starting high, as Megatron's at 2^32, backs off for longer than it ran).
-const STUCK_SKIPS: u64 = 20;
 
 fn capture_record(record: &StepRecord, observer: &Observer, p: &Precision) -> CaptureRecord {
     let name = |layer: usize| p.layers().get(layer).cloned().unwrap_or_default();

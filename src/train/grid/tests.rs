@@ -89,15 +89,20 @@ fn shards_partition_the_grid() {
 fn runs_are_named_ordered_and_configured() {
     let s = spec(&["recipe=fp32,fp16-master", "loss_scale=2^0..2^2"], 2);
     let runs = s.runs().unwrap();
-    assert_eq!(runs.len(), 12);
+    // fp32 once per seed (its loss scale is inert), fp16-master at each scale.
+    assert_eq!(runs.len(), 8);
     assert_eq!(runs[0].name, "recipe=fp32,loss_scale=2^0,seed=7");
     assert_eq!(runs[1].name, "recipe=fp32,loss_scale=2^0,seed=8");
-    assert_eq!(runs[2].name, "recipe=fp32,loss_scale=2^1,seed=7");
-    assert_eq!(runs[11].name, "recipe=fp16-master,loss_scale=2^2,seed=8");
+    assert_eq!(
+        (runs[0].inert.clone(), runs[2].inert.len()),
+        (vec!["loss_scale".to_string()], 0)
+    );
+    assert_eq!(runs[2].name, "recipe=fp16-master,loss_scale=2^0,seed=7");
+    assert_eq!(runs[7].name, "recipe=fp16-master,loss_scale=2^2,seed=8");
     for (i, r) in runs.iter().enumerate() {
         assert_eq!(r.position, i);
     }
-    let r = &runs[11];
+    let r = &runs[7];
     assert_eq!((r.seed, r.config.seed), (8, 8));
     assert_eq!(
         r.values,
@@ -112,7 +117,7 @@ fn runs_are_named_ordered_and_configured() {
         r.config.recipe.loss_scaling,
         LossScaling::Static { scale: 4.0 }
     );
-    assert_eq!(runs[2].config.recipe.name, "fp32+static");
+    assert_eq!(runs[0].config.recipe.name, "fp32+static");
     // Everything else is the base config's.
     assert_eq!((r.config.steps, r.config.batch), (3, 16));
     // Without --vary: the base config, once per seed.
@@ -120,6 +125,44 @@ fn runs_are_named_ordered_and_configured() {
     assert_eq!(plain.len(), 3);
     assert_eq!(plain[2].name, "seed=9");
     assert_eq!(plain[0].config, s.base);
+}
+
+#[test]
+fn an_inert_loss_scale_is_trained_once_at_the_scale_nearest_one() {
+    let names = |varies: &[&str]| -> Vec<String> {
+        spec(varies, 1)
+            .runs()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect()
+    };
+    // The scale nearest 2^0, the first of equals; each other key's values kept.
+    assert_eq!(
+        names(&["recipe=fp32", "loss_scale=2^5,2^-1,2^1,2^9"]),
+        ["recipe=fp32,loss_scale=2^-1,seed=7"]
+    );
+    assert_eq!(
+        names(&["loss_scale=2^3,2^40,2^2", "recipe=fp32,fp16-master"]),
+        [
+            "loss_scale=2^3,recipe=fp16-master,seed=7",
+            "loss_scale=2^40,recipe=fp32,seed=7",
+            "loss_scale=2^40,recipe=fp16-master,seed=7",
+            "loss_scale=2^2,recipe=fp32,seed=7",
+            "loss_scale=2^2,recipe=fp16-master,seed=7",
+        ]
+    );
+    // Not a power of two, or a dynamic scaler: every value trained.
+    assert_eq!(names(&["recipe=fp32", "loss_scale=2^0,3"]).len(), 2);
+    assert_eq!(
+        names(&["recipe=fp16-dynamic", "loss_scale=2^0,2^1"]).len(),
+        2
+    );
+    // One value varies nothing: nothing to collapse.
+    assert_eq!(
+        names(&["recipe=fp32", "loss_scale=2^4"]),
+        ["recipe=fp32,loss_scale=2^4,seed=7"]
+    );
 }
 
 #[test]

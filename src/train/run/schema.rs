@@ -132,10 +132,22 @@ impl CaptureRecord {
     /// `loss_scale`): what a loss-scale window is computed from.
     #[must_use]
     pub fn gradients(&self) -> Histogram {
+        self.pooled(&[Class::ActivationGrad, Class::WeightGrad])
+    }
+
+    /// The weight gradients of every layer pooled, as stored: what the predicted lower edge
+    /// ([`crate::stats::recommend::predicted_min_log2_scale`]) is computed from.
+    #[must_use]
+    pub fn weight_gradients(&self) -> Histogram {
+        self.pooled(&[Class::WeightGrad])
+    }
+
+    fn pooled(&self, classes: &[Class]) -> Histogram {
         let mut pooled = Histogram::new(crate::train::capture::CAPTURE_SUB_BINS_LOG2);
         for site in &self.sites {
-            let gradient = matches!(site.tensor, Class::ActivationGrad | Class::WeightGrad);
-            if gradient && site.values.sub_bins_log2() == pooled.sub_bins_log2() {
+            if classes.contains(&site.tensor)
+                && site.values.sub_bins_log2() == pooled.sub_bins_log2()
+            {
                 pooled.merge(&site.values);
             }
         }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::schema::{CaptureRecord, SCHEMA, ShadowRecord, StepRecord, Summary};
+use super::schema::{CaptureRecord, EvalMetric, SCHEMA, ShadowRecord, StepRecord, Summary};
 use super::{CAPTURES, CONFIG, INCOMPLETE, METRICS, SHADOW, SUMMARY};
 use crate::error::Error;
 use crate::io::write_atomic;
@@ -78,9 +78,61 @@ impl Log {
     }
 }
 
+/// A run whose last this many steps were all skipped has diverged: the loss scale can no longer
+/// make its gradients finite. A shorter run that skipped every step has not (a dynamic scaler
+/// starting high, as Megatron's at 2^32, backs off for longer than it ran).
+pub const STUCK_SKIPS: u64 = 20;
+
+/// The steps a recorder's default metric averages the loss over.
+pub const RECENT_STEPS: usize = 20;
+
+/// What `summary.json` says of the steps, tallied as they are written: the one definition of
+/// skipped, overflow and final loss, and of a run stuck skipping, for every writer of runs
+/// (`train`, `grid` and the PyTorch recorder).
+#[derive(Clone, Debug)]
+struct Tally {
+    steps: u64,
+    skipped: u64,
+    overflows: u64,
+    trailing_skips: u64,
+    final_loss: f64,
+    /// The last [`RECENT_STEPS`] losses, oldest first.
+    recent: std::collections::VecDeque<f64>,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            steps: 0,
+            skipped: 0,
+            overflows: 0,
+            trailing_skips: 0,
+            final_loss: f64::NAN,
+            recent: std::collections::VecDeque::with_capacity(RECENT_STEPS),
+        }
+    }
+
+    fn add(&mut self, r: &StepRecord) {
+        self.steps += 1;
+        self.skipped += u64::from(r.skipped);
+        self.overflows += u64::from(r.overflow);
+        self.trailing_skips = if r.skipped {
+            self.trailing_skips + 1
+        } else {
+            0
+        };
+        self.final_loss = r.loss;
+        if self.recent.len() == RECENT_STEPS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(r.loss);
+    }
+}
+
 /// The writer of one run directory. Create it with [`RunWriter::create`], append records, and
-/// [`RunWriter::finish`] with the summary; a writer dropped unfinished (a failed or killed run)
-/// leaves the `INCOMPLETE` marker and every line it wrote before its last flush.
+/// [`RunWriter::finish`] with the summary ([`RunWriter::summary`] makes it from the steps
+/// written); a writer dropped unfinished (a failed or killed run) leaves the `INCOMPLETE` marker
+/// and every line it wrote before its last flush.
 pub struct RunWriter {
     dir: PathBuf,
     metrics: Log,
@@ -88,6 +140,7 @@ pub struct RunWriter {
     shadow: Option<Log>,
     flushed: Instant,
     flush_every: Duration,
+    tally: Tally,
 }
 
 impl RunWriter {
@@ -110,6 +163,7 @@ impl RunWriter {
             shadow: shadow.then(|| Log::create(dir.join(SHADOW))).transpose()?,
             flushed: Instant::now(),
             flush_every: FLUSH_EVERY,
+            tally: Tally::new(),
         })
     }
 
@@ -125,6 +179,7 @@ impl RunWriter {
     /// A failed write.
     pub fn step(&mut self, record: &StepRecord) -> crate::Result<()> {
         self.metrics.push(record)?;
+        self.tally.add(record);
         if self.flushed.elapsed() >= self.flush_every {
             self.flush()?;
         }
@@ -164,6 +219,54 @@ impl RunWriter {
         }
         self.flushed = Instant::now();
         Ok(())
+    }
+
+    /// The run's summary from the steps written so far and what only the trainer knows: the
+    /// recipe's name, the evaluation, the trainable scalars, whether every weight is finite and
+    /// the wall time. Diverged: the final loss or a weight is not finite, or the last
+    /// [`STUCK_SKIPS`] steps were all skipped.
+    #[must_use]
+    pub fn summary(
+        &self,
+        recipe: &str,
+        eval_metric: EvalMetric,
+        parameters: usize,
+        weights_finite: bool,
+        wall_seconds: f64,
+    ) -> Summary {
+        let t = &self.tally;
+        Summary {
+            schema: SCHEMA,
+            recipe: recipe.to_string(),
+            steps: t.steps,
+            skipped_steps: t.skipped,
+            overflow_steps: t.overflows,
+            diverged: !t.final_loss.is_finite()
+                || !weights_finite
+                || t.trailing_skips >= STUCK_SKIPS,
+            final_loss: t.final_loss,
+            eval_metric,
+            parameters,
+            wall_seconds,
+        }
+    }
+
+    /// The mean of the finite losses of the last [`RECENT_STEPS`] steps written (NaN when
+    /// none is finite): the metric of a run whose loop gives none.
+    #[must_use]
+    pub fn recent_mean_loss(&self) -> f64 {
+        let finite: Vec<f64> = self
+            .tally
+            .recent
+            .iter()
+            .copied()
+            .filter(|l| l.is_finite())
+            .collect();
+        if finite.is_empty() {
+            f64::NAN
+        } else {
+            finite.iter().sum::<f64>() / finite.len() as f64
+        }
     }
 
     /// Syncs the logs, writes `summary.json` (with `"schema"`), removes the marker and syncs the
