@@ -9,13 +9,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A format name that is neither a preset nor a valid `eXmY`.
-    #[error(
-        "unknown format '{name}': expected one of {}, or eXmY with X in 2..=8 and Y in 1..=23",
-        crate::format::preset_names()
-    )]
+    #[error("unknown format '{name}': expected {expected}")]
     UnknownFormat {
         /// The name as given.
         name: String,
+        /// What would be accepted: the presets, or eXmY.
+        expected: String,
     },
     /// A block-scaled format name that is neither a named block format nor a valid tile.
     #[error("unknown block format '{name}': {problem}")]

@@ -124,6 +124,17 @@ pub(crate) fn preset_names() -> String {
     PRESETS.map(|(name, _)| name).join(", ")
 }
 
+/// [`Error::UnknownFormat`] for `name`, saying what would be accepted.
+pub(crate) fn unknown_format(name: &str) -> Error {
+    Error::UnknownFormat {
+        name: name.to_string(),
+        expected: format!(
+            "one of {}, or eXmY with X in 2..=8 and Y in 1..=23",
+            preset_names()
+        ),
+    }
+}
+
 impl FloatFormat {
     /// The properties `mixprec formats --json` prints for the format (and Python's
     /// `mixprec.formats()` returns): fields, bias, extremes and epsilon, the extremes also as
@@ -295,9 +306,7 @@ impl FromStr for FloatFormat {
     /// `fp4-e2m1`, max 6).
     fn from_str(s: &str) -> Result<Self, Error> {
         let lower = s.trim().to_ascii_lowercase();
-        let unknown = || Error::UnknownFormat {
-            name: s.to_string(),
-        };
+        let unknown = || unknown_format(s);
         match lower.as_str() {
             "fp32" | "f32" | "float32" => return Ok(FP32),
             "tf32" => return Ok(TF32),

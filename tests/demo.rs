@@ -57,6 +57,17 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
         "{page}"
     );
     assert!(!page.contains("fp32 failed to train") && !page.contains("fp16-dynamic failed"));
+    // The window findings weigh the scale against the predicted edge (2^4, the summary's).
+    assert!(
+        page.contains("every one at or above 2^4, the scale from which training is predicted to match fp32 (from fp32's weight gradients), and the run trained: the window is conservative here"),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "below 2^4, the scale from which training is predicted to match fp32, at 2^0"
+        ),
+        "{page}"
+    );
     for name in ["fp32", "fp16-no-scaling", "fp16-dynamic"] {
         assert!(page.contains(name), "{name} not on the page");
     }

@@ -31,7 +31,10 @@ chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1
     2>/dev/null
 # The PyTorch example (examples/pytorch_recorder.py: a small transformer trained with autocast
 # and a GradScaler under mixprec.torch.Recorder), in the Python tests' environment
-# (scripts/python-env; or $PYTHON, with torch importable).
+# (scripts/python-env; or $PYTHON, with torch importable). Its numbers are PyTorch's own
+# arithmetic, which depends on the CPU and torch's build (its kernels' summation order): on
+# another machine the losses differ in the sixth digit (a rerun on an Intel Xeon against the
+# copy made on an earlier session's machine); every other report here is the same bits anywhere.
 python=${PYTHON:-$(scripts/python-env)/bin/python}
 if [ -x "$python" ]; then
     cargo build --release --quiet -p mixprec-python

@@ -10,10 +10,10 @@ use std::process::ExitCode;
 use crate::format::FP16;
 use crate::report::page::{failed_to_train, pct};
 use crate::report::{Report, ReportOptions, RunData};
-use crate::scaling::window::{MAX_UNDERFLOW, unscaled_predicted, unscaled_window};
+use crate::scaling::window::{MAX_UNDERFLOW, unscaled_window};
 use crate::stats::Histogram;
 use crate::stats::recommend::threshold_percent;
-use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, StepRule};
+use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
 use crate::train::config::{Overrides, TrainConfig};
 use crate::train::precision::Class;
 use crate::train::run::{self, RunDir, Summary};
@@ -98,7 +98,9 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         dynamic_scale,
         pct(gradients_underflowed(dynamic)),
     )?;
-    let (window, predicted) = fp32_window(&dirs[0])?;
+    let window = fp32_window(&dirs[0])?;
+    // The page's prediction for the fp32 run (its weight gradients, every capture pooled).
+    let predicted = data[0].predicted_min_log2_scale;
     match (window.min_log2_scale, window.max_log2_scale) {
         (Some(lo), Some(hi)) if lo <= hi => writeln!(
             out,
@@ -171,32 +173,18 @@ fn gradients_underflowed(r: &RunData) -> f64 {
     if nonzero > 0.0 { lost / nonzero } else { 0.0 }
 }
 
-/// The loss-scale window of an fp32 run's gradients in fp16, over every capture step pooled,
-/// and the scale from which training is predicted to match fp32 (from its weight gradients).
-fn fp32_window(dir: &Path) -> anyhow::Result<(crate::stats::Recommendation, Option<i32>)> {
-    let (mut pooled, mut weights) = (None::<Histogram>, None::<Histogram>);
+/// The loss-scale window of an fp32 run's gradients in fp16, over every capture step pooled.
+fn fp32_window(dir: &Path) -> anyhow::Result<crate::stats::Recommendation> {
+    let mut pooled: Option<Histogram> = None;
     for record in RunDir::open(dir)?.captures()? {
-        let record = record?;
-        for (into, h) in [
-            (&mut pooled, record.gradients()),
-            (&mut weights, record.weight_gradients()),
-        ] {
-            match into {
-                Some(p) => p.merge(&h),
-                None => *into = Some(h),
-            }
+        let h = record?.gradients();
+        match &mut pooled {
+            Some(p) => p.merge(&h),
+            None => pooled = Some(h),
         }
     }
-    let empty = || Histogram::new(0);
-    Ok((
-        unscaled_window(&pooled.unwrap_or_else(empty), 1.0, FP16),
-        unscaled_predicted(
-            &weights.unwrap_or_else(empty),
-            1.0,
-            FP16,
-            StepRule::Adaptive,
-        ),
-    ))
+    let pooled = pooled.unwrap_or_else(|| Histogram::new(0));
+    Ok(unscaled_window(&pooled, 1.0, FP16))
 }
 
 /// Removes a run directory an earlier demo wrote at `dir`, so that a rerun replaces it; refuses

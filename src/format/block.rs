@@ -46,7 +46,66 @@ pub use tile::{MAX_TILE_SIDE, TileFormat};
 
 use super::{FP4_E2M1, FP8_E4M3, FloatFormat, Overflow, RoundCounts, RoundOptions, Rounder};
 use crate::error::Error;
-use apply::Plan;
+use nvfp4::TensorScale;
+
+/// What a block's scale does to its values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scale {
+    /// Elements round from `x * down` (in f32); the value is `element * up`.
+    Mul {
+        /// The encode factor.
+        down: f32,
+        /// The decode factor.
+        up: f32,
+    },
+    /// Elements round from `x / s` (in f32); the value is `element * s`.
+    Div(f32),
+    /// Every value becomes a zero with its sign (an NVFP4 block scale that rounded to zero);
+    /// nonzero values count as underflow.
+    Zero,
+    /// Every value becomes NaN (and counts as NaN).
+    Nan,
+}
+
+/// A block scheme with whatever it needs to scale each block: its format, and for NVFP4 the
+/// tensor's scale.
+#[derive(Clone, Copy, Debug)]
+enum Plan {
+    Mx(MxFormat),
+    Nvfp4(TensorScale),
+    Tile(TileFormat),
+}
+
+impl Plan {
+    /// Rows x columns of one block.
+    fn shape(&self) -> (usize, usize) {
+        match self {
+            Plan::Mx(_) => (1, MX_BLOCK),
+            Plan::Nvfp4(_) => (1, NVFP4_BLOCK),
+            Plan::Tile(t) => (t.rows(), t.cols()),
+        }
+    }
+
+    /// The scheme's own one-pass rounding of a chunk of whole blocks, where it has one (MX:
+    /// [`mx::chunk`]); `None` for the scaled path of [`apply`].
+    fn fused_chunk(&self, element: &Rounder, chunk: &mut [f32], pos: u64) -> Option<RoundCounts> {
+        match self {
+            Plan::Mx(f) => Some(mx::chunk(f, element, chunk, pos)),
+            Plan::Nvfp4(_) | Plan::Tile(_) => None,
+        }
+    }
+
+    /// The scale of a block whose largest magnitude has the f32 bits `amax` (NaN and infinity
+    /// are above every finite value).
+    #[inline(always)]
+    fn scale(&self, amax: u32) -> Scale {
+        match self {
+            Plan::Mx(f) => f.scale(amax),
+            Plan::Nvfp4(t) => t.scale(amax),
+            Plan::Tile(t) => t.scale(amax),
+        }
+    }
+}
 
 /// A block-scaled format: the scheme and its element format. Read and written by its name
 /// ([`BLOCK_PRESETS`], or any tile `ELEMENT@RxC`), in flags and config files alike.

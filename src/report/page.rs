@@ -855,9 +855,27 @@ fn findings(runs: &[RunData]) -> Vec<Finding> {
             .get(&Class::ActivationGrad)
             .is_some_and(|f| f != "fp32");
         if let (Some(first), true) = (outside.first(), judged) {
+            // Against the scale predicted to train like fp32 from an fp32 run's gradients.
+            let predicted = runs.iter().filter_map(|q| q.predicted_min_log2_scale).max();
+            let lowest = outside
+                .iter()
+                .map(|c| c.loss_scale)
+                .fold(f64::INFINITY, f64::min);
+            let healthy = !r.summary.as_ref().is_some_and(|s| s.diverged)
+                && failed_to_train(r, runs).is_none();
+            let verdict = match predicted {
+                Some(p) if lowest >= crate::format::pow2(p) && healthy => format!(
+                    "; every one at or above 2^{p}, the scale from which training is predicted to match fp32 (from fp32's weight gradients), and the run trained: the window is conservative here"
+                ),
+                Some(p) if lowest < crate::format::pow2(p) => format!(
+                    "; below 2^{p}, the scale from which training is predicted to match fp32, at {}",
+                    scale_name(lowest)
+                ),
+                _ => String::new(),
+            };
             say(
                 format!(
-                    "{n}: the loss scale was outside the window at {} of {} capture steps (first at step {}: {} against {}).",
+                    "{n}: the loss scale was outside the window at {} of {} capture steps (first at step {}: {} against {}){verdict}.",
                     outside.len(),
                     r.captures.len(),
                     first.step,
@@ -968,15 +986,10 @@ fn window_sentence(r: &RunData) -> String {
             ". No one scale lay in every window (the lowest upper edge 2^{top} is below the highest lower edge 2^{bottom}): a dynamic scaler must move; GradScaler(init_scale=2.0**{hi}) starts inside."
         );
     }
-    let predicted = r
-        .captures
-        .iter()
-        .filter_map(|c| c.predicted_min_log2_scale)
-        .max();
-    if let Some(p) = predicted {
+    if let Some(p) = r.predicted_min_log2_scale {
         let _ = write!(
             s,
-            " From its FP32 weight gradients, training is predicted to match fp32 from 2^{p} up (the highest over the capture steps: at most {} of their squared norm and {} of their values underflow; mixprec's loss-scale grids confirm this rule within one binade, where the window's lower edge is the conservative one).",
+            " From its FP32 weight gradients (every capture step pooled), training is predicted to match fp32 from 2^{p} up (at most {} of their squared norm and {} of their values underflow; mixprec's loss-scale grids confirm this rule within one binade, where the window's lower edge is the conservative one).",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
             threshold_percent(MATCH_MAX_UNDERFLOW)
         );

@@ -250,6 +250,11 @@ pub struct RunData {
     pub update_ratios: Option<StepRatios>,
     /// The FP32 shadow's comparisons.
     pub shadow: Vec<ShadowPoint>,
+    /// For a run whose weight gradients are stored in FP32: the smallest `k` from which
+    /// training in [`RunData::grad_format`] is predicted to match FP32, from its weight
+    /// gradients pooled over the capture steps at the first one's loss scale
+    /// ([`crate::stats::recommend::predicted_min_log2_scale`], the run's optimizer's rule).
+    pub predicted_min_log2_scale: Option<i32>,
 }
 
 impl RunData {
@@ -303,6 +308,7 @@ impl RunData {
             histograms: None,
             update_ratios: None,
             shadow: Vec::new(),
+            predicted_min_log2_scale: None,
         };
         let mut nonfinite: BTreeMap<(String, Class), NonfiniteSite> = BTreeMap::new();
         for record in run.steps()? {
@@ -318,6 +324,7 @@ impl RunData {
         ] {
             curve.finish();
         }
+        let mut pooled_weights: Option<(f64, crate::stats::Histogram)> = None;
         for record in run.captures()? {
             let record = record?;
             let chosen = options
@@ -340,7 +347,21 @@ impl RunData {
                 });
             }
             data.captures.push(data.summarise(&record));
+            let scale = record.loss_scale.unwrap_or(1.0);
+            match &mut pooled_weights {
+                None => pooled_weights = Some((scale, record.weight_gradients())),
+                Some((s, h)) if *s == scale => h.merge(&record.weight_gradients()),
+                Some(_) => {}
+            }
         }
+        data.predicted_min_log2_scale = match pooled_weights {
+            Some((scale, h))
+                if data.formats.get(&Class::WeightGrad).map(String::as_str) == Some("fp32") =>
+            {
+                unscaled_predicted(&h, scale, data.grad_format, step_rule(&data.config))
+            }
+            _ => None,
+        };
         if let (Some(step), None) = (options.step, &data.histograms) {
             let steps: Vec<String> = data.captures.iter().map(|c| c.step.to_string()).collect();
             return Err(crate::Error::BadFile {

@@ -21,64 +21,12 @@ use std::ops::Add;
 
 use rayon::prelude::*;
 
-use super::super::{KernelPath, RoundCounts, Rounder};
-use super::mx::{MX_BLOCK, MxFormat};
-use super::nvfp4::TensorScale;
-use super::tile::TileFormat;
+use super::super::{RoundCounts, Rounder};
+use super::{Plan, Scale};
 
 /// Values per unit of work (rounded to whole blocks): scaled, rounded and scaled back while
 /// they sit in the L1/L2 cache, and the unit of parallel work.
 const CHUNK: usize = 4096;
-
-/// What a block's scale does to its values.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Scale {
-    /// Elements round from `x * down` (in f32); the value is `element * up`.
-    Mul {
-        /// The encode factor.
-        down: f32,
-        /// The decode factor.
-        up: f32,
-    },
-    /// Elements round from `x / s` (in f32); the value is `element * s`.
-    Div(f32),
-    /// Every value becomes a zero with its sign (an NVFP4 block scale that rounded to zero);
-    /// nonzero values count as underflow.
-    Zero,
-    /// Every value becomes NaN (and counts as NaN).
-    Nan,
-}
-
-/// A block scheme with whatever it needs to scale each block: its format, and for NVFP4 the
-/// tensor's scale.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Plan {
-    Mx(MxFormat),
-    Nvfp4(TensorScale),
-    Tile(TileFormat),
-}
-
-impl Plan {
-    /// Rows x columns of one block.
-    fn shape(&self) -> (usize, usize) {
-        match self {
-            Plan::Mx(_) => (1, MX_BLOCK),
-            Plan::Nvfp4(_) => (1, super::nvfp4::NVFP4_BLOCK),
-            Plan::Tile(t) => (t.rows(), t.cols()),
-        }
-    }
-
-    /// The scale of a block whose largest magnitude has the f32 bits `amax` (NaN and infinity
-    /// are above every finite value).
-    #[inline(always)]
-    fn scale(&self, amax: u32) -> Scale {
-        match self {
-            Plan::Mx(f) => f.scale(amax),
-            Plan::Nvfp4(t) => t.scale(amax),
-            Plan::Tile(t) => t.scale(amax),
-        }
-    }
-}
 
 /// The bits of the largest magnitude in `block` (0 if empty): for non-negative floats integer
 /// order is value order, and NaN and infinity sort above every finite value.
@@ -165,8 +113,8 @@ pub(super) fn round_f32(
             let chunks: Vec<&mut [f32]> = row.chunks_mut(chunk).collect();
             sum(parallel, chunks, |k, ch| {
                 let pos = row_start + (k * chunk) as u64;
-                if let Plan::Mx(f) = plan {
-                    return mx_chunk(f, element, ch, pos);
+                if let Some(counts) = plan.fused_chunk(element, ch, pos) {
+                    return counts;
                 }
                 let scales: Vec<Scale> = ch.chunks(c).map(|b| plan.scale(amax_bits(b))).collect();
                 apply(element, ch, &scales, c, pos)
@@ -215,7 +163,7 @@ fn band_scales<T>(
 
 /// Scales the blocks of `chunk` (`c` wide, from its start; the last may be shorter) down,
 /// rounds them with the element kernel as positions `pos..`, and scales them back.
-fn apply(
+pub(super) fn apply(
     element: &Rounder,
     chunk: &mut [f32],
     scales: &[Scale],
@@ -232,35 +180,6 @@ fn apply(
     }
     counts.underflow += zeroed;
     counts
-}
-
-/// [`apply`] for MX, in one pass: each block of 32 rounded by the element kernel with its
-/// exponent range shifted by the block's scale exponent, no scaling passes (same bits, see
-/// `format::slice::pow2_blocks`); blocks whose shifted range leaves f32's (tiny amax, the NaN
-/// scale) are scaled, rounded and scaled back.
-fn mx_chunk(format: &MxFormat, element: &Rounder, chunk: &mut [f32], pos: u64) -> RoundCounts {
-    mx_chunk_via(KernelPath::Auto, format, element, chunk, pos)
-}
-
-/// [`mx_chunk`] through a chosen kernel; [`KernelPath::Scalar`] scales every block (the
-/// unfused twin, for tests).
-fn mx_chunk_via(
-    path: KernelPath,
-    format: &MxFormat,
-    element: &Rounder,
-    chunk: &mut [f32],
-    pos: u64,
-) -> RoundCounts {
-    element.round_f32_pow2_blocks_at::<MX_BLOCK, _, _>(
-        path,
-        chunk,
-        pos,
-        |amax| format.scale_of_amax(amax).exponent(),
-        |block, at| {
-            let scale = format.scale(amax_bits(block));
-            apply(element, block, &[scale], MX_BLOCK, at)
-        },
-    )
 }
 
 /// `y`, the f32 result of scaling `x`, except that a nonzero `x` whose scaled value vanished
@@ -360,8 +279,9 @@ pub(super) fn round_f64(
 
 #[cfg(test)]
 mod tests {
+    use super::super::mx::chunk_via as mx_chunk_via;
     use super::*;
-    use crate::format::{MX_PRESETS, Overflow, RoundOptions, Rounding};
+    use crate::format::{KernelPath, MX_PRESETS, Overflow, RoundOptions, Rounding};
 
     /// Blocks of every magnitude (their amax from f32 subnormals to near f32's max, values
     /// spread 40 binades below it), zeros, NaN, infinity, f32's max, and a short last block.

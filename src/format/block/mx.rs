@@ -32,10 +32,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::super::{
-    FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FloatFormat, Overflow, RoundCounts,
-    RoundOptions, Rounder, pow2,
+    FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FloatFormat, KernelPath, Overflow,
+    RoundCounts, RoundOptions, Rounder, pow2,
 };
-use super::apply::{self, Plan, Scale};
+use super::apply;
+use super::{Plan, Scale};
 use crate::error::Error;
 
 /// Values per MX block.
@@ -148,9 +149,7 @@ impl FromStr for MxFormat {
             .iter()
             .find(|(name, _)| *name == lower)
             .map(|(_, f)| *f)
-            .ok_or_else(|| Error::UnknownFormat {
-                name: s.to_string(),
-            })
+            .ok_or_else(|| crate::format::unknown_format(s))
     }
 }
 
@@ -228,4 +227,38 @@ impl MxRounder {
     pub(super) fn plan(&self) -> Plan {
         Plan::Mx(self.format)
     }
+}
+
+/// [`apply::apply`] for MX, in one pass: each block of 32 rounded by the element kernel with its
+/// exponent range shifted by the block's scale exponent, no scaling passes (same bits, see
+/// `format::slice::pow2_blocks`); blocks whose shifted range leaves f32's (tiny amax, the NaN
+/// scale) are scaled, rounded and scaled back.
+pub(super) fn chunk(
+    format: &MxFormat,
+    element: &Rounder,
+    chunk: &mut [f32],
+    pos: u64,
+) -> RoundCounts {
+    chunk_via(KernelPath::Auto, format, element, chunk, pos)
+}
+
+/// [`chunk`] through a chosen kernel; [`KernelPath::Scalar`] scales every block (the
+/// unfused twin, for tests).
+pub(super) fn chunk_via(
+    path: KernelPath,
+    format: &MxFormat,
+    element: &Rounder,
+    chunk: &mut [f32],
+    pos: u64,
+) -> RoundCounts {
+    element.round_f32_pow2_blocks_at::<MX_BLOCK, _, _>(
+        path,
+        chunk,
+        pos,
+        |amax| format.scale_of_amax(amax).exponent(),
+        |block, at| {
+            let scale = format.scale(apply::amax_bits(block));
+            apply::apply(element, block, &[scale], MX_BLOCK, at)
+        },
+    )
 }

@@ -40,7 +40,7 @@
 //! lowest bit (only its being nonzero matters; see `apply`).
 
 use super::super::{FP8_E4M3, Overflow, RoundOptions, Rounder, Rounding};
-use super::apply::Scale;
+use super::Scale;
 
 /// Values per NVFP4 block.
 pub const NVFP4_BLOCK: usize = 16;

@@ -30,7 +30,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::super::{FloatFormat, PRESETS};
-use super::apply::Scale;
+use super::Scale;
 use crate::error::Error;
 
 /// The largest tile side accepted (a bound on what a name can ask for, far above the 128 in use).
