@@ -438,3 +438,41 @@ pub(crate) fn read_at(
     file.seek(SeekFrom::Start(offset))?;
     file.read_exact(buf)
 }
+
+/// Checks that `shape` holds exactly `n` values (for the writers).
+fn check_shape(name: &str, shape: &[usize], n: usize) -> Result<()> {
+    let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if len == Some(n) {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what: "tensor shape",
+            value: format!("{name}: shape {shape:?} for {n} values"),
+            expected: "a shape whose product is the number of values",
+        })
+    }
+}
+
+/// Writes `data` little-endian, converting a bounded block at a time.
+fn write_le(out: &mut dyn std::io::Write, data: TensorData<'_>) -> std::io::Result<()> {
+    fn blocks<T: Copy, const N: usize>(
+        out: &mut dyn std::io::Write,
+        xs: &[T],
+        le: fn(T) -> [u8; N],
+    ) -> std::io::Result<()> {
+        const BLOCK: usize = 1 << 14;
+        let mut buf = Vec::with_capacity(BLOCK * N);
+        for block in xs.chunks(BLOCK) {
+            buf.extend(block.iter().flat_map(|&x| le(x)));
+            out.write_all(&buf)?;
+            buf.clear();
+        }
+        Ok(())
+    }
+    match data {
+        TensorData::F64(xs) => blocks(out, xs, f64::to_le_bytes),
+        TensorData::F32(xs) => blocks(out, xs, f32::to_le_bytes),
+        TensorData::F16(xs) => blocks(out, xs, half::f16::to_le_bytes),
+        TensorData::BF16(xs) => blocks(out, xs, half::bf16::to_le_bytes),
+    }
+}

@@ -12,10 +12,9 @@ use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
 use super::decode::{Decoder, visit_stream};
-use super::safetensors::write_le;
 use super::{
-    Scan, Stamp, TensorData, TensorInfo, Values, bad_file, open_regular, read_at, read_failed,
-    write_atomic,
+    Scan, Stamp, TensorData, TensorInfo, Values, bad_file, check_shape, open_regular, read_at,
+    read_failed, write_atomic, write_le,
 };
 use crate::{Error, Result};
 
@@ -104,20 +103,6 @@ pub(crate) fn split_header(bytes: &[u8]) -> std::result::Result<(header::Header,
         )
     })?;
     Ok((header::parse(dict)?, data_start))
-}
-
-/// Checks that `shape` holds exactly `n` values (for the writers).
-pub(super) fn check_shape(name: &str, shape: &[usize], n: usize) -> Result<()> {
-    let len = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    if len == Some(n) {
-        Ok(())
-    } else {
-        Err(Error::InvalidValue {
-            what: "tensor shape",
-            value: format!("{name}: shape {shape:?} for {n} values"),
-            expected: "a shape whose product is the number of values",
-        })
-    }
 }
 
 /// Writes `data` with `shape` as a `.npy` file (C order, little-endian), atomically.

@@ -6,7 +6,7 @@
 //! (so neither overlapping nor out of range), each tensor's byte length equal to its shape times
 //! its dtype size, and the data ending exactly at the end of the file.
 
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
 use ::safetensors::tensor::{Dtype as StDtype, Metadata};
@@ -14,8 +14,8 @@ use ::safetensors::{SafeTensorError, SafeTensors};
 
 use super::decode::{Decoder, Elem, Kind, visit_stream};
 use super::{
-    Dtype, Scan, Stamp, TensorData, TensorInfo, Values, bad_file, duplicate_key, open_regular,
-    read_at, read_failed, write_atomic,
+    Dtype, Scan, Stamp, TensorData, TensorInfo, Values, bad_file, check_shape, duplicate_key,
+    open_regular, read_at, read_failed, write_atomic, write_le,
 };
 use crate::{Error, Result};
 
@@ -182,7 +182,7 @@ pub fn write_safetensors(path: &Path, tensors: &[(&str, &[usize], TensorData<'_>
     let mut header = serde_json::Map::new();
     let mut offset = 0usize;
     for &(name, shape, data) in tensors {
-        super::npy::check_shape(name, shape, data.len())?;
+        check_shape(name, shape, data.len())?;
         if name == "__metadata__" || header.contains_key(name) {
             return Err(Error::InvalidValue {
                 what: "tensor name",
@@ -221,44 +221,6 @@ pub(super) fn element_size(data: TensorData<'_>) -> usize {
         TensorData::F32(_) => 4,
         TensorData::F16(_) | TensorData::BF16(_) => 2,
     }
-}
-
-/// Writes `data` little-endian, converting a bounded block at a time.
-pub(super) fn write_le(out: &mut dyn Write, data: TensorData<'_>) -> std::io::Result<()> {
-    const BLOCK: usize = 1 << 14;
-    let mut buf = Vec::with_capacity(BLOCK * 8);
-    let mut flush = |buf: &mut Vec<u8>| -> std::io::Result<()> {
-        out.write_all(buf)?;
-        buf.clear();
-        Ok(())
-    };
-    match data {
-        TensorData::F64(xs) => {
-            for block in xs.chunks(BLOCK) {
-                buf.extend(block.iter().flat_map(|x| x.to_le_bytes()));
-                flush(&mut buf)?;
-            }
-        }
-        TensorData::F32(xs) => {
-            for block in xs.chunks(BLOCK) {
-                buf.extend(block.iter().flat_map(|x| x.to_le_bytes()));
-                flush(&mut buf)?;
-            }
-        }
-        TensorData::F16(xs) => {
-            for block in xs.chunks(BLOCK) {
-                buf.extend(block.iter().flat_map(|x| x.to_le_bytes()));
-                flush(&mut buf)?;
-            }
-        }
-        TensorData::BF16(xs) => {
-            for block in xs.chunks(BLOCK) {
-                buf.extend(block.iter().flat_map(|x| x.to_le_bytes()));
-                flush(&mut buf)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
