@@ -19,6 +19,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
+use mixprec::run::Recipe;
 use mixprec::train::capture::Observer;
 use mixprec::train::data::digits;
 use mixprec::train::loss::{Loss, Targets};
@@ -26,7 +27,7 @@ use mixprec::train::model::{CnnConfig, MlpConfig};
 use mixprec::train::optim::OptimizerConfig;
 use mixprec::train::precision::gemm;
 use mixprec::train::step::Trainer;
-use mixprec::train::{Precision, Real, Recipe, Rng};
+use mixprec::train::{Precision, Real, Rng};
 use ndarray::{Array2, s};
 
 const RECIPES: [&str; 4] = ["fp32", "fp16-dynamic", "bf16-master", "fp8-hybrid"];

@@ -13,6 +13,7 @@ pub mod format;
 pub mod io;
 pub(crate) mod isa;
 pub mod report;
+pub mod run;
 pub mod scaling;
 pub mod stats;
 pub mod train;

@@ -27,9 +27,9 @@
 //! mixprec train --model gan --dataset ring --recipe fp8-hybrid --out runs/gan
 //! ```
 //! Flags override the config file ([`config::TrainConfig`]); the run directory's contents are
-//! described in [`run`]. Models: MLP, CNN, LSTM, GAN ([`model`]); data: the embedded UCI digits,
+//! described in [`crate::run`]. Models: MLP, CNN, LSTM, GAN ([`model`]); data: the embedded UCI digits,
 //! synthetic blobs, spirals, the `recall` sequence task, the `ring` of Gaussians, a CSV, `.npz` or
-//! `.npy` file ([`data`]); recipes: [`recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
+//! `.npy` file ([`data`]); recipes: [`crate::run::recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
 //! loss scaling: [`crate::scaling`] (also reachable as `train::scaler`).
 
 pub mod budget;
@@ -43,7 +43,6 @@ pub mod model;
 pub mod optim;
 pub mod precision;
 pub mod real;
-pub mod recipe;
 pub mod rng;
 pub mod run;
 pub mod step;
@@ -52,7 +51,6 @@ pub mod step;
 pub use crate::scaling::scaler;
 
 pub use config::TrainConfig;
-pub use precision::{Class, Key, Precision, Site};
+pub use precision::Precision;
 pub use real::Real;
-pub use recipe::Recipe;
 pub use rng::Rng;

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use mixprec::run::Summary;
 use mixprec::train::TrainConfig;
-use mixprec::train::run::{Summary, run};
+use mixprec::train::run::run;
 
 /// Tests run in parallel and may run the same config: each run gets its own directory.
 static RUN: AtomicU64 = AtomicU64::new(0);

@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mixprec::format::{FloatFormat, Overflow, Rounding};
+use mixprec::run::recipe::{Accumulation, Recipe};
 use mixprec::train::config::{ModelKind, TrainConfig};
 use mixprec::train::data::Dataset;
-use mixprec::train::recipe::{Accumulation, Recipe};
 
 /// xorshift64*: tiny, seeded, good enough to pick mutations.
 struct Rng(u64);

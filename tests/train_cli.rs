@@ -237,7 +237,7 @@ fn a_killed_run_is_marked_incomplete_and_readable() {
     child.wait().unwrap();
     assert!(out.join("INCOMPLETE").exists());
     assert!(!out.join("summary.json").exists());
-    let run = mixprec::train::run::RunDir::open(&out).unwrap();
+    let run = mixprec::run::RunDir::open(&out).unwrap();
     assert!(!run.is_complete());
     assert_eq!(run.config["steps"], 1_000_000);
     // Every line read is whole, in order from step 1.

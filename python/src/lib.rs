@@ -379,10 +379,7 @@ fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ARRAY_PATH", ARRAY_PATH)?;
     m.add_class::<record::Capture>()?;
     m.add_class::<record::RunWriter>()?;
-    m.add(
-        "CAPTURE_SUB_BINS_LOG2",
-        mixprec::train::capture::CAPTURE_SUB_BINS_LOG2,
-    )?;
-    m.add("SCHEMA", mixprec::train::run::schema::SCHEMA)?;
+    m.add("CAPTURE_SUB_BINS_LOG2", mixprec::run::CAPTURE_SUB_BINS_LOG2)?;
+    m.add("SCHEMA", mixprec::run::schema::SCHEMA)?;
     Ok(())
 }

@@ -7,13 +7,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
-use mixprec::stats::Histogram;
-use mixprec::train::capture::CAPTURE_SUB_BINS_LOG2;
-use mixprec::train::precision::StoreCounts;
-use mixprec::train::run::{
-    self, CaptureRecord, EvalMetric, RecordedConfig, SiteCapture, StepRecord,
+use mixprec::run::{
+    self, CAPTURE_SUB_BINS_LOG2, CaptureRecord, Class, EvalMetric, RecordedConfig, SiteCapture,
+    StepRecord, StoreCounts,
 };
-use mixprec::train::{Class, TrainConfig};
+use mixprec::stats::Histogram;
+use mixprec::train::TrainConfig;
 use numpy::ndarray::ArrayViewD;
 use numpy::{Element, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -324,7 +323,7 @@ fn class_counts(sites: &[SiteCapture]) -> BTreeMap<Class, StoreCounts> {
     counts
 }
 
-/// A run directory being written: `mixprec::train::run::RunWriter` (the `INCOMPLETE` marker,
+/// A run directory being written: `mixprec::run::RunWriter` (the `INCOMPLETE` marker,
 /// `config.json`, append-only logs, `summary.json`). Dropped unfinished, it writes out the lines
 /// it holds and leaves the marker: a crashed loop leaves a reportable run.
 #[pyclass(module = "mixprec._mixprec")]
@@ -347,7 +346,7 @@ impl RunWriter {
 #[pymethods]
 impl RunWriter {
     /// Creates the run directory `path` (new, or empty) with `config_json` as `config.json`: a
-    /// `RecordedConfig` (`mixprec::train::run::RecordedConfig`: `source`, the `recipe` the loop
+    /// `RecordedConfig` (`mixprec::run::RecordedConfig`: `source`, the `recipe` the loop
     /// trained with, `format`, `capture_every`, and the recorder's other keys), written in its
     /// resolved form (the recipe in full, as `mixprec train` writes its own). A step's line
     /// reaches the file within `flush_every` seconds (and at every capture and flush).
@@ -408,7 +407,7 @@ impl RunWriter {
 
     /// Finishes the run: writes `summary.json` and removes the marker. The steps, skipped and
     /// overflow steps, final loss and divergence come from the steps written
-    /// (`mixprec::train::run::RunWriter::summary`, the code `mixprec train` uses); the caller
+    /// (`mixprec::run::RunWriter::summary`, the code `mixprec train` uses); the caller
     /// gives the recipe's name, the trainable scalars, whether every weight is finite, the wall
     /// time and the evaluation `metric` (name, value), by default the mean of the finite losses
     /// of the last 20 steps, named `mean_loss_last_20_steps`. Returns the summary as JSON.

@@ -10,13 +10,14 @@ use std::process::ExitCode;
 use crate::format::FP16;
 use crate::report::page::{failed_to_train, pct};
 use crate::report::{Report, ReportOptions, RunData};
+use crate::run::Class;
+use crate::run::{RunDir, Summary};
 use crate::scaling::window::{MAX_UNDERFLOW, unscaled_window};
 use crate::stats::Histogram;
 use crate::stats::recommend::threshold_percent;
 use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
 use crate::train::config::{Overrides, TrainConfig};
-use crate::train::precision::Class;
-use crate::train::run::{self, RunDir, Summary};
+use crate::train::run::{self};
 
 /// Train the built-in MLP on the built-in digits in fp32, in fp16 without loss scaling and in
 /// fp16 with a dynamic loss scaler; analyse the captured gradients; write one report page and

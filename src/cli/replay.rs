@@ -47,7 +47,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         // Refused before the (possibly long) replay rather than after it.
         crate::report::check_outputs(dir, &["index.html", "replay.json"], "--out")?;
     }
-    let steps = crate::train::run::RunDir::open(&args.run)?
+    let steps = crate::run::RunDir::open(&args.run)?
         .summary
         .map(|s| s.steps);
     let bar = if std::io::stderr().is_terminal() {

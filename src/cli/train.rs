@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::format::{Overflow, Rounding};
+use crate::run::recipe::Accumulation;
 use crate::scaling::scaler::LossScaling;
 use crate::train::config::{ModelKind, Overrides, TrainConfig};
-use crate::train::recipe::Accumulation;
 use crate::train::run;
 
 /// Train a model under a precision recipe and write a run directory (config.json, metrics.jsonl,

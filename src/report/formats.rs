@@ -165,7 +165,7 @@ pub fn add_unscaled(octaves: &mut BTreeMap<i32, u64>, gradients: &Histogram, los
 /// # Errors
 /// Not a run directory, an unreadable log, or a run with no captured gradient.
 pub fn run_gradient_band(dir: &Path) -> Result<GradientBand> {
-    let run = crate::train::run::RunDir::open(dir)?;
+    let run = crate::run::RunDir::open(dir)?;
     let mut octaves = BTreeMap::new();
     let mut captures = 0;
     for c in run.captures()? {

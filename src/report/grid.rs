@@ -16,13 +16,13 @@ use super::page::{
 use super::runs::{ReportOptions, unscaled_window};
 use crate::Result;
 use crate::format::{FP16, FP32, FloatFormat};
+use crate::run::Class;
+use crate::run::{RunDir, Summary};
 use crate::scaling::window::{step_rule, unscaled_predicted};
 use crate::stats::recommend::StepRule;
 use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::stats::{Histogram, Recommendation};
 use crate::train::grid::{GRID, GridRun, GridSpec, LOSS_SCALE, value_name};
-use crate::train::precision::Class;
-use crate::train::run::{RunDir, Summary};
 use crate::train::scaler::LossScaling;
 
 /// The confidence level of every interval.

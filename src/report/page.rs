@@ -21,9 +21,9 @@ use crate::analysis::Analysis;
 use crate::analysis::text::percent;
 use crate::format::FloatFormat;
 use crate::io::write_atomic;
+use crate::run::Class;
 use crate::stats::Histogram;
 use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
-use crate::train::precision::Class;
 use crate::{Error, Result};
 
 /// A sentence of the findings, and the figure that shows it.

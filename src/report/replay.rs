@@ -13,10 +13,10 @@ use super::page::{
 };
 use super::runs::judged_format;
 use crate::format::{FP32, FloatFormat, Overflow};
+use crate::run::Class;
+use crate::run::RunDir;
 use crate::scaling::replay::{OverflowModel, PolicyReplay, RecordedStep, Replay, Replayer};
 use crate::scaling::scaler::LossScaling;
-use crate::train::precision::Class;
-use crate::train::run::RunDir;
 use crate::{Error, Result};
 
 /// The policy name that stands for the run's own loss scaling.
@@ -62,7 +62,7 @@ pub fn replay_run(
     for name in policies {
         let entry = if name.trim() == RUN_POLICY {
             let p = own.ok_or_else(|| Error::BadFile {
-                path: dir.join(crate::train::run::CONFIG),
+                path: dir.join(crate::run::CONFIG),
                 problem: "describes no recipe (recorded before recorders wrote one): its own loss scaling ('--policy run') is unknown".into(),
             })?;
             (format!("run ({p})"), p)

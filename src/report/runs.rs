@@ -8,9 +8,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::format::{FP16, FP32, FloatFormat};
+use crate::run::Class;
+use crate::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary};
 use crate::stats::{Histogram, Recommendation};
-use crate::train::precision::Class;
-use crate::train::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary};
 
 /// Points kept per curve; longer runs keep every `2^j`-th step.
 pub const MAX_POINTS: usize = 2000;
@@ -109,7 +109,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, site: &crate::train::run::SiteCapture) {
+    fn add(&mut self, site: &crate::run::SiteCapture) {
         let h = &site.values;
         self.values += h.count();
         self.underflow += site.rounding.underflow;

@@ -22,36 +22,9 @@
 //! 20 B per unit of the widest layer for the products' temporaries; 31 KiB per storage site for
 //! its statistics; 1.9 KiB per site per capture). It errs high, by up to 2x.
 
-use serde::{Deserialize, Serialize};
-
 use super::config::{ModelKind, TrainConfig};
 use super::data::Dataset;
 use crate::error::Error;
-
-/// The limits a run must fit in; config key `limits`, flags `--max-memory`, `--max-captures`
-/// and `--sparse-labels`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Limits {
-    /// Largest estimated peak memory, in MiB.
-    pub memory_mib: u64,
-    /// Largest estimated size of `captures.jsonl`, in MiB.
-    pub captures_mib: u64,
-    /// Train even when the class count (the largest label plus one) is far above the number of
-    /// distinct labels (see [`check`]).
-    pub sparse_labels: bool,
-}
-
-impl Default for Limits {
-    /// 4 GiB of memory, 1 GiB of captures, dense labels.
-    fn default() -> Self {
-        Limits {
-            memory_mib: 4096,
-            captures_mib: 1024,
-            sparse_labels: false,
-        }
-    }
-}
 
 /// What [`estimate`] finds: the counts and the bytes.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -1,16 +1,14 @@
 //! What a capture step sees: per storage point, the histogram of the values before rounding; per
 //! layer, the update-to-weight ratios (swamping). The records written from it are in
-//! [`super::run::schema`].
+//! [`crate::run::schema`].
 
 use std::collections::BTreeMap;
 
-use super::precision::Key;
 use super::real::Real;
+use crate::run::Key;
 use crate::stats::Histogram;
 
-/// Octaves are split into `2^CAPTURE_SUB_BINS_LOG2` sub-bins in captured histograms: one bin
-/// per power of two, the resolution at which underflow and overflow thresholds are read.
-pub const CAPTURE_SUB_BINS_LOG2: u32 = 0;
+pub use crate::run::CAPTURE_SUB_BINS_LOG2;
 
 /// Sees every stored tensor before rounding on capture steps (installed in
 /// [`super::precision::Precision`] for those steps only), and the update-to-weight ratios.
@@ -70,7 +68,7 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::precision::Class;
+    use crate::run::Class;
 
     #[test]
     fn observer_histograms_values_and_update_ratios() {

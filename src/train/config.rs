@@ -26,12 +26,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::budget::Limits;
 use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
-use super::recipe::{Accumulation, Recipe};
 use crate::error::Error;
 use crate::format::{Overflow, Rounding};
+use crate::run::recipe::{Accumulation, Recipe};
 use crate::scaling::scaler::LossScaling;
 
 /// Which model to train. Read by its [`FromStr`] from flags and config files alike.
@@ -70,6 +69,31 @@ impl TryFrom<String> for ModelKind {
     type Error = Error;
     fn try_from(s: String) -> crate::Result<Self> {
         s.parse()
+    }
+}
+
+/// The limits a run must fit in; config key `limits`, flags `--max-memory`, `--max-captures`
+/// and `--sparse-labels`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest estimated peak memory, in MiB.
+    pub memory_mib: u64,
+    /// Largest estimated size of `captures.jsonl`, in MiB.
+    pub captures_mib: u64,
+    /// Train even when the class count (the largest label plus one) is far above the number of
+    /// distinct labels (see [`super::budget::check`]).
+    pub sparse_labels: bool,
+}
+
+impl Default for Limits {
+    /// 4 GiB of memory, 1 GiB of captures, dense labels.
+    fn default() -> Self {
+        Limits {
+            memory_mib: 4096,
+            captures_mib: 1024,
+            sparse_labels: false,
+        }
     }
 }
 
@@ -226,7 +250,7 @@ fn with_scaling(recipe: &Recipe, scaling: LossScaling) -> Recipe {
         LossScaling::Static { .. } => "static".to_string(),
         other => other.to_string(),
     };
-    out.name = crate::train::recipe::PRESET_NAMES
+    out.name = crate::run::recipe::PRESET_NAMES
         .iter()
         .filter_map(|name| Recipe::preset(name).ok())
         .find(|p| key(p) == target)
@@ -291,7 +315,7 @@ impl TrainConfig {
             source,
         })?;
         let mut value = crate::io::parse_json(path, &bytes)?;
-        super::run::schema::take_schema(&mut value, path)?;
+        crate::run::schema::take_schema(&mut value, path)?;
         crate::io::json_from_value(path, value)
     }
 

@@ -29,7 +29,7 @@
 //! # Runs trained once
 //! A run whose training cannot depend on a varied key is trained once for all its values: the
 //! `loss_scale` of an FP32 recipe (static or no scaling, powers of two within `2^-32..2^32`:
-//! [`crate::train::recipe::Recipe::loss_scale_inert`]) is inert, so of `recipe=fp32` with
+//! [`crate::run::recipe::Recipe::loss_scale_inert`]) is inert, so of `recipe=fp32` with
 //! `loss_scale=2^0..2^30` only `loss_scale=2^0` is trained (the value nearest `2^0`), and its
 //! `grid.jsonl` line says `"inert": ["loss_scale"]`. The report draws it as a reference line.
 
@@ -42,9 +42,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::config::{Overrides, TrainConfig};
-use super::run::{self, RunDir, Summary};
+use super::run::{self};
 use crate::error::Error;
 use crate::io::write_atomic;
+use crate::run::{RunDir, Summary};
 
 /// `grid.json`.
 pub const GRID: &str = "grid.json";
@@ -266,7 +267,7 @@ pub struct GridRun {
     /// The run's config.
     pub config: TrainConfig,
     /// The varied keys whose value this run's training cannot depend on ([`LOSS_SCALE`] for an
-    /// FP32 recipe, [`crate::train::recipe::Recipe::loss_scale_inert`]): the run is trained
+    /// FP32 recipe, [`crate::run::recipe::Recipe::loss_scale_inert`]): the run is trained
     /// once, at the key's value nearest `2^0`, and stands for every value of the key.
     pub inert: Vec<String>,
 }
@@ -697,7 +698,7 @@ pub fn index(dir: &Path, runs: &[GridRun]) -> crate::Result<Vec<IndexLine>> {
     let mut out = Vec::new();
     for run in runs {
         let path = run.dir(dir);
-        if !path.join(run::SUMMARY).exists() {
+        if !path.join(crate::run::SUMMARY).exists() {
             continue;
         }
         let found = RunDir::open(&path)?;

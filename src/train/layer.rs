@@ -24,9 +24,10 @@ pub use layernorm::LayerNorm;
 pub use linear::Linear;
 pub use lstm::Lstm;
 
-use super::precision::{Class, Precision};
+use super::precision::Precision;
 use super::real::{Real, zip_chunks};
 use super::rng::Rng;
+use crate::run::Class;
 
 /// A trainable tensor: the master copy the optimizer updates, the copy in the weight format the
 /// passes read, and the gradient.

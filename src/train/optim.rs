@@ -14,9 +14,10 @@ pub use adam::Adam;
 pub use sgd::Sgd;
 
 use super::layer::Param;
-use super::precision::{Class, Precision};
+use super::precision::Precision;
 use super::real::Real;
 use crate::error::Error;
+use crate::run::Class;
 use add::add_updates;
 
 /// An optimizer and its hyperparameters.

@@ -6,8 +6,9 @@ use super::layer::grads_finite;
 use super::loss::{Loss, Targets};
 use super::model::Sequential;
 use super::optim::{Optimizer, OptimizerConfig, UpdateStats};
-use super::precision::{Class, Precision};
-use super::run::schema::StepRecord;
+use super::precision::Precision;
+use crate::run::Class;
+use crate::run::schema::StepRecord;
 use crate::scaling::scaler::LossScaler;
 
 /// A model with its optimizer, loss scaler and storage points: everything one step needs.

@@ -4,7 +4,8 @@ use ndarray::{Array2, Zip};
 use serde::{Deserialize, Serialize};
 
 use super::Layer;
-use crate::train::precision::{Class, Precision};
+use crate::run::Class;
+use crate::train::precision::Precision;
 use crate::train::real::Real;
 
 /// An elementwise nonlinearity.

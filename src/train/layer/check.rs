@@ -8,7 +8,8 @@
 use ndarray::Array2;
 
 use super::{Layer, Param};
-use crate::train::precision::{Class, Precision};
+use crate::run::Class;
+use crate::train::precision::Precision;
 use crate::train::rng::Rng;
 
 const H: f64 = 1e-6;

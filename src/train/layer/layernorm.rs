@@ -3,7 +3,8 @@
 use ndarray::{Array1, Array2, Axis, Zip};
 
 use super::{Layer, Param};
-use crate::train::precision::{Class, Precision};
+use crate::run::Class;
+use crate::train::precision::Precision;
 use crate::train::real::Real;
 
 /// `y = γ x̂ + β` with `x̂ = (x - μ) / σ`, `μ` and `σ² + ε` the row's mean and (biased) variance
@@ -125,7 +126,7 @@ mod tests {
     /// `[-2, 0, 0, 0]` instead of `[-1.73, 0.58, 0.58, 0.58]`.
     #[test]
     fn norm_stats_in_fp32_follow_f64_and_in_fp16_do_not() {
-        use crate::train::recipe::Recipe;
+        use crate::run::recipe::Recipe;
         let rows = [
             [1000.0, 1000.5, 1000.5, 1000.5],
             [1000.0, 1000.0, 1000.0, 1001.5],

@@ -3,7 +3,8 @@
 use ndarray::{Array2, Axis};
 
 use super::{Layer, Param, init_uniform};
-use crate::train::precision::{Class, Precision};
+use crate::run::Class;
+use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;
 
@@ -13,7 +14,7 @@ use crate::train::rng::Rng;
 /// dL/dx = dL/dy W          dL/dW = (dL/dy)ᵀ x          dL/db = Σ_rows dL/dy
 /// ```
 ///
-/// With a recipe that casts GEMM operands ([`crate::train::recipe::GemmOperands`]), the three
+/// With a recipe that casts GEMM operands ([`crate::run::recipe::GemmOperands`]), the three
 /// products read `x`, `W` and `dL/dy` as cast: with a per-tensor format, x and W once, in
 /// forward, kept for backward (as Transformer Engine's Linear keeps its FP8 input and weight),
 /// and `dL/dy` once for both backward products; with a block format, each for each product, its

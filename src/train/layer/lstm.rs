@@ -3,7 +3,8 @@
 use ndarray::{Array2, Axis, s};
 
 use super::{Layer, Param, init_uniform};
-use crate::train::precision::{Class, Precision};
+use crate::run::Class;
+use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;
 

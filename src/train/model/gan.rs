@@ -5,14 +5,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{MlpConfig, Sequential};
 use crate::error::Error;
+use crate::run::Class;
+use crate::run::schema::StepRecord;
 use crate::scaling::scaler::LossScaler;
 use crate::train::data::{RING_MODES, RING_RADIUS, RING_STD};
 use crate::train::layer::{Activation, grads_finite};
 use crate::train::loss::{Loss, Targets};
 use crate::train::optim::{Optimizer, OptimizerConfig, UpdateStats};
-use crate::train::precision::{Class, Precision};
+use crate::train::precision::Precision;
 use crate::train::rng::Rng;
-use crate::train::run::schema::StepRecord;
 
 /// Generator `noise -> width^depth -> 2` and discriminator `2 -> width^depth -> 1` MLPs (ReLU),
 /// trained with BCE on logits: the discriminator on real (1) and generated (0) points, the
@@ -237,8 +238,8 @@ impl GanTrainer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::recipe::Recipe;
     use crate::train::data::ring;
-    use crate::train::recipe::Recipe;
 
     #[test]
     fn steps_update_both_networks_and_name_their_sites() {

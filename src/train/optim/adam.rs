@@ -3,8 +3,9 @@
 use ndarray::{Array2, Zip};
 
 use super::{Optimizer, UpdateStats, apply_update, unscaled};
+use crate::run::Class;
 use crate::train::layer::Param;
-use crate::train::precision::{Class, Precision};
+use crate::train::precision::Precision;
 use crate::train::real::Real;
 
 /// Adam with PyTorch's bias correction; every intermediate the optimizer keeps is stored in the
@@ -93,7 +94,7 @@ impl<T: Real> Optimizer<T> for Adam<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::recipe::Recipe;
+    use crate::run::recipe::Recipe;
 
     #[test]
     fn first_steps_match_the_formula() {

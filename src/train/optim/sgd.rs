@@ -3,8 +3,9 @@
 use ndarray::Array2;
 
 use super::{Optimizer, UpdateStats, apply_update, apply_update_fn, unscaled};
+use crate::run::Class;
 use crate::train::layer::Param;
-use crate::train::precision::{Class, Precision};
+use crate::train::precision::Precision;
 use crate::train::real::Real;
 
 /// SGD with heavy-ball momentum (PyTorch's form):
@@ -71,7 +72,7 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::recipe::Recipe;
+    use crate::run::recipe::Recipe;
 
     #[test]
     fn momentum_matches_the_recurrence() {

@@ -65,9 +65,9 @@
 
 use ndarray::{Array2, ArrayView2, Axis};
 
-use super::Class;
 use super::Precision;
 use crate::format::{BlockRounder, RoundCounts, RoundOptions};
+use crate::run::Class;
 use crate::train::real::Real;
 
 /// The block formats an operand may be cast to.

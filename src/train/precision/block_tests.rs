@@ -6,9 +6,9 @@ use ndarray::{Array2, Axis};
 
 use super::*;
 use crate::format::{BlockFormat, BlockRounder, FloatFormat, MxRounder};
+use crate::run::recipe::Recipe;
 use crate::train::Rng;
 use crate::train::layer::{Conv2d, ImageShape, Layer, Linear, Lstm};
-use crate::train::recipe::Recipe;
 
 /// `m` rounded by the format layer's rounders, blocks along each row: an MX format row by row
 /// with the MX rounder, NVFP4 with the block rounder on the whole matrix (its tensor scale is

@@ -5,9 +5,9 @@ use ndarray::Array2;
 
 use super::*;
 use crate::format::{FP8_E4M3, FP8_E5M2};
+use crate::run::recipe::{Fp8Scaling, Recipe};
 use crate::train::Rng;
 use crate::train::layer::{Conv2d, Embedding, ImageShape, Layer, LayerNorm, Linear, Lstm, Param};
-use crate::train::recipe::{Fp8Scaling, Recipe};
 
 fn every_store(scaling: Fp8Scaling) -> Precision {
     let mut recipe = Recipe::preset("fp8-every-store").unwrap();

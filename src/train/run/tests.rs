@@ -1,11 +1,12 @@
 //! Tests of whole runs: the run directory's files, capture, periodic evaluation.
 
 use super::*;
+use crate::run::*;
 use std::path::PathBuf;
 
 fn small(recipe: &str) -> TrainConfig {
     TrainConfig {
-        recipe: crate::train::Recipe::preset(recipe).unwrap(),
+        recipe: crate::run::Recipe::preset(recipe).unwrap(),
         steps: 12,
         batch: 32,
         capture_every: 5,
@@ -254,7 +255,10 @@ fn the_reader_reads_what_the_writer_wrote() {
     let r = RunDir::open(&dir).unwrap();
     assert!(r.is_complete() && r.schema == schema::SCHEMA);
     assert_eq!(r.summary.as_ref(), Some(&summary));
-    assert_eq!(r.train_config().unwrap(), config);
+    assert_eq!(
+        serde_json::from_value::<TrainConfig>(r.config.clone()).unwrap(),
+        config
+    );
     assert_eq!(r.recipe_name(), "fp16-dynamic");
     let steps: Vec<StepRecord> = r.steps().unwrap().map(Result::unwrap).collect();
     assert_eq!(steps.len(), 12);
@@ -303,7 +307,7 @@ fn a_recorded_config_gives_its_recipe() {
     let w = RunWriter::create(&dir, &config, false).unwrap();
     drop(w);
     let r = RunDir::open(&dir).unwrap();
-    assert!(r.train_config().is_err());
+    assert!(serde_json::from_value::<TrainConfig>(r.config.clone()).is_err());
     assert_eq!(r.recipe(), Some(recipe));
     assert_eq!(r.recorded_format(), Some(crate::format::FP16));
     let back: RecordedConfig = serde_json::from_value(r.config.clone()).unwrap();
@@ -318,7 +322,14 @@ fn a_recorded_config_gives_its_recipe() {
     let trained = tempdir("recipe-of-train");
     run(&small("fp16-dynamic"), &trained, &mut |_| {}).unwrap();
     let r = RunDir::open(&trained).unwrap();
-    assert_eq!(r.recipe(), Some(r.train_config().unwrap().recipe));
+    assert_eq!(
+        r.recipe(),
+        Some(
+            serde_json::from_value::<TrainConfig>(r.config.clone())
+                .unwrap()
+                .recipe
+        )
+    );
     std::fs::remove_dir_all(&trained).unwrap();
 }
 

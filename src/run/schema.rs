@@ -11,9 +11,13 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::format::FloatFormat;
 use crate::format::RoundCounts;
+use crate::run::Recipe;
+use crate::run::{Class, Site, StoreCounts};
 use crate::stats::Histogram;
-use crate::train::Recipe;
-use crate::train::precision::{Class, Site, StoreCounts};
+
+/// Octaves are split into `2^CAPTURE_SUB_BINS_LOG2` sub-bins in captured histograms: one bin
+/// per power of two, the resolution at which underflow and overflow thresholds are read.
+pub const CAPTURE_SUB_BINS_LOG2: u32 = 0;
 
 /// The version of the run directory's schema, written as `"schema"` in `config.json` and
 /// `summary.json`. Readers accept this version and runs written before versions existed (no key:
@@ -143,7 +147,7 @@ impl CaptureRecord {
     }
 
     fn pooled(&self, classes: &[Class]) -> Histogram {
-        let mut pooled = Histogram::new(crate::train::capture::CAPTURE_SUB_BINS_LOG2);
+        let mut pooled = Histogram::new(crate::run::CAPTURE_SUB_BINS_LOG2);
         for site in &self.sites {
             if classes.contains(&site.tensor)
                 && site.values.sub_bins_log2() == pooled.sub_bins_log2()

@@ -9,15 +9,16 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::Recipe;
 use super::schema::{CaptureRecord, ShadowRecord, StepRecord, Summary, take_schema};
 use super::{CAPTURES, CONFIG, INCOMPLETE, METRICS, SHADOW, SUMMARY};
 use crate::error::Error;
-use crate::train::{Recipe, TrainConfig};
 
 /// A run directory opened for reading.
 ///
 /// ```
-/// use mixprec::train::{Recipe, TrainConfig, run::{RunDir, run}};
+/// use mixprec::run::{Recipe, RunDir};
+/// use mixprec::train::{TrainConfig, run::run};
 ///
 /// let config = TrainConfig { recipe: Recipe::preset("fp16-dynamic")?, steps: 4, batch: 16,
 ///     capture_every: 2, ..TrainConfig::default() };
@@ -99,25 +100,16 @@ impl RunDir {
         !self.incomplete
     }
 
-    /// The config as a [`TrainConfig`] (runs written by `mixprec train`).
-    ///
-    /// # Errors
-    /// A config that is not a `train` config.
-    pub fn train_config(&self) -> crate::Result<TrainConfig> {
-        serde_json::from_value(self.config.clone()).map_err(|e| Error::BadFile {
-            path: self.path.join(CONFIG),
-            problem: e.to_string(),
-        })
-    }
-
     /// The run's recipe: a `train` run's, or the one a recorded run's config describes
     /// ([`RecordedConfig`](super::schema::RecordedConfig)); `None` when the config has neither
     /// (a run recorded before recorders wrote it).
     #[must_use]
     pub fn recipe(&self) -> Option<Recipe> {
-        match self.train_config() {
-            Ok(c) => Some(c.recipe),
-            Err(_) => Recipe::deserialize(self.config.get("recipe")?).ok(),
+        // A `train` run's config holds the recipe resolved, as a recorded run's does; a preset's
+        // name stands for the preset.
+        match self.config.get("recipe")? {
+            Value::String(name) => Recipe::preset(name).ok(),
+            recipe => Recipe::deserialize(recipe).ok(),
         }
     }
 

@@ -41,15 +41,15 @@
 //! elements, E4M3 scales per 16 values and an FP32 scale per tensor) with the output gradient
 //! in BF16, as issue 13 asks (TE casts it to NVFP4 too). What TE does, where it is written, and
 //! what is left out (TE's 16x16 weight blocks, random Hadamard transforms) are in
-//! [`super::precision::block`].
+//! [`crate::train::precision::block`].
 
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::precision::Class;
-use super::precision::block::BlockFormat;
+use super::Class;
 use crate::error::Error;
+use crate::format::BlockFormat;
 use crate::format::{FloatFormat, Overflow, Rounding};
 use crate::scaling::scaler::{DynamicScaling, LossScaling};
 
@@ -203,7 +203,7 @@ pub enum AmaxComputeAlgo {
 /// The format a matrix product's operand is cast to (the library's [`crate::format::Target`]):
 /// a number format (one scale per tensor, delayed when the recipe has [`Fp8Scaling`] and the
 /// format is 8 bits or fewer) or a block-scaled format (a scale per block along the product's
-/// reduction axis, from the current tensor: [`super::precision::block`]).
+/// reduction axis, from the current tensor: [`crate::train::precision::block`]).
 ///
 /// Written in files and on the command line as its name: a number format's (`fp8-e4m3`, `bf16`,
 /// `e5m7`...) or a block format's (`mxfp8-e4m3`, ...). The number-format names come first, so a

@@ -1,0 +1,102 @@
+//! The vocabulary every writer and reader of runs shares: the classes of tensors a recipe gives a
+//! format to, the storage points (sites) that store them, and what a step's stores of one class
+//! held.
+
+use serde::{Deserialize, Serialize};
+
+/// The classes of tensors a recipe gives a format to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The weights the forward and backward passes read.
+    Weight,
+    /// Layer outputs and the network's input.
+    Activation,
+    /// Gradients of the loss with respect to activations.
+    ActivationGrad,
+    /// Gradients of the loss with respect to weights and biases.
+    WeightGrad,
+    /// Optimizer state (momentum, Adam's moments, Adam's epsilon and denominator).
+    OptimizerState,
+    /// The update added to the master weights: observed on capture steps, never rounded (it is
+    /// added in one fused operation, as PyTorch's `add_` and `addcdiv_` do).
+    Update,
+    /// The master weights after the update.
+    Master,
+    /// A matrix product's input operand (a layer's input activation), cast just before the
+    /// product: Transformer Engine's `GEMM1_INPUT`.
+    GemmInput,
+    /// A matrix product's weight operand, cast just before the product: TE's `GEMM1_WEIGHT`.
+    GemmWeight,
+    /// The output gradient as an operand of the backward products (input and weight
+    /// gradients), cast just before them: TE's `GRAD_OUTPUT1`.
+    GemmGradOutput,
+}
+
+impl Class {
+    /// Every class, in the order of [`Class::index`].
+    pub const ALL: [Class; 10] = [
+        Class::Weight,
+        Class::Activation,
+        Class::ActivationGrad,
+        Class::WeightGrad,
+        Class::OptimizerState,
+        Class::Update,
+        Class::Master,
+        Class::GemmInput,
+        Class::GemmWeight,
+        Class::GemmGradOutput,
+    ];
+
+    /// Position in [`Class::ALL`].
+    #[must_use]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The snake-case name used in files.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Weight => "weight",
+            Class::Activation => "activation",
+            Class::ActivationGrad => "activation_grad",
+            Class::WeightGrad => "weight_grad",
+            Class::OptimizerState => "optimizer_state",
+            Class::Update => "update",
+            Class::Master => "master",
+            Class::GemmInput => "gemm_input",
+            Class::GemmWeight => "gemm_weight",
+            Class::GemmGradOutput => "gemm_grad_output",
+        }
+    }
+}
+
+/// A storage point: a layer (by name) and a tensor class.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Site {
+    /// The layer's name, e.g. `"2.linear"`, or `"input"`, `"loss"`, `"optimizer"`.
+    pub layer: String,
+    /// The tensor class.
+    pub tensor: Class,
+}
+
+/// What the stores of one tensor class held in one step, and what rounding did to them (the
+/// per-step accounting of `metrics.jsonl`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreCounts {
+    /// Values stored.
+    pub stored: u64,
+    /// Nonzero finite values that became zero.
+    pub underflow: u64,
+    /// Nonzero results below the smallest normal.
+    pub subnormal: u64,
+    /// Finite values whose rounded magnitude exceeded the format's largest value.
+    pub overflow: u64,
+    /// Values that were inf or NaN before rounding.
+    pub nonfinite: u64,
+}
+
+/// A storage point: layer index, tensor class and part (`""` for the class as a whole; see
+/// [`crate::train::Precision::set_part`]).
+pub type Key = (usize, Class, &'static str);
