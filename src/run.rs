@@ -60,6 +60,7 @@
 //! `shadow.jsonl` and `summary.json` (except its `wall_seconds`) whatever the number of threads.
 
 pub mod class;
+pub mod grid;
 mod reader;
 pub mod recipe;
 pub mod schema;

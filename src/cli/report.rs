@@ -52,7 +52,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 grid.display()
             );
         }
-        let report = GridReport::read(grid, &options)?;
+        let plan = crate::train::grid::GridSpec::read(grid)?.plan()?;
+        let report = GridReport::read(grid, &plan, &options)?;
         let index = report.write(&args.out)?;
         for f in &report.findings {
             writeln!(out, "- {f}")?;

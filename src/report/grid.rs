@@ -17,13 +17,13 @@ use super::runs::{ReportOptions, unscaled_window};
 use crate::Result;
 use crate::format::{FP16, FP32, FloatFormat};
 use crate::run::Class;
+use crate::run::grid::{GRID, GridPlan, LOSS_SCALE, PlannedRun as GridRun, value_name};
 use crate::run::{RunDir, Summary};
+use crate::scaling::scaler::LossScaling;
 use crate::scaling::window::{step_rule, unscaled_predicted};
 use crate::stats::recommend::StepRule;
 use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::stats::{Histogram, Recommendation};
-use crate::train::grid::{GRID, GridRun, GridSpec, LOSS_SCALE, value_name};
-use crate::train::scaler::LossScaling;
 
 /// The confidence level of every interval.
 pub const LEVEL: f64 = 0.95;
@@ -48,7 +48,7 @@ pub struct Cell {
     /// The recipe names the runs had (`fp16-static` for `fp16-master` with a scale).
     pub recipes: Vec<String>,
     /// Whether the runs here stand for every value of the x key (its value cannot change their
-    /// training, [`GridRun::inert`]): trained once, drawn as a reference line.
+    /// training, [`crate::run::grid::PlannedRun::inert`]): trained once, drawn as a reference line.
     pub inert: bool,
     /// Runs of the grid here.
     pub runs: usize,
@@ -112,7 +112,7 @@ pub struct GridReport {
     /// The grid directory.
     pub dir: String,
     /// The grid (`grid.json`).
-    pub grid: GridSpec,
+    pub grid: serde_json::Value,
     /// Runs in the grid.
     pub runs: usize,
     /// Runs not finished (killed, failed, still running or not run yet), by directory name.
@@ -133,6 +133,12 @@ pub struct GridReport {
     pub findings: Vec<String>,
     /// The ids of the figures.
     pub figures: Vec<String>,
+    #[serde(skip)]
+    vary: Vec<crate::run::grid::Vary>,
+    #[serde(skip)]
+    seeds: u64,
+    #[serde(skip)]
+    base_seed: u64,
     #[serde(skip)]
     figure_data: Vec<Figure>,
 }
@@ -161,9 +167,8 @@ impl GridReport {
     ///
     /// # Errors
     /// A missing or malformed `grid.json`, or a capture log of an fp32 run that cannot be read.
-    pub fn read(dir: &Path, options: &ReportOptions) -> Result<GridReport> {
-        let spec = GridSpec::read(dir)?;
-        let runs = spec.runs()?;
+    pub fn read(dir: &Path, plan: &GridPlan, options: &ReportOptions) -> Result<GridReport> {
+        let runs = &plan.runs;
         let summaries: Vec<Option<Summary>> = runs.iter().map(|r| summary(dir, r)).collect();
         let metric = summaries
             .iter()
@@ -172,7 +177,7 @@ impl GridReport {
             .next()
             .unwrap_or_else(|| "metric".into());
         // A key given one value varies nothing: it is neither the x axis nor part of a name.
-        let varied: Vec<&_> = spec.vary.iter().filter(|v| v.values.len() > 1).collect();
+        let varied: Vec<&_> = plan.vary.iter().filter(|v| v.values.len() > 1).collect();
         let x_key = varied
             .iter()
             .find(|v| v.key == LOSS_SCALE)
@@ -189,7 +194,7 @@ impl GridReport {
                 .filter(|(k, _)| Some(k) != x_key.as_ref() && varied.iter().any(|v| &v.key == k))
                 .collect();
             match others.as_slice() {
-                [] => run.config.recipe.name.clone(),
+                [] => run.recipe.name.clone(),
                 [(k, v)] if k == RECIPE => value_name(v),
                 _ => others
                     .iter()
@@ -261,8 +266,8 @@ impl GridReport {
             members[at].push(i);
             let cell = &mut cells[at];
             cell.runs += 1;
-            if !cell.recipes.contains(&run.config.recipe.name) {
-                cell.recipes.push(run.config.recipe.name.clone());
+            if !cell.recipes.contains(&run.recipe.name) {
+                cell.recipes.push(run.recipe.name.clone());
             }
         }
         let samples = |at: usize, f: &dyn Fn(&Summary) -> f64| -> Vec<f64> {
@@ -310,7 +315,7 @@ impl GridReport {
             .map(|(r, _)| r.name.clone())
             .collect();
         let window = if x_key.as_deref() == Some(LOSS_SCALE) {
-            fp32_window(dir, &runs, &summaries, options)?
+            fp32_window(dir, runs, &summaries, options)?
         } else {
             None
         };
@@ -327,7 +332,10 @@ impl GridReport {
             findings: Vec::new(),
             figures: Vec::new(),
             figure_data: Vec::new(),
-            grid: spec,
+            grid: plan.spec.clone(),
+            vary: plan.vary.clone(),
+            seeds: plan.seeds,
+            base_seed: plan.base_seed,
         };
         report.edges = report.edges();
         report.findings = report.findings();
@@ -353,7 +361,7 @@ impl GridReport {
         let x = self.x_key.as_deref().unwrap_or("the series");
         let title = format!(
             "mixprec grid report: {} against {x}, {} seeds",
-            self.metric, self.grid.seeds
+            self.metric, self.seeds
         );
         let body = html! {
             section id="findings" {
@@ -374,13 +382,13 @@ impl GridReport {
             }
             section id="grid" {
                 h2 { "3. The grid" }
-                p { (self.runs) " runs: every combination of the values below, times " (self.grid.seeds)
-                    " seeds (" (self.grid.base.seed) " to " (self.grid.base.seed + self.grid.seeds - 1)
+                p { (self.runs) " runs: every combination of the values below, times " (self.seeds)
+                    " seeds (" (self.base_seed) " to " (self.base_seed + self.seeds - 1)
                     ")" @if self.trained_once().is_some() { ", but for the series trained once (below)" } ", each a run directory under " code { (self.dir) "/runs/" } "; the rest of the config is the base config ("
                     code { "grid.json" } ")." }
                 table {
                     thead { tr { th { "key" } th { "values" } } }
-                    tbody { @for v in &self.grid.vary { tr { td { (v.key) } td { (v.values.join(", ")) } } } }
+                    tbody { @for v in &self.vary { tr { td { (v.key) } td { (v.values.join(", ")) } } } }
                 }
                 @if let Some(once) = self.trained_once() { p { (once) } }
                 @if !self.unfinished.is_empty() {
@@ -415,7 +423,6 @@ impl GridReport {
         let once = self.inert_series();
         let (x_key, cell) = (self.x_key.as_ref()?, self.cells.iter().find(|c| c.inert)?);
         let values = self
-            .grid
             .vary
             .iter()
             .find(|v| &v.key == x_key)
@@ -525,7 +532,7 @@ impl GridReport {
                 self.runs
             ));
         }
-        if self.grid.seeds < 2 {
+        if self.seeds < 2 {
             out.push(
                 "One seed per combination: no confidence intervals or tests (run the grid with --seeds 5)."
                     .into(),
@@ -907,9 +914,9 @@ impl GridReport {
             section: 4,
             caption: format!(
                 "{caption} of each series over {} seeds: one dot per run (seeds {} to {}, top to bottom within a row), the mean (black tick) and its 95% confidence interval (bar; Student t).",
-                self.grid.seeds,
-                self.grid.base.seed,
-                self.grid.base.seed + self.grid.seeds.max(1) - 1
+                self.seeds,
+                self.base_seed,
+                self.base_seed + self.seeds.max(1) - 1
             ),
             chart: Chart::Dots(DotChart {
                 title: format!("{what} per series, over seeds"),
@@ -942,7 +949,7 @@ fn fp32_window(
     summaries: &[Option<Summary>],
     options: &ReportOptions,
 ) -> Result<Option<GridWindow>> {
-    let scale_of = |r: &GridRun| match r.config.recipe.loss_scaling {
+    let scale_of = |r: &GridRun| match r.recipe.loss_scaling {
         LossScaling::Static { scale } => f64::from(scale),
         LossScaling::Dynamic(d) => f64::from(d.init_scale),
         LossScaling::None => 1.0,
@@ -950,7 +957,7 @@ fn fp32_window(
     let fp32: Vec<&GridRun> = runs
         .iter()
         .zip(summaries)
-        .filter(|(r, s)| s.is_some() && r.config.recipe.is_fp32())
+        .filter(|(r, s)| s.is_some() && r.recipe.is_fp32())
         .map(|(r, _)| r)
         .collect();
     let Some(nearest) = fp32
@@ -962,14 +969,12 @@ fn fp32_window(
     };
     let format: FloatFormat = options.format.unwrap_or_else(|| {
         runs.iter()
-            .map(|r| r.config.recipe.format(Class::ActivationGrad))
+            .map(|r| r.recipe.format(Class::ActivationGrad))
             .find(|&f| f != FP32)
             .unwrap_or(FP16)
     });
     // The optimizer's rule of the runs pooled: SGD's when every one is SGD.
-    let all_sgd = fp32
-        .iter()
-        .all(|r| serde_json::to_value(&r.config).is_ok_and(|c| step_rule(&c) == StepRule::Sgd));
+    let all_sgd = fp32.iter().all(|r| step_rule(&r.config) == StepRule::Sgd);
     let rule = if all_sgd {
         StepRule::Sgd
     } else {

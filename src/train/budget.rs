@@ -6,7 +6,7 @@
 //! of megabytes of captures in two steps), or one stray label of 999,999 that makes a
 //! million-class output layer. So [`check`] runs between loading the data and building the model,
 //! and refuses, in one line with the estimate, a run whose memory or capture file would exceed
-//! its [`Limits`], a class count far above the labels actually present, and a batch larger than
+//! its [`Limits`](super::config::Limits), a class count far above the labels actually present, and a batch larger than
 //! the training set.
 //!
 //! The estimate is linear in four counts, with constants measured on this code (peak resident

@@ -45,18 +45,10 @@ use super::config::{Overrides, TrainConfig};
 use super::run::{self};
 use crate::error::Error;
 use crate::io::write_atomic;
+use crate::run::grid::{GRID, INDEX, LOSS_SCALE, RUNS, SCHEMA, Vary, value_name};
+use crate::run::grid::{GridPlan, PlannedRun};
 use crate::run::{RunDir, Summary};
 
-/// `grid.json`.
-pub const GRID: &str = "grid.json";
-/// `grid.jsonl`.
-pub const INDEX: &str = "grid.jsonl";
-/// The folder of the run directories.
-pub const RUNS: &str = "runs";
-/// The version of `grid.json`.
-pub const SCHEMA: u32 = 1;
-/// The key that means `train --loss-scale`.
-pub const LOSS_SCALE: &str = "loss_scale";
 /// The most runs one grid may hold.
 pub const MAX_RUNS: usize = 1_000_000;
 /// The largest `|k|` of a `2^k` value.
@@ -67,15 +59,6 @@ fn bad_vary(text: &str, problem: impl Into<String>) -> Error {
         what: format!("--vary '{text}'"),
         problem: problem.into(),
     }
-}
-
-/// One varied key and its values, as written (`2^k` for powers of two).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Vary {
-    /// The key (`recipe`, `optimizer.lr`, `loss_scale`).
-    pub key: String,
-    /// The values, in order.
-    pub values: Vec<String>,
 }
 
 impl FromStr for Vary {
@@ -169,16 +152,6 @@ fn split_list(list: &str) -> Vec<String> {
     }
     out.push(current.trim().to_string());
     out
-}
-
-/// A value as run names and reports show it: the contents of a JSON string (`"a:b"` is `a:b`),
-/// any other value as written.
-#[must_use]
-pub fn value_name(text: &str) -> String {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::String(s)) => s,
-        _ => text.to_string(),
-    }
 }
 
 /// [`value_name`] as a file name: quotes, brackets, braces and spaces dropped, every other
@@ -277,6 +250,20 @@ impl GridRun {
     #[must_use]
     pub fn dir(&self, dir: &Path) -> PathBuf {
         dir.join(RUNS).join(&self.name)
+    }
+
+    /// The run as a reader of the grid directory sees it ([`PlannedRun`]).
+    #[must_use]
+    pub fn planned(&self) -> PlannedRun {
+        PlannedRun {
+            position: self.position,
+            name: self.name.clone(),
+            values: self.values.clone(),
+            seed: self.seed,
+            recipe: self.config.recipe.clone(),
+            config: serde_json::to_value(&self.config).unwrap_or(Value::Null),
+            inert: self.inert.clone(),
+        }
     }
 }
 
@@ -435,6 +422,23 @@ impl GridSpec {
         config.seed = seed;
         config.validate().map_err(|e| e.to_string())?;
         Ok(config)
+    }
+
+    /// The plan of the grid's runs, for a reader of the grid directory (`report`).
+    ///
+    /// # Errors
+    /// As [`GridSpec::runs`].
+    pub fn plan(&self) -> crate::Result<GridPlan> {
+        Ok(GridPlan {
+            spec: serde_json::to_value(self).map_err(|e| Error::Grid {
+                what: GRID.into(),
+                problem: e.to_string(),
+            })?,
+            vary: self.vary.clone(),
+            seeds: self.seeds,
+            base_seed: self.base.seed,
+            runs: self.runs()?.iter().map(GridRun::planned).collect(),
+        })
     }
 
     /// Creates the grid directory `dir` (and `runs/`) and writes `grid.json`, or checks that
