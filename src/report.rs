@@ -14,6 +14,7 @@ pub mod block;
 pub mod charts;
 pub mod formats;
 pub mod grid;
+pub mod html;
 pub mod page;
 pub mod plot;
 pub mod replay;

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::format::FP16;
-use crate::report::page::{failed_to_train, pct};
+use crate::report::html::pct;
+use crate::report::page::failed_to_train;
 use crate::report::{Report, ReportOptions, RunData};
 use crate::run::Class;
 use crate::run::{RunDir, Summary};

@@ -10,7 +10,7 @@ use maud::{Markup, html};
 use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, DotChart, DotRow, Line, LineChart, run_color};
-use super::page::{
+use super::html::{
     Chart, Figure, css, document, figure_markup, fold, write_figures, write_json, write_page,
 };
 use super::runs::{ReportOptions, unscaled_window};
@@ -550,7 +550,7 @@ impl GridReport {
                 Some((lo, hi)) => format!(
                     "From the fp32 runs' captured gradients ({} runs at loss scale {}, {} capture steps pooled), analyze's loss-scale window for {} is 2^{lo}..2^{hi} (at most 0.1% of the values underflow, none overflows); it is drawn over the curves.",
                     w.runs,
-                    super::page::scale_name(w.loss_scale),
+                    super::html::scale_name(w.loss_scale),
                     w.captures,
                     w.format
                 ),

@@ -7,7 +7,7 @@ use maud::html;
 use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
-use super::page::{
+use super::html::{
     Chart, Figure, document, figure_markup, pct_cell, scale_name, write_figures, write_json,
     write_page,
 };

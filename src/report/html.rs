@@ -1,0 +1,259 @@
+//! The page kit every report page shares: the charts as plain data ([`Chart`]) and the figures
+//! made of them, the HTML document and its style, figure blocks, folded tables, percentages and
+//! loss scales in words, and the atomic writes of pages, figures and JSON.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::analysis::text::percent;
+use crate::io::write_atomic;
+use crate::report::charts::{self, DotChart, Heatmap, LineChart, Log2Histograms, StackedShares};
+use crate::{Error, Result};
+
+/// A chart of the page, as plain data.
+#[derive(Clone, Debug)]
+pub enum Chart {
+    /// Curves over steps.
+    Lines(LineChart),
+    /// Log2 histograms over zones.
+    Histograms(Log2Histograms),
+    /// A grid of shares.
+    Heatmap(Heatmap),
+    /// Stacked shares over capture steps.
+    Stacked(StackedShares),
+    /// A distribution per series: a dot per run, the mean and its interval.
+    Dots(DotChart),
+}
+
+impl Chart {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> super::DrawOutcome {
+        match self {
+            Chart::Lines(c) => charts::lines(area, c),
+            Chart::Histograms(c) => charts::log2_histograms(area, c),
+            Chart::Heatmap(c) => charts::heatmap(area, c),
+            Chart::Stacked(c) => charts::stacked_shares(area, c),
+            Chart::Dots(c) => charts::dots(area, c),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    fn size(&self) -> (u32, u32) {
+        match self {
+            // Rows stay readable with many layers: the map grows instead.
+            Chart::Heatmap(h) => (super::SIZE.0, (200 + 22 * h.rows.len() as u32).max(420)),
+            Chart::Dots(d) => (super::SIZE.0, (260 + 70 * d.rows.len() as u32).max(420)),
+            _ => super::SIZE,
+        }
+    }
+}
+
+/// A figure: its anchor, section, caption and chart.
+#[derive(Clone, Debug)]
+pub struct Figure {
+    /// The anchor and file name (`figures/{id}.svg`, `.png`).
+    pub id: String,
+    /// The section it belongs to (1 to 8, see the page).
+    pub section: u8,
+    /// What it shows, in a sentence.
+    pub caption: String,
+    /// The chart.
+    pub chart: Chart,
+}
+
+/// Writes each figure as `dir/figures/{id}.svg` and `.png` (the directory created if needed);
+/// returns the SVGs by id, to inline in the page.
+///
+/// # Errors
+/// A directory or file that cannot be written, or a chart that cannot be drawn.
+pub(crate) fn write_figures(dir: &Path, figures: &[Figure]) -> Result<BTreeMap<String, String>> {
+    let figures_dir = dir.join("figures");
+    std::fs::create_dir_all(&figures_dir).map_err(|source| Error::Io {
+        path: figures_dir.clone(),
+        source,
+    })?;
+    let mut svgs = BTreeMap::new();
+    for f in figures {
+        let size = f.chart.size();
+        let svg_path = figures_dir.join(format!("{}.svg", f.id));
+        let svg = super::render_svg(&svg_path, size, &|a| f.chart.draw(a))?;
+        write_atomic(&svg_path, |w| w.write_all(svg.as_bytes()))?;
+        let png_path = figures_dir.join(format!("{}.png", f.id));
+        super::write_png(&png_path, size, &|a| f.chart.draw(a))?;
+        svgs.insert(f.id.clone(), svg);
+    }
+    remove_stale_figures(&figures_dir, &svgs).map_err(|source| Error::Io {
+        path: figures_dir.clone(),
+        source,
+    })?;
+    Ok(svgs)
+}
+
+/// Removes the figures an earlier report wrote into `figures_dir` that this one (`current`, by
+/// id) did not, so that the directory holds this report's figures only; files mixprec did not
+/// write stay.
+pub(crate) fn remove_stale_figures(
+    figures_dir: &Path,
+    current: &BTreeMap<String, String>,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(figures_dir)? {
+        let path = entry?.path();
+        let figure = path.extension().is_some_and(|e| e == "png" || e == "svg");
+        let id = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        if figure
+            && id.is_some_and(|id| !current.contains_key(&id))
+            && path.is_file()
+            && super::written_by_mixprec(&path)
+        {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// A page: the skeleton every report shares (title, styles, mixprec's mark), around `body`.
+pub(crate) fn document(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        (PreEscaped(super::SVG_SIGNATURE))
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="generator" content="mixprec";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { (title) }
+                (body)
+            }
+        }
+    }
+}
+
+/// A figure: its SVG inline (from a file mixprec rendered: trusted markup whose text plotters
+/// escapes), the caption, links to its files.
+pub(crate) fn figure_markup(id: &str, svg: &str, caption: &str) -> Markup {
+    html! {
+        figure id=(id) {
+            (PreEscaped(svg))
+            figcaption {
+                (caption) " "
+                a href=(format!("figures/{id}.png")) { "PNG" } " · "
+                a href=(format!("figures/{id}.svg")) { "SVG" }
+            }
+        }
+    }
+}
+
+/// `value` as pretty JSON with `"written_by": "mixprec"` first (the mark that lets a later report
+/// replace it), atomically.
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let bad = |e: serde_json::Error| Error::BadFile {
+        path: path.to_path_buf(),
+        problem: e.to_string(),
+    };
+    let mut object = serde_json::Map::new();
+    object.insert("written_by".into(), Value::from("mixprec"));
+    match serde_json::to_value(value).map_err(bad)? {
+        Value::Object(fields) => object.extend(fields),
+        other => {
+            object.insert("value".into(), other);
+        }
+    }
+    let json = serde_json::to_vec_pretty(&object).map_err(bad)?;
+    write_atomic(path, |w| w.write_all(&json))
+}
+
+/// Writes `page` as `dir/index.html`, atomically; returns its path.
+pub(crate) fn write_page(dir: &Path, page: &Markup) -> Result<PathBuf> {
+    let index = dir.join("index.html");
+    write_atomic(&index, |w| w.write_all(page.0.as_bytes()))?;
+    Ok(index)
+}
+
+pub(crate) const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1180px;margin:2em auto;padding:0 1em;color:#222}\
+h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}\
+table{display:block;max-width:100%;overflow-x:auto;border-collapse:collapse;font-size:0.9em;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}\
+th{background:#f3f3f3}figure{margin:1.5em 0}figure svg{max-width:100%;height:auto}\
+figcaption{font-size:0.9em;color:#444}.swatch{display:inline-block;width:0.9em;height:0.9em;margin-right:0.4em;vertical-align:middle}\
+li{margin:0.4em 0}";
+
+pub(crate) fn css(c: RGBColor) -> String {
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// A share as a percent with its digits (no unit: the column says it), small values kept.
+/// The most rows a table shows unfolded: a longer one is folded (HTML `<details>`) so that it
+/// does not push the page's figures and findings out of sight.
+pub(crate) const UNFOLDED_ROWS: usize = 15;
+
+/// `table` of `rows` rows, folded under a summary line when it has more than [`UNFOLDED_ROWS`].
+pub(crate) fn fold(rows: usize, table: Markup) -> Markup {
+    if rows <= UNFOLDED_ROWS {
+        return table;
+    }
+    html! { details { summary { "The table (" (rows) " rows)" } (table) } }
+}
+
+/// A share as a table cell: [`percent`]'s rule, without the sign.
+pub(crate) fn pct_cell(x: f64) -> String {
+    percent(x)
+}
+
+/// A share in words: the terminal tables' rule ([`percent`]: under 1% with two decimals, 0 and
+/// 100 only when exact).
+pub(crate) fn pct(x: f64) -> String {
+    format!("{}%", percent(x))
+}
+
+pub(crate) fn scale_name(s: f64) -> String {
+    let k = s.log2();
+    if (k - k.round()).abs() < 1e-9 {
+        format!("2^{}", k.round())
+    } else {
+        format!("{s}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use maud::html;
+
+    use super::*;
+
+    /// Pages print shares by the terminal tables' rule (issue 25): 0.121% is not 0.1% (the
+    /// threshold it exceeds), 99.96% is not 100%, and 0 and 100 are printed only when exact.
+    /// Tables of more than 15 rows are folded, shorter ones shown.
+    #[test]
+    fn long_tables_are_folded() {
+        let table = html! { table { tr { td { "x" } } } };
+        assert!(
+            !fold(UNFOLDED_ROWS, table.clone())
+                .into_string()
+                .contains("<details>")
+        );
+        let folded = fold(UNFOLDED_ROWS + 1, table).into_string();
+        assert!(
+            folded.starts_with("<details><summary>The table (16 rows)</summary><table>"),
+            "{folded}"
+        );
+    }
+
+    #[test]
+    fn shares_on_pages_follow_the_terminal_rule() {
+        assert_eq!(pct(0.00121), "0.12%");
+        assert_eq!(pct(0.9996), "99.96%");
+        assert_eq!(pct(0.0), "0%");
+        assert_eq!(pct(1.0), "100%");
+        assert_eq!(pct(0.999_999_9), "99.99999%");
+        assert_eq!(pct(1e-7), "1.00e-5%");
+        assert_eq!(pct_cell(0.25), "25.0");
+    }
+}

@@ -1,0 +1,452 @@
+//! The figures of a run page, from the runs' data, in the order of the page's sections.
+
+
+use crate::format::FloatFormat;
+use crate::report::charts::{
+    self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone,
+    run_color,
+};
+use crate::report::html::{Chart, Figure, scale_name};
+use crate::report::runs::RunData;
+use crate::run::Class;
+use crate::stats::Histogram;
+use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
+
+/// log2 of the zone edges of `f`: half the min subnormal, the min normal, the max.
+pub(crate) fn zones(f: FloatFormat) -> Vec<Zone> {
+    let lost = f.min_subnormal().log2() - 1.0;
+    let min_normal = f64::from(f.emin());
+    let max = f.max().log2();
+    vec![
+        Zone {
+            from: -2.0 * charts::OPEN_ZONE,
+            to: lost,
+            color: charts::UNDERFLOW,
+            label: format!("underflow in {f} (rounds to 0)"),
+        },
+        Zone {
+            from: lost,
+            to: min_normal,
+            color: charts::SUBNORMAL,
+            label: "subnormal".into(),
+        },
+        Zone {
+            from: min_normal,
+            to: max,
+            color: charts::NORMAL,
+            label: "normal".into(),
+        },
+        Zone {
+            from: max,
+            to: 2.0 * charts::OPEN_ZONE,
+            color: charts::OVERFLOW,
+            label: "overflow".into(),
+        },
+    ]
+}
+
+pub(crate) fn curve(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
+    points.iter().map(|&(s, v)| (s as f64, v)).collect()
+}
+
+pub(crate) fn lines_of(runs: &[RunData], f: impl Fn(&RunData) -> Vec<(f64, f64)>) -> Vec<Line> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| Line {
+            name: r.name.clone(),
+            color: run_color(i),
+            points: f(r),
+            // The fp32 baseline on top, dashed: a run that matches it does not hide it.
+            dashed: r.is_fp32(),
+        })
+        .collect()
+}
+
+/// Every figure of the page.
+#[allow(clippy::too_many_lines)] // one list of figures, read top to bottom as the page is
+pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
+    let mut out = Vec::new();
+    let positive = runs
+        .iter()
+        .all(|r| r.loss.points.iter().all(|p| p.1 > 0.0 || p.1.is_nan()));
+    out.push(Figure {
+        id: "loss".into(),
+        section: 3,
+        caption: "Training loss per step (the batch's mean loss, unscaled; the discriminator's for a GAN).".into(),
+        chart: Chart::Lines(LineChart {
+            title: "Training loss".into(),
+            x_desc: "step".into(),
+            x_axis: Axis::Linear,
+            y_desc: "loss (log scale)".into(),
+            axis: if positive { Axis::Log10 } else { Axis::Linear },
+            lines: lines_of(runs, |r| curve(&r.loss.points)),
+            bands: vec![],
+            marks: vec![],
+            legend: Corner::UpperRight,
+        }),
+    });
+    if runs.iter().any(|r| !r.eval.is_empty()) {
+        let name = runs
+            .iter()
+            .find_map(|r| r.eval_name.clone())
+            .unwrap_or_default();
+        out.push(Figure {
+            id: "metric".into(),
+            section: 3,
+            caption: format!("The test metric ({name}) at each evaluation step."),
+            chart: Chart::Lines(LineChart {
+                title: format!("Test metric: {name}"),
+                x_desc: "step".into(),
+                x_axis: Axis::Linear,
+                y_desc: name,
+                axis: Axis::Linear,
+                lines: lines_of(runs, |r| curve(&r.eval)),
+                bands: vec![],
+                marks: vec![],
+                legend: Corner::LowerRight,
+            }),
+        });
+    }
+    out.push(Figure {
+        id: "loss-scale".into(),
+        section: 3,
+        caption: "The loss scale each step's backward pass used; crosses mark skipped steps (inf or NaN gradients under loss scaling).".into(),
+        chart: Chart::Lines(LineChart {
+            title: "Loss scale".into(),
+            x_desc: "step".into(),
+            x_axis: Axis::Linear,
+            y_desc: "loss scale (log2)".into(),
+            axis: Axis::Log2,
+            lines: lines_of(runs, |r| curve(&r.loss_scale.points)),
+            bands: vec![],
+            marks: runs
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| !r.skip_marks.is_empty())
+                .map(|(i, r)| Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks), dashed: false })
+                .collect(),
+            // Scales sit at the top (2^16) and the bottom (2^0): the legend goes under the data.
+            legend: Corner::BelowData,
+        }),
+    });
+    for (i, r) in runs.iter().enumerate() {
+        if r.captures.is_empty() {
+            continue;
+        }
+        let steps: Vec<u64> = r.captures.iter().map(|c| c.step).collect();
+        // The outcomes of the gradients stored (activation and weight gradients pooled), as
+        // shares of the values stored; the rest were zero, inf or NaN before rounding.
+        let grad = |c: &crate::report::runs::CaptureSummary| {
+            let mut t = [0.0; 5];
+            for class in [Class::ActivationGrad, Class::WeightGrad] {
+                if let Some(x) = c.classes.get(&class) {
+                    let v = x.values as f64;
+                    for (t, share) in
+                        t.iter_mut()
+                            .zip([1.0, x.underflow, x.subnormal, x.normal, x.overflow])
+                    {
+                        *t += share * v;
+                    }
+                }
+            }
+            let n = t[0].max(1.0);
+            [t[1] / n, t[2] / n, t[3] / n, t[4] / n]
+        };
+        let shares: Vec<[f64; 4]> = r.captures.iter().map(grad).collect();
+        let outcomes = [
+            ("underflow (became 0)", charts::UNDERFLOW),
+            ("subnormal", charts::SUBNORMAL),
+            ("normal", charts::NORMAL),
+            ("overflow", charts::OVERFLOW),
+        ];
+        out.push(Figure {
+            id: format!("shares-{i}"),
+            section: 4,
+            caption: format!("{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); the rest of the 100% were zero before rounding, or inf/NaN.", r.name, r.formats.get(&Class::ActivationGrad).map_or("?", String::as_str)),
+            chart: Chart::Stacked(StackedShares {
+                title: format!("{}: gradients stored, by outcome", r.name),
+                steps: steps.clone(),
+                layers: outcomes
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &(name, color))| (name.to_string(), color, shares.iter().map(|s| s[j]).collect()))
+                    .collect(),
+            }),
+        });
+        out.push(Figure {
+            id: format!("underflow-{i}"),
+            section: 4,
+            caption: format!("{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.", r.name),
+            chart: Chart::Heatmap(layer_grid(
+                format!("{}: underflow share per layer", r.name),
+                "values that underflowed (%)",
+                r.captures.iter().flat_map(|c| {
+                    c.gradients.iter().map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
+                }),
+            )),
+        });
+        if !r.shadow.is_empty() {
+            out.push(Figure {
+                id: format!("shadow-{i}"),
+                section: 4,
+                caption: format!("{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).", r.name),
+                chart: Chart::Heatmap(layer_grid(
+                    format!("{}: gradient norm lost against FP32", r.name),
+                    "FP32 gradient norm lost (%)",
+                    r.shadow.iter().map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
+                )),
+            });
+        }
+    }
+    for (i, r) in runs.iter().enumerate() {
+        let Some(h) = &r.histograms else { continue };
+        let s = h.loss_scale.log2();
+        let at = r.captures.iter().find(|c| c.step == h.step);
+        let rec = at.and_then(|c| c.window.max_log2_scale);
+        let mut series = vec![(
+            "unscaled gradients".to_string(),
+            charts::RUN_COLORS[7],
+            charts::bars(&h.activation_grads, -s),
+        )];
+        if h.loss_scale != 1.0 {
+            series.push((
+                format!(
+                    "as stored: scaled by the run's {}",
+                    scale_name(h.loss_scale)
+                ),
+                run_color(i),
+                charts::bars(&h.activation_grads, 0.0),
+            ));
+        }
+        if let Some(k) = rec {
+            series.push((
+                format!("scaled by the recommended 2^{k}"),
+                charts::RUN_COLORS[0],
+                charts::bars(&h.activation_grads, f64::from(k) - s),
+            ));
+        }
+        out.push(Figure {
+            id: format!("figure3-{i}"),
+            section: 5,
+            caption: format!("{}: log2 magnitudes of the activation gradients of every layer at step {}, against {}'s zones: unscaled, as the run stored them, and scaled by the largest scale that keeps the largest finite (the recommendation, as analyze makes it).", r.name, h.step, r.grad_format),
+            chart: Chart::Histograms(Log2Histograms {
+                title: format!("{}: activation gradients at step {} vs {}", r.name, h.step, r.grad_format),
+                x_desc: "log2 |gradient|".into(),
+                zones: zones(r.grad_format),
+                series,
+            }),
+        });
+        out.push(Figure {
+            id: format!("figure3-layers-{i}"),
+            section: 5,
+            caption: format!("{}: the same, per layer, unscaled.", r.name),
+            chart: Chart::Histograms(Log2Histograms {
+                title: format!(
+                    "{}: activation gradients per layer at step {}",
+                    r.name, h.step
+                ),
+                x_desc: "log2 |gradient| (unscaled)".into(),
+                zones: zones(r.grad_format),
+                series: per_layer(&h.layers, -s),
+            }),
+        });
+    }
+    out.push(window_figure(runs));
+    for (i, r) in runs.iter().enumerate() {
+        let Some(h) = r.update_ratios.as_ref().filter(|h| !h.layers.is_empty()) else {
+            continue;
+        };
+        let t = f64::from(r.master_mantissa_bits + 1);
+        out.push(Figure {
+            id: format!("swamping-{i}"),
+            section: 7,
+            caption: format!("{}: |w| / |update| per layer at step {}; an update is lost (rounds away) when the ratio exceeds about 2^{t} for master weights with {} mantissa bits.", r.name, h.step, r.master_mantissa_bits),
+            chart: Chart::Histograms(Log2Histograms {
+                title: format!("{}: weight-to-update ratios at step {}", r.name, h.step),
+                x_desc: "log2 (|w| / |update|)".into(),
+                zones: vec![
+                    Zone { from: -2.0 * charts::OPEN_ZONE, to: t, color: charts::NORMAL, label: "update changes the weight".into() },
+                    Zone { from: t, to: 2.0 * charts::OPEN_ZONE, color: charts::UNDERFLOW, label: format!("lost: above 2^{t}") },
+                ],
+                series: per_layer(&h.layers, 0.0),
+            }),
+        });
+    }
+    out.push(Figure {
+        id: "updates-lost".into(),
+        section: 7,
+        caption: "Share of nonzero updates that changed no master weight, per step.".into(),
+        chart: Chart::Lines(LineChart {
+            title: "Updates lost to swamping".into(),
+            x_desc: "step".into(),
+            x_axis: Axis::Linear,
+            y_desc: "updates lost (share of nonzero updates)".into(),
+            axis: Axis::Linear,
+            lines: lines_of(runs, |r| curve(&r.updates_lost.points)),
+            bands: vec![],
+            marks: vec![],
+            legend: Corner::UpperRight,
+        }),
+    });
+    out
+}
+
+/// A layers x steps map from `(step, layer, class, value)` points: one row per layer and class
+/// and one column per step, in the order they first appear; NaN where a pair has no point.
+pub(crate) fn layer_grid<'a>(
+    title: String,
+    value_desc: &str,
+    points: impl Iterator<Item = (u64, &'a str, Class, f64)>,
+) -> Heatmap {
+    let mut rows: Vec<(&str, Class)> = Vec::new();
+    let mut cols: Vec<u64> = Vec::new();
+    let mut cells: Vec<(usize, usize, f64)> = Vec::new();
+    for (step, layer, class, value) in points {
+        let row = rows
+            .iter()
+            .position(|&r| r == (layer, class))
+            .unwrap_or_else(|| {
+                rows.push((layer, class));
+                rows.len() - 1
+            });
+        let col = cols.iter().position(|&c| c == step).unwrap_or_else(|| {
+            cols.push(step);
+            cols.len() - 1
+        });
+        cells.push((row, col, value));
+    }
+    let mut values = vec![vec![f64::NAN; cols.len()]; rows.len()];
+    for (row, col, value) in cells {
+        values[row][col] = value;
+    }
+    Heatmap {
+        title,
+        value_desc: value_desc.to_string(),
+        rows: rows
+            .iter()
+            .map(|(l, c)| format!("{l} {}", c.name()))
+            .collect(),
+        cols,
+        values,
+    }
+}
+
+pub(crate) fn per_layer(hists: &[(String, Histogram)], shift: f64) -> Vec<charts::HistogramLine> {
+    hists
+        .iter()
+        .enumerate()
+        .map(|(i, (name, h))| (name.clone(), run_color(i), charts::bars(h, shift)))
+        .collect()
+}
+
+pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
+    let mut bands = Vec::new();
+    let mut lines = Vec::new();
+    let mut marks = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let pts: Vec<(f64, f64, f64)> = r
+            .captures
+            .iter()
+            .filter_map(|c| {
+                let (lo, hi) = (c.window.min_log2_scale?, c.window.max_log2_scale?);
+                (lo <= hi).then(|| (c.step as f64, 2f64.powi(lo), 2f64.powi(hi)))
+            })
+            .collect();
+        if !pts.is_empty() {
+            bands.push(Band {
+                name: format!("{}: window in {}", r.name, r.grad_format),
+                color: run_color(i),
+                points: pts,
+            });
+        }
+        let predicted: Vec<(f64, f64)> = r
+            .captures
+            .iter()
+            .filter_map(|c| Some((c.step as f64, 2f64.powi(c.predicted_min_log2_scale?))))
+            .collect();
+        if !predicted.is_empty() {
+            lines.push(Line {
+                name: format!("{}: predicted to match fp32 from", r.name),
+                color: run_color(i),
+                points: predicted,
+                dashed: true,
+            });
+        }
+        lines.push(Line {
+            name: format!("{}: loss scale", r.name),
+            color: run_color(i),
+            points: curve(&r.loss_scale.points),
+            dashed: false,
+        });
+        if !r.skip_marks.is_empty() {
+            marks.push(Line {
+                name: format!("{}: skipped", r.name),
+                color: run_color(i),
+                points: curve(&r.skip_marks),
+                dashed: false,
+            });
+        }
+    }
+    Figure {
+        id: "window".into(),
+        section: 6,
+        caption: format!(
+            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite), with each run's loss scale and its skipped steps. Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
+            threshold_percent(MATCH_MAX_ENERGY_LOST),
+            threshold_percent(MATCH_MAX_UNDERFLOW)
+        ),
+        chart: Chart::Lines(LineChart {
+            title: "Loss-scale window over training".into(),
+            x_desc: "step".into(),
+            x_axis: Axis::Linear,
+            y_desc: "loss scale (log2)".into(),
+            axis: Axis::Log2,
+            lines,
+            bands,
+            marks,
+            legend: Corner::BelowData,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{BF16, FP8_E5M2, FP16};
+    use crate::report::charts;
+
+    /// The run report's format zones: each label and colour goes with its edges (fp16:
+    /// underflow below 2^-25, half the min subnormal; subnormal up to the min normal 2^-14;
+    /// normal up to the max; overflow above), and the zones tile the axis in that order.
+    #[test]
+    fn zones_label_and_colour_the_right_ranges() {
+        let z = zones(FP16);
+        let named = |label: &str| z.iter().find(|z| z.label.starts_with(label)).unwrap();
+        let under = named("underflow");
+        assert_eq!(under.label, "underflow in fp16 (rounds to 0)");
+        assert_eq!((under.to, under.color), (-25.0, charts::UNDERFLOW));
+        let sub = named("subnormal");
+        assert_eq!(
+            (sub.from, sub.to, sub.color),
+            (-25.0, -14.0, charts::SUBNORMAL)
+        );
+        let normal = named("normal");
+        assert_eq!(
+            (normal.from, normal.to, normal.color),
+            (-14.0, 65504f64.log2(), charts::NORMAL)
+        );
+        let over = named("overflow");
+        assert_eq!((over.from, over.color), (65504f64.log2(), charts::OVERFLOW));
+        for f in [FP16, BF16, FP8_E5M2] {
+            let z = zones(f);
+            assert_eq!(z[0].to, f.min_subnormal().log2() - 1.0, "{f}");
+            assert_eq!(z[0].color, charts::UNDERFLOW, "{f}");
+            assert_eq!(z[3].from, f.max().log2(), "{f}");
+            assert_eq!(z[3].color, charts::OVERFLOW, "{f}");
+            assert!(z[0].from < z[0].to && z[3].from < z[3].to, "{f}");
+            for w in z.windows(2) {
+                assert_eq!(w[0].to, w[1].from, "{f}");
+            }
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The findings of a run page: one sentence per thing worth saying, each with the figure that
+//! shows it, computed from the runs' data.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::report::html::{pct, scale_name};
+use crate::report::runs::{RunData, WINDOW_SCALES};
+use crate::run::Class;
+use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
+
+/// A sentence of the findings, and the figure that shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    /// The sentence, with its numbers.
+    pub text: String,
+    /// The id of the figure (an anchor of the page).
+    pub figure: String,
+}
+
+pub(crate) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
+    match (w.min_log2_scale, w.max_log2_scale) {
+        (Some(lo), Some(hi)) if lo <= hi => Some(format!("2^{lo}..2^{hi}")),
+        _ => None,
+    }
+}
+
+/// The findings, most important first.
+/// Why a run that did not diverge still failed to train, if it did: its loss grew many-fold
+/// (4x or more from its first step to its last), or its metric ended far below another run's of
+/// the same report (by half the metric's range or more).
+pub(crate) fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
+    let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
+    let &(first_step, first) = r.loss.points.first()?;
+    let metric = &s.eval_metric;
+    let best = runs
+        .iter()
+        .filter_map(|o| Some((&o.name, o.summary.as_ref()?)))
+        .filter(|(_, o)| o.eval_metric.name == metric.name && o.eval_metric.value.is_finite())
+        .max_by(|a, b| a.1.eval_metric.value.total_cmp(&b.1.eval_metric.value));
+    let grew = first > 0.0 && s.final_loss.is_finite() && s.final_loss >= 4.0 * first;
+    let behind = metric.name == "test_accuracy"
+        && best.is_some_and(|(_, b)| b.eval_metric.value - metric.value >= 0.5);
+    if !grew && !behind {
+        return None;
+    }
+    let mut why = Vec::new();
+    if grew {
+        why.push(format!(
+            "its loss grew from {first:.4} at step {first_step} to {:.4}",
+            s.final_loss
+        ));
+    }
+    if behind && let Some((name, b)) = best {
+        why.push(format!(
+            "its {} ends at {:.4} against {:.4} for {name}",
+            metric.name, metric.value, b.eval_metric.value
+        ));
+    }
+    Some(format!(
+        "{} failed to train without diverging: {}.",
+        r.name,
+        why.join(", and ")
+    ))
+}
+
+pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut say = |text: String, figure: &str| {
+        out.push(Finding {
+            text,
+            figure: figure.to_string(),
+        });
+    };
+    for (i, r) in runs.iter().enumerate() {
+        let n = &r.name;
+        if !r.complete {
+            let planned = r.config.get("steps").and_then(Value::as_u64);
+            say(
+                format!(
+                    "{n} did not finish (killed, crashed or still running): {} steps were written{}; this report shows them.",
+                    r.steps_read,
+                    planned.map_or(String::new(), |p| format!(" of {p} planned"))
+                ),
+                "loss",
+            );
+        }
+        if let Some(s) = r
+            .summary
+            .as_ref()
+            .filter(|s| r.complete && s.steps != r.steps_read)
+        {
+            // A finished run whose metrics do not hold its steps: a file edited, cut or
+            // replaced after the run; the figures show what metrics.jsonl holds.
+            say(
+                format!(
+                    "{n}: summary.json says {} steps, but metrics.jsonl holds {}: the run directory was changed after the run; the curves show the steps it holds.",
+                    s.steps, r.steps_read
+                ),
+                "loss",
+            );
+        }
+        if let Some(s) = r.summary.as_ref().filter(|s| s.diverged) {
+            say(
+                format!(
+                    "{n} diverged: final loss {}, {} of {} steps skipped, {} steps with inf or NaN gradients.",
+                    if s.final_loss.is_finite() {
+                        format!("{:.4}", s.final_loss)
+                    } else {
+                        "not finite".into()
+                    },
+                    s.skipped_steps,
+                    s.steps,
+                    s.overflow_steps
+                ),
+                "loss",
+            );
+        }
+        if let Some(text) = failed_to_train(r, runs) {
+            say(text, "loss");
+        }
+        let rounds_gradients = r
+            .formats
+            .get(&Class::ActivationGrad)
+            .is_some_and(|f| f != "fp32");
+        // Underflow: the first capture step where a gradient tensor lost 1% or more.
+        let worst = r.captures.iter().find_map(|c| {
+            c.gradients
+                .iter()
+                .filter(|(_, _, s)| s.underflow >= 0.01)
+                .max_by(|a, b| a.2.underflow.total_cmp(&b.2.underflow))
+                .map(|g| (c, g))
+        });
+        if let Some((c, (layer, class, s))) = worst {
+            let mut text = format!(
+                "At step {}, {} of {layer}'s {} underflowed in {} ({n}).",
+                c.step,
+                pct(s.underflow),
+                class.name().replace('_', " ").replace("grad", "gradients"),
+                r.formats.get(class).map_or("its format", String::as_str),
+            );
+            let shadow: Vec<_> = r
+                .shadow
+                .iter()
+                .filter(|p| r.shadow.first().is_some_and(|f| f.step == p.step))
+                .filter(|p| p.tensor == Class::WeightGrad && p.norm_lost >= 0.5)
+                .collect();
+            if !shadow.is_empty() {
+                let least = shadow.iter().map(|p| p.norm_lost).fold(1.0, f64::min);
+                // What the rounding counts said about those layers' weight gradients then.
+                let counted = r
+                    .captures
+                    .iter()
+                    .find(|c| c.step == shadow[0].step)
+                    .map(|c| {
+                        c.gradients
+                            .iter()
+                            .filter(|(l, k, _)| {
+                                *k == Class::WeightGrad && shadow.iter().any(|p| p.layer == *l)
+                            })
+                            .map(|g| g.2.underflow)
+                            .fold(0.0, f64::max)
+                    });
+                let _ = write!(
+                    text,
+                    " Against the FP32 shadow at step {}, {} lost {} of their weight gradients' norm: {}{}.",
+                    shadow[0].step,
+                    if shadow.len() == 1 { "one layer".to_string() } else { format!("{} layers", shadow.len()) },
+                    if least >= 0.995 { "all".to_string() } else { format!("at least {}", pct(least)) },
+                    shadow.iter().map(|p| p.layer.as_str()).collect::<Vec<_>>().join(", "),
+                    counted.map_or(String::new(), |u| format!(
+                        ", while the rounding counts there show {} underflow: the zeros came from upstream",
+                        pct(u)
+                    )),
+                );
+            }
+            match window_name(&c.window) {
+                Some(w) if r.formats.get(class).is_some_and(|f| f == "fp32") => {
+                    let _ = write!(
+                        text,
+                        " Stored in {}, loss scales {w} would keep them.",
+                        r.grad_format
+                    );
+                }
+                Some(w) => {
+                    let _ = write!(
+                        text,
+                        " Loss scales {w} would have kept all but {} of them; this run used {}.",
+                        crate::stats::recommend::threshold_percent(
+                            crate::report::runs::MAX_UNDERFLOW
+                        ),
+                        if c.loss_scale == 1.0 {
+                            "none".into()
+                        } else {
+                            scale_name(c.loss_scale)
+                        }
+                    );
+                }
+                None => {
+                    text.push_str(" No single loss scale keeps them all in range: see section 6.")
+                }
+            }
+            say(text, &format!("underflow-{i}"));
+        } else if !r.captures.is_empty() && rounds_gradients {
+            say(
+                format!(
+                    "{n}: no gradient tensor lost 1% or more of its values to underflow at any capture step."
+                ),
+                &format!("shares-{i}"),
+            );
+        }
+        if !r.shadow.is_empty() && rounds_gradients {
+            // Where the run's (or the shadow's) gradients were not finite, nothing is compared.
+            let compared: Vec<_> = r
+                .shadow
+                .iter()
+                .filter(|p| p.relative_error.is_finite())
+                .collect();
+            let worst = compared.iter().map(|p| p.norm_lost).fold(0.0, f64::max);
+            let steps = |points: &[&crate::report::runs::ShadowPoint]| {
+                let mut s: Vec<u64> = points.iter().map(|p| p.step).collect();
+                s.dedup();
+                s.len()
+            };
+            let all: Vec<_> = r.shadow.iter().collect();
+            if compared.len() < r.shadow.len() {
+                let bad: Vec<_> = r
+                    .shadow
+                    .iter()
+                    .filter(|p| !p.relative_error.is_finite())
+                    .collect();
+                say(
+                    format!(
+                        "{n}: at {} of {} shadow steps (first at step {}) some gradient was not finite in the run or in the FP32 shadow from its weights: there is nothing to compare.",
+                        steps(&bad),
+                        steps(&all),
+                        bad[0].step
+                    ),
+                    &format!("shadow-{i}"),
+                );
+            }
+            if !compared.is_empty() && worst < 0.01 {
+                say(
+                    format!(
+                        "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}{}).",
+                        pct(worst),
+                        if compared.len() < r.shadow.len() {
+                            match steps(&compared) {
+                                1 => ", at the one shadow step where both were finite".to_string(),
+                                k => format!(", at the {k} shadow steps where both were finite"),
+                            }
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    &format!("shadow-{i}"),
+                );
+            }
+        }
+        let outside = outside_window(r);
+        let judged = r
+            .formats
+            .get(&Class::ActivationGrad)
+            .is_some_and(|f| f != "fp32");
+        if let (Some(first), true) = (outside.first(), judged) {
+            // Against the scale predicted to train like fp32 from an fp32 run's gradients.
+            let predicted = runs.iter().filter_map(|q| q.predicted_min_log2_scale).max();
+            let lowest = outside
+                .iter()
+                .map(|c| c.loss_scale)
+                .fold(f64::INFINITY, f64::min);
+            let healthy = !r.summary.as_ref().is_some_and(|s| s.diverged)
+                && failed_to_train(r, runs).is_none();
+            let verdict = match predicted {
+                Some(p) if lowest >= crate::format::pow2(p) && healthy => format!(
+                    "; every one at or above 2^{p}, the scale from which training is predicted to match fp32 (from fp32's weight gradients), and the run trained: the window is conservative here"
+                ),
+                Some(p) if lowest < crate::format::pow2(p) => format!(
+                    "; below 2^{p}, the scale from which training is predicted to match fp32, at {}",
+                    scale_name(lowest)
+                ),
+                _ => String::new(),
+            };
+            say(
+                format!(
+                    "{n}: the loss scale was outside the window at {} of {} capture steps (first at step {}: {} against {}){verdict}.",
+                    outside.len(),
+                    r.captures.len(),
+                    first.step,
+                    scale_name(first.loss_scale),
+                    window_name(&first.window).unwrap_or_default()
+                ),
+                "window",
+            );
+        }
+        if r.overflow.count > 0 {
+            let earliest = r.nonfinite.iter().min_by_key(|s| s.first);
+            let mut site = earliest.map_or(String::new(), |s| {
+                format!(
+                    "; the first inf or NaN was stored at step {} in {} {}",
+                    s.first,
+                    s.layer,
+                    s.tensor.name()
+                )
+            });
+            if let Some(most) = r
+                .nonfinite
+                .first()
+                .filter(|m| earliest.is_some_and(|e| e.first != m.first || e.layer != m.layer))
+            {
+                let _ = write!(
+                    site,
+                    ", and on {} steps first in {} {}",
+                    most.steps,
+                    most.layer,
+                    most.tensor.name()
+                );
+            }
+            say(
+                format!(
+                    "{n}: {} steps had inf or NaN gradients, {} were skipped{site}.",
+                    r.overflow.count, r.skipped.count
+                ),
+                "loss-scale",
+            );
+        }
+        let lost: Vec<f64> = r.updates_lost.points.iter().map(|p| p.1).collect();
+        let mean = lost.iter().sum::<f64>() / lost.len().max(1) as f64;
+        if mean >= 0.1 {
+            say(
+                format!(
+                    "{n}: on average {} of nonzero updates changed no weight (swamping in the {}-bit-mantissa master weights).",
+                    pct(mean),
+                    r.master_mantissa_bits
+                ),
+                "updates-lost",
+            );
+        }
+    }
+    out
+}
+
+/// The capture steps whose loss scale was outside that step's window.
+pub(crate) fn outside_window(r: &RunData) -> Vec<&crate::report::runs::CaptureSummary> {
+    r.captures
+        .iter()
+        .filter(|c| {
+            let k = c.loss_scale.log2();
+            match (c.window.min_log2_scale, c.window.max_log2_scale) {
+                (Some(lo), Some(hi)) if lo <= hi => k < f64::from(lo) || k > f64::from(hi),
+                _ => false,
+            }
+        })
+        .collect()
+}
+
+/// In words: where the scaler was against the window, and GradScaler settings that keep it.
+pub(crate) fn window_sentence(r: &RunData) -> String {
+    let windows: Vec<_> = r
+        .captures
+        .iter()
+        .filter_map(|c| Some((c.step, c.window.min_log2_scale?, c.window.max_log2_scale?)))
+        .filter(|(_, lo, hi)| lo <= hi)
+        .collect();
+    let Some(&(first_step, lo, hi)) = windows.first() else {
+        return format!(
+            "{}: no capture step has a window for {} (no gradients captured, or no single scale keeps them).",
+            r.name, r.grad_format
+        );
+    };
+    let top = windows.iter().map(|w| w.2).min().unwrap_or(hi);
+    let bottom = windows.iter().map(|w| w.1).max().unwrap_or(lo);
+    let mut s = format!(
+        "{}: in {}, the window of the unscaled gradients was 2^{lo}..2^{hi} at step {first_step}",
+        r.name, r.grad_format
+    );
+    if windows.len() > 1 {
+        let (_, l, h) = windows[windows.len() - 1];
+        let _ = write!(
+            s,
+            " and 2^{l}..2^{h} at step {}",
+            windows[windows.len() - 1].0
+        );
+    }
+    if bottom <= top {
+        let _ = write!(
+            s,
+            ". One scale lay in every window: 2^{bottom}..2^{top}. GradScaler(init_scale=2.0**{top}) starts inside; with growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
+            r.steps_read
+        );
+    } else {
+        let _ = write!(
+            s,
+            ". No one scale lay in every window (the lowest upper edge 2^{top} is below the highest lower edge 2^{bottom}): a dynamic scaler must move; GradScaler(init_scale=2.0**{hi}) starts inside."
+        );
+    }
+    if let Some(p) = r.predicted_min_log2_scale {
+        let _ = write!(
+            s,
+            " From its FP32 weight gradients (every capture step pooled), training is predicted to match fp32 from 2^{p} up (at most {} of their squared norm and {} of their values underflow; mixprec's loss-scale grids confirm this rule within one binade, where the window's lower edge is the conservative one).",
+            threshold_percent(MATCH_MAX_ENERGY_LOST),
+            threshold_percent(MATCH_MAX_UNDERFLOW)
+        );
+    }
+    let outside = outside_window(r);
+    match outside.first() {
+        Some(first) => {
+            let _ = write!(
+                s,
+                " The run's loss scale left the window at {} of {} capture steps, first at step {} ({}).",
+                outside.len(),
+                r.captures.len(),
+                first.step,
+                scale_name(first.loss_scale)
+            );
+        }
+        None => s.push_str(" The run's loss scale stayed inside the window at every capture step."),
+    }
+    let range = format!("2^{}..2^{}", WINDOW_SCALES.start(), WINDOW_SCALES.end());
+    let _ = write!(s, " (Windows searched over {range}.)");
+    s
+}
