@@ -1,6 +1,5 @@
 //! The figures of a run page, from the runs' data, in the order of the page's sections.
 
-
 use crate::format::FloatFormat;
 use crate::report::charts::{
     self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone,
