@@ -382,9 +382,12 @@ impl TensorAnalysis {
 /// A tensor's name in tables and legends, `file:name` when several files are shown.
 #[must_use]
 pub(crate) fn tensor_label(file: &Path, name: &str, with_file: bool) -> String {
-    let name = text::printable(name);
+    let name = crate::text::printable(name);
     if with_file {
-        format!("{}:{name}", text::printable(&file.display().to_string()))
+        format!(
+            "{}:{name}",
+            crate::text::printable(&file.display().to_string())
+        )
     } else {
         name.into_owned()
     }

@@ -16,6 +16,7 @@ pub mod report;
 pub mod run;
 pub mod scaling;
 pub mod stats;
+pub mod text;
 pub mod train;
 
 pub use error::{Error, Result};

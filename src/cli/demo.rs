@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::format::FP16;
-use crate::report::html::pct;
 use crate::report::page::failed_to_train;
 use crate::report::{Report, ReportOptions, RunData};
 use crate::run::Class;
@@ -95,10 +94,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         "Without loss scaling, {} of the nonzero gradient values (activation and weight \
          gradients, over the {} capture steps) underflowed to zero in fp16; with the dynamic \
          scaler (2^{} at the end), {}.",
-        pct(gradients_underflowed(unscaled)),
+        crate::text::pct(gradients_underflowed(unscaled)),
         unscaled.captures.len(),
         dynamic_scale,
-        pct(gradients_underflowed(dynamic)),
+        crate::text::pct(gradients_underflowed(dynamic)),
     )?;
     let window = fp32_window(&dirs[0])?;
     // The page's prediction for the fp32 run (its weight gradients, every capture pooled).
@@ -142,7 +141,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 /// A run's outcome in words: its metric, whether it diverged or failed to train (the report's
 /// rules), and its skipped steps.
 fn outcome(r: &RunData, s: &Summary, runs: &[RunData]) -> String {
-    let metric = format!("test accuracy {}", pct(s.eval_metric.value));
+    let metric = format!("test accuracy {}", crate::text::pct(s.eval_metric.value));
     let failed = if s.diverged {
         ", diverged"
     } else if failed_to_train(r, runs).is_some() {

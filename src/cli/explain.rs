@@ -3,7 +3,6 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use super::formats::sci;
 use super::quantize::format_value;
 use super::round_args::RoundArgs;
 use crate::error::Error;
@@ -234,7 +233,11 @@ pub fn explain(input: &str, x: f64, rounder: &Rounder) -> String {
         } else if r.is_finite() {
             let abs = r - x;
             let rel = if x == 0.0 { 0.0 } else { abs / x.abs() };
-            let mut e = format!("absolute {}, relative {:.3e}", sci(abs), rel);
+            let mut e = format!(
+                "absolute {}, relative {:.3e}",
+                crate::text::magnitude(abs),
+                rel
+            );
             if lo != hi && hi.is_finite() {
                 e += &format!(" ({:.3} ulp)", abs.abs() / (hi - lo));
             }

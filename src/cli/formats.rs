@@ -105,12 +105,12 @@ fn write_block_table(out: &mut dyn Write, blocks: &[BlockFormat]) -> std::io::Re
                 b.name(),
                 format!("{r} x {c}"),
                 b.element().name(),
-                sci(b.element().max()),
+                crate::text::magnitude(b.element().max()),
                 b.scale_format().to_string(),
             ]
         })
         .collect();
-    crate::analysis::text::table(out, &header, &rows)?;
+    crate::text::table(out, &header, &rows)?;
     writeln!(
         out,
         "\nblock: rows x columns sharing one scale, along each row (tiles: R rows x C columns, \
@@ -147,23 +147,23 @@ fn write_element_table(out: &mut dyn Write, formats: &[FloatFormat]) -> std::io:
                 f.exp_bits().to_string(),
                 f.man_bits().to_string(),
                 f.bias().to_string(),
-                sci(f.max()),
-                sci(f.min_normal()),
-                sci(f.min_subnormal()),
+                crate::text::magnitude(f.max()),
+                crate::text::magnitude(f.min_normal()),
+                crate::text::magnitude(f.min_subnormal()),
                 format!(
                     "2^{} / 2^{} .. {}",
                     f.min_subnormal().log2(),
                     f.min_normal().log2(),
                     crate::report::formats::power(f.max())
                 ),
-                sci(f.epsilon()),
+                crate::text::magnitude(f.epsilon()),
                 if f.has_infinity() { "yes" } else { "no" }.to_string(),
                 if f.has_nan() { "yes" } else { "no" }.to_string(),
                 format!("{:.1}", (f.man_bits() + 1) as f64 * 2f64.log10()),
             ]
         })
         .collect();
-    crate::analysis::text::table(out, &header, &rows)?;
+    crate::text::table(out, &header, &rows)?;
     writeln!(
         out,
         "\nmax: largest finite value; min normal: 2^emin, below it precision falls (subnormals) \
@@ -172,23 +172,4 @@ fn write_element_table(out: &mut dyn Write, formats: &[FloatFormat]) -> std::io:
          NaN: they saturate. The MX block scale e8m0 is not listed: unsigned powers of two \
          2^-127..2^127, NaN at 0xff, no zero."
     )
-}
-
-/// A value in 4 significant digits of scientific notation, or exactly if it is short.
-pub(crate) fn sci(x: f64) -> String {
-    let exact = format!("{x}");
-    if exact.len() <= 9 {
-        return exact;
-    }
-    // Four significant digits, or more where four would round a value just under a power of
-    // two up to it (e2m23's max 3.9999998 is not 4).
-    let mut s = format!("{x:.3e}");
-    for digits in 4..=16 {
-        let shown: f64 = s.parse().unwrap_or(x);
-        if shown == x || shown.abs().log2().fract() != 0.0 {
-            break;
-        }
-        s = format!("{x:.digits$e}");
-    }
-    s
 }

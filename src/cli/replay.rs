@@ -81,7 +81,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             r.replay.judged.format
         )?;
         writeln!(out, "{}\n", r.replay.open_loop)?;
-        crate::analysis::text::table(out, &HEADER, &table(&r))?;
+        crate::text::table(out, &HEADER, &table(&r))?;
         if r.replay.unexplained_overflows > 0 {
             writeln!(
                 out,

@@ -24,6 +24,7 @@ use crate::scaling::window::{step_rule, unscaled_predicted};
 use crate::stats::recommend::StepRule;
 use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::stats::{Histogram, Recommendation};
+use crate::text::{Signed, four_digits, p_value};
 
 mod figures;
 mod findings;
@@ -515,55 +516,32 @@ fn fp32_window(
 fn mean_cell(m: Option<MeanCi>) -> String {
     match m {
         None => "-".into(),
-        Some(m) if m.low.is_finite() => format!("{} [{}, {}]", g4(m.mean), g4(m.low), g4(m.high)),
-        Some(m) => format!("{} (n = 1)", g4(m.mean)),
+        Some(m) if m.low.is_finite() => format!(
+            "{} [{}, {}]",
+            four_digits(m.mean),
+            four_digits(m.low),
+            four_digits(m.high)
+        ),
+        Some(m) => format!("{} (n = 1)", four_digits(m.mean)),
     }
 }
 
 fn diff_cell(w: Option<Welch>) -> String {
     w.map_or_else(
         || "-".into(),
-        |w| format!("{:+} [{}, {}]", Signed(w.difference), g4(w.low), g4(w.high)),
+        |w| {
+            format!(
+                "{:+} [{}, {}]",
+                Signed(w.difference),
+                four_digits(w.low),
+                four_digits(w.high)
+            )
+        },
     )
 }
 
 fn p_cell(w: Option<Welch>) -> String {
-    w.map_or_else(|| "-".into(), |w| p_text(w.p_value))
-}
-
-fn p_text(p: f64) -> String {
-    if p < 1e-3 {
-        format!("{p:.1e}")
-    } else {
-        format!("{p:.3}")
-    }
-}
-
-/// Four significant digits, plain between 1e-3 and 1e5.
-fn g4(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    let a = x.abs();
-    if (1e-3..1e5).contains(&a) {
-        let digits = (3 - a.log10().floor() as i32).max(0) as usize;
-        format!("{x:.digits$}")
-    } else {
-        format!("{x:.3e}")
-    }
-}
-
-/// A number with its sign, as [`g4`] writes it.
-struct Signed(f64);
-
-impl std::fmt::Display for Signed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0 >= 0.0 {
-            write!(f, "+{}", g4(self.0))
-        } else {
-            f.write_str(&g4(self.0))
-        }
-    }
+    w.map_or_else(|| "-".into(), |w| p_value(w.p_value))
 }
 
 #[cfg(test)]
@@ -577,10 +555,5 @@ mod tests {
         assert_eq!(number("0.01"), Some(0.01));
         assert_eq!(number("16"), Some(16.0));
         assert_eq!(number("fp32"), None);
-        assert_eq!(g4(0.971_234), "0.9712");
-        assert_eq!(g4(30.703_81), "30.70");
-        assert_eq!(g4(1.2e-5), "1.200e-5");
-        assert_eq!(p_text(0.000_176), "1.8e-4");
-        assert_eq!(p_text(0.3220), "0.322");
     }
 }

@@ -11,7 +11,6 @@ use plotters::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::analysis::text::percent;
 use crate::io::write_atomic;
 use crate::report::charts::{self, DotChart, Heatmap, LineChart, Log2Histograms, StackedShares};
 use crate::{Error, Result};
@@ -202,34 +201,12 @@ pub(crate) fn fold(rows: usize, table: Markup) -> Markup {
     html! { details { summary { "The table (" (rows) " rows)" } (table) } }
 }
 
-/// A share as a table cell: [`percent`]'s rule, without the sign.
-pub(crate) fn pct_cell(x: f64) -> String {
-    percent(x)
-}
-
-/// A share in words: the terminal tables' rule ([`percent`]: under 1% with two decimals, 0 and
-/// 100 only when exact).
-pub(crate) fn pct(x: f64) -> String {
-    format!("{}%", percent(x))
-}
-
-pub(crate) fn scale_name(s: f64) -> String {
-    let k = s.log2();
-    if (k - k.round()).abs() < 1e-9 {
-        format!("2^{}", k.round())
-    } else {
-        format!("{s}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use maud::html;
 
     use super::*;
 
-    /// Pages print shares by the terminal tables' rule (issue 25): 0.121% is not 0.1% (the
-    /// threshold it exceeds), 99.96% is not 100%, and 0 and 100 are printed only when exact.
     /// Tables of more than 15 rows are folded, shorter ones shown.
     #[test]
     fn long_tables_are_folded() {
@@ -244,16 +221,5 @@ mod tests {
             folded.starts_with("<details><summary>The table (16 rows)</summary><table>"),
             "{folded}"
         );
-    }
-
-    #[test]
-    fn shares_on_pages_follow_the_terminal_rule() {
-        assert_eq!(pct(0.00121), "0.12%");
-        assert_eq!(pct(0.9996), "99.96%");
-        assert_eq!(pct(0.0), "0%");
-        assert_eq!(pct(1.0), "100%");
-        assert_eq!(pct(0.999_999_9), "99.99999%");
-        assert_eq!(pct(1e-7), "1.00e-5%");
-        assert_eq!(pct_cell(0.25), "25.0");
     }
 }

@@ -10,9 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::charts::run_color;
-use super::html::{
-    Figure, css, document, figure_markup, pct_cell, write_figures, write_json, write_page,
-};
+use super::html::{Figure, css, document, figure_markup, write_figures, write_json, write_page};
 use super::runs::RunData;
 use crate::analysis::Analysis;
 use crate::run::Class;
@@ -185,8 +183,8 @@ impl Report {
                                     td { (r.name) } td { (c.step) } td { (class.name()) }
                                     td { (r.formats.get(class).map_or("?", String::as_str)) }
                                     td { (x.values) }
-                                    td { (pct_cell(x.underflow)) } td { (pct_cell(x.subnormal)) } td { (pct_cell(x.normal)) }
-                                    td { (pct_cell(x.overflow)) } td { (pct_cell(x.zero)) } td { (pct_cell(x.nonfinite)) }
+                                    td { (crate::text::percent(x.underflow)) } td { (crate::text::percent(x.subnormal)) } td { (crate::text::percent(x.normal)) }
+                                    td { (crate::text::percent(x.overflow)) } td { (crate::text::percent(x.zero)) } td { (crate::text::percent(x.nonfinite)) }
                                 }
                             }
                         }
@@ -297,7 +295,7 @@ pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<PathBuf> {
                                 _ => "none".to_string(),
                             }) }
                             td { (w.at_log2_scale) }
-                            td { (pct_cell(w.underflow_share)) }
+                            td { (crate::text::percent(w.underflow_share)) }
                             td { (if w.excludes_recommended { "yes" } else { "no" }) }
                         }
                     }

@@ -7,10 +7,7 @@ use maud::html;
 use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
-use super::html::{
-    Chart, Figure, document, figure_markup, pct_cell, scale_name, write_figures, write_json,
-    write_page,
-};
+use super::html::{Chart, Figure, document, figure_markup, write_figures, write_json, write_page};
 use super::runs::judged_format;
 use crate::format::{FP32, FloatFormat, Overflow};
 use crate::run::Class;
@@ -302,13 +299,13 @@ pub fn table(r: &RunReplay) -> Vec<[String; 10]> {
                 p.policy.clone(),
                 p.scale_changes
                     .last()
-                    .map_or("-".into(), |&(_, s)| scale_name(s)),
+                    .map_or("-".into(), |&(_, s)| crate::text::scale_name(s)),
                 p.scale_changes.len().saturating_sub(1).to_string(),
                 p.overflow.count.to_string(),
                 p.skipped.count.to_string(),
                 p.above_window.count.to_string(),
                 p.below_window.count.to_string(),
-                p.mean_underflow().map_or("-".into(), pct_cell),
+                p.mean_underflow().map_or("-".into(), crate::text::percent),
                 p.stopped_at.map_or("-".into(), |s| s.to_string()),
                 if p.matches_run { "yes" } else { "no" }.into(),
             ]

@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use super::{BlockAnalysis, BlockStats, BlockTensor, ElementRange, Scheme};
-use crate::analysis::text::{magnitude, percent, percent_of, table};
+use crate::text::{magnitude, percent, percent_of, table};
 
 /// An edge `[lo, hi]` of an [`ElementRange`] in words: `18..19`, or `18.81` when both agree.
 #[must_use]
@@ -146,8 +146,8 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
         writeln!(
             out,
             "skipped {} in {}: unsupported dtype {}",
-            super::super::text::printable(&s.name),
-            super::super::text::printable(&s.path.display().to_string()),
+            crate::text::printable(&s.name),
+            crate::text::printable(&s.path.display().to_string()),
             s.dtype
         )?;
     }

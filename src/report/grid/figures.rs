@@ -105,7 +105,7 @@ impl GridReport {
             if !once.is_empty() {
                 caption += &format!(
                     " Dashed: {} (trained once: {x_key} cannot change {} training).",
-                    crate::analysis::text::and_list(&once),
+                    crate::text::and_list(&once),
                     if once.len() == 1 { "its" } else { "their" }
                 );
             }

@@ -31,7 +31,7 @@ impl GridReport {
              gradient in FP32 and scales by a power of two, which is exact there (it changes only \
              exponents), so {x_key} cannot change {} training. {} drawn as a dashed reference \
              line and compared with every value.",
-            crate::analysis::text::and_list(&once),
+            crate::text::and_list(&once),
             if once.len() == 1 { "was" } else { "were" },
             cell.x,
             if once.len() == 1 {
@@ -118,7 +118,7 @@ impl GridReport {
                 Some((lo, hi)) => format!(
                     "From the fp32 runs' captured gradients ({} runs at loss scale {}, {} capture steps pooled), analyze's loss-scale window for {} is 2^{lo}..2^{hi} (at most 0.1% of the values underflow, none overflows); it is drawn over the curves.",
                     w.runs,
-                    crate::report::html::scale_name(w.loss_scale),
+                    crate::text::scale_name(w.loss_scale),
                     w.captures,
                     w.format
                 ),
@@ -198,7 +198,7 @@ impl GridReport {
                     w.map_or(f64::NAN, |w| w.difference),
                     w.map_or(f64::NAN, |w| w.low),
                     w.map_or(f64::NAN, |w| w.high),
-                    p_text(w.map_or(f64::NAN, |w| w.p_value)),
+                    p_value(w.map_or(f64::NAN, |w| w.p_value)),
                     if sig.is_empty() {
                         "not distinguishable from fp32"
                     } else {
@@ -224,7 +224,7 @@ impl GridReport {
                         format!(
                             "; the largest drop{}: mean {m:.4}, {w:+.4} from fp32 (p = {})",
                             at(c),
-                            p_text(c.metric_vs_fp32.map_or(f64::NAN, |w| w.p_value))
+                            p_value(c.metric_vs_fp32.map_or(f64::NAN, |w| w.p_value))
                         )
                     });
                 format!(

@@ -5,7 +5,7 @@ use crate::report::charts::{
     self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone,
     run_color,
 };
-use crate::report::html::{Chart, Figure, scale_name};
+use crate::report::html::{Chart, Figure};
 use crate::report::runs::RunData;
 use crate::run::Class;
 use crate::stats::Histogram;
@@ -211,7 +211,7 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
             series.push((
                 format!(
                     "as stored: scaled by the run's {}",
-                    scale_name(h.loss_scale)
+                    crate::text::scale_name(h.loss_scale)
                 ),
                 run_color(i),
                 charts::bars(&h.activation_grads, 0.0),

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::report::html::{pct, scale_name};
 use crate::report::runs::{RunData, WINDOW_SCALES};
 use crate::run::Class;
 use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
@@ -137,7 +136,7 @@ pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
             let mut text = format!(
                 "At step {}, {} of {layer}'s {} underflowed in {} ({n}).",
                 c.step,
-                pct(s.underflow),
+                crate::text::pct(s.underflow),
                 class.name().replace('_', " ").replace("grad", "gradients"),
                 r.formats.get(class).map_or("its format", String::as_str),
             );
@@ -168,11 +167,11 @@ pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
                     " Against the FP32 shadow at step {}, {} lost {} of their weight gradients' norm: {}{}.",
                     shadow[0].step,
                     if shadow.len() == 1 { "one layer".to_string() } else { format!("{} layers", shadow.len()) },
-                    if least >= 0.995 { "all".to_string() } else { format!("at least {}", pct(least)) },
+                    if least >= 0.995 { "all".to_string() } else { format!("at least {}", crate::text::pct(least)) },
                     shadow.iter().map(|p| p.layer.as_str()).collect::<Vec<_>>().join(", "),
                     counted.map_or(String::new(), |u| format!(
                         ", while the rounding counts there show {} underflow: the zeros came from upstream",
-                        pct(u)
+                        crate::text::pct(u)
                     )),
                 );
             }
@@ -194,7 +193,7 @@ pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
                         if c.loss_scale == 1.0 {
                             "none".into()
                         } else {
-                            scale_name(c.loss_scale)
+                            crate::text::scale_name(c.loss_scale)
                         }
                     );
                 }
@@ -245,7 +244,7 @@ pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
                 say(
                     format!(
                         "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}{}).",
-                        pct(worst),
+                        crate::text::pct(worst),
                         if compared.len() < r.shadow.len() {
                             match steps(&compared) {
                                 1 => ", at the one shadow step where both were finite".to_string(),
@@ -279,7 +278,7 @@ pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
                 ),
                 Some(p) if lowest < crate::format::pow2(p) => format!(
                     "; below 2^{p}, the scale from which training is predicted to match fp32, at {}",
-                    scale_name(lowest)
+                    crate::text::scale_name(lowest)
                 ),
                 _ => String::new(),
             };
@@ -289,7 +288,7 @@ pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
                     outside.len(),
                     r.captures.len(),
                     first.step,
-                    scale_name(first.loss_scale),
+                    crate::text::scale_name(first.loss_scale),
                     window_name(&first.window).unwrap_or_default()
                 ),
                 "window",
@@ -332,7 +331,7 @@ pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
             say(
                 format!(
                     "{n}: on average {} of nonzero updates changed no weight (swamping in the {}-bit-mantissa master weights).",
-                    pct(mean),
+                    crate::text::pct(mean),
                     r.master_mantissa_bits
                 ),
                 "updates-lost",
@@ -413,7 +412,7 @@ pub(crate) fn window_sentence(r: &RunData) -> String {
                 outside.len(),
                 r.captures.len(),
                 first.step,
-                scale_name(first.loss_scale)
+                crate::text::scale_name(first.loss_scale)
             );
         }
         None => s.push_str(" The run's loss scale stayed inside the window at every capture step."),
