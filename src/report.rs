@@ -1,6 +1,6 @@
 //! Reports: plots (plotters) written as PNG and SVG.
 //!
-//! Every chart is one function generic over the drawing backend ([`plot`]), so the same code
+//! Every chart is one function generic over the drawing backend ([`charts`]), so the same code
 //! draws into an SVG string (for HTML reports) and into an RGB buffer encoded as PNG. Text uses
 //! DejaVu Sans, embedded in the binary (see `src/report/DejaVuSans-LICENSE.txt`): no system font
 //! is read at run time. Files are written atomically (rendered in memory, then written through a
@@ -16,7 +16,6 @@ pub mod formats;
 pub mod grid;
 pub mod html;
 pub mod page;
-pub mod plot;
 pub mod replay;
 pub mod runs;
 
@@ -60,7 +59,7 @@ pub const SIZE: (u32, u32) = (1100, 650);
 pub fn heatmap_size(rows: usize) -> (u32, u32) {
     let rows = u32::try_from(rows)
         .unwrap_or(u32::MAX)
-        .min(plot::HEATMAP_MAX_ROWS as u32);
+        .min(charts::HEATMAP_MAX_ROWS as u32);
     (SIZE.0, SIZE.1.max(200 + 16 * rows))
 }
 
@@ -270,9 +269,9 @@ impl Chart {
         p: &AnalyzePlots<'_>,
     ) -> std::result::Result<(), String> {
         match self {
-            Chart::Histogram => plot::histogram(area, p),
-            Chart::Sweep => plot::sweep(area, p),
-            Chart::Heatmap => plot::heatmap(area, p),
+            Chart::Histogram => charts::analyze_histogram(area, p),
+            Chart::Sweep => charts::analyze_sweep(area, p),
+            Chart::Heatmap => charts::analyze_heatmap(area, p),
         }
         .map_err(|e| e.to_string())
     }

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::charts::DrawResult;
 use super::charts::{Axis, Corner, Line, LineChart, NORMAL, SUBNORMAL, run_color};
-use super::plot::DrawResult;
 use crate::format::FloatFormat;
 use crate::stats::Histogram;
 use crate::{Error, Result};

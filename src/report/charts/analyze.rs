@@ -1,25 +1,17 @@
-//! The charts, one function each, generic over the plotters drawing backend.
-//!
-//! Colours are the Okabe-Ito palette (distinguishable with the common colour-vision
-//! deficiencies, and in greyscale print by their lightness).
+//! `analyze --plots`' charts: the histogram of log2 |x| over the format's zones, the loss-scale
+//! sweep, and the heatmap of tensors by magnitude.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::AnalyzePlots;
+use super::{DrawResult, FONT, GREY, NORMAL, OVERFLOW, RUN_COLORS, SUBNORMAL, UNDERFLOW};
 use crate::format::FloatFormat;
+use crate::report::AnalyzePlots;
 
-/// The result of drawing on a backend `DB`.
-pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
-
-const FONT: &str = "sans-serif";
-const UNDERFLOW: RGBColor = RGBColor(213, 94, 0);
-const SUBNORMAL: RGBColor = RGBColor(230, 159, 0);
-const NORMAL: RGBColor = RGBColor(0, 158, 115);
-const OVERFLOW: RGBColor = RGBColor(204, 121, 167);
-const RAW: RGBColor = RGBColor(90, 90, 90);
-const SCALED: RGBColor = RGBColor(0, 114, 178);
+/// Values as given, and scaled by the recommended loss scale.
+const RAW: RGBColor = GREY;
+const SCALED: RGBColor = RUN_COLORS[0];
 
 /// `log2` of the edges of the format's zones: half the min subnormal (below: lost), the min
 /// normal, and the max.
@@ -148,7 +140,7 @@ fn legend_box(color: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
 ///
 /// # Errors
 /// Whatever the backend reports.
-pub fn histogram<DB: DrawingBackend>(
+pub(crate) fn analyze_histogram<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     p: &AnalyzePlots<'_>,
 ) -> DrawResult<DB> {
@@ -242,7 +234,7 @@ pub fn histogram<DB: DrawingBackend>(
 ///
 /// # Errors
 /// Whatever the backend reports.
-pub fn sweep<DB: DrawingBackend>(
+pub(crate) fn analyze_sweep<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     p: &AnalyzePlots<'_>,
 ) -> DrawResult<DB> {
@@ -525,7 +517,7 @@ const COLOUR_BAR_W: u32 = 130;
 ///
 /// # Errors
 /// Whatever the backend reports.
-pub fn heatmap<DB: DrawingBackend>(
+pub(crate) fn analyze_heatmap<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     p: &AnalyzePlots<'_>,
 ) -> DrawResult<DB> {

@@ -1,0 +1,306 @@
+//! Distributions over seeds (a dot per run, the mean and its interval) and grouped bars.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::DrawResult;
+use super::*;
+
+/// One row of a [`DotChart`]: a series' values over seeds, their mean and its interval.
+#[derive(Clone, Debug)]
+pub struct DotRow {
+    /// Row label.
+    pub name: String,
+    /// Colour of its dots and interval.
+    pub color: RGBColor,
+    /// One value per run (seed), in seed order.
+    pub values: Vec<f64>,
+    /// The mean and its confidence interval `(mean, low, high)` (low and high NaN for one run).
+    pub mean: Option<(f64, f64, f64)>,
+}
+
+/// A distribution per category: one row per series, a dot per run, the mean and its confidence
+/// interval (rows, so that long series names stay readable).
+#[derive(Clone, Debug)]
+pub struct DotChart {
+    /// Title.
+    pub title: String,
+    /// x axis description, with units.
+    pub x_desc: String,
+    /// x mapping.
+    pub axis: Axis,
+    /// Rows, top to bottom.
+    pub rows: Vec<DotRow>,
+}
+
+/// Draws a [`DotChart`]: each run a hollow dot, spread vertically in seed order so that equal
+/// values stay visible; the mean a black tick; its interval a bar with end caps.
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> DrawResult<DB> {
+    let axis = c.axis;
+    let nr = c.rows.len().max(1);
+    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+    for r in &c.rows {
+        let (lo, hi) = r.mean.map_or((f64::NAN, f64::NAN), |m| (m.1, m.2));
+        for v in r
+            .values
+            .iter()
+            .chain([lo, hi].iter())
+            .filter_map(|&v| axis.map(v))
+        {
+            x0 = x0.min(v);
+            x1 = x1.max(v);
+        }
+    }
+    if x0 > x1 {
+        (x0, x1) = (0.0, 1.0);
+    }
+    let pad = ((x1 - x0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.05 });
+    let label_width = c
+        .rows
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .clamp(6, 60) as u32
+        * 8
+        + 20;
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(label_width)
+        // An empty band under the last row holds the legend.
+        .build_cartesian_2d(x0 - pad..x1 + pad, -1.5..nr as f64 - 0.5)?;
+    // Enough decimals that neighbouring ticks differ (values near 1 spread over 0.005).
+    let digits = ((-(x1 - x0).log10()).ceil() as i32 + 1).clamp(0, 8) as usize;
+    let x_label = |v: f64| {
+        if axis == Axis::Linear {
+            let text = format!("{v:.digits$}");
+            if text.contains('.') {
+                text.trim_end_matches('0').trim_end_matches('.').to_string()
+            } else {
+                text
+            }
+        } else {
+            axis.label(v)
+        }
+    };
+    let names: Vec<String> = c.rows.iter().map(|r| r.name.clone()).collect();
+    let at = |v: f64| {
+        let i = v.round();
+        ((v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len()).then_some(i as usize)
+    };
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .max_light_lines(1)
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(225, 225, 225))
+        .x_desc(&c.x_desc)
+        .y_desc("series")
+        .y_labels(nr + 1)
+        // Rows are named, not measured: no tick marks (one would stand in the legend's band).
+        .set_tick_mark_size(LabelAreaPosition::Left, 0)
+        .x_label_formatter(&|x| x_label(*x))
+        // Row 0 is drawn at the top.
+        .y_label_formatter(&|y| {
+            at(*y)
+                // Spaced off the axis, which has no tick marks to do it.
+                .map(|i| format!("{}  ", names[names.len() - 1 - i]))
+                .unwrap_or_default()
+        })
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    let grey = RGBColor(90, 90, 90);
+    for (i, r) in c.rows.iter().enumerate() {
+        let y = (nr - 1 - i) as f64;
+        let color = r.color;
+        let n = r.values.len();
+        let dots = r.values.iter().enumerate().filter_map(|(k, &v)| {
+            let dy = if n > 1 {
+                (k as f64 / (n - 1) as f64 - 0.5) * 0.5
+            } else {
+                0.0
+            };
+            Some(Circle::new(
+                (axis.map(v)?, y + dy),
+                5,
+                color.stroke_width(2),
+            ))
+        });
+        let drawn = chart.draw_series(dots)?;
+        if i == 0 {
+            drawn
+                .label("one run (seed), spread vertically in seed order")
+                .legend(move |(x, y)| Circle::new((x + 9, y), 5, grey.stroke_width(2)));
+        }
+        let Some((mean, lo, hi)) = r.mean else {
+            continue;
+        };
+        if let (Some(lo), Some(hi)) = (axis.map(lo), axis.map(hi)) {
+            let bar = chart.draw_series([
+                PathElement::new(vec![(lo, y), (hi, y)], color.stroke_width(3)),
+                PathElement::new(vec![(lo, y - 0.12), (lo, y + 0.12)], color.stroke_width(3)),
+                PathElement::new(vec![(hi, y - 0.12), (hi, y + 0.12)], color.stroke_width(3)),
+            ])?;
+            if i == 0 {
+                bar.label("95% confidence interval of the mean")
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], grey.stroke_width(3))
+                    });
+            }
+        }
+        if let Some(m) = axis.map(mean) {
+            let tick = chart.draw_series(std::iter::once(PathElement::new(
+                vec![(m, y - 0.3), (m, y + 0.3)],
+                BLACK.stroke_width(3),
+            )))?;
+            if i == 0 {
+                tick.label("mean over seeds").legend(move |(x, y)| {
+                    PathElement::new(vec![(x + 9, y - 7), (x + 9, y + 7)], BLACK.stroke_width(3))
+                });
+            }
+        }
+    }
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
+}
+
+/// Bars side by side: one group per category along x, one bar (a colour) per series in each.
+#[derive(Clone, Debug)]
+pub struct GroupedBars {
+    /// Title.
+    pub title: String,
+    /// y axis description, with units.
+    pub y_desc: String,
+    /// y mapping ([`Axis::Log10`] for shares that span decades; values of 0 are then written
+    /// `0` at the axis instead of a bar).
+    pub axis: Axis,
+    /// The categories, left to right.
+    pub groups: Vec<String>,
+    /// `(legend, colour, one value per group)`.
+    pub series: Vec<(String, RGBColor, Vec<f64>)>,
+}
+
+/// The value of a bar in words (its label above the bar): 2 significant digits.
+fn bar_label(v: f64) -> String {
+    if v == 0.0 {
+        "0".to_string()
+    } else if (0.01..1000.0).contains(&v.abs()) {
+        let digits = (1 - v.abs().log10().floor() as i32).max(0) as usize;
+        format!("{v:.digits$}")
+    } else {
+        format!("{v:.1e}")
+    }
+}
+
+/// Draws [`GroupedBars`]; each bar is labelled with its value.
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn grouped_bars<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &GroupedBars,
+) -> DrawResult<DB> {
+    let axis = c.axis;
+    let ng = c.groups.len().max(1);
+    let mapped: Vec<f64> = c
+        .series
+        .iter()
+        .flat_map(|(_, _, v)| v.iter().filter_map(|&y| axis.map(y)))
+        .collect();
+    let (lo, hi) = mapped
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
+    let (y0, top) = match axis {
+        _ if lo > hi => (0.0, 1.0),
+        Axis::Linear => (0.0, hi.max(0.0) * 1.1 + 1e-12),
+        // A decade below the smallest bar (so that it shows) and room for the labels above.
+        Axis::Log10 | Axis::Log2 => ((lo - 1.0).floor(), hi + 0.6),
+    };
+    // Room above the bars for the legend (about 21 pixels an entry of a plot about 520 high),
+    // so that it covers no bar.
+    let share = ((21 * c.series.len() + 24) as f64 / 520.0).min(0.6);
+    let y1 = top + (top - y0) * share / (1.0 - share);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(90)
+        .build_cartesian_2d(-0.5..ng as f64 - 0.5, y0..y1)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(225, 225, 225))
+        .x_labels(0)
+        .y_desc(&c.y_desc)
+        // No tick labels in the legend's room above the data: on a log axis of percentages
+        // they would read as shares above 100%.
+        .y_label_formatter(&|y| {
+            if *y > top + 1e-9 {
+                String::new()
+            } else {
+                axis.label(*y)
+            }
+        })
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    // The group names under the axis, centred on their groups (the x axis is categorical).
+    for (g, name) in c.groups.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(g as f64, y0));
+        root.draw(&Text::new(
+            name.clone(),
+            (px, py + 12),
+            TextStyle::from((FONT, 17).into_font()).pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Top,
+            )),
+        ))?;
+    }
+    let ns = c.series.len().max(1);
+    let width = 0.8 / ns as f64;
+    for (s, (name, color, values)) in c.series.iter().enumerate() {
+        let color = *color;
+        let x = |g: usize| g as f64 - 0.4 + width * s as f64;
+        let bars: Vec<_> = values
+            .iter()
+            .enumerate()
+            .filter_map(|(g, &v)| {
+                let top = axis.map(v)?;
+                Some(Rectangle::new(
+                    [(x(g) + 0.05 * width, y0), (x(g) + 0.95 * width, top)],
+                    color.filled(),
+                ))
+            })
+            .collect();
+        chart
+            .draw_series(bars)?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
+        let labels: Vec<_> = values
+            .iter()
+            .enumerate()
+            .filter(|&(_, v)| v.is_finite())
+            .map(|(g, &v)| {
+                let top = axis.map(v).unwrap_or(y0);
+                Text::new(
+                    bar_label(v),
+                    (x(g) + 0.5 * width, top),
+                    TextStyle::from((FONT, 13).into_font()).pos(
+                        plotters::style::text_anchor::Pos::new(
+                            plotters::style::text_anchor::HPos::Center,
+                            plotters::style::text_anchor::VPos::Bottom,
+                        ),
+                    ),
+                )
+            })
+            .collect();
+        chart.draw_series(labels)?;
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
+}

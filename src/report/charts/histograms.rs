@@ -1,0 +1,138 @@
+//! Log2-magnitude histograms over a format's zones (lost, subnormal, normal, overflow).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::DrawResult;
+use super::*;
+use crate::stats::Histogram;
+
+/// A zone edge at or beyond this (log2) is open-ended: it does not widen the axis.
+pub const OPEN_ZONE: f64 = 150.0;
+
+/// A region of the x axis of a [`Log2Histograms`] (a format's zone).
+#[derive(Clone, Debug)]
+pub struct Zone {
+    /// From (log2).
+    pub from: f64,
+    /// To (log2).
+    pub to: f64,
+    /// Colour (drawn translucent).
+    pub color: RGBColor,
+    /// Legend entry.
+    pub label: String,
+}
+
+/// Histograms of log2 magnitudes drawn as outlines over zones.
+#[derive(Clone, Debug)]
+pub struct Log2Histograms {
+    /// Title.
+    pub title: String,
+    /// x axis description.
+    pub x_desc: String,
+    /// Zones.
+    pub zones: Vec<Zone>,
+    /// `(legend, colour, bars)`; bars `(log2 lower, log2 upper, percent per octave)`.
+    pub series: Vec<HistogramLine>,
+}
+
+/// The bars of `h` shifted by `shift` octaves: percent of its finite nonzero values per octave.
+#[must_use]
+pub fn bars(h: &Histogram, shift: f64) -> Vec<(f64, f64, f64)> {
+    let n = h.finite_nonzero().max(1) as f64;
+    h.bins()
+        .filter(|b| b.count > 0)
+        .map(|b| {
+            let (x0, x1) = (b.log2_lower, b.upper.log2());
+            (
+                x0 + shift,
+                x1 + shift,
+                100.0 * b.count as f64 / n / (x1 - x0),
+            )
+        })
+        .collect()
+}
+
+/// Draws [`Log2Histograms`].
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn log2_histograms<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &Log2Histograms,
+) -> DrawResult<DB> {
+    let xs = c
+        .series
+        .iter()
+        .flat_map(|(_, _, b)| b.iter().flat_map(|&(a, b, _)| [a, b]))
+        .chain(
+            c.zones
+                .iter()
+                .flat_map(|z| [z.from, z.to])
+                .filter(|v| v.abs() < OPEN_ZONE),
+        );
+    let (mut x0, mut x1) = (f64::MAX, f64::MIN);
+    for x in xs {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+    }
+    if x0 > x1 {
+        (x0, x1) = (-30.0, 20.0);
+    }
+    let (x0, x1) = ((x0 - 2.0).floor(), (x1 + 2.0).ceil());
+    let top = c
+        .series
+        .iter()
+        .flat_map(|(_, _, b)| b.iter().map(|b| b.2))
+        .fold(1.0, f64::max)
+        * 1.08;
+    // Room above the bars for the legend in the upper left (about 21 pixels an entry of a plot
+    // about 520 high), so that it covers no bar.
+    let share = ((21 * (c.zones.len() + c.series.len()) + 24) as f64 / 520.0).min(0.6);
+    let ymax = top / (1.0 - share);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x0..x1, 0.0..ymax)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc(&c.x_desc)
+        .y_desc("values per octave (%)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        // No share above 100% exists: the room made for the legend is left unlabelled.
+        .y_label_formatter(&|y| {
+            if *y <= 100.0 {
+                format!("{y:.0}")
+            } else {
+                String::new()
+            }
+        })
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    for z in &c.zones {
+        let color = z.color;
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(z.from.max(x0), 0.0), (z.to.min(x1), ymax)],
+                color.mix(0.16).filled(),
+            )))?
+            .label(&z.label)
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.4).filled())
+            });
+    }
+    for (name, color, b) in &c.series {
+        let color = *color;
+        chart
+            .draw_series(LineSeries::new(super::steps(b, 0.0), color.stroke_width(2)))?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+            });
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
+}

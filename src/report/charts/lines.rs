@@ -1,0 +1,242 @@
+//! Curves, bands and marked points over a shared x axis: losses, loss scales, windows, a grid's
+//! metric against its key.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::DrawResult;
+use super::*;
+
+/// A curve.
+#[derive(Clone, Debug)]
+pub struct Line {
+    /// Legend entry.
+    pub name: String,
+    /// Colour.
+    pub color: RGBColor,
+    /// `(x, y)`, in data units (the axis maps y).
+    pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (a reference, or a curve that others may cover), on top of the solid ones.
+    pub dashed: bool,
+}
+
+/// A band between two curves, `(x, low, high)` in data units.
+#[derive(Clone, Debug)]
+pub struct Band {
+    /// Legend entry.
+    pub name: String,
+    /// Colour (drawn translucent).
+    pub color: RGBColor,
+    /// `(x, low, high)`.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// Curves, bands and marked points over a shared x axis.
+#[derive(Clone, Debug)]
+pub struct LineChart {
+    /// Title.
+    pub title: String,
+    /// x axis description, with units.
+    pub x_desc: String,
+    /// x mapping.
+    pub x_axis: Axis,
+    /// y axis description, with units.
+    pub y_desc: String,
+    /// y mapping.
+    pub axis: Axis,
+    /// Curves.
+    pub lines: Vec<Line>,
+    /// Bands (drawn under the curves).
+    pub bands: Vec<Band>,
+    /// Points drawn as crosses (events such as skipped steps), as curves of no line.
+    pub marks: Vec<Line>,
+    /// Where the legend goes: the corner the data leaves free.
+    pub legend: Corner,
+}
+
+/// Draws a [`LineChart`].
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -> DrawResult<DB> {
+    let (axis, x_axis) = (c.axis, c.x_axis);
+    let mapped = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        pts.iter()
+            .filter_map(|&(x, y)| Some((x_axis.map(x)?, axis.map(y)?)))
+            .collect()
+    };
+    let all_y = c
+        .lines
+        .iter()
+        .chain(&c.marks)
+        .flat_map(|l| mapped(&l.points))
+        .chain(c.bands.iter().flat_map(|b| {
+            let edges: Vec<(f64, f64)> = b
+                .points
+                .iter()
+                .flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)])
+                .collect();
+            mapped(&edges)
+        }));
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in all_y {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if x1 - x0 < 1e-9 {
+        x1 = x0 + 1.0;
+    }
+    let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.5 });
+    let (mut y0, mut y1) = (y0 - pad, y1 + pad);
+    if axis == Axis::Log2 && y1 - y0 < 2.0 {
+        // At least two whole powers of two on the axis, so that a flat curve has labels.
+        let mid = (y0 + y1) / 2.0;
+        (y0, y1) = (mid - 1.0, mid + 1.0);
+    }
+    if c.legend == Corner::BelowData {
+        // About 21 pixels per legend entry of a plot about 520 high.
+        let entries = c.lines.len() + c.bands.len() + c.marks.len();
+        let share = ((21 * entries + 24) as f64 / 520.0).min(0.6);
+        y0 -= (y1 - y0) * share / (1.0 - share);
+    }
+    let mut chart = ChartBuilder::on(root)
+        .caption(&c.title, (FONT, 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(90)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    chart
+        .configure_mesh()
+        .max_light_lines(1)
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(225, 225, 225))
+        .x_desc(&c.x_desc)
+        .y_desc(&c.y_desc)
+        .x_label_formatter(&|x| x_axis.label(*x))
+        .y_label_formatter(&|y| axis.label(*y))
+        .axis_desc_style((FONT, 18))
+        .label_style((FONT, 15))
+        .draw()?;
+    for b in &c.bands {
+        let his: Vec<(f64, f64)> = b.points.iter().map(|&(x, _, hi)| (x, hi)).collect();
+        let los: Vec<(f64, f64)> = b.points.iter().rev().map(|&(x, lo, _)| (x, lo)).collect();
+        let mut poly = mapped(&his);
+        poly.extend(mapped(&los));
+        let color = b.color;
+        chart
+            .draw_series(std::iter::once(Polygon::new(
+                poly,
+                color.mix(0.18).filled(),
+            )))?
+            .label(&b.name)
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.3).filled())
+            });
+    }
+    // Solid curves first, dashed ones on top (a dash shows what lies under it).
+    let order = c
+        .lines
+        .iter()
+        .filter(|l| !l.dashed)
+        .chain(c.lines.iter().filter(|l| l.dashed));
+    for l in order {
+        let color = l.color;
+        let style = color.stroke_width(2);
+        let drawn = if l.dashed {
+            chart.draw_series(DashedLineSeries::new(mapped(&l.points), 9, 6, style))?
+        } else {
+            chart.draw_series(LineSeries::new(mapped(&l.points), style))?
+        };
+        let dashed = l.dashed;
+        drawn.label(&l.name).legend(move |(x, y)| {
+            // A dash, a gap and a dash; one stroke for a solid curve.
+            let (a, b) = if dashed {
+                (x + 7, x + 11)
+            } else {
+                (x + 18, x + 18)
+            };
+            EmptyElement::at((0, 0))
+                + PathElement::new(vec![(x, y), (a, y)], color.stroke_width(3))
+                + PathElement::new(vec![(b, y), (x + 18, y)], color.stroke_width(3))
+        });
+        // A line of one point (a run that diverged at its first step) draws nothing: a dot.
+        if let [point] = mapped(&l.points)[..] {
+            chart.draw_series(std::iter::once(Circle::new(point, 4, color.filled())))?;
+        }
+    }
+    for m in &c.marks {
+        let color = m.color;
+        chart
+            .draw_series(
+                mapped(&m.points)
+                    .into_iter()
+                    .map(|p| Cross::new(p, 5, color.stroke_width(2))),
+            )?
+            .label(&m.name)
+            .legend(move |(x, y)| Cross::new((x + 9, y), 5, color.stroke_width(2)));
+    }
+    legend(
+        &mut chart,
+        match c.legend {
+            Corner::UpperRight => SeriesLabelPosition::UpperRight,
+            Corner::LowerRight | Corner::BelowData => SeriesLabelPosition::LowerRight,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The y labels of a drawn chart's SVG, in order.
+    fn y_labels(c: &LineChart) -> Vec<String> {
+        let mut svg = String::new();
+        {
+            crate::report::register_font();
+            let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
+            lines(&root, c).unwrap();
+            root.present().unwrap();
+        }
+        svg.split("</text>")
+            .filter_map(|t| Some(t.rsplit('>').next()?.trim()))
+            .filter(|t| t.starts_with("2^"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A constant loss scale (2^16, or 2^0) gets one whole-power label per tick, never the
+    /// same label twice or `2^-0`.
+    #[test]
+    fn a_constant_log2_curve_has_distinct_labels() {
+        for scale in [65536.0, 1.0, 0.5] {
+            let c = LineChart {
+                title: "loss scale".into(),
+                x_desc: "step".into(),
+                x_axis: Axis::Linear,
+                y_desc: "scale".into(),
+                axis: Axis::Log2,
+                lines: vec![Line {
+                    name: "run".into(),
+                    color: run_color(0),
+                    points: (0..50).map(|i| (f64::from(i), scale)).collect(),
+                    dashed: false,
+                }],
+                bands: vec![],
+                marks: vec![],
+                legend: Corner::UpperRight,
+            };
+            let labels = y_labels(&c);
+            let k = f64::log2(scale) as i64;
+            assert!(labels.contains(&format!("2^{k}")), "{scale}: {labels:?}");
+            let mut distinct = labels.clone();
+            distinct.dedup();
+            assert_eq!(distinct, labels, "{scale}");
+            assert!(labels.iter().all(|l| l != "2^-0"), "{labels:?}");
+        }
+    }
+}
