@@ -65,6 +65,26 @@ pub(crate) fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     ))
 }
 
+/// Where a rule says a finding: its sentence and the figure that shows it.
+type Say<'a> = &'a mut dyn FnMut(String, &str);
+
+/// One rule of the findings: what it says of run `i` of `runs`, if anything.
+type Rule = fn(usize, &RunData, &[RunData], Say<'_>);
+
+/// The rules, in the order the page says them for each run.
+const RULES: [Rule; 9] = [
+    unfinished,
+    changed_after_the_run,
+    diverged,
+    failed,
+    underflow,
+    shadow,
+    outside,
+    overflow,
+    swamping,
+];
+
+/// The findings, most important first: every rule, run by run.
 pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut say = |text: String, figure: &str| {
@@ -74,271 +94,313 @@ pub(crate) fn findings(runs: &[RunData]) -> Vec<Finding> {
         });
     };
     for (i, r) in runs.iter().enumerate() {
-        let n = &r.name;
-        if !r.complete {
-            let planned = r.config.get("steps").and_then(Value::as_u64);
-            say(
-                format!(
-                    "{n} did not finish (killed, crashed or still running): {} steps were written{}; this report shows them.",
-                    r.steps_read,
-                    planned.map_or(String::new(), |p| format!(" of {p} planned"))
-                ),
-                "loss",
-            );
-        }
-        if let Some(s) = r
-            .summary
-            .as_ref()
-            .filter(|s| r.complete && s.steps != r.steps_read)
-        {
-            // A finished run whose metrics do not hold its steps: a file edited, cut or
-            // replaced after the run; the figures show what metrics.jsonl holds.
-            say(
-                format!(
-                    "{n}: summary.json says {} steps, but metrics.jsonl holds {}: the run directory was changed after the run; the curves show the steps it holds.",
-                    s.steps, r.steps_read
-                ),
-                "loss",
-            );
-        }
-        if let Some(s) = r.summary.as_ref().filter(|s| s.diverged) {
-            say(
-                format!(
-                    "{n} diverged: final loss {}, {} of {} steps skipped, {} steps with inf or NaN gradients.",
-                    if s.final_loss.is_finite() {
-                        format!("{:.4}", s.final_loss)
-                    } else {
-                        "not finite".into()
-                    },
-                    s.skipped_steps,
-                    s.steps,
-                    s.overflow_steps
-                ),
-                "loss",
-            );
-        }
-        if let Some(text) = failed_to_train(r, runs) {
-            say(text, "loss");
-        }
-        let rounds_gradients = r
-            .formats
-            .get(&Class::ActivationGrad)
-            .is_some_and(|f| f != "fp32");
-        // Underflow: the first capture step where a gradient tensor lost 1% or more.
-        let worst = r.captures.iter().find_map(|c| {
-            c.gradients
-                .iter()
-                .filter(|(_, _, s)| s.underflow >= 0.01)
-                .max_by(|a, b| a.2.underflow.total_cmp(&b.2.underflow))
-                .map(|g| (c, g))
-        });
-        if let Some((c, (layer, class, s))) = worst {
-            let mut text = format!(
-                "At step {}, {} of {layer}'s {} underflowed in {} ({n}).",
-                c.step,
-                crate::text::pct(s.underflow),
-                class.name().replace('_', " ").replace("grad", "gradients"),
-                r.formats.get(class).map_or("its format", String::as_str),
-            );
-            let shadow: Vec<_> = r
-                .shadow
-                .iter()
-                .filter(|p| r.shadow.first().is_some_and(|f| f.step == p.step))
-                .filter(|p| p.tensor == Class::WeightGrad && p.norm_lost >= 0.5)
-                .collect();
-            if !shadow.is_empty() {
-                let least = shadow.iter().map(|p| p.norm_lost).fold(1.0, f64::min);
-                // What the rounding counts said about those layers' weight gradients then.
-                let counted = r
-                    .captures
-                    .iter()
-                    .find(|c| c.step == shadow[0].step)
-                    .map(|c| {
-                        c.gradients
-                            .iter()
-                            .filter(|(l, k, _)| {
-                                *k == Class::WeightGrad && shadow.iter().any(|p| p.layer == *l)
-                            })
-                            .map(|g| g.2.underflow)
-                            .fold(0.0, f64::max)
-                    });
-                let _ = write!(
-                    text,
-                    " Against the FP32 shadow at step {}, {} lost {} of their weight gradients' norm: {}{}.",
-                    shadow[0].step,
-                    if shadow.len() == 1 { "one layer".to_string() } else { format!("{} layers", shadow.len()) },
-                    if least >= 0.995 { "all".to_string() } else { format!("at least {}", crate::text::pct(least)) },
-                    shadow.iter().map(|p| p.layer.as_str()).collect::<Vec<_>>().join(", "),
-                    counted.map_or(String::new(), |u| format!(
-                        ", while the rounding counts there show {} underflow: the zeros came from upstream",
-                        crate::text::pct(u)
-                    )),
-                );
-            }
-            match window_name(&c.window) {
-                Some(w) if r.formats.get(class).is_some_and(|f| f == "fp32") => {
-                    let _ = write!(
-                        text,
-                        " Stored in {}, loss scales {w} would keep them.",
-                        r.grad_format
-                    );
-                }
-                Some(w) => {
-                    let _ = write!(
-                        text,
-                        " Loss scales {w} would have kept all but {} of them; this run used {}.",
-                        crate::stats::recommend::threshold_percent(
-                            crate::report::runs::MAX_UNDERFLOW
-                        ),
-                        if c.loss_scale == 1.0 {
-                            "none".into()
-                        } else {
-                            crate::text::scale_name(c.loss_scale)
-                        }
-                    );
-                }
-                None => {
-                    text.push_str(" No single loss scale keeps them all in range: see section 6.")
-                }
-            }
-            say(text, &format!("underflow-{i}"));
-        } else if !r.captures.is_empty() && rounds_gradients {
-            say(
-                format!(
-                    "{n}: no gradient tensor lost 1% or more of its values to underflow at any capture step."
-                ),
-                &format!("shares-{i}"),
-            );
-        }
-        if !r.shadow.is_empty() && rounds_gradients {
-            // Where the run's (or the shadow's) gradients were not finite, nothing is compared.
-            let compared: Vec<_> = r
-                .shadow
-                .iter()
-                .filter(|p| p.relative_error.is_finite())
-                .collect();
-            let worst = compared.iter().map(|p| p.norm_lost).fold(0.0, f64::max);
-            let steps = |points: &[&crate::report::runs::ShadowPoint]| {
-                let mut s: Vec<u64> = points.iter().map(|p| p.step).collect();
-                s.dedup();
-                s.len()
-            };
-            let all: Vec<_> = r.shadow.iter().collect();
-            if compared.len() < r.shadow.len() {
-                let bad: Vec<_> = r
-                    .shadow
-                    .iter()
-                    .filter(|p| !p.relative_error.is_finite())
-                    .collect();
-                say(
-                    format!(
-                        "{n}: at {} of {} shadow steps (first at step {}) some gradient was not finite in the run or in the FP32 shadow from its weights: there is nothing to compare.",
-                        steps(&bad),
-                        steps(&all),
-                        bad[0].step
-                    ),
-                    &format!("shadow-{i}"),
-                );
-            }
-            if !compared.is_empty() && worst < 0.01 {
-                say(
-                    format!(
-                        "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}{}).",
-                        crate::text::pct(worst),
-                        if compared.len() < r.shadow.len() {
-                            match steps(&compared) {
-                                1 => ", at the one shadow step where both were finite".to_string(),
-                                k => format!(", at the {k} shadow steps where both were finite"),
-                            }
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    &format!("shadow-{i}"),
-                );
-            }
-        }
-        let outside = outside_window(r);
-        let judged = r
-            .formats
-            .get(&Class::ActivationGrad)
-            .is_some_and(|f| f != "fp32");
-        if let (Some(first), true) = (outside.first(), judged) {
-            // Against the scale predicted to train like fp32 from an fp32 run's gradients.
-            let predicted = runs.iter().filter_map(|q| q.predicted_min_log2_scale).max();
-            let lowest = outside
-                .iter()
-                .map(|c| c.loss_scale)
-                .fold(f64::INFINITY, f64::min);
-            let healthy = !r.summary.as_ref().is_some_and(|s| s.diverged)
-                && failed_to_train(r, runs).is_none();
-            let verdict = match predicted {
-                Some(p) if lowest >= crate::format::pow2(p) && healthy => format!(
-                    "; every one at or above 2^{p}, the scale from which training is predicted to match fp32 (from fp32's weight gradients), and the run trained: the window is conservative here"
-                ),
-                Some(p) if lowest < crate::format::pow2(p) => format!(
-                    "; below 2^{p}, the scale from which training is predicted to match fp32, at {}",
-                    crate::text::scale_name(lowest)
-                ),
-                _ => String::new(),
-            };
-            say(
-                format!(
-                    "{n}: the loss scale was outside the window at {} of {} capture steps (first at step {}: {} against {}){verdict}.",
-                    outside.len(),
-                    r.captures.len(),
-                    first.step,
-                    crate::text::scale_name(first.loss_scale),
-                    window_name(&first.window).unwrap_or_default()
-                ),
-                "window",
-            );
-        }
-        if r.overflow.count > 0 {
-            let earliest = r.nonfinite.iter().min_by_key(|s| s.first);
-            let mut site = earliest.map_or(String::new(), |s| {
-                format!(
-                    "; the first inf or NaN was stored at step {} in {} {}",
-                    s.first,
-                    s.layer,
-                    s.tensor.name()
-                )
-            });
-            if let Some(most) = r
-                .nonfinite
-                .first()
-                .filter(|m| earliest.is_some_and(|e| e.first != m.first || e.layer != m.layer))
-            {
-                let _ = write!(
-                    site,
-                    ", and on {} steps first in {} {}",
-                    most.steps,
-                    most.layer,
-                    most.tensor.name()
-                );
-            }
-            say(
-                format!(
-                    "{n}: {} steps had inf or NaN gradients, {} were skipped{site}.",
-                    r.overflow.count, r.skipped.count
-                ),
-                "loss-scale",
-            );
-        }
-        let lost: Vec<f64> = r.updates_lost.points.iter().map(|p| p.1).collect();
-        let mean = lost.iter().sum::<f64>() / lost.len().max(1) as f64;
-        if mean >= 0.1 {
-            say(
-                format!(
-                    "{n}: on average {} of nonzero updates changed no weight (swamping in the {}-bit-mantissa master weights).",
-                    crate::text::pct(mean),
-                    r.master_mantissa_bits
-                ),
-                "updates-lost",
-            );
+        for rule in RULES {
+            rule(i, r, runs, &mut say);
         }
     }
     out
+}
+
+/// Whether the run rounds its gradients (stores them in a format narrower than FP32): only then
+/// are underflow, the shadow and the window worth a word.
+fn rounds_gradients(r: &RunData) -> bool {
+    r.formats
+        .get(&Class::ActivationGrad)
+        .is_some_and(|f| f != "fp32")
+}
+
+/// A run that did not finish: how far it got.
+fn unfinished(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let n = &r.name;
+    if !r.complete {
+        let planned = r.config.get("steps").and_then(Value::as_u64);
+        say(
+            format!(
+                "{n} did not finish (killed, crashed or still running): {} steps were written{}; this report shows them.",
+                r.steps_read,
+                planned.map_or(String::new(), |p| format!(" of {p} planned"))
+            ),
+            "loss",
+        );
+    }
+}
+
+/// A finished run whose metrics do not hold its steps: its directory was changed afterwards.
+fn changed_after_the_run(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let n = &r.name;
+    if let Some(s) = r
+        .summary
+        .as_ref()
+        .filter(|s| r.complete && s.steps != r.steps_read)
+    {
+        // A finished run whose metrics do not hold its steps: a file edited, cut or
+        // replaced after the run; the figures show what metrics.jsonl holds.
+        say(
+            format!(
+                "{n}: summary.json says {} steps, but metrics.jsonl holds {}: the run directory was changed after the run; the curves show the steps it holds.",
+                s.steps, r.steps_read
+            ),
+            "loss",
+        );
+    }
+}
+
+/// A run that diverged, with its final loss, skipped and overflow steps.
+fn diverged(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let n = &r.name;
+    if let Some(s) = r.summary.as_ref().filter(|s| s.diverged) {
+        say(
+            format!(
+                "{n} diverged: final loss {}, {} of {} steps skipped, {} steps with inf or NaN gradients.",
+                if s.final_loss.is_finite() {
+                    format!("{:.4}", s.final_loss)
+                } else {
+                    "not finite".into()
+                },
+                s.skipped_steps,
+                s.steps,
+                s.overflow_steps
+            ),
+            "loss",
+        );
+    }
+}
+
+/// A run that failed to train without diverging ([`failed_to_train`]).
+fn failed(_: usize, r: &RunData, runs: &[RunData], say: Say<'_>) {
+    if let Some(text) = failed_to_train(r, runs) {
+        say(text, "loss");
+    }
+}
+
+/// Where gradients underflowed first (1% or more of a tensor), what the FP32 shadow saw, and the window that would have kept them; or that none did.
+fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let n = &r.name;
+    // Underflow: the first capture step where a gradient tensor lost 1% or more.
+    let worst = r.captures.iter().find_map(|c| {
+        c.gradients
+            .iter()
+            .filter(|(_, _, s)| s.underflow >= 0.01)
+            .max_by(|a, b| a.2.underflow.total_cmp(&b.2.underflow))
+            .map(|g| (c, g))
+    });
+    if let Some((c, (layer, class, s))) = worst {
+        let mut text = format!(
+            "At step {}, {} of {layer}'s {} underflowed in {} ({n}).",
+            c.step,
+            crate::text::pct(s.underflow),
+            class.name().replace('_', " ").replace("grad", "gradients"),
+            r.formats.get(class).map_or("its format", String::as_str),
+        );
+        let shadow: Vec<_> = r
+            .shadow
+            .iter()
+            .filter(|p| r.shadow.first().is_some_and(|f| f.step == p.step))
+            .filter(|p| p.tensor == Class::WeightGrad && p.norm_lost >= 0.5)
+            .collect();
+        if !shadow.is_empty() {
+            let least = shadow.iter().map(|p| p.norm_lost).fold(1.0, f64::min);
+            // What the rounding counts said about those layers' weight gradients then.
+            let counted = r
+                .captures
+                .iter()
+                .find(|c| c.step == shadow[0].step)
+                .map(|c| {
+                    c.gradients
+                        .iter()
+                        .filter(|(l, k, _)| {
+                            *k == Class::WeightGrad && shadow.iter().any(|p| p.layer == *l)
+                        })
+                        .map(|g| g.2.underflow)
+                        .fold(0.0, f64::max)
+                });
+            let _ = write!(
+                text,
+                " Against the FP32 shadow at step {}, {} lost {} of their weight gradients' norm: {}{}.",
+                shadow[0].step,
+                if shadow.len() == 1 { "one layer".to_string() } else { format!("{} layers", shadow.len()) },
+                if least >= 0.995 { "all".to_string() } else { format!("at least {}", crate::text::pct(least)) },
+                shadow.iter().map(|p| p.layer.as_str()).collect::<Vec<_>>().join(", "),
+                counted.map_or(String::new(), |u| format!(
+                    ", while the rounding counts there show {} underflow: the zeros came from upstream",
+                    crate::text::pct(u)
+                )),
+            );
+        }
+        match window_name(&c.window) {
+            Some(w) if r.formats.get(class).is_some_and(|f| f == "fp32") => {
+                let _ = write!(
+                    text,
+                    " Stored in {}, loss scales {w} would keep them.",
+                    r.grad_format
+                );
+            }
+            Some(w) => {
+                let _ = write!(
+                    text,
+                    " Loss scales {w} would have kept all but {} of them; this run used {}.",
+                    crate::stats::recommend::threshold_percent(crate::report::runs::MAX_UNDERFLOW),
+                    if c.loss_scale == 1.0 {
+                        "none".into()
+                    } else {
+                        crate::text::scale_name(c.loss_scale)
+                    }
+                );
+            }
+            None => text.push_str(" No single loss scale keeps them all in range: see section 6."),
+        }
+        say(text, &format!("underflow-{i}"));
+    } else if !r.captures.is_empty() && rounds_gradients(r) {
+        say(
+            format!(
+                "{n}: no gradient tensor lost 1% or more of its values to underflow at any capture step."
+            ),
+            &format!("shares-{i}"),
+        );
+    }
+}
+
+/// Against the FP32 shadow: steps with nothing to compare, or that under 1% of every layer's gradient norm was lost.
+fn shadow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let n = &r.name;
+    if !r.shadow.is_empty() && rounds_gradients(r) {
+        // Where the run's (or the shadow's) gradients were not finite, nothing is compared.
+        let compared: Vec<_> = r
+            .shadow
+            .iter()
+            .filter(|p| p.relative_error.is_finite())
+            .collect();
+        let worst = compared.iter().map(|p| p.norm_lost).fold(0.0, f64::max);
+        let steps = |points: &[&crate::report::runs::ShadowPoint]| {
+            let mut s: Vec<u64> = points.iter().map(|p| p.step).collect();
+            s.dedup();
+            s.len()
+        };
+        let all: Vec<_> = r.shadow.iter().collect();
+        if compared.len() < r.shadow.len() {
+            let bad: Vec<_> = r
+                .shadow
+                .iter()
+                .filter(|p| !p.relative_error.is_finite())
+                .collect();
+            say(
+                format!(
+                    "{n}: at {} of {} shadow steps (first at step {}) some gradient was not finite in the run or in the FP32 shadow from its weights: there is nothing to compare.",
+                    steps(&bad),
+                    steps(&all),
+                    bad[0].step
+                ),
+                &format!("shadow-{i}"),
+            );
+        }
+        if !compared.is_empty() && worst < 0.01 {
+            say(
+                format!(
+                    "{n}: against the FP32 shadow, under 1% of every layer's gradient norm was lost (largest {}{}).",
+                    crate::text::pct(worst),
+                    if compared.len() < r.shadow.len() {
+                        match steps(&compared) {
+                            1 => ", at the one shadow step where both were finite".to_string(),
+                            k => format!(", at the {k} shadow steps where both were finite"),
+                        }
+                    } else {
+                        String::new()
+                    }
+                ),
+                &format!("shadow-{i}"),
+            );
+        }
+    }
+}
+
+/// The capture steps whose loss scale was outside the window, weighed against the scale predicted to train like fp32.
+fn outside(_: usize, r: &RunData, runs: &[RunData], say: Say<'_>) {
+    let n = &r.name;
+    let outside = outside_window(r);
+    if let (Some(first), true) = (outside.first(), rounds_gradients(r)) {
+        // Against the scale predicted to train like fp32 from an fp32 run's gradients.
+        let predicted = runs.iter().filter_map(|q| q.predicted_min_log2_scale).max();
+        let lowest = outside
+            .iter()
+            .map(|c| c.loss_scale)
+            .fold(f64::INFINITY, f64::min);
+        let healthy =
+            !r.summary.as_ref().is_some_and(|s| s.diverged) && failed_to_train(r, runs).is_none();
+        let verdict = match predicted {
+            Some(p) if lowest >= crate::format::pow2(p) && healthy => format!(
+                "; every one at or above 2^{p}, the scale from which training is predicted to match fp32 (from fp32's weight gradients), and the run trained: the window is conservative here"
+            ),
+            Some(p) if lowest < crate::format::pow2(p) => format!(
+                "; below 2^{p}, the scale from which training is predicted to match fp32, at {}",
+                crate::text::scale_name(lowest)
+            ),
+            _ => String::new(),
+        };
+        say(
+            format!(
+                "{n}: the loss scale was outside the window at {} of {} capture steps (first at step {}: {} against {}){verdict}.",
+                outside.len(),
+                r.captures.len(),
+                first.step,
+                crate::text::scale_name(first.loss_scale),
+                window_name(&first.window).unwrap_or_default()
+            ),
+            "window",
+        );
+    }
+}
+
+/// Steps with inf or NaN gradients, the skipped ones, and where the first inf or NaN was stored.
+fn overflow(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let n = &r.name;
+    if r.overflow.count > 0 {
+        let earliest = r.nonfinite.iter().min_by_key(|s| s.first);
+        let mut site = earliest.map_or(String::new(), |s| {
+            format!(
+                "; the first inf or NaN was stored at step {} in {} {}",
+                s.first,
+                s.layer,
+                s.tensor.name()
+            )
+        });
+        if let Some(most) = r
+            .nonfinite
+            .first()
+            .filter(|m| earliest.is_some_and(|e| e.first != m.first || e.layer != m.layer))
+        {
+            let _ = write!(
+                site,
+                ", and on {} steps first in {} {}",
+                most.steps,
+                most.layer,
+                most.tensor.name()
+            );
+        }
+        say(
+            format!(
+                "{n}: {} steps had inf or NaN gradients, {} were skipped{site}.",
+                r.overflow.count, r.skipped.count
+            ),
+            "loss-scale",
+        );
+    }
+}
+
+/// Updates that changed no weight, when they are 10% or more on average (swamping).
+fn swamping(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let n = &r.name;
+    let lost: Vec<f64> = r.updates_lost.points.iter().map(|p| p.1).collect();
+    let mean = lost.iter().sum::<f64>() / lost.len().max(1) as f64;
+    if mean >= 0.1 {
+        say(
+            format!(
+                "{n}: on average {} of nonzero updates changed no weight (swamping in the {}-bit-mantissa master weights).",
+                crate::text::pct(mean),
+                r.master_mantissa_bits
+            ),
+            "updates-lost",
+        );
+    }
 }
 
 /// The capture steps whose loss scale was outside that step's window.
