@@ -98,19 +98,18 @@ impl Trainer {
         } else {
             self.optimizer.step(&mut params, 1.0 / scale, p)
         };
-        Ok(StepRecord {
-            step: self.step,
-            loss,
-            loss_scale: f64::from(scale),
-            overflow,
-            skipped,
-            first_nonfinite: p.first_nonfinite(),
-            updates_lost: stats.lost_share(),
-            generator_loss: None,
-            grad_amax: p.grad_amax_unscaled(scale),
-            counts: p.class_counts(),
-            eval: None,
-        })
+        Ok(record(
+            p,
+            Ended {
+                step: self.step,
+                loss,
+                generator_loss: None,
+                scale,
+                overflow,
+                skipped,
+                updates_lost: stats.lost_share(),
+            },
+        ))
     }
 
     /// Begins a step and runs forward, loss and the backward pass scaled by `scale` (and the
@@ -201,6 +200,43 @@ impl Trainer {
 /// runs.
 pub fn on_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| f())
+}
+
+/// What a training step decided, for its record.
+pub(crate) struct Ended {
+    /// The step (from 1).
+    pub step: u64,
+    /// Its loss (the discriminator's for the GAN).
+    pub loss: f64,
+    /// The GAN generator's loss.
+    pub generator_loss: Option<f64>,
+    /// The loss scale its backward pass used.
+    pub scale: f32,
+    /// Whether a gradient held an inf or NaN.
+    pub overflow: bool,
+    /// Whether its update was skipped.
+    pub skipped: bool,
+    /// The share of nonzero updates that changed no master weight.
+    pub updates_lost: f64,
+}
+
+/// The record of a step that ended: what it decided, and what the storage points of `p`
+/// counted during it (the one place every trainer, the plain step and the GAN's, makes its
+/// [`StepRecord`]).
+pub(crate) fn record(p: &Precision, e: Ended) -> StepRecord {
+    StepRecord {
+        step: e.step,
+        loss: e.loss,
+        loss_scale: f64::from(e.scale),
+        overflow: e.overflow,
+        skipped: e.skipped,
+        first_nonfinite: p.first_nonfinite(),
+        updates_lost: e.updates_lost,
+        generator_loss: e.generator_loss,
+        grad_amax: p.grad_amax_unscaled(e.scale),
+        counts: p.class_counts(),
+        eval: None,
+    }
 }
 
 #[cfg(test)]

@@ -186,19 +186,18 @@ impl GanTrainer {
                 .step(&mut g_params, 1.0 / scale, &mut self.precision);
         }
         self.scaler.update(d_overflow || g_overflow)?;
-        Ok(StepRecord {
-            step: self.step,
-            loss: d_loss,
-            loss_scale: f64::from(scale),
-            overflow: d_overflow || g_overflow,
-            skipped: skip_d || skip_g,
-            first_nonfinite: self.precision.first_nonfinite(),
-            updates_lost: stats.lost_share(),
-            generator_loss: Some(g_loss),
-            grad_amax: self.precision.grad_amax_unscaled(scale),
-            counts: self.precision.class_counts(),
-            eval: None,
-        })
+        Ok(crate::train::step::record(
+            &self.precision,
+            crate::train::step::Ended {
+                step: self.step,
+                loss: d_loss,
+                generator_loss: Some(g_loss),
+                scale,
+                overflow: d_overflow || g_overflow,
+                skipped: skip_d || skip_g,
+                updates_lost: stats.lost_share(),
+            },
+        ))
     }
 
     /// `n` generated points (rounded as in training, not counted).
