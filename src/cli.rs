@@ -18,8 +18,6 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-pub use quantize::{MAX_LINE, quantize};
-
 /// Top-level arguments.
 #[derive(Debug, Parser)]
 #[command(

@@ -20,6 +20,7 @@
 
 mod block;
 mod encode;
+pub mod explain;
 mod random;
 mod round;
 mod scale;

@@ -201,6 +201,22 @@ impl std::fmt::Display for Signed {
     }
 }
 
+/// The shortest decimal that parses back to exactly `x`; `NaN`, `inf`, `-inf`, `0`, `-0`, and
+/// integers without a trailing `.0`.
+#[must_use]
+pub fn shortest(x: f64, buf: &mut ryu::Buffer) -> &str {
+    if x.is_nan() {
+        "NaN"
+    } else if x.is_infinite() {
+        if x > 0.0 { "inf" } else { "-inf" }
+    } else if x == 0.0 {
+        if x.is_sign_negative() { "-0" } else { "0" }
+    } else {
+        let s = buf.format_finite(x);
+        s.strip_suffix(".0").unwrap_or(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -347,7 +347,7 @@ fn fuzz_quantize_lines() {
     fuzz("quantize", &[], &|bytes| {
         let mut input = std::io::BufReader::with_capacity(64, bytes);
         let mut out = Vec::new();
-        let result = mixprec::cli::quantize(&rounder, false, &mut input, &mut out);
+        let result = mixprec::quantize::quantize(&rounder, false, &mut input, &mut out);
         let lines = bytes.split(|&b| b == b'\n').count();
         let printed = out.iter().filter(|&&b| b == b'\n').count();
         if printed > lines {
