@@ -1,13 +1,13 @@
 //! mixprec: the numerics of mixed-precision training.
 //!
 //! Exact low-precision rounding ([`mod@format`]), and on top of it tensor range analysis, an
-//! instrumented training core and reports. Data flows one way: `format` -> `stats` -> `io` ->
-//! `analysis` / `scaling` -> `train` -> `report` -> `cli`.
+//! instrumented training core and reports. Data flows one way: `format` and `text` -> `stats`
+//! -> `io` -> `analysis` / `scaling` / `quantize` -> `run` -> `train` -> `report`; the commands
+//! (`src/cli`) belong to the binary and call this library.
 
 #![warn(missing_docs)]
 
 pub mod analysis;
-pub mod cli;
 pub mod error;
 pub mod format;
 pub mod io;

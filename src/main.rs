@@ -3,8 +3,10 @@
 
 use std::process::ExitCode;
 
+mod cli;
+
 fn main() -> ExitCode {
-    match mixprec::cli::main(std::env::args_os(), stdout_at_start::closed()) {
+    match cli::main(std::env::args_os(), stdout_at_start::closed()) {
         Ok(code) => code,
         // A reader that stopped early (`mixprec quantize | head`) is not an error.
         Err(err) if broken_pipe(&err) => ExitCode::SUCCESS,

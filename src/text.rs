@@ -217,6 +217,12 @@ pub fn shortest(x: f64, buf: &mut ryu::Buffer) -> &str {
     }
 }
 
+/// A threshold given as a fraction (`--max-underflow 0.001`), in percent as it was set: `0.1%`.
+#[must_use]
+pub fn threshold_percent(fraction: f64) -> String {
+    format!("{}%", fraction * 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

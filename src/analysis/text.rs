@@ -17,7 +17,7 @@ use crate::text::{magnitude, percent, percent_of, printable, table};
 /// A window in words: `2^a..2^b`, or why it is empty.
 #[must_use]
 pub fn window_words(w: &Window, max_underflow: f64) -> String {
-    let pct = crate::stats::recommend::threshold_percent(max_underflow);
+    let pct = crate::text::threshold_percent(max_underflow);
     match (w.min_log2_scale, w.max_log2_scale) {
         (Some(lo), Some(hi)) if lo <= hi => format!("2^{lo}..2^{hi}"),
         (Some(lo), Some(hi)) => {
@@ -52,7 +52,7 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
     };
     let fmt = a.format;
     let n = t.sweep.finite_nonzero();
-    let pct = crate::stats::recommend::threshold_percent(o.max_underflow);
+    let pct = crate::text::threshold_percent(o.max_underflow);
     let headroom = if o.margin == 0 {
         String::new()
     } else {
@@ -185,7 +185,8 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
 /// The tensors whose own window excludes the recommended scale, worst first.
 /// Where training is predicted to match FP32, beside the window.
 fn predicted_words(r: &Advice, fmt: &crate::format::FloatFormat, lowest: i32) -> String {
-    use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
+    use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
+    use crate::text::threshold_percent;
     let from = |k: Option<i32>| match (k, r.max_log2_scale) {
         (Some(k), Some(_)) if k == lowest => {
             format!("from 2^{k} up (the lowest of --scales: perhaps from lower)")

@@ -1,16 +1,16 @@
 //! `mixprec analyze`: range analysis of tensor files, loss-scale sweeps and a recommendation.
-//! Parses the flags, calls [`crate::analysis::analyze_files`] and prints its tables, its JSON or
+//! Parses the flags, calls [`mixprec::analysis::analyze_files`] and prints its tables, its JSON or
 //! its plots.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::Error;
-use crate::analysis::block::{self, BlockOptions};
-use crate::analysis::{AnalysisOptions, SCALE_LIMIT, analyze_files, parse_log2_scales, text};
-use crate::format::FloatFormat;
-use crate::io::TensorInfo;
+use mixprec::Error;
+use mixprec::analysis::block::{self, BlockOptions};
+use mixprec::analysis::{AnalysisOptions, SCALE_LIMIT, analyze_files, parse_log2_scales, text};
+use mixprec::format::FloatFormat;
+use mixprec::io::TensorInfo;
 
 /// Analyze the range of tensors (gradients dumped from a framework) against a number format:
 /// log2-magnitude histograms, a loss-scale sweep and the recommended loss scale.
@@ -223,18 +223,18 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let options = args.options()?;
     // Before the work, so that a bad directory costs nothing and leaves nothing half-written.
     if let Some(dir) = &args.plots {
-        crate::report::check_plots_dir(dir)?;
+        mixprec::report::check_plots_dir(dir)?;
     }
     if let Some(dir) = &args.report {
-        crate::report::check_outputs(dir, &["index.html", "report.json"], "--report")?;
-        crate::report::check_plots_dir(&dir.join("figures"))?;
+        mixprec::report::check_outputs(dir, &["index.html", "report.json"], "--report")?;
+        mixprec::report::check_plots_dir(&dir.join("figures"))?;
     }
     let a = analyze_files(&args.files, &options)?;
     if let Some(dir) = &args.plots {
-        crate::report::analyze_plots(dir, &crate::report::AnalyzePlots::new(&a))?;
+        mixprec::report::analyze_plots(dir, &mixprec::report::AnalyzePlots::new(&a))?;
     }
     if let Some(dir) = &args.report {
-        crate::report::page::write_analysis(dir, &a)?;
+        mixprec::report::page::write_analysis(dir, &a)?;
     }
     if args.json {
         warn_skipped(&a.skipped);
@@ -252,11 +252,11 @@ fn run_blocks(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.plots {
-        crate::report::block::check_block_plots_dir(dir)?;
+        mixprec::report::block::check_block_plots_dir(dir)?;
     }
     let a = block::analyze_block_files(&args.files, options)?;
     if let Some(dir) = &args.plots {
-        crate::report::block::block_plots(dir, &a)?;
+        mixprec::report::block::block_plots(dir, &a)?;
     }
     if args.json {
         warn_skipped(&a.skipped);

@@ -7,17 +7,17 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::format::FP16;
-use crate::report::page::failed_to_train;
-use crate::report::{Report, ReportOptions, RunData};
-use crate::run::Class;
-use crate::run::{RunDir, Summary};
-use crate::scaling::window::{MAX_UNDERFLOW, unscaled_window};
-use crate::stats::Histogram;
-use crate::stats::recommend::threshold_percent;
-use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
-use crate::train::config::{Overrides, TrainConfig};
-use crate::train::run::{self};
+use mixprec::format::FP16;
+use mixprec::report::page::failed_to_train;
+use mixprec::report::{Report, ReportOptions, RunData};
+use mixprec::run::Class;
+use mixprec::run::{RunDir, Summary};
+use mixprec::scaling::window::{MAX_UNDERFLOW, unscaled_window};
+use mixprec::stats::Histogram;
+use mixprec::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
+use mixprec::text::threshold_percent;
+use mixprec::train::config::{Overrides, TrainConfig};
+use mixprec::train::run::{self};
 
 /// Train the built-in MLP on the built-in digits in fp32, in fp16 without loss scaling and in
 /// fp16 with a dynamic loss scaler; analyse the captured gradients; write one report page and
@@ -72,7 +72,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let data = dirs
         .iter()
         .map(|d| RunData::read(d, &options))
-        .collect::<crate::Result<Vec<_>>>()?;
+        .collect::<mixprec::Result<Vec<_>>>()?;
 
     writeln!(
         out,
@@ -94,10 +94,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         "Without loss scaling, {} of the nonzero gradient values (activation and weight \
          gradients, over the {} capture steps) underflowed to zero in fp16; with the dynamic \
          scaler (2^{} at the end), {}.",
-        crate::text::pct(gradients_underflowed(unscaled)),
+        mixprec::text::pct(gradients_underflowed(unscaled)),
         unscaled.captures.len(),
         dynamic_scale,
-        crate::text::pct(gradients_underflowed(dynamic)),
+        mixprec::text::pct(gradients_underflowed(dynamic)),
     )?;
     let window = fp32_window(&dirs[0])?;
     // The page's prediction for the fp32 run (its weight gradients, every capture pooled).
@@ -118,7 +118,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some(p) = predicted {
         // Within MATCH_TOLERANCE of fp32's accuracy: the grid report's rule for matching.
         let matched = (summaries[2].eval_metric.value - summaries[0].eval_metric.value).abs()
-            <= crate::report::grid::MATCH_TOLERANCE;
+            <= mixprec::report::grid::MATCH_TOLERANCE;
         writeln!(
             out,
             "From the fp32 run's weight gradients, training in fp16 is predicted to match fp32 \
@@ -141,7 +141,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 /// A run's outcome in words: its metric, whether it diverged or failed to train (the report's
 /// rules), and its skipped steps.
 fn outcome(r: &RunData, s: &Summary, runs: &[RunData]) -> String {
-    let metric = format!("test accuracy {}", crate::text::pct(s.eval_metric.value));
+    let metric = format!("test accuracy {}", mixprec::text::pct(s.eval_metric.value));
     let failed = if s.diverged {
         ", diverged"
     } else if failed_to_train(r, runs).is_some() {
@@ -175,7 +175,7 @@ fn gradients_underflowed(r: &RunData) -> f64 {
 }
 
 /// The loss-scale window of an fp32 run's gradients in fp16, over every capture step pooled.
-fn fp32_window(dir: &Path) -> anyhow::Result<crate::stats::Recommendation> {
+fn fp32_window(dir: &Path) -> anyhow::Result<mixprec::stats::Recommendation> {
     let mut pooled: Option<Histogram> = None;
     for record in RunDir::open(dir)?.captures()? {
         let h = record?.gradients();

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use super::round_args::RoundArgs;
-use crate::format::explain::explain_value;
+use mixprec::format::explain::explain_value;
 
 /// Show how a value is stored in a format: its bits, sign, exponent and mantissa, the two
 /// neighbouring representable values, the rounding error (and whether a tie decided it), and

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::format::{BlockFormat, FloatFormat, split_targets};
+use mixprec::format::{BlockFormat, FloatFormat, split_targets};
 
 /// List number formats and their properties.
 ///
@@ -50,11 +50,11 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         Some(dir) => {
             let band = match &args.gradients {
-                Some(run) => crate::report::formats::run_gradient_band(run)?,
-                None => crate::report::formats::default_gradient_band(),
+                Some(run) => mixprec::report::formats::run_gradient_band(run)?,
+                None => mixprec::report::formats::default_gradient_band(),
             };
             Some((
-                crate::report::formats::write_format_plots(dir, &formats, &band)?,
+                mixprec::report::formats::write_format_plots(dir, &formats, &band)?,
                 band,
             ))
         }
@@ -105,12 +105,12 @@ fn write_block_table(out: &mut dyn Write, blocks: &[BlockFormat]) -> std::io::Re
                 b.name(),
                 format!("{r} x {c}"),
                 b.element().name(),
-                crate::text::magnitude(b.element().max()),
+                mixprec::text::magnitude(b.element().max()),
                 b.scale_format().to_string(),
             ]
         })
         .collect();
-    crate::text::table(out, &header, &rows)?;
+    mixprec::text::table(out, &header, &rows)?;
     writeln!(
         out,
         "\nblock: rows x columns sharing one scale, along each row (tiles: R rows x C columns, \
@@ -147,23 +147,23 @@ fn write_element_table(out: &mut dyn Write, formats: &[FloatFormat]) -> std::io:
                 f.exp_bits().to_string(),
                 f.man_bits().to_string(),
                 f.bias().to_string(),
-                crate::text::magnitude(f.max()),
-                crate::text::magnitude(f.min_normal()),
-                crate::text::magnitude(f.min_subnormal()),
+                mixprec::text::magnitude(f.max()),
+                mixprec::text::magnitude(f.min_normal()),
+                mixprec::text::magnitude(f.min_subnormal()),
                 format!(
                     "2^{} / 2^{} .. {}",
                     f.min_subnormal().log2(),
                     f.min_normal().log2(),
-                    crate::report::formats::power(f.max())
+                    mixprec::report::formats::power(f.max())
                 ),
-                crate::text::magnitude(f.epsilon()),
+                mixprec::text::magnitude(f.epsilon()),
                 if f.has_infinity() { "yes" } else { "no" }.to_string(),
                 if f.has_nan() { "yes" } else { "no" }.to_string(),
                 format!("{:.1}", (f.man_bits() + 1) as f64 * 2f64.log10()),
             ]
         })
         .collect();
-    crate::text::table(out, &header, &rows)?;
+    mixprec::text::table(out, &header, &rows)?;
     writeln!(
         out,
         "\nmax: largest finite value; min normal: 2^emin, below it precision falls (subnormals) \

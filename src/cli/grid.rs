@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::run::grid::Vary;
-use crate::train::TrainConfig;
-use crate::train::grid::{self, Event, GridSpec, RunState, Shard};
+use mixprec::run::grid::Vary;
+use mixprec::train::TrainConfig;
+use mixprec::train::grid::{self, Event, GridSpec, RunState, Shard};
 
 /// Train a grid of runs: every combination of the --vary values, times --seeds seeds, each an
 /// ordinary run directory under DIR/runs/ (as `mixprec train` writes it), in parallel (one run
@@ -54,7 +54,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .vary
         .iter()
         .map(|v| v.parse::<Vary>())
-        .collect::<crate::Result<Vec<_>>>()?;
+        .collect::<mixprec::Result<Vec<_>>>()?;
     let shard = match &args.shard {
         Some(s) => s.parse::<Shard>()?,
         None => Shard::ALL,
@@ -96,14 +96,14 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         todo.len() - failed.len(),
         failed.len(),
         runs.len(),
-        args.out.join(crate::run::grid::INDEX).display()
+        args.out.join(mixprec::run::grid::INDEX).display()
     )?;
     if let Some((name, e)) = failed.first() {
         anyhow::bail!(
             "{} of {} runs failed, first {}: {e}",
             failed.len(),
             todo.len(),
-            args.out.join(crate::run::grid::RUNS).join(name).display()
+            args.out.join(mixprec::run::grid::RUNS).join(name).display()
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -4,8 +4,8 @@ use std::io::{BufReader, Write};
 use std::process::ExitCode;
 
 use super::round_args::{OptionArgs, Target, parse_target};
-use crate::format::{BlockRounder, Rounder};
-use crate::quantize::{BATCH_BYTES, MAX_BATCH, quantize, quantize_blocks};
+use mixprec::format::{BlockRounder, Rounder};
+use mixprec::quantize::{BATCH_BYTES, MAX_BATCH, quantize, quantize_blocks};
 
 /// Round numbers read from standard input, one a line, and print one result a line.
 ///

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::format::FloatFormat;
-use crate::report::replay::{HEADER, replay_run, table, write_replay};
+use mixprec::format::FloatFormat;
+use mixprec::report::replay::{HEADER, replay_run, table, write_replay};
 
 /// Replay loss-scaling policies over a recorded run, open loop: from each step's largest
 /// gradient (grad_amax) and the captured gradient histograms, each policy's scale trajectory,
@@ -45,9 +45,9 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let format: Option<FloatFormat> = args.format.as_deref().map(str::parse).transpose()?;
     if let Some(dir) = &args.out {
         // Refused before the (possibly long) replay rather than after it.
-        crate::report::check_outputs(dir, &["index.html", "replay.json"], "--out")?;
+        mixprec::report::check_outputs(dir, &["index.html", "replay.json"], "--out")?;
     }
-    let steps = crate::run::RunDir::open(&args.run)?
+    let steps = mixprec::run::RunDir::open(&args.run)?
         .summary
         .map(|s| s.steps);
     let bar = if std::io::stderr().is_terminal() {
@@ -81,7 +81,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             r.replay.judged.format
         )?;
         writeln!(out, "{}\n", r.replay.open_loop)?;
-        crate::text::table(out, &HEADER, &table(&r))?;
+        mixprec::text::table(out, &HEADER, &table(&r))?;
         if r.replay.unexplained_overflows > 0 {
             writeln!(
                 out,

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::format::FloatFormat;
-use crate::report::grid::is_grid;
-use crate::report::{GridReport, Report, ReportOptions, RunData};
+use mixprec::format::FloatFormat;
+use mixprec::report::grid::is_grid;
+use mixprec::report::{GridReport, Report, ReportOptions, RunData};
 
 /// Report on training runs: findings in words, the runs compared, loss and loss-scale curves,
 /// what rounding lost per layer over training, the paper's Figure 3 from the run, the
@@ -52,7 +52,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 grid.display()
             );
         }
-        let plan = crate::train::grid::GridSpec::read(grid)?.plan()?;
+        let plan = mixprec::train::grid::GridSpec::read(grid)?.plan()?;
         let report = GridReport::read(grid, &plan, &options)?;
         let index = report.write(&args.out)?;
         for f in &report.findings {
@@ -70,7 +70,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .runs
         .iter()
         .map(|dir| RunData::read(dir, &options))
-        .collect::<crate::Result<Vec<_>>>()?;
+        .collect::<mixprec::Result<Vec<_>>>()?;
     let report = Report::new(runs);
     let index = report.write(&args.out)?;
     for f in &report.findings {

@@ -1,6 +1,6 @@
 //! The rounding flags that `explain` and `quantize` share.
 
-use crate::format::{FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
+use mixprec::format::{FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
 
 /// Format and rounding options, as flags.
 #[derive(Debug, clap::Args)]
@@ -54,23 +54,23 @@ impl RoundArgs {
     }
 }
 
-pub use crate::format::Target;
+pub use mixprec::format::Target;
 
 /// [`Target`]'s parser, for clap.
 pub fn parse_target(s: &str) -> Result<Target, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 fn parse_format(s: &str) -> Result<FloatFormat, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 fn parse_rounding(s: &str) -> Result<Rounding, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 fn parse_overflow(s: &str) -> Result<Overflow, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {

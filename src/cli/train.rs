@@ -4,11 +4,11 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::format::{Overflow, Rounding};
-use crate::run::recipe::Accumulation;
-use crate::scaling::scaler::LossScaling;
-use crate::train::config::{ModelKind, Overrides, TrainConfig};
-use crate::train::run;
+use mixprec::format::{Overflow, Rounding};
+use mixprec::run::recipe::Accumulation;
+use mixprec::scaling::scaler::LossScaling;
+use mixprec::train::config::{ModelKind, Overrides, TrainConfig};
+use mixprec::train::run;
 
 /// Train a model under a precision recipe and write a run directory (config.json, metrics.jsonl,
 /// captures.jsonl, summary.json). Flags override the config file.
@@ -113,31 +113,31 @@ fn parse_lr(s: &str) -> Result<f64, String> {
 }
 
 fn parse_model(s: &str) -> Result<ModelKind, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 fn parse_loss_scale(s: &str) -> Result<f32, String> {
     // clap already names the flag and the value: keep only the reason.
-    crate::format::parse_loss_scale("--loss-scale", s).map_err(|e| match e {
-        crate::Error::BadScale { problem, .. } => problem,
+    mixprec::format::parse_loss_scale("--loss-scale", s).map_err(|e| match e {
+        mixprec::Error::BadScale { problem, .. } => problem,
         e => e.to_string(),
     })
 }
 
 fn parse_scaler(s: &str) -> Result<LossScaling, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 fn parse_rounding(s: &str) -> Result<Rounding, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 fn parse_accumulation(s: &str) -> Result<Accumulation, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 fn parse_overflow(s: &str) -> Result<Overflow, String> {
-    s.parse().map_err(|e: crate::Error| e.to_string())
+    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 /// Runs the command.

@@ -20,8 +20,9 @@ mod figures;
 mod findings;
 
 use figures::figures;
+pub use findings::failed_to_train;
 use findings::window_sentence;
-pub(crate) use findings::{Finding, failed_to_train, findings};
+pub(crate) use findings::{Finding, findings};
 
 /// A report of one or more runs.
 #[derive(Clone, Debug, Serialize)]

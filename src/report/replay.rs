@@ -192,7 +192,7 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
         caption: format!(
             "Each policy's loss scale over the recorded run's steps (open loop), its skipped steps (crosses), and the window in {} (band: from the smallest scale that keeps {} of the captured gradient values from underflowing, at the last capture step, to the largest that keeps the step's largest gradient finite).",
             r.replay.judged.format,
-            crate::stats::recommend::threshold_percent(1.0 - crate::scaling::window::MAX_UNDERFLOW)
+            crate::text::threshold_percent(1.0 - crate::scaling::window::MAX_UNDERFLOW)
         ),
         chart: Chart::Lines(LineChart {
             title: format!("Loss-scale policies replayed over {}", r.recipe),

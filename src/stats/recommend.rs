@@ -200,12 +200,6 @@ pub fn overflow_log2_scale(format: FloatFormat, amax: f64) -> Option<i32> {
     Some(format.emax() - e + 1 - i32::from(top))
 }
 
-/// A threshold given as a fraction (`--max-underflow 0.001`), in percent as it was set: `0.1%`.
-#[must_use]
-pub(crate) fn threshold_percent(fraction: f64) -> String {
-    format!("{}%", fraction * 100.0)
-}
-
 /// What a tensor, or a wider format, would do on its own: its name and recommendation.
 #[derive(Clone, Debug)]
 pub struct Alternative {
@@ -228,7 +222,7 @@ pub fn explain(
     per_tensor: &[Alternative],
     wider: &[Alternative],
 ) -> String {
-    let pct = threshold_percent(max_underflow);
+    let pct = crate::text::threshold_percent(max_underflow);
     let range = match (total.rows.first(), total.rows.last()) {
         (Some(a), Some(b)) => format!("2^{}..2^{}", a.log2_scale, b.log2_scale),
         _ => "an empty range".to_string(),

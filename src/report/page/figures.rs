@@ -9,7 +9,8 @@ use crate::report::html::{Chart, Figure};
 use crate::report::runs::RunData;
 use crate::run::Class;
 use crate::stats::Histogram;
-use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
+use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
+use crate::text::threshold_percent;
 
 /// log2 of the zone edges of `f`: half the min subnormal, the min normal, the max.
 pub(crate) fn zones(f: FloatFormat) -> Vec<Zone> {

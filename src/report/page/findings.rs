@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::report::runs::{RunData, WINDOW_SCALES};
 use crate::run::Class;
-use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, threshold_percent};
+use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
+use crate::text::threshold_percent;
 
 /// A sentence of the findings, and the figure that shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -30,7 +31,7 @@ pub(crate) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
 /// Why a run that did not diverge still failed to train, if it did: its loss grew many-fold
 /// (4x or more from its first step to its last), or its metric ended far below another run's of
 /// the same report (by half the metric's range or more).
-pub(crate) fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
+pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
     let &(first_step, first) = r.loss.points.first()?;
     let metric = &s.eval_metric;
@@ -239,7 +240,7 @@ fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
                 let _ = write!(
                     text,
                     " Loss scales {w} would have kept all but {} of them; this run used {}.",
-                    crate::stats::recommend::threshold_percent(crate::report::runs::MAX_UNDERFLOW),
+                    crate::text::threshold_percent(crate::report::runs::MAX_UNDERFLOW),
                     if c.loss_scale == 1.0 {
                         "none".into()
                     } else {
