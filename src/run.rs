@@ -59,6 +59,7 @@
 //! Runs are deterministic: the same config gives bit-identical `metrics.jsonl`, `captures.jsonl`,
 //! `shadow.jsonl` and `summary.json` (except its `wall_seconds`) whatever the number of threads.
 
+pub mod capture;
 pub mod class;
 pub mod grid;
 mod reader;
@@ -66,6 +67,7 @@ pub mod recipe;
 pub mod schema;
 mod writer;
 
+pub use capture::{CaptureBuilder, class_counts};
 pub use class::{Class, Key, Site, StoreCounts};
 pub use reader::{Records, RunDir};
 pub use recipe::Recipe;

@@ -2,14 +2,13 @@
 //! tensors ([`Capture`]), and the run directory's writer ([`RunWriter`], the library's own), so
 //! that a recorded PyTorch run has the schema of `mixprec train`'s runs, written by the same code.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
 use mixprec::run::{
-    self, CAPTURE_SUB_BINS_LOG2, CaptureRecord, Class, EvalMetric, RecordedConfig, SiteCapture,
-    StepRecord, StoreCounts,
+    self, CAPTURE_SUB_BINS_LOG2, CaptureBuilder, CaptureRecord, Class, EvalMetric, RecordedConfig,
+    SiteCapture, StepRecord, class_counts,
 };
 use mixprec::stats::Histogram;
 use mixprec::train::TrainConfig;
@@ -129,81 +128,39 @@ fn with_slice<T: Copy, R>(v: ArrayViewD<'_, T>, f: impl FnOnce(&[T]) -> R) -> R 
     }
 }
 
-/// One storage point's histogram and rounding counts, merged over every tensor added to it.
-#[derive(Clone)]
-struct Site {
-    layer: String,
-    tensor: Class,
-    part: Option<String>,
-    values: Histogram,
-    rounding: RoundCounts,
-}
-
 /// The sites of one capture step: log2 histograms (`CAPTURE_SUB_BINS_LOG2`, as `mixprec
 /// train`'s captures) of the values before rounding, and the counts of rounding them into the
-/// format, per (layer, tensor class, part), merged over the tensors added to each.
+/// format, per (layer, tensor class, part), merged over the tensors added to each: the run
+/// layer's `CaptureBuilder`, the one `mixprec train` builds its captures with.
 #[pyclass(module = "mixprec._mixprec")]
 pub struct Capture {
     rounder: Rounder,
     layers: Vec<String>,
-    sites: Vec<Site>,
+    builder: CaptureBuilder,
 }
 
 impl Capture {
-    fn site(&mut self, layer: String, tensor: &str, part: Option<String>) -> PyResult<&mut Site> {
-        let tensor = class(tensor)?;
-        let at = match self
-            .sites
-            .iter()
-            .position(|s| s.layer == layer && s.tensor == tensor && s.part == part)
-        {
-            Some(at) => at,
-            None => {
-                self.sites.push(Site {
-                    layer,
-                    tensor,
-                    part,
-                    values: Histogram::new(CAPTURE_SUB_BINS_LOG2),
-                    rounding: RoundCounts::default(),
-                });
-                self.sites.len() - 1
-            }
-        };
-        Ok(&mut self.sites[at])
+    fn site(
+        &mut self,
+        layer: &str,
+        tensor: &str,
+        part: Option<&str>,
+    ) -> PyResult<&mut SiteCapture> {
+        Ok(self.builder.site(layer, class(tensor)?, part))
     }
 
-    /// Takes the sites out, in layer order (the order of `layers`; others after, by name), then
-    /// class order, then part.
+    /// Takes the sites out, in record order.
     fn take_sites(&mut self) -> Vec<SiteCapture> {
-        let layers = &self.layers;
-        let rank = |s: &Site| {
-            let layer = layers.iter().position(|l| *l == s.layer);
-            (
-                layer.unwrap_or(usize::MAX),
-                s.layer.clone(),
-                s.tensor.index(),
-                s.part.clone(),
-            )
-        };
-        let mut sites = std::mem::take(&mut self.sites);
-        sites.sort_by_cached_key(rank);
+        let sites = self.builder.sites();
+        self.builder = CaptureBuilder::new(self.layers.clone());
         sites
-            .into_iter()
-            .map(|s| SiteCapture {
-                layer: s.layer,
-                tensor: s.tensor,
-                part: s.part,
-                values: s.values,
-                rounding: s.rounding,
-            })
-            .collect()
     }
 }
 
 fn add_typed<T: Stored>(
     py: Python<'_>,
     values: &Bound<'_, PyAny>,
-    site: &mut Site,
+    site: &mut SiteCapture,
     r: &Rounder,
 ) -> PyResult<()> {
     let a = values.cast::<PyArrayDyn<T>>()?.try_readonly()?;
@@ -223,8 +180,8 @@ impl Capture {
         let format: FloatFormat = format.parse().map_err(py_err)?;
         Ok(Capture {
             rounder: Rounder::new(format, RoundOptions::default()),
+            builder: CaptureBuilder::new(layers.clone()),
             layers,
-            sites: Vec::new(),
         })
     }
 
@@ -242,7 +199,7 @@ impl Capture {
         kind: &str,
     ) -> PyResult<()> {
         let r = self.rounder;
-        let site = self.site(layer, tensor, part)?;
+        let site = self.site(&layer, tensor, part.as_deref())?;
         match kind {
             "float" if values.cast::<PyArrayDyn<f32>>().is_ok() => {
                 add_typed::<f32>(py, values, site, &r)
@@ -286,41 +243,23 @@ impl Capture {
             )));
         }
         let (underflow, subnormal, overflow, nan, infinite) = rounding;
-        let site = self.site(layer, tensor, part)?;
-        site.values.merge(&h);
-        site.rounding += RoundCounts {
+        let counts = RoundCounts {
             underflow,
             subnormal,
             overflow,
             nan,
             infinite,
         };
+        self.builder
+            .add(&layer, class(tensor)?, part.as_deref(), &h, counts);
         Ok(())
     }
 
     /// The sites as `captures.jsonl` writes them (a JSON list), in record order.
     fn sites_json(&self) -> PyResult<String> {
-        let mut copy = Capture {
-            rounder: self.rounder,
-            layers: self.layers.clone(),
-            sites: self.sites.clone(),
-        };
-        serde_json::to_string(&copy.take_sites()).map_err(|e| PyValueError::new_err(e.to_string()))
+        serde_json::to_string(&self.builder.sites())
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
-}
-
-/// Per tensor class, summed over a capture's sites: the step's `counts`.
-fn class_counts(sites: &[SiteCapture]) -> BTreeMap<Class, StoreCounts> {
-    let mut counts: BTreeMap<Class, StoreCounts> = BTreeMap::new();
-    for s in sites {
-        let c = counts.entry(s.tensor).or_default();
-        c.stored += s.values.count();
-        c.underflow += s.rounding.underflow;
-        c.subnormal += s.rounding.subnormal;
-        c.overflow += s.rounding.overflow;
-        c.nonfinite += s.values.nonfinite();
-    }
-    counts
 }
 
 /// A run directory being written: `mixprec::run::RunWriter` (the `INCOMPLETE` marker,

@@ -17,7 +17,7 @@ use super::rng::Rng;
 use super::step::Trainer;
 use crate::error::Error;
 use crate::run::{
-    CaptureRecord, Class, EvalMetric, Recipe, RunWriter, ShadowRecord, ShadowSite, SiteCapture,
+    CaptureBuilder, CaptureRecord, Class, EvalMetric, Recipe, RunWriter, ShadowRecord, ShadowSite,
     StepRecord, Summary, UpdateRatios,
 };
 
@@ -244,17 +244,18 @@ pub fn run(
 
 fn capture_record(record: &StepRecord, observer: &Observer, p: &Precision) -> CaptureRecord {
     let name = |layer: usize| p.layers().get(layer).cloned().unwrap_or_default();
-    let sites = observer
-        .values
-        .iter()
-        .map(|(&(layer, tensor, part), values)| SiteCapture {
-            layer: name(layer),
+    let mut sites = CaptureBuilder::new(p.layers().to_vec());
+    for (&(layer, tensor, part), values) in &observer.values {
+        let part = (!part.is_empty()).then_some(part);
+        sites.add(
+            &name(layer),
             tensor,
-            part: (!part.is_empty()).then(|| part.to_string()),
-            values: values.clone(),
-            rounding: p.part_counts((layer, tensor, part)),
-        })
-        .collect();
+            part,
+            values,
+            p.part_counts((layer, tensor, part.unwrap_or(""))),
+        );
+    }
+    let sites = sites.sites();
     let update_ratios = observer
         .update_ratios
         .iter()
