@@ -91,7 +91,29 @@ impl GridReport {
         out
     }
 
+    /// The window of the fp32 runs as `(lo, hi)`, when it is not empty.
+    fn window_edges(&self) -> Option<(i32, i32)> {
+        self.window.as_ref().and_then(|w| {
+            let (lo, hi) = (w.window.min_log2_scale?, w.window.max_log2_scale?);
+            (lo <= hi).then_some((lo, hi))
+        })
+    }
+
+    /// The findings: each rule's, in the order the page says them.
     pub(super) fn findings(&self) -> Vec<String> {
+        let rules: [fn(&GridReport) -> Vec<String>; 6] = [
+            GridReport::unfinished_runs,
+            GridReport::one_seed,
+            GridReport::trained_once_finding,
+            GridReport::window_finding,
+            GridReport::edge_findings,
+            GridReport::series_findings,
+        ];
+        rules.iter().flat_map(|rule| rule(self)).collect()
+    }
+
+    /// Runs that have not finished.
+    fn unfinished_runs(&self) -> Vec<String> {
         let mut out = Vec::new();
         if !self.unfinished.is_empty() {
             out.push(format!(
@@ -100,19 +122,34 @@ impl GridReport {
                 self.runs
             ));
         }
+        out
+    }
+
+    /// A grid of one seed has no statistics.
+    fn one_seed(&self) -> Vec<String> {
+        let mut out = Vec::new();
         if self.seeds < 2 {
             out.push(
                 "One seed per combination: no confidence intervals or tests (run the grid with --seeds 5)."
                     .into(),
             );
         }
+        out
+    }
+
+    /// What the runs trained once stand for.
+    fn trained_once_finding(&self) -> Vec<String> {
+        let mut out = Vec::new();
         if let Some(once) = self.trained_once() {
             out.push(once);
         }
-        let window = self.window.as_ref().and_then(|w| {
-            let (lo, hi) = (w.window.min_log2_scale?, w.window.max_log2_scale?);
-            (lo <= hi).then_some((lo, hi))
-        });
+        out
+    }
+
+    /// The fp32 runs' window, or that there is none.
+    fn window_finding(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let window = self.window_edges();
         if let Some(w) = &self.window {
             out.push(match window {
                 Some((lo, hi)) => format!(
@@ -128,6 +165,13 @@ impl GridReport {
                 ),
             });
         }
+        out
+    }
+
+    /// Per series: where re-training matched fp32, against the predicted edge and the window.
+    fn edge_findings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let window = self.window_edges();
         if let Some(w) = &self.window {
             let predicted = w.predicted_min_log2_scale;
             for e in &self.edges {
@@ -166,6 +210,13 @@ impl GridReport {
                 out.push(text + ".");
             }
         }
+        out
+    }
+
+    /// Per series: where its metric differs from fp32's (Welch), inside and outside the window.
+    fn series_findings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let window = self.window_edges();
         for s in &self.series {
             let tested: Vec<&Cell> = self
                 .cells
