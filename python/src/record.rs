@@ -135,7 +135,6 @@ fn with_slice<T: Copy, R>(v: ArrayViewD<'_, T>, f: impl FnOnce(&[T]) -> R) -> R 
 #[pyclass(module = "mixprec._mixprec")]
 pub struct Capture {
     rounder: Rounder,
-    layers: Vec<String>,
     builder: CaptureBuilder,
 }
 
@@ -151,9 +150,7 @@ impl Capture {
 
     /// Takes the sites out, in record order.
     fn take_sites(&mut self) -> Vec<SiteCapture> {
-        let sites = self.builder.sites();
-        self.builder = CaptureBuilder::new(self.layers.clone());
-        sites
+        self.builder.take()
     }
 }
 
@@ -180,8 +177,7 @@ impl Capture {
         let format: FloatFormat = format.parse().map_err(py_err)?;
         Ok(Capture {
             rounder: Rounder::new(format, RoundOptions::default()),
-            builder: CaptureBuilder::new(layers.clone()),
-            layers,
+            builder: CaptureBuilder::new(layers),
         })
     }
 

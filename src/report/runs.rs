@@ -354,14 +354,8 @@ impl RunData {
                 Some(_) => {}
             }
         }
-        data.predicted_min_log2_scale = match pooled_weights {
-            Some((scale, h))
-                if data.formats.get(&Class::WeightGrad).map(String::as_str) == Some("fp32") =>
-            {
-                unscaled_predicted(&h, scale, data.grad_format, step_rule(&data.config))
-            }
-            _ => None,
-        };
+        data.predicted_min_log2_scale =
+            pooled_weights.and_then(|(scale, h)| data.predicted(&h, scale));
         if let (Some(step), None) = (options.step, &data.histograms) {
             let steps: Vec<String> = data.captures.iter().map(|c| c.step.to_string()).collect();
             return Err(crate::Error::BadFile {
@@ -426,6 +420,15 @@ impl RunData {
         }
     }
 
+    /// The predicted lower edge of weight gradients `h` captured at `loss_scale`, when the run
+    /// stores its weight gradients in FP32: a narrower format has already zeroed (and so dropped
+    /// from the histogram) the values the prediction counts.
+    fn predicted(&self, h: &crate::stats::Histogram, loss_scale: f64) -> Option<i32> {
+        let fp32 = self.formats.get(&Class::WeightGrad).map(String::as_str) == Some("fp32");
+        fp32.then(|| unscaled_predicted(h, loss_scale, self.grad_format, step_rule(&self.config)))
+            .flatten()
+    }
+
     fn summarise(&self, r: &CaptureRecord) -> CaptureSummary {
         let mut classes: BTreeMap<Class, Tally> = BTreeMap::new();
         let mut gradients: Vec<(String, Class, Tally)> = Vec::new();
@@ -455,19 +458,7 @@ impl RunData {
                 .map(|(l, c, t)| (l, c, t.shares()))
                 .collect(),
             window: unscaled_window(&r.gradients(), loss_scale, self.grad_format),
-            // From FP32 weight gradients only: a narrower format has already zeroed (and so
-            // dropped from the histogram) the values the prediction counts.
-            predicted_min_log2_scale: (self.formats.get(&Class::WeightGrad).map(String::as_str)
-                == Some("fp32"))
-            .then(|| {
-                unscaled_predicted(
-                    &r.weight_gradients(),
-                    loss_scale,
-                    self.grad_format,
-                    step_rule(&self.config),
-                )
-            })
-            .flatten(),
+            predicted_min_log2_scale: self.predicted(&r.weight_gradients(), loss_scale),
         }
     }
 

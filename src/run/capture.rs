@@ -82,6 +82,13 @@ impl CaptureBuilder {
         sites.sort_by_cached_key(rank);
         sites
     }
+
+    /// [`CaptureBuilder::sites`], leaving the builder empty for the next capture step.
+    pub fn take(&mut self) -> Vec<SiteCapture> {
+        let sites = self.sites();
+        self.sites.clear();
+        sites
+    }
 }
 
 /// Per tensor class, summed over a capture's sites: what each class stored and what rounding
