@@ -61,6 +61,7 @@
 
 pub mod capture;
 pub mod class;
+pub mod delayed;
 pub mod grid;
 mod reader;
 pub mod recipe;
@@ -69,6 +70,7 @@ mod writer;
 
 pub use capture::{CaptureBuilder, class_counts};
 pub use class::{Class, Key, Site, StoreCounts};
+pub use delayed::DelayedScale;
 pub use reader::{Records, RunDir};
 pub use recipe::Recipe;
 pub use schema::{

@@ -52,7 +52,9 @@ import torch
 
 from . import _mixprec
 
-__all__ = ["Recorder", "histogram_torch"]
+from ._simulate import _PARTS, Simulate, quantize
+
+__all__ = ["Recorder", "Simulate", "quantize", "histogram_torch"]
 
 #: torch's dtype for each format that torch can round into on the device.
 _TORCH_FORMATS = {
@@ -63,8 +65,6 @@ _TORCH_FORMATS = {
     "fp8-e5m2": getattr(torch, "float8_e5m2", None),
 }
 
-#: PyTorch's names of optimizer state, as `mixprec train` names the same parts.
-_PARTS = {"exp_avg": "adam_m", "exp_avg_sq": "adam_v", "momentum_buffer": "momentum"}
 
 
 def histogram_torch(t: torch.Tensor, fmt: str) -> Tuple[Dict[str, Any], Tuple[int, ...]]:
@@ -190,11 +190,12 @@ class Recorder:
         self,
         model: torch.nn.Module,
         out: "str | os.PathLike[str]",
-        format: str = "fp16",
+        format: Optional[str] = None,
         every: int = 100,
         *,
         optimizer: Optional[torch.optim.Optimizer] = None,
         scaler: Optional[Any] = None,
+        simulate: Optional[Simulate] = None,
         ranks: str = "zero",
         name: Optional[str] = None,
         flush_every: float = 2.0,
@@ -203,10 +204,20 @@ class Recorder:
             raise ValueError(f"every: expected a whole number of steps >= 0, got {every!r}")
         if ranks not in ("zero", "each"):
             raise ValueError(f"ranks: expected 'zero' or 'each', got {ranks!r}")
+        if simulate is not None and scaler is not None:
+            raise ValueError(
+                "scaler: with simulate=..., the loss scaling is the Simulate's (give it the "
+                "GradScaler: Simulate(model, recipe, scaler=scaler))"
+            )
+        self.simulate = simulate
+        if format is None:
+            format = "fp16" if simulate is None else simulate.judged_format()
         self._format_info = _format(format)  # ValueError with the CLI's message
         self.format = format
         self.every = every
-        self.name = name or f"pytorch-{format}"
+        self.name = name or (
+            f"pytorch-{format}" if simulate is None else f"pytorch-{simulate.recipe['name']}"
+        )
         if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
             model = model.module
         self.model = model
@@ -224,6 +235,10 @@ class Recorder:
             (n or "model", m) for n, m in model.named_modules() if not any(True for _ in m.children())
         ]
         self._layers = [n for n, _ in self._leaves]
+        if simulate is not None and simulate.rounds("activation"):
+            self._layers.insert(0, "input")
+        if simulate is not None and simulate.rounds("activation_grad"):
+            self._layers.append("loss")
         self._param_layer = {}
         for n, p in model.named_parameters():
             self._param_layer[p] = n.rsplit(".", 1)[0] if "." in n else "model"
@@ -232,22 +247,26 @@ class Recorder:
         self._step = 0
         self._start = time.monotonic()
         self._act_amax = 0.0
+        self._sim_steps = 0 if simulate is None else simulate.steps
         self._writer = None
         if not self.active:
             return
         low = self._format_info["name"]
+        recipe = {
+            "name": self.name,
+            "weights": low,
+            "activations": low,
+            "activation_grads": low,
+            "weight_grads": low,
+            "optimizer_state": "fp32",
+            "master_weights": "fp32",
+            "loss_scaling": _policy(scaler),
+        }
+        if simulate is not None:
+            recipe = dict(simulate.recipe, name=self.name)
         config = {
             "source": "pytorch",
-            "recipe": {
-                "name": self.name,
-                "weights": low,
-                "activations": low,
-                "activation_grads": low,
-                "weight_grads": low,
-                "optimizer_state": "fp32",
-                "master_weights": "fp32",
-                "loss_scaling": _policy(scaler),
-            },
+            "recipe": recipe,
             "format": format,
             "capture_every": every,
             "model": type(model).__name__,
@@ -273,6 +292,14 @@ class Recorder:
             a = t.abs().max()
             if torch.isfinite(a):
                 self._act_amax = max(self._act_amax, float(a))
+        sim = self.simulate
+        if sim is not None:
+            if sim.rounds(tensor):
+                return  # the Simulate captures what it rounds, before rounding
+            # Stored in FP32 by the recipe: nothing is rounded.
+            values = t.float().contiguous().cpu().numpy()
+            self._capture.add_stored(layer, tensor, part, values, (0, 0, 0, 0, 0))
+            return
         if t.device.type != "cpu":
             if self.format in _TORCH_FORMATS and _TORCH_FORMATS[self.format] is not None:
                 h, counts = histogram_torch(t, self.format)
@@ -289,6 +316,8 @@ class Recorder:
 
     def _begin_capture(self) -> None:
         self._capture = _mixprec.Capture(self.format, self._layers)
+        if self.simulate is not None:
+            self.simulate.capture = self._capture
         self._act_amax = 0.0
         with torch.no_grad():
             for p, layer in self._param_layer.items():
@@ -331,6 +360,8 @@ class Recorder:
                         if isinstance(value, torch.Tensor) and value.dim() > 0:
                             self._add(layer, "optimizer_state", value, _PARTS.get(key, key))
         capture, self._capture = self._capture, None
+        if self.simulate is not None:
+            self.simulate.capture = None
         return capture
 
     # -- steps -----------------------------------------------------------------------------
@@ -398,12 +429,26 @@ class Recorder:
                 )
             found_inf = any(float(v) > 0 for v in found)
             scale = float(scaler.get_scale())
+        counts: Dict[str, Any] = {}
+        sim = self.simulate
+        if sim is not None:
+            if sim.steps != self._sim_steps + 1:
+                raise RuntimeError(
+                    "rec.step(loss): call it once after each sim.step() (the Simulate's step "
+                    "says what the step's loss scale, overflow and rounding were)"
+                )
+            self._sim_steps = sim.steps
+            last = sim.last
+            scale, found_inf, counts = last["loss_scale"], last["overflow"], last["counts"]
         amax, nonfinite = self._grad_amax()
         capture = self._end_capture() if self._capture is not None else None
         if capture is not None and self._act_amax > 0:
             amax = max(amax or 0.0, self._act_amax / scale)
         overflow = found_inf or nonfinite
-        skipped = found_inf
+        skipped = found_inf if sim is None else last["skipped"]
+        if sim is not None and last["grad_amax"] is not None:
+            # Before rounding, as the storage points saw them (what rounded shows is less).
+            amax = max(amax or 0.0, last["grad_amax"])
         record = {
             "step": step,
             "loss": _finite(loss),
@@ -412,7 +457,7 @@ class Recorder:
             "skipped": skipped,
             "updates_lost": None,
             "grad_amax": amax,
-            "counts": {},
+            "counts": counts,
         }
         self._writer.step(json.dumps(record, allow_nan=False), capture)
         if self.every > 0 and (step + 1) % self.every == 0:

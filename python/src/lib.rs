@@ -5,6 +5,7 @@
 //! zero-copy views of numpy arrays, and runs the library's parallel paths with the GIL released.
 
 mod record;
+mod simulate;
 
 use std::path::PathBuf;
 
@@ -379,6 +380,11 @@ fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ARRAY_PATH", ARRAY_PATH)?;
     m.add_class::<record::Capture>()?;
     m.add_class::<record::RunWriter>()?;
+    m.add_function(wrap_pyfunction!(simulate::recipe_json, m)?)?;
+    m.add_class::<simulate::LossScaler>()?;
+    m.add_class::<simulate::DelayedScales>()?;
+    m.add_function(wrap_pyfunction!(simulate::train_start, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate::welch_json, m)?)?;
     m.add("CAPTURE_SUB_BINS_LOG2", mixprec::run::CAPTURE_SUB_BINS_LOG2)?;
     m.add("SCHEMA", mixprec::run::schema::SCHEMA)?;
     Ok(())

@@ -120,6 +120,19 @@ fn add_half(
     })
 }
 
+/// Counts `(underflow, subnormal, overflow, nan, infinite)` as the library's type.
+fn round_counts(
+    (underflow, subnormal, overflow, nan, infinite): (u64, u64, u64, u64, u64),
+) -> RoundCounts {
+    RoundCounts {
+        underflow,
+        subnormal,
+        overflow,
+        nan,
+        infinite,
+    }
+}
+
 /// A contiguous view's slice, or a C-order copy of a strided one.
 fn with_slice<T: Copy, R>(v: ArrayViewD<'_, T>, f: impl FnOnce(&[T]) -> R) -> R {
     match v.as_slice() {
@@ -220,6 +233,28 @@ impl Capture {
         }
     }
 
+    /// Adds the float32 values of `values` (as a storage point held them before rounding) to
+    /// the site's histogram, with the counts `(underflow, subnormal, overflow, nan, infinite)`
+    /// of the rounding that storage point did (into its own format): how
+    /// `mixprec.torch.Simulate` captures, as `mixprec train`'s storage points observe.
+    fn add_stored(
+        &mut self,
+        py: Python<'_>,
+        layer: String,
+        tensor: &str,
+        part: Option<String>,
+        values: &Bound<'_, PyAny>,
+        rounding: (u64, u64, u64, u64, u64),
+    ) -> PyResult<()> {
+        let a = values.cast::<PyArrayDyn<f32>>()?.try_readonly()?;
+        let view = a.as_array();
+        let site = self.site(&layer, tensor, part.as_deref())?;
+        let h = &mut site.values;
+        py.detach(|| with_slice(view, |xs| h.par_add_f32(xs)));
+        site.rounding += round_counts(rounding);
+        Ok(())
+    }
+
     /// Adds a histogram formed elsewhere (on the device, by torch operations): its serde form
     /// as JSON (checked as a histogram file is), with the rounding counts `(underflow,
     /// subnormal, overflow, nan, infinite)` of its values.
@@ -238,16 +273,13 @@ impl Capture {
                 h.sub_bins_log2()
             )));
         }
-        let (underflow, subnormal, overflow, nan, infinite) = rounding;
-        let counts = RoundCounts {
-            underflow,
-            subnormal,
-            overflow,
-            nan,
-            infinite,
-        };
-        self.builder
-            .add(&layer, class(tensor)?, part.as_deref(), &h, counts);
+        self.builder.add(
+            &layer,
+            class(tensor)?,
+            part.as_deref(),
+            &h,
+            round_counts(rounding),
+        );
         Ok(())
     }
 

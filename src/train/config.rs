@@ -169,7 +169,7 @@ impl<'de> Deserialize<'de> for TrainConfig {
         if let Some(scaler) = scaler {
             let scaling = crate::scaling::policy::deserialize_policy(scaler)
                 .map_err(|e| D::Error::custom(format!("scaler: {e}")))?;
-            config.recipe = with_scaling(&config.recipe, scaling);
+            config.recipe = config.recipe.with_loss_scaling(scaling);
         }
         Ok(config)
     }
@@ -209,53 +209,10 @@ impl Default for TrainConfig {
     }
 }
 
-/// A preset name or a recipe object; a problem inside the object is reported as serde sees it
-/// (naming the unknown or mistyped key and the value), not as a generic "not a recipe".
+/// A preset name or a recipe object ([`Recipe::from_value`]).
 fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
     use serde::de::Error as _;
-    match serde_json::Value::deserialize(d)? {
-        serde_json::Value::String(name) => Recipe::preset(&name).map_err(D::Error::custom),
-        object @ serde_json::Value::Object(_) => {
-            crate::io::json_tracked(object, |d| Recipe::deserialize(d)).map_err(D::Error::custom)
-        }
-        other => Err(D::Error::custom(format!(
-            "expected a preset name or a recipe object, got {other}"
-        ))),
-    }
-}
-
-/// `recipe` with loss scaling `scaling`, renamed when that changes what it is, so that no run is
-/// labelled as a recipe it is not: the preset it then is (`fp16-master` with a static scale is
-/// `fp16-static`, with `gradscaler` `fp16-dynamic`), else its name with the scaling's
-/// (`fp32+static`, `fp16-master+megatron:hysteresis=3`). A static scale's value is a setting,
-/// not part of the name.
-fn with_scaling(recipe: &Recipe, scaling: LossScaling) -> Recipe {
-    let mut out = Recipe {
-        loss_scaling: scaling,
-        ..recipe.clone()
-    };
-    if scaling == recipe.loss_scaling {
-        return out;
-    }
-    let key = |r: &Recipe| Recipe {
-        name: String::new(),
-        loss_scaling: match r.loss_scaling {
-            LossScaling::Static { .. } => LossScaling::Static { scale: 1.0 },
-            other => other,
-        },
-        ..r.clone()
-    };
-    let target = key(&out);
-    let suffix = match scaling {
-        LossScaling::Static { .. } => "static".to_string(),
-        other => other.to_string(),
-    };
-    out.name = crate::run::recipe::PRESET_NAMES
-        .iter()
-        .filter_map(|name| Recipe::preset(name).ok())
-        .find(|p| key(p) == target)
-        .map_or_else(|| format!("{}+{suffix}", recipe.name), |p| p.name);
-    out
+    Recipe::from_value(serde_json::Value::deserialize(d)?).map_err(D::Error::custom)
 }
 
 /// Command-line values that replace the config file's.
@@ -352,11 +309,13 @@ impl TrainConfig {
             self.recipe.overflow = v;
         }
         if let Some(p) = o.scaler {
-            self.recipe = with_scaling(&self.recipe, p);
+            self.recipe = self.recipe.with_loss_scaling(p);
         }
         if let Some(s) = o.loss_scale {
             if self.recipe.loss_scaling == LossScaling::None {
-                self.recipe = with_scaling(&self.recipe, LossScaling::Static { scale: s });
+                self.recipe = self
+                    .recipe
+                    .with_loss_scaling(LossScaling::Static { scale: s });
             }
             self.recipe.loss_scaling = match self.recipe.loss_scaling {
                 LossScaling::Dynamic(mut d) => {

@@ -5,7 +5,7 @@
 //! products go through [`Precision::matmul`] so that the recipe's accumulation rule applies. The
 //! layers never look at the recipe themselves.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use ndarray::{Array2, ArrayView2, Axis};
 
@@ -14,9 +14,10 @@ use block::BlockCast;
 use super::capture::{Observer, Seen};
 use super::real::Real;
 use crate::format::{RoundCounts, RoundOptions, Rounder};
+use crate::run::DelayedScale;
 #[cfg(doc)]
 use crate::run::recipe::Fp8Scaling;
-use crate::run::recipe::{Accumulation, AmaxComputeAlgo, Recipe};
+use crate::run::recipe::{Accumulation, Recipe};
 use crate::run::{Class, Key, Site, StoreCounts};
 
 mod accumulate;
@@ -24,27 +25,6 @@ pub mod block;
 mod product;
 pub use accumulate::{matmul_rounded, matmul_rounded_reference};
 pub use product::{K_BLOCK, gemm, gemm_reference};
-
-/// One tensor's delayed fp8 scaling state (Transformer Engine's `amax_history` row and `scale`).
-#[derive(Clone, Debug)]
-struct Fp8Meta {
-    fp8_max: f32,
-    scale: f32,
-    history: VecDeque<f32>,
-    /// The largest |x| stored this step (0 before the first store).
-    step_amax: f32,
-}
-
-impl Fp8Meta {
-    fn new(fp8_max: f32) -> Self {
-        Fp8Meta {
-            fp8_max,
-            scale: 1.0,
-            history: VecDeque::new(),
-            step_amax: 0.0,
-        }
-    }
-}
 
 /// Rounds, counts and checks values at the storage points of one model under one recipe.
 ///
@@ -71,7 +51,7 @@ pub struct Precision {
     /// The tensor the following stores hold, when a layer stores several of one class (a
     /// parameter's name): each has its own fp8 scale and amax history.
     tensor: &'static str,
-    amax: BTreeMap<(Key, &'static str), Fp8Meta>,
+    amax: BTreeMap<(Key, &'static str), DelayedScale>,
     observer: Option<Observer>,
     tally: [StoreCounts; Class::ALL.len()],
     grad_amax: f64,
@@ -496,15 +476,15 @@ impl Precision {
         let meta = self
             .amax
             .entry(((self.current, class, self.part), self.tensor))
-            .or_insert_with(|| Fp8Meta::new(max));
+            .or_insert_with(|| DelayedScale::new(max));
         let amax_now = xs
             .iter()
             .fold(0.0f32, |m, v| m.max(v.abs().to_f64() as f32));
         // Evaluation passes (not recorded) use the scales but leave the history to training.
         if self.recording {
-            meta.step_amax = meta.step_amax.max(amax_now);
+            meta.observe(amax_now);
         }
-        let scale = meta.scale;
+        let scale = meta.scale();
         let (s, inv) = (T::of(f64::from(scale)), T::of(f64::from(1.0 / scale)));
         xs.iter_mut().for_each(|v| *v *= s);
         let counts = T::round_slice_at(rounder, xs, self.stream);
@@ -512,50 +492,14 @@ impl Precision {
         counts
     }
 
-    /// Ends a step for fp8 scaling: each tensor's amax of the step (the largest over its stores)
-    /// enters its history, and its scale is recomputed, as Transformer Engine's
-    /// `amax_and_scale_update` does after each step (`kernel_bulk` in
-    /// `transformer_engine/common/recipe/delayed_scaling.cu`, which PyTorch's
-    /// `fused_amax_and_scale_update_after_reduction` runs):
-    /// ```text
-    /// a = the step's amax
-    /// if a == 0: nothing changes (no roll, the scale stays)
-    /// else:      history = last amax_history_len step amaxes, a included
-    ///            amax = max(history) (NaN ignored) | a  (max | most_recent)
-    ///            scale = fp8_max * 2^-margin / amax  if amax is finite and > 0
-    ///                    the previous scale          otherwise (inf: the scale stays)
-    ///            scale = f32::MAX                    if that is infinite (amax < ~1e-36)
-    /// ```
-    /// Called by [`Precision::begin_step`]; the first step's scale is 1, as TE's.
+    /// Ends a step for fp8 scaling: each tensor's [`DelayedScale::end_step`]. Called by
+    /// [`Precision::begin_step`]; the first step's scale is 1, as Transformer Engine's.
     pub fn update_fp8_scales(&mut self) {
         let Some(scaling) = self.recipe.fp8_scaling else {
             return;
         };
-        let len = scaling.amax_history_len.max(1);
-        let margin = 2f32.powi(-scaling.margin);
         for meta in self.amax.values_mut() {
-            let last = std::mem::take(&mut meta.step_amax);
-            if last == 0.0 {
-                continue;
-            }
-            meta.history.push_back(last);
-            while meta.history.len() > len {
-                meta.history.pop_front();
-            }
-            let amax = match scaling.amax_compute_algo {
-                AmaxComputeAlgo::Max => meta.history.iter().fold(0.0f32, |m, &a| m.max(a)),
-                AmaxComputeAlgo::MostRecent => last,
-            };
-            let scaled_max = meta.fp8_max * margin;
-            let mut scale = if amax.is_finite() && amax > 0.0 {
-                scaled_max / amax
-            } else {
-                meta.scale
-            };
-            if scale.is_infinite() {
-                scale = f32::MAX;
-            }
-            meta.scale = scale;
+            meta.end_step(&scaling);
         }
     }
 
@@ -565,7 +509,7 @@ impl Precision {
     pub fn fp8_scale(&self, key: Key, tensor: &'static str) -> Option<(f32, Vec<f32>)> {
         self.amax
             .get(&(key, tensor))
-            .map(|m| (m.scale, m.history.iter().copied().collect()))
+            .map(|m| (m.scale(), m.history().collect()))
     }
 
     /// The tensors with fp8 scaling state: storage point and tensor name.

@@ -141,6 +141,51 @@ fn classifier(config: &TrainConfig, data: &Dataset, mut p: Precision) -> crate::
     Ok(trainer)
 }
 
+/// Where a classifier's run starts, for training the same model elsewhere from the same state
+/// (the PyTorch cross-check): its data set, every parameter's initial master weights, and the
+/// example indices of each step's batch, in the order `run` draws them.
+#[derive(Debug)]
+pub struct Start {
+    /// The data set.
+    pub data: Dataset,
+    /// `(layer, "weight" | "bias", initial master weights)` in the model's order; a linear
+    /// layer's weight is (outputs, inputs), its bias (1, outputs).
+    pub params: Vec<(String, &'static str, Array2<f32>)>,
+    /// The training examples of step 1, 2, ... (`config.steps` batches).
+    pub batches: Vec<Vec<usize>>,
+}
+
+/// [`Start`] of the classifier `config` describes.
+///
+/// # Errors
+/// A bad config or data set, or the GAN (which has two models and no labels).
+pub fn start(config: &TrainConfig) -> crate::Result<Start> {
+    let (data, job) = build(config)?;
+    let Job::Classifier(trainer) = job else {
+        return Err(Error::InvalidValue {
+            what: "model",
+            value: "gan".into(),
+            expected: "a classifier (mlp, cnn or lstm)",
+        });
+    };
+    let layers = trainer.precision.layers();
+    let params = trainer
+        .model
+        .params()
+        .into_iter()
+        .map(|p| (layers[p.site].clone(), p.name, p.master.clone()))
+        .collect();
+    let mut batches = Batches::new(data.train_y.len(), Rng::derive(config.seed, 2));
+    let batches = (0..config.steps)
+        .map(|_| batches.next_batch(config.batch))
+        .collect();
+    Ok(Start {
+        data,
+        params,
+        batches,
+    })
+}
+
 /// Runs `config` and writes the run directory `dir` (which must not exist, or be empty).
 /// `progress` is called after every step.
 ///

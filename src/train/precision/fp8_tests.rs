@@ -1,6 +1,7 @@
 //! Delayed fp8 scaling against Transformer Engine's update rule (`delayed_scaling.cu`), one
 //! history per tensor, and what the TE recipe casts in each layer type.
 
+use crate::run::recipe::AmaxComputeAlgo;
 use ndarray::Array2;
 
 use super::*;

@@ -1,0 +1,638 @@
+"""Precision simulation inside a PyTorch model: :func:`quantize` on torch tensors and
+:class:`Simulate` (imported as ``mixprec.torch.quantize`` and ``mixprec.torch.Simulate``).
+
+The model keeps its FP32 parameters; under :class:`Simulate` every value the recipe stores in a
+narrower format is rounded into it, exactly as the hardware would, at the points ``mixprec
+train`` rounds it:
+
+- weights as the forward pass reads them (``weights``), each time the parameter has changed;
+- every leaf module's output (``activations``), and the network's floating-point inputs;
+- the gradient flowing back into every leaf module's inputs (``activation_grads``, the module's
+  own, as the training core's layers store the gradient they pass back) and into the network's
+  output (the ``loss`` site);
+- every parameter's gradient once accumulated (``weight_grads``), scaled by the loss scale as
+  the backward pass holds it;
+- after each optimizer step, the parameters (``master_weights``) and the optimizer's state
+  (``optimizer_state``), when the recipe stores them in a narrower format;
+- with a recipe that casts the operands of matrix products (``fp8-hybrid``, ``mxfp8``,
+  ``nvfp4``), ``nn.Linear``'s input and weight just before its product and its output gradient
+  before the two backward products (the bias gradient sums the uncast gradient), per tensor
+  with Transformer Engine's delayed scaling or per block along the axis each product sums.
+
+Products accumulate in FP32 (PyTorch's own GEMMs on the rounded operands): a recipe with
+``accumulation: storage`` is refused. The rules that decide what happens (the recipe presets and
+their JSON, the loss scalers, the fp8 delayed scales, the rounding itself on the CPU) are the
+library's, through the binding: nothing of them is restated here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import _mixprec
+from . import quantize as _quantize_numpy
+
+#: The classes of a recipe, as the run directory's counts name them, and the recipe key of each.
+_CLASS_KEYS = {
+    "weight": "weights",
+    "activation": "activations",
+    "activation_grad": "activation_grads",
+    "weight_grad": "weight_grads",
+    "optimizer_state": "optimizer_state",
+    "master": "master_weights",
+}
+#: The classes whose largest magnitude is the step's ``grad_amax``.
+_GRADIENTS = ("activation_grad", "weight_grad")
+#: PyTorch's names of optimizer state, as ``mixprec train`` names the same parts.
+_PARTS = {"exp_avg": "adam_m", "exp_avg_sq": "adam_v", "momentum_buffer": "momentum"}
+#: The operand classes and their key in the recipe's ``gemm_operands``.
+_OPERANDS = {"gemm_input": "input", "gemm_weight": "weight", "gemm_grad_output": "grad_output"}
+
+
+def quantize(
+    t: torch.Tensor,
+    format: str,
+    rounding: str = "nearest-even",
+    overflow: str = "ieee",
+    subnormals: bool = True,
+    seed: int = 0,
+    *,
+    out: Optional[torch.Tensor] = None,
+    return_counts: bool = False,
+) -> Any:
+    """Rounds every value of the torch tensor ``t`` into ``format``: :func:`mixprec.quantize`'s
+    arguments and result, bit for bit, on tensors.
+
+    CPU tensors (float32 or float64, any strides) are viewed as numpy arrays without a copy and
+    rounded by the Rust kernels (C-contiguous ones in place, on all cores); tensors on other
+    devices are rounded there by torch operations that give the same bits
+    (``mixprec._torch_round``). Block formats run along the last axis (tiles over the last two),
+    as for numpy arrays.
+
+    Args:
+        t: the tensor (not modified unless it is ``out``; autograd does not see the rounding).
+        format, rounding, overflow, subnormals, seed, return_counts: as :func:`mixprec.quantize`.
+        out: where to write the result: ``t`` itself, or a tensor of ``t``'s dtype, shape and
+            device.
+
+    Returns:
+        The rounded tensor (``out`` when given), or ``(tensor, counts)`` with ``return_counts``.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"t: expected a torch tensor, got {type(t).__name__}")
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"out: expected a torch tensor, got {type(out).__name__}")
+    if out is not None and out.device != t.device:
+        raise ValueError(f"out: on {out.device}, not t's device {t.device}")
+    if t.device.type != "cpu":
+        from ._torch_round import quantize_torch
+
+        result = quantize_torch(t.detach(), format, rounding, overflow, subnormals, seed, True)
+        y, counts = result
+        if out is not None:
+            out.copy_(y)
+            y = out
+        return (y, counts) if return_counts else y
+    if t.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"t: expected a float32 or float64 tensor, got {t.dtype}")
+    x = t.detach().numpy()
+    dest = None if out is None else out.detach().numpy()
+    y, counts = _quantize_numpy(
+        x, format, rounding, overflow, subnormals, seed, dest, return_counts=True
+    )
+    y = out if out is not None else torch.from_numpy(y)
+    return (y, counts) if return_counts else y
+
+
+class _Straight(torch.autograd.Function):
+    """``rounded`` in the forward pass; the backward passes the gradient to ``x`` unchanged
+    (rounded by ``grad`` when given): a store whose gradient is that of the value stored."""
+
+    @staticmethod
+    def forward(ctx, x, rounded, grad):  # noqa: D102
+        ctx.grad = grad
+        return rounded.view_as(rounded)
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        return (g if ctx.grad is None else ctx.grad(g)), None, None
+
+
+class _CastLinear(torch.autograd.Function):
+    """``y = x Wᵀ + b`` with the recipe's operand casts (``mixprec train``'s Linear): ``x`` and
+    ``W`` cast for the forward product, ``dL/dy`` for the backward products, each along the axis
+    its product sums over; the bias gradient sums the uncast ``dL/dy``."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, sim, name):  # noqa: D102
+        x2 = x.reshape(-1, x.shape[-1])
+        xq = sim._operand("gemm_input", name, "input", x2)
+        wq = sim._operand("gemm_weight", name, "weight", w)
+        ctx.sim, ctx.name, ctx.shape = sim, name, x.shape
+        ctx.has_bias = b is not None
+        ctx.save_for_backward(x2, w, xq, wq)
+        y = xq @ wq.t()
+        if b is not None:
+            y = y + b
+        return y.reshape(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, dy):  # noqa: D102
+        sim, name = ctx.sim, ctx.name
+        x2, w, xq, wq = ctx.saved_tensors
+        dy2 = dy.reshape(-1, dy.shape[-1]).contiguous()
+        per_product = sim._blocks("gemm_grad_output") is not None
+        if per_product:
+            # Blocks run along the axis each product sums: dL/dx sums over the outputs,
+            # dL/dW over the batch.
+            dyq = sim._operand("gemm_grad_output", name, "grad_output", dy2)
+            w_cols = sim._operand("gemm_weight", name, "weight", w.t().contiguous()).t()
+            dx = dyq @ w_cols
+            dyq_t = sim._operand("gemm_grad_output", name, "grad_output", dy2.t().contiguous())
+            x_t = sim._operand("gemm_input", name, "input", x2.t().contiguous())
+            dw = dyq_t @ x_t.t()
+        else:
+            dyq = sim._operand("gemm_grad_output", name, "grad_output", dy2)
+            dx = dyq @ wq
+            dw = dyq.t() @ xq
+        db = dy2.sum(0) if ctx.has_bias else None
+        return dx.reshape(ctx.shape), dw, db, None, None
+
+
+class Simulate:
+    """Trains ``model`` as if in ``recipe``'s formats: rounds what the recipe stores, where
+    ``mixprec train`` rounds it, keeping FP32 master weights (unless the recipe says otherwise).
+
+    ::
+
+        sim = Simulate(model, "fp16-master", optimizer=opt, scaler="static:2^10")
+        with sim:
+            for x, y in data:
+                opt.zero_grad()
+                loss = loss_fn(model(x), y)
+                sim.backward(loss)   # (loss * scale).backward()
+                sim.step()           # unscale, skip on overflow, opt.step(), update the scale
+
+    Args:
+        model: the ``torch.nn.Module``; its parameters must be float32 (the FP32 master copy).
+        recipe: a preset name (``fp16-pure``, ``fp16-master``, ``fp16-dynamic``,
+            ``bf16-master``, ``fp8-hybrid``, ``mxfp8``, ``nvfp4``, ... as ``mixprec train
+            --recipe``), or a recipe as a dict or JSON text (``mixprec train --print-config``
+            shows the keys).
+        optimizer: the optimizer; needed by :meth:`step`, and by recipes that store master
+            weights or optimizer state in a narrower format (rounded after each of its steps).
+        scaler: the loss scaling: ``None`` for the recipe's, a policy name as ``mixprec train
+            --scaler`` takes it (``static:2^10``, ``gradscaler``, ``megatron``, ``none``, ...),
+            or a ``torch.amp.GradScaler`` (then :meth:`backward` and :meth:`step` call it, and
+            the recipe records its policy).
+        seed: the seed of stochastic rounding (each rounding of a tensor draws from its own
+            stream, numbered in the order they happen).
+
+    Raises:
+        ValueError: an unknown recipe or policy (the command line's message), a recipe that
+            accumulates in storage precision, or one that needs ``optimizer`` without it.
+        TypeError: parameters that are not float32.
+
+    After each :meth:`step`, :attr:`last` holds what the step did (its loss scale, whether it
+    overflowed and was skipped, and per tensor class the values stored and what rounding did to
+    them), which :class:`mixprec.torch.Recorder` writes to the run directory when given
+    ``simulate=sim``.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        recipe: Any = "fp16-master",
+        *,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        scaler: Any = None,
+        seed: int = 0,
+    ) -> None:
+        from .torch import _policy  # the GradScaler's policy, as the Recorder names it
+
+        self.grad_scaler = None
+        policy = scaler
+        if scaler is not None and not isinstance(scaler, str):
+            self.grad_scaler, policy = scaler, _policy(scaler)
+        spec = recipe if isinstance(recipe, str) else json.dumps(recipe)
+        self._recipe_json = _mixprec.recipe_json(spec, policy)
+        self.recipe: Dict[str, Any] = json.loads(self._recipe_json)
+        if self.recipe["accumulation"] != "fp32":
+            raise ValueError(
+                f"recipe: accumulation {self.recipe['accumulation']!r} rounds every partial sum "
+                "of a product, which PyTorch's GEMMs do not expose; Simulate accumulates in "
+                "fp32 (use mixprec train for storage accumulation)"
+            )
+        bad = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
+        if bad:
+            raise TypeError(f"model: parameter {bad[0]!r} is not float32 (the master copy)")
+        self.model = model
+        self.optimizer = optimizer
+        self.seed = int(seed)
+        self._formats = {c: self._format_of(c) for c in (*_CLASS_KEYS, *_OPERANDS)}
+        needs_opt = [c for c in ("master", "optimizer_state") if self._formats[c] is not None]
+        if needs_opt and optimizer is None:
+            raise ValueError(
+                f"optimizer: recipe {self.recipe['name']!r} stores "
+                f"{_CLASS_KEYS[needs_opt[0]]} in {self._formats[needs_opt[0]]}, which Simulate "
+                "rounds after each optimizer step: pass optimizer=..."
+            )
+        self.scaler = None if self.grad_scaler is not None else _mixprec.LossScaler(self._recipe_json)
+        self._delayed = (
+            _mixprec.DelayedScales(self._recipe_json) if self.recipe.get("fp8_scaling") else None
+        )
+        # The classes whose 8-bit formats are scaled per tensor (as the training core's stores).
+        self._fp8_max = {}
+        for c, f in self._formats.items():
+            info = None if f is None or self._delayed is None else _format_info(f)
+            if info and "block_cols" not in info and info["exponent_bits"] + info["mantissa_bits"] < 8:
+                self._fp8_max[c] = info["max"]
+        self._streams = 0
+        self._counts: Dict[str, List[int]] = {}
+        self._weights: Dict[int, Tuple[Tuple[int, int], torch.Tensor]] = {}
+        self._weight_sites: List[Tuple[torch.nn.Module, str, str]] = []
+        self._undo: List[Callable[[], None]] = []
+        self._scale_used = 1.0
+        self._grad_amax = 0.0
+        #: The capture being gathered (a ``mixprec._mixprec.Capture``, set by the Recorder on
+        #: capture steps): every storage point adds the values it rounds, before rounding.
+        self.capture: Optional[Any] = None
+        self.last: Optional[Dict[str, Any]] = None
+        #: Steps ended by :meth:`step`.
+        self.steps = 0
+        self.active = False
+
+    # -- the recipe ---------------------------------------------------------------------------
+
+    def _format_of(self, cls: str) -> Optional[str]:
+        """The format ``cls`` is stored in, or None where it stays in FP32 (nothing to do)."""
+        if cls in _OPERANDS:
+            name = self.recipe["gemm_operands"][_OPERANDS[cls]]
+        else:
+            name = self.recipe[_CLASS_KEYS[cls]]
+        return None if name == "fp32" else name
+
+    def rounds(self, cls: str) -> bool:
+        """Whether the recipe stores tensor class ``cls`` (``weight``, ``activation``,
+        ``activation_grad``, ``weight_grad``, ``optimizer_state``, ``master``, ``gemm_input``,
+        ``gemm_weight``, ``gemm_grad_output``) in a format narrower than FP32."""
+        return self._formats.get(cls) is not None
+
+    def judged_format(self) -> str:
+        """The element format the recipe's gradients are judged against in reports: the first
+        of the activation gradients', weight gradients', activations', weights' and operands'
+        formats (a block format's element) that is not FP32; ``fp16`` for FP32 throughout."""
+        order = ("activation_grad", "weight_grad", "activation", "weight", *_OPERANDS)
+        for cls in order:
+            name = self._formats[cls]
+            if name is not None:
+                return _format_info(name).get("element", name)
+        return "fp16"
+
+    def _blocks(self, cls: str) -> Optional[str]:
+        """The block format of operand class ``cls``, if the recipe casts it to one."""
+        name = self._formats.get(cls)
+        if name is None or cls not in _OPERANDS:
+            return None
+        return name if "block_cols" in _format_info(name) else None
+
+    # -- rounding -----------------------------------------------------------------------------
+
+    def _round(
+        self,
+        x: torch.Tensor,
+        cls: str,
+        layer: str,
+        part: Optional[str] = None,
+        tensor: str = "",
+    ) -> torch.Tensor:
+        """``x`` rounded into ``cls``'s format (a new tensor) at storage point (``layer``,
+        ``cls``, ``part``), counted and, on a capture step, captured: where the recipe scales
+        8-bit formats, with the delayed scale of the storage point's ``tensor`` (a parameter's
+        or operand's name; ``round(x * scale) * (1 / scale)`` in float32, as the training core
+        computes it)."""
+        fmt = self._formats[cls]
+        if fmt is None or not x.is_floating_point() or x.numel() == 0:
+            return x
+        src = x.detach()
+        if src.dtype != torch.float32:
+            src = src.float()
+        training = self.model.training
+        if cls in _GRADIENTS and training:
+            amax = src.abs().nan_to_num(nan=0.0, posinf=0.0).max()
+            self._grad_amax = max(self._grad_amax, float(amax) / self._scale_used)
+        unscaled, scale = src, None
+        if cls in self._fp8_max:
+            amax = float(src.abs().nan_to_num(nan=0.0).max())
+            name = f"{layer}/{cls}/{part or ''}/{tensor}"
+            scale = self._delayed.cast(name, self._fp8_max[cls], amax if training else 0.0)
+            src = src * torch.tensor(scale, dtype=torch.float32, device=src.device)
+        y, counts = quantize(
+            src.contiguous(),
+            fmt,
+            self.recipe["rounding"],
+            self.recipe["overflow"],
+            True,
+            self._stream(),
+            return_counts=True,
+        )
+        if scale is not None:
+            inv = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(scale, dtype=torch.float32)
+            y = y * inv.to(y.device)
+        self._count(cls, x.numel(), counts)
+        if self.capture is not None and training:
+            values = unscaled.contiguous().cpu().numpy()
+            key = tuple(counts[k] for k in ("underflow", "subnormal", "overflow", "nan", "infinite"))
+            self.capture.add_stored(layer, cls, part, values, key)
+        return y.to(x.dtype)
+
+    def _round_(
+        self, x: torch.Tensor, cls: str, layer: str, part: Optional[str] = None, tensor: str = ""
+    ) -> None:
+        """Rounds the float32 tensor ``x`` into ``cls``'s format in place (as :meth:`_round`)."""
+        if self._formats[cls] is not None and x.numel():
+            x.copy_(self._round(x, cls, layer, part, tensor))
+
+    def _operand(self, cls: str, layer: str, tensor: str, x: torch.Tensor) -> torch.Tensor:
+        """An operand of a product cast for it: per block along the last axis, or per tensor
+        (with the delayed scale of ``tensor``, where the recipe has one), or as it is where the
+        recipe leaves it in FP32."""
+        return self._round(x.contiguous(), cls, layer, None, tensor)
+
+    def _stream(self) -> int:
+        """The seed of the next rounding's stochastic stream."""
+        self._streams += 1
+        return (self.seed * 0x9E3779B97F4A7C15 + self._streams) % 2**64
+
+    def _count(self, cls: str, stored: int, counts: Dict[str, int]) -> None:
+        c = self._counts.setdefault(cls, [0, 0, 0, 0, 0])
+        c[0] += stored
+        c[1] += counts["underflow"]
+        c[2] += counts["subnormal"]
+        c[3] += counts["overflow"]
+        c[4] += counts["nan"] + counts["infinite"]
+
+    # -- hooks ----------------------------------------------------------------------------------
+
+    def __enter__(self) -> "Simulate":
+        if self.active:
+            raise RuntimeError("Simulate: already active")
+        self.active = True
+        self._counts = {}
+        with torch.no_grad():
+            for name, p in self.model.named_parameters():
+                self._round_(p, "master", _layer_of(name), None, name)
+        self._install()
+        # The initial copy into the weights' format belongs to no step (as in the training core).
+        self._sync_weights()
+        self._counts = {}
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Removes every hook: the model computes in FP32 again, its parameters as trained."""
+        for undo in reversed(self._undo):
+            undo()
+        self._undo = []
+        self._weights = {}
+        self._weight_sites = []
+        self.active = False
+
+    def _install(self) -> None:
+        model = self.model
+        if self._formats["activation"] is not None:
+            h = model.register_forward_pre_hook(self._round_inputs)
+            self._undo.append(h.remove)
+        for name, module in model.named_modules():
+            name = name or "model"
+            params = [n for n, p in module.named_parameters(recurse=False) if p is not None]
+            if params and self._formats["weight"] is not None:
+                self._read_rounded(module, name, params)
+            leaf = not any(True for _ in module.children())
+            if leaf and isinstance(module, torch.nn.Linear) and self._casts_operands():
+                self._cast_linear(module, name)
+            if leaf and self._formats["activation"] is not None:
+                h = module.register_forward_hook(self._round_output(name))
+                self._undo.append(h.remove)
+            if leaf and self._formats["activation_grad"] is not None:
+                h = module.register_forward_pre_hook(self._round_input_grads(name))
+                self._undo.append(h.remove)
+        if self._formats["activation_grad"] is not None:
+            # The gradient of the loss with respect to the network's output (the training
+            # core's "loss" site).
+            h = model.register_forward_hook(self._round_loss_grad)
+            self._undo.append(h.remove)
+        if self._formats["weight_grad"] is not None:
+            for name, p in model.named_parameters():
+                if p.requires_grad:
+                    h = p.register_post_accumulate_grad_hook(self._round_grad(name))
+                    self._undo.append(h.remove)
+        if self.optimizer is not None:
+            h = self.optimizer.register_step_post_hook(self._after_optimizer_step)
+            self._undo.append(h.remove)
+
+    def _casts_operands(self) -> bool:
+        return any(self._formats[c] is not None for c in _OPERANDS)
+
+    def _round_inputs(self, module, args):
+        return tuple(
+            _Straight.apply(a, self._round(a, "activation", "input"), None)
+            if isinstance(a, torch.Tensor) and a.is_floating_point()
+            else a
+            for a in args
+        )
+
+    def _round_output(self, name: str):
+        def hook(module, inputs, output):
+            return _map_tensors(
+                output, lambda y: _Straight.apply(y, self._round(y, "activation", name), None)
+            )
+
+        return hook
+
+    def _round_input_grads(self, name: str):
+        """A module's activation gradients are those with respect to its inputs (as the
+        training core's layers store the gradient they pass back)."""
+
+        def hook(module, args):
+            grad = lambda g: self._round(g, "activation_grad", name)  # noqa: E731
+            return tuple(
+                _Straight.apply(a, a, grad)
+                if isinstance(a, torch.Tensor) and a.is_floating_point() and a.requires_grad
+                else a
+                for a in args
+            )
+
+        return hook
+
+    def _round_loss_grad(self, module, inputs, output):
+        grad = lambda g: self._round(g, "activation_grad", "loss")  # noqa: E731
+        return _map_tensors(
+            output, lambda y: _Straight.apply(y, y, grad) if y.requires_grad else y
+        )
+
+    def _round_grad(self, name: str):
+        def hook(p: torch.Tensor) -> None:
+            if p.grad is not None:
+                with torch.no_grad():
+                    self._round_(p.grad, "weight_grad", _layer_of(name), None, name)
+
+        return hook
+
+    def _read_rounded(self, module: torch.nn.Module, layer: str, names: List[str]) -> None:
+        """Makes every read of ``module.<name>`` (in its forward or any other module's) see the
+        parameter rounded into the weights' format: a subclass of the module's class with a
+        property per parameter, as ``torch.nn.utils.parametrize`` does, without renaming the
+        parameters (the optimizer, ``state_dict`` and ``named_parameters`` see the FP32 master
+        weights). The rounding is redone only when the parameter has changed."""
+        cls = type(module)
+        for name in names:
+            self._weight_sites.append((module, layer, name))
+
+        def read(name: str):
+            def get(m):
+                p = m._parameters[name]
+                return _Straight.apply(p, self._weight(p, layer, name), None)
+
+            return property(get)
+
+        module.__class__ = type(cls.__name__, (cls,), {n: read(n) for n in names})
+
+        def undo() -> None:
+            module.__class__ = cls
+
+        self._undo.append(undo)
+
+    def _weight(self, p: torch.Tensor, layer: str, name: str) -> torch.Tensor:
+        """Parameter ``p`` rounded into the weights' format: rounded again only when it has
+        changed (an optimizer step, or the user writing it)."""
+        version = (p._version, p.data_ptr())
+        cached = self._weights.get(id(p))
+        if cached is None or cached[0] != version:
+            with torch.no_grad():
+                cached = (version, self._round(p, "weight", layer, None, name))
+            self._weights[id(p)] = cached
+        return cached[1]
+
+    def _sync_weights(self) -> None:
+        """Rounds every changed parameter into the weights' format now, as the training core
+        copies the master weights into the weights after each update (counted in that step)."""
+        for module, layer, name in self._weight_sites:
+            p = module._parameters.get(name)
+            if p is not None:
+                self._weight(p, layer, name)
+
+    def _cast_linear(self, module: torch.nn.Linear, name: str) -> None:
+        def forward(x):
+            return _CastLinear.apply(x, module.weight, module.bias, self, name)
+
+        module.forward = forward
+        self._undo.append(lambda: module.__dict__.pop("forward", None))
+
+    def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    name = names.get(id(p), "model")
+                    layer = _layer_of(name)
+                    self._round_(p, "master", layer, None, name)
+                    for key, value in optimizer.state.get(p, {}).items():
+                        if isinstance(value, torch.Tensor) and value.dim() > 0:
+                            if value.dtype == torch.float32:
+                                part = _PARTS.get(key, key)
+                                self._round_(value, "optimizer_state", layer, part, name)
+        self._sync_weights()
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    @property
+    def loss_scale(self) -> float:
+        """The scale the next :meth:`backward` multiplies the loss by."""
+        if self.grad_scaler is not None:
+            return float(self.grad_scaler.get_scale()) if self.grad_scaler.is_enabled() else 1.0
+        return float(self.scaler.scale)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """``(loss * scale).backward()``, the scale this step's: the recipe's loss scaler's (or
+        the GradScaler's ``scale(loss)``)."""
+        self._scale_used = self.loss_scale
+        if self.grad_scaler is not None:
+            self.grad_scaler.scale(loss).backward()
+        else:
+            (loss * self._scale_used).backward()
+
+    def step(self) -> bool:
+        """Ends the step: unscales the gradients, steps the optimizer unless they overflowed
+        under loss scaling (or, with a GradScaler, as ``scaler.step``/``scaler.update`` do),
+        updates the scale and the fp8 delayed scales; returns whether the step was skipped."""
+        if self.optimizer is None:
+            raise ValueError("Simulate.step: no optimizer (pass optimizer=... to Simulate)")
+        params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        found_inf = False
+        if self.grad_scaler is not None:
+            self.grad_scaler.step(self.optimizer)
+            found = [
+                v
+                for state in self.grad_scaler._per_optimizer_states.values()
+                for v in state.get("found_inf_per_device", {}).values()
+            ]
+            found_inf = any(float(v) > 0 for v in found)
+            skipped = found_inf and self.grad_scaler.is_enabled()
+            self.grad_scaler.update()
+        else:
+            with torch.no_grad():
+                if self._scale_used != 1.0:
+                    inv = 1.0 / self._scale_used
+                    for p in params:
+                        p.grad.mul_(inv)
+                found_inf = not all(bool(torch.isfinite(p.grad).all()) for p in params)
+            skipped = self.scaler.update(found_inf)
+            if not skipped:
+                self.optimizer.step()
+        if self._delayed is not None:
+            self._delayed.end_step()
+        self.last = {
+            "loss_scale": self._scale_used,
+            "overflow": found_inf,
+            "skipped": skipped,
+            "grad_amax": self._grad_amax if self._grad_amax > 0 else None,
+            "counts": self.take_counts(),
+        }
+        self._grad_amax = 0.0
+        self.steps += 1
+        return skipped
+
+    def take_counts(self) -> Dict[str, Dict[str, int]]:
+        """Per tensor class, the values stored and what rounding did to them since the last
+        call (the run directory's per-step ``counts``)."""
+        counts, self._counts = self._counts, {}
+        keys = ("stored", "underflow", "subnormal", "overflow", "nonfinite")
+        return {cls: dict(zip(keys, c)) for cls, c in sorted(counts.items())}
+
+
+def _layer_of(parameter: str) -> str:
+    """The layer a parameter belongs to, as the Recorder names it (``0.weight`` -> ``0``)."""
+    return parameter.rsplit(".", 1)[0] if "." in parameter else "model"
+
+
+def _format_info(name: str) -> Dict[str, Any]:
+    return json.loads(_mixprec.formats_json([name]))[0]
+
+
+def _map_tensors(value: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``f`` applied to every floating-point tensor in ``value`` (a tensor, or tuples and lists
+    of them, as LSTMs return ``(output, (h, c))``)."""
+    if isinstance(value, torch.Tensor):
+        return f(value) if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_map_tensors(v, f) for v in value)
+    return value
+
+
+__all__ = ["quantize", "Simulate"]
