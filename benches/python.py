@@ -8,7 +8,9 @@
    step by step in turn, 9 rounds of 100 steps (one capture step each; the first round a
    warm-up); the median of the rounds' ratios, in wall-clock and CPU time. In float32: CPU autocast
    in float16 or bfloat16 makes this model's step about 4.5x slower here (no half-precision
-   matrix units), which would hide the recorder's cost; float32 is the harder test.
+   matrix units), which would hide the recorder's cost; float32 is the harder test;
+3. the cost of ``mixprec.torch.Simulate(model, "fp8-hybrid")`` on the same transformer: the
+   same AdamW loop in FP32 and simulated, rounds as in 2 (ratios: goal under 2x).
 
     PYTHONPATH=python python benches/python.py     # after scripts/python-test built the module
 """
@@ -26,7 +28,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import mixprec  # noqa: E402
-from mixprec.torch import Recorder  # noqa: E402
+from mixprec.torch import Recorder, Simulate  # noqa: E402
 
 
 def best(f, repeats=7):
@@ -72,41 +74,99 @@ class TinyTransformer(torch.nn.Module):
         return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
 
 
-def recorder_rounds(rounds, block):
-    """Two identical trainings, one under the recorder, advanced step by step in turn (which
-    goes first alternates), so that the machine's load falls on both alike; returns per round
-    of ``block`` steps the seconds per step without and with the recorder, in wall-clock time
-    and in this process's CPU time (one torch thread, one rayon thread: the CPU time is the
-    work done, less disturbed by other processes than the wall-clock time)."""
-
-    def setup():
-        torch.manual_seed(0)
-        model = TinyTransformer()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        return model, opt, torch.amp.GradScaler("cpu", init_scale=2.0**16)
-
+def paired_rounds(rounds, block, steps):
+    """Two trainings (``steps``: without and with the instrument, each a function of one batch)
+    advanced step by step in turn (which goes first alternates), so that the machine's load falls
+    on both alike; returns per round of ``block`` steps the seconds per step of each, in
+    wall-clock time and in this process's CPU time (one torch thread, one rayon thread: the CPU
+    time is the work done, less disturbed by other processes than the wall-clock time)."""
     g = torch.Generator().manual_seed(1)
     data = [torch.randint(0, 64, (32, 16), generator=g) for _ in range(rounds * block)]
-    runs = {False: setup(), True: setup()}
-    times = {(record, clock): [0.0] * rounds for record in runs for clock in ("wall", "cpu")}
-    with tempfile.TemporaryDirectory() as tmp:
-        model, opt, scaler = runs[True]
-        rec = Recorder(model, out=f"{tmp}/run", every=100, optimizer=opt, scaler=scaler)
-        for i, x in enumerate(data):
-            for record in (False, True) if i % 2 == 0 else (True, False):
-                model, opt, scaler = runs[record]
-                w, c = time.perf_counter(), time.process_time()
-                opt.zero_grad(set_to_none=True)
-                loss = torch.nn.functional.cross_entropy(model(x), x[:, 0] % 2)
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                if record:
-                    rec.step(loss)
-                scaler.update()
-                times[record, "wall"][i // block] += (time.perf_counter() - w) / block
-                times[record, "cpu"][i // block] += (time.process_time() - c) / block
-        rec.close()
+    times = {(side, clock): [0.0] * rounds for side in (0, 1) for clock in ("wall", "cpu")}
+    for i, x in enumerate(data):
+        for side in (0, 1) if i % 2 == 0 else (1, 0):
+            w, c = time.perf_counter(), time.process_time()
+            steps[side](x)
+            times[side, "wall"][i // block] += (time.perf_counter() - w) / block
+            times[side, "cpu"][i // block] += (time.process_time() - c) / block
     return times
+
+
+def setup():
+    torch.manual_seed(0)
+    model = TinyTransformer()
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+
+def loss_of(model, x):
+    return torch.nn.functional.cross_entropy(model(x), x[:, 0] % 2)
+
+
+def recorder_rounds(rounds, block):
+    """The recorder at ``every=100`` against the same GradScaler loop without it."""
+
+    def scaled(model, opt, scaler, rec=None):
+        def step(x):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_of(model, x)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            if rec is not None:
+                rec.step(loss)
+            scaler.update()
+
+        return step
+
+    plain = scaled(*setup(), torch.amp.GradScaler("cpu", init_scale=2.0**16))
+    model, opt = setup()
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    with tempfile.TemporaryDirectory() as tmp:
+        with Recorder(model, out=f"{tmp}/run", every=100, optimizer=opt, scaler=scaler) as rec:
+            return paired_rounds(rounds, block, (plain, scaled(model, opt, scaler, rec)))
+
+
+def simulate_rounds(rounds, block, recipe="fp8-hybrid"):
+    """The same loop (AdamW, no loss scaling) in FP32 and under ``Simulate(model, recipe)``."""
+
+    def fp32(model, opt):
+        def step(x):
+            opt.zero_grad(set_to_none=True)
+            loss_of(model, x).backward()
+            opt.step()
+
+        return step
+
+    def simulated(model, opt, sim):
+        def step(x):
+            opt.zero_grad(set_to_none=True)
+            sim.backward(loss_of(model, x))
+            sim.step()
+
+        return step
+
+    model, opt = setup()
+    with Simulate(model, recipe, optimizer=opt) as sim:
+        return paired_rounds(rounds, block, (fp32(*setup()), simulated(model, opt, sim)))
+
+
+def print_rounds(title, times, rounds):
+    print(title)
+    print("| round | wall without, ms/step | wall with | cost | CPU without, ms/step | CPU with "
+          "| cost |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    cost = {"wall": [], "cpu": []}
+    for r in range(rounds):
+        row = [f"{r}" + (" (warm-up)" if r == 0 else "")]
+        for clock in ("wall", "cpu"):
+            a, b = times[0, clock][r], times[1, clock][r]
+            row += [f"{a * 1e3:.2f}", f"{b * 1e3:.2f}", f"{b / a:.2f}x"]
+            if r > 0:  # round 0: the first calls (and the recorder's two capture steps)
+                cost[clock].append(b / a)
+        print("| " + " | ".join(row) + " |")
+    for clock, c in cost.items():
+        c.sort()
+        print(f"{clock}: median ratio {c[len(c) // 2]:.2f}x (rounds 1-{rounds - 1}: "
+              f"{c[0]:.2f}x to {c[-1]:.2f}x)")
 
 
 def main():
@@ -124,25 +184,14 @@ def main():
     rounds, block = 9, 100
     load = os.getloadavg()[0]
     times = recorder_rounds(rounds, block)
-    print(f"\nrecorder, every=100, torch threads 1, {rounds} rounds of {block} steps each way, "
-          f"interleaved step by step; load average {load:.1f} before, "
-          f"{os.getloadavg()[0]:.1f} after:")
-    print("| round | wall without, ms/step | wall with | cost | CPU without, ms/step | CPU with "
-          "| cost |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    cost = {"wall": [], "cpu": []}
-    for r in range(rounds):
-        row = [f"{r}" + (" (warm-up)" if r == 0 else "")]
-        for clock in ("wall", "cpu"):
-            a, b = times[False, clock][r], times[True, clock][r]
-            row += [f"{a * 1e3:.2f}", f"{b * 1e3:.2f}", f"{100 * (b / a - 1):+.1f}%"]
-            if r > 0:  # round 0: two capture steps (1 and 100) and the first calls
-                cost[clock].append(b / a - 1)
-        print("| " + " | ".join(row) + " |")
-    for clock, c in cost.items():
-        c.sort()
-        print(f"{clock}: median cost {100 * c[len(c) // 2]:+.1f}% (rounds 1-{rounds - 1}: "
-              f"{100 * c[0]:+.1f}% to {100 * c[-1]:+.1f}%)")
+    print_rounds(f"\nrecorder, every=100, torch threads 1, {rounds} rounds of {block} steps each "
+                 f"way, interleaved step by step; load average {load:.1f} before, "
+                 f"{os.getloadavg()[0]:.1f} after:", times, rounds)
+    load = os.getloadavg()[0]
+    times = simulate_rounds(rounds, block)
+    print_rounds(f"\nSimulate(model, 'fp8-hybrid') against the FP32 loop, torch threads 1, "
+                 f"{rounds} rounds of {block} steps each way, interleaved step by step; load "
+                 f"average {load:.1f} before, {os.getloadavg()[0]:.1f} after:", times, rounds)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,6 @@ def analyze_json(
     """``mixprec analyze --json`` for (name, float32/float64 array, file dtype name) triples
     (the block-scaled analysis for a block format or a ``compare`` element)."""
 
-#: Sub-bins per octave (log2) of captured histograms (``mixprec train``'s captures too).
-CAPTURE_SUB_BINS_LOG2: int
 #: The run directory's schema version.
 SCHEMA: int
 
@@ -48,15 +46,16 @@ class Capture:
     ) -> None:
         """Adds a float32/float64 array (kind ``float``) or fp16/bf16 bit patterns as int16
         (kind ``f16``/``bf16``), read where it lies."""
-    def add_histogram(
+    def add_stored(
         self,
         layer: str,
         tensor: str,
         part: Optional[str],
-        histogram_json: str,
+        values: np.ndarray,
         rounding: Tuple[int, int, int, int, int],
     ) -> None:
-        """Adds a histogram formed elsewhere (serde form) and its rounding counts."""
+        """Adds float32 values as a storage point held them before rounding, with the counts
+        of the rounding it did (``Simulate``'s captures)."""
     def sites_json(self) -> str:
         """The sites as ``captures.jsonl`` writes them."""
 
@@ -79,3 +78,33 @@ class RunWriter:
         by ``mixprec train``'s rules) and removes the marker; returns the summary as JSON."""
     @property
     def open(self) -> bool: ...
+
+def recipe_json(spec: str, scaler: Optional[str] = None) -> str:
+    """A preset name or a recipe object (JSON text), its loss scaling replaced by ``scaler``
+    when given, checked, as the full recipe's JSON (what ``train`` resolves)."""
+
+class LossScaler:
+    """The recipe's loss scaler (``mixprec::scaling::scaler::LossScaler``)."""
+
+    def __init__(self, recipe_json: str) -> None: ...
+    @property
+    def scale(self) -> float: ...
+    def update(self, found_inf: bool) -> bool:
+        """Updates the scale; whether the step must be skipped."""
+
+class DelayedScales:
+    """Every cast tensor's fp8 delayed scale (``mixprec::run::DelayedScale``) by name."""
+
+    def __init__(self, recipe_json: str) -> None: ...
+    def cast(self, name: str, fp8_max: float, amax: float) -> float:
+        """The tensor's scale for this step's casts; ``amax`` joins the step's amax."""
+    def end_step(self) -> None: ...
+
+def train_start(
+    config_json: str,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, List[Tuple[str, str, np.ndarray]], np.ndarray]:
+    """Where ``mixprec train`` starts a classifier: train and test features and labels, the
+    initial parameters ``(layer, name, array)`` and the batches' example indices per step."""
+
+def welch_json(a: List[float], b: List[float]) -> Optional[str]:
+    """Welch's t-test of ``mean(a) - mean(b)`` (95% interval) as JSON, or None."""

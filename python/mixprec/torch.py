@@ -24,9 +24,9 @@ forward reads, every leaf module's output (activations, forward hooks) and its g
 (activation gradients, hooks on the outputs), every parameter's gradient once accumulated
 (weight gradients, post-accumulate-grad hooks) and the optimizer's state, and a line of
 ``captures.jsonl`` holds their log2 histograms (gradients scaled by the loss scale, as the
-backward pass held them) and the counts of rounding them into ``format``. Histograms of CPU
-tensors are formed in Rust where the tensors lie; those of CUDA tensors on the device with torch
-operations, so that only a few hundred numbers reach the host.
+backward pass held them) and the counts of rounding them into ``format``, formed in Rust: where
+CPU tensors lie, and from one copy to the host (in the tensor's dtype) of tensors on other
+devices, on capture steps only.
 
 The directory is the one ``mixprec train`` writes (written by the same Rust code), its config a
 recorded run's (``mixprec::train::run::RecordedConfig``): the precision the loop trained in as a
@@ -54,87 +54,7 @@ from . import _mixprec
 
 from ._simulate import _PARTS, Simulate, quantize
 
-__all__ = ["Recorder", "Simulate", "quantize", "histogram_torch"]
-
-#: torch's dtype for each format that torch can round into on the device.
-_TORCH_FORMATS = {
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-    "fp8-e4m3": getattr(torch, "float8_e4m3fn", None),
-    "e4m3fn": getattr(torch, "float8_e4m3fn", None),
-    "fp8-e5m2": getattr(torch, "float8_e5m2", None),
-}
-
-
-
-def histogram_torch(t: torch.Tensor, fmt: str) -> Tuple[Dict[str, Any], Tuple[int, ...]]:
-    """The capture histogram of ``t`` and the counts of rounding it into ``fmt``, formed with
-    torch operations where ``t`` lies (the CUDA path; one transfer of a few hundred numbers).
-
-    The bins are those of ``mixprec::stats::Histogram`` (its module documentation): a finite
-    nonzero value ``x`` widened exactly to float64 falls in bin ``E * 2^s + j`` where the
-    biased-exponent-and-mantissa bits of ``|x|`` shifted right by ``52 - s`` are ``(E + 1023) *
-    2^s + j``. The tests check this path against the Rust one on the same tensors.
-
-    Returns the histogram's serde form (as ``captures.jsonl`` holds it) and the counts
-    ``(underflow, subnormal, overflow, nan, infinite)``; ``fmt`` must be one of the formats torch
-    has a dtype for.
-    """
-    s = int(_mixprec.CAPTURE_SUB_BINS_LOG2)
-    x = t.detach().reshape(-1).to(torch.float64)
-    a = x.abs()
-    finite = torch.isfinite(x)
-    nonzero = finite & (a != 0)
-    v = a[nonzero]
-    idx = (v.view(torch.int64) >> (52 - s)) - (1023 << s)
-    lo = idx.min() if v.numel() else torch.zeros((), dtype=torch.int64, device=x.device)
-    bins = torch.bincount(idx - lo) if v.numel() else idx.new_zeros(0)
-    y = t.detach().reshape(-1).to(_TORCH_FORMATS[fmt]).to(torch.float64)
-    info = _format(fmt)
-    ya = y.abs()
-    # Overflow from the input, not from torch's cast (which saturates in float8_e4m3fn): a value
-    # overflows when it rounds (nearest-even) above the largest finite value, that is when it
-    # exceeds the largest plus half its ulp, or equals that tie and the largest is odd.
-    ulp = 2.0 ** (math.floor(math.log2(info["max"])) - info["mantissa_bits"])
-    tie = info["max"] + ulp / 2
-    over = (a > tie) | (a == tie) if int(info["max"] / ulp) % 2 else a > tie
-    stats = torch.stack(
-        [
-            lo.to(torch.float64),
-            (x == 0).sum().to(torch.float64),
-            torch.isnan(x).sum().to(torch.float64),
-            (x == math.inf).sum().to(torch.float64),
-            (x == -math.inf).sum().to(torch.float64),
-            (nonzero & (x < 0)).sum().to(torch.float64),
-            v.max() if v.numel() else a.new_zeros(()),
-            v.min() if v.numel() else a.new_zeros(()),
-            v.sum(),
-            (v * v).sum(),
-            (nonzero & (y == 0)).sum().to(torch.float64),
-            ((ya != 0) & (ya < info["min_normal"])).sum().to(torch.float64),
-            (finite & over).sum().to(torch.float64),
-        ]
-    )
-    host = torch.cat([stats, bins.to(torch.float64)]).cpu().tolist()
-    lo_, zeros, nan, pos_inf, neg_inf, neg, amax, amin, sum_abs, sum_sq = host[:10]
-    under, sub, over = (int(c) for c in host[10:13])
-    counts = [int(c) for c in host[13:]]
-    histogram = {
-        "sub_bins_log2": s,
-        "first_bin": int(lo_) if counts else 0,
-        "bins": counts,
-        "zeros": int(zeros),
-        "nan": int(nan),
-        "pos_inf": int(pos_inf),
-        "neg_inf": int(neg_inf),
-        "negatives": int(neg),
-        "amax": amax,
-        "min_nonzero": amin if counts else None,
-        "sum_abs": sum_abs,
-        "sum_sq": sum_sq,
-    }
-    return histogram, (under, sub, over, int(nan), int(pos_inf + neg_inf))
-
+__all__ = ["Recorder", "Simulate", "quantize"]
 
 def _finite(x: float) -> Optional[float]:
     """``x``, or None (JSON ``null``, as the run directory writes values that are not finite)."""
@@ -167,13 +87,17 @@ class Recorder:
         out: the run directory, new or empty (with ``ranks="each"``, rank ``r`` writes
             ``out/rank{r}``).
         format: the format the values are judged against (rounding counts, the report's zones
-            and windows): ``fp16``, ``bf16``, ``fp8-e4m3``, ``fp8-e5m2`` or any format of
-            :func:`mixprec.formats`. On CUDA, formats torch has no dtype for are counted on the
-            host from a copy.
+            and windows): ``fp16``, ``bf16``, ``fp8-e4m3``, ``fp8-e5m2`` or any element format
+            of :func:`mixprec.formats`; default ``fp16``, or with ``simulate`` the recipe's
+            (:meth:`Simulate.judged_format`).
         every: capture every ``every`` steps (and the first); 0: never.
         optimizer: the optimizer, whose state is captured on capture steps (optional).
         scaler: the loop's ``torch.amp.GradScaler``, if it uses one: its policy goes into the
             run's config, and every step records its scale and whether it skipped the step.
+        simulate: the :class:`Simulate` the loop trains under: the run's config records its
+            recipe, every step its loss scale, overflow, skipped step and per-class rounding
+            counts (call :meth:`step` after ``sim.step()``), and capture steps the values its
+            storage points rounded, before rounding, with what rounding did to them.
         ranks: with ``torch.distributed`` initialised, ``"zero"`` (only rank 0 records; the
             others' calls do nothing) or ``"each"`` (every rank records its own directory).
         name: the run's name in reports (default ``pytorch-{format}``).
@@ -301,10 +225,8 @@ class Recorder:
             self._capture.add_stored(layer, tensor, part, values, (0, 0, 0, 0, 0))
             return
         if t.device.type != "cpu":
-            if self.format in _TORCH_FORMATS and _TORCH_FORMATS[self.format] is not None:
-                h, counts = histogram_torch(t, self.format)
-                self._capture.add_histogram(layer, tensor, part, json.dumps(h), counts)
-                return
+            # One copy to the host in the tensor's own dtype, on capture steps only: the
+            # histogram and the rounding counts are the library's, formed where the copy lies.
             t = t.cpu()
         if t.dtype in (torch.float32, torch.float64):
             self._capture.add(layer, tensor, part, t.numpy(), "float")

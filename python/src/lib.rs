@@ -385,7 +385,6 @@ fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<simulate::DelayedScales>()?;
     m.add_function(wrap_pyfunction!(simulate::train_start, m)?)?;
     m.add_function(wrap_pyfunction!(simulate::welch_json, m)?)?;
-    m.add("CAPTURE_SUB_BINS_LOG2", mixprec::run::CAPTURE_SUB_BINS_LOG2)?;
     m.add("SCHEMA", mixprec::run::schema::SCHEMA)?;
     Ok(())
 }

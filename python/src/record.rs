@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
 use mixprec::run::{
-    self, CAPTURE_SUB_BINS_LOG2, CaptureBuilder, CaptureRecord, Class, EvalMetric, RecordedConfig,
+    self, CaptureBuilder, CaptureRecord, Class, EvalMetric, RecordedConfig,
     SiteCapture, StepRecord, class_counts,
 };
 use mixprec::stats::Histogram;
@@ -252,34 +252,6 @@ impl Capture {
         let h = &mut site.values;
         py.detach(|| with_slice(view, |xs| h.par_add_f32(xs)));
         site.rounding += round_counts(rounding);
-        Ok(())
-    }
-
-    /// Adds a histogram formed elsewhere (on the device, by torch operations): its serde form
-    /// as JSON (checked as a histogram file is), with the rounding counts `(underflow,
-    /// subnormal, overflow, nan, infinite)` of its values.
-    fn add_histogram(
-        &mut self,
-        layer: String,
-        tensor: &str,
-        part: Option<String>,
-        histogram_json: &str,
-        rounding: (u64, u64, u64, u64, u64),
-    ) -> PyResult<()> {
-        let h: Histogram = parse("histogram", histogram_json)?;
-        if h.sub_bins_log2() != CAPTURE_SUB_BINS_LOG2 {
-            return Err(PyValueError::new_err(format!(
-                "histogram: sub_bins_log2 {} is not the captures' {CAPTURE_SUB_BINS_LOG2}",
-                h.sub_bins_log2()
-            )));
-        }
-        self.builder.add(
-            &layer,
-            class(tensor)?,
-            part.as_deref(),
-            &h,
-            round_counts(rounding),
-        );
         Ok(())
     }
 
