@@ -69,7 +69,9 @@ def mlp(params) -> torch.nn.Sequential:
     return torch.nn.Sequential(*layers)
 
 
-def train_torch(cfg: dict, out: pathlib.Path) -> None:
+def train_torch(cfg: dict, out: pathlib.Path) -> float:
+    """Trains the training core's classifier of ``cfg`` in PyTorch under ``Simulate`` and the
+    Recorder (into ``out``), from the core's start; returns the test accuracy."""
     tx, ty, vx, vy, params, batches = _mixprec.train_start(json.dumps(cfg))
     model = mlp(params)
     o = cfg["optimizer"]
@@ -91,6 +93,7 @@ def train_torch(cfg: dict, out: pathlib.Path) -> None:
         with torch.no_grad():
             accuracy = float((model(torch.from_numpy(vx)).argmax(1).numpy() == vy).mean())
         rec.close(metric=("test_accuracy", accuracy))
+    return accuracy
 
 
 def steps(run: pathlib.Path) -> list:

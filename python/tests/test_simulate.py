@@ -2,7 +2,9 @@
 a PyTorch model trained in simulated precision at the points `mixprec train` rounds, checked
 against `mixprec train` itself on its built-in MLP, and a simulated run recorded and reported."""
 
+import importlib.util
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -12,6 +14,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed (scripts/pyt
 import mixprec  # noqa: E402
 from mixprec import _mixprec  # noqa: E402
 from mixprec.torch import Recorder, Simulate, quantize  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def values(n=4096, seed=0, dtype=np.float32):
@@ -224,37 +228,13 @@ def built_in(recipe, steps):
 
 
 def train_like_the_core(cfg, out):
-    """The training core's MLP in PyTorch from its own start (train_start), under Simulate and
-    the Recorder; returns the test accuracy."""
-    tx, ty, vx, vy, params, batches = _mixprec.train_start(json.dumps(cfg))
-    w = {(layer, name): a for layer, name, a in params}
-    layers = sorted({layer for layer, _, _ in params}, key=lambda n: int(n.split(".")[0]))
-    mods = []
-    for i, layer in enumerate(layers):
-        lin = torch.nn.Linear(*w[(layer, "weight")].shape[::-1])
-        with torch.no_grad():
-            lin.weight.copy_(torch.from_numpy(w[(layer, "weight")]))
-            lin.bias.copy_(torch.from_numpy(w[(layer, "bias")].reshape(-1)))
-        mods.append(torch.nn.Sequential(__import__("collections").OrderedDict(linear=lin)))
-        if i + 1 < len(layers):
-            mods.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*mods)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    tx, ty = torch.from_numpy(tx), torch.from_numpy(ty)
-    sim = Simulate(model, cfg["recipe"], optimizer=opt)
-    with sim, Recorder(model, out, every=cfg["capture_every"], optimizer=opt, simulate=sim) as rec:
-        for idx in batches:
-            idx = torch.from_numpy(idx)
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(tx[idx]), ty[idx])
-            sim.backward(loss * cfg["loss_multiplier"])
-            sim.step()
-            rec.step(loss)
-        model.eval()
-        with torch.no_grad():
-            acc = float((model(torch.from_numpy(vx)).argmax(1).numpy() == vy).mean())
-        rec.close(metric=("test_accuracy", acc))
-    return acc
+    """examples/simulate_crosscheck.py's PyTorch side (the training core's MLP from its own
+    start, under Simulate and the Recorder); returns the test accuracy."""
+    path = ROOT / "examples" / "simulate_crosscheck.py"
+    spec = importlib.util.spec_from_file_location("simulate_crosscheck", path)
+    crosscheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(crosscheck)
+    return crosscheck.train_torch(cfg, out)
 
 
 @pytest.mark.parametrize("recipe", ["fp16-master", "fp16-static"])
