@@ -264,6 +264,10 @@ def test_the_built_in_mlp_loses_what_mixprec_train_loses(cli, tmp_path, recipe):
     assert recipe in json.dumps(report)
     config = json.loads((tmp_path / "torch" / "config.json").read_text())
     assert config["recipe"]["weights"] == "fp16" and config["source"] == "pytorch"
+    # And replays: its own policy gives back the scales it recorded (3 steps, none skipped).
+    r = cli("replay", str(tmp_path / "torch"), "--policy", "run", "static:2^10")
+    assert r.returncode == 0, r.stderr
+    assert "run (" in r.stdout and "static:2^10" in r.stdout
     captures = (tmp_path / "torch" / "captures.jsonl").read_text().splitlines()
     sites = {(s["layer"], s["tensor"]) for s in json.loads(captures[0])["sites"]}
     assert ("input", "activation") in sites and ("0.linear", "weight_grad") in sites
