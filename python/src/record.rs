@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
 use mixprec::run::{
-    self, CaptureBuilder, CaptureRecord, Class, EvalMetric, RecordedConfig,
-    SiteCapture, StepRecord, class_counts,
+    self, CaptureBuilder, CaptureRecord, Class, EvalMetric, RecordedConfig, SiteCapture,
+    StepRecord, class_counts,
 };
 use mixprec::stats::Histogram;
 use mixprec::train::TrainConfig;

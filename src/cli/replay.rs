@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use mixprec::format::FloatFormat;
 use mixprec::report::replay::{HEADER, replay_run, table, write_replay};
+use mixprec::scaling::policy::POLICY_NAMES;
 
 /// Replay loss-scaling policies over a recorded run, open loop: from each step's largest
 /// gradient (grad_amax) and the captured gradient histograms, each policy's scale trajectory,
@@ -19,10 +20,13 @@ pub struct Args {
     /// The run directory (written by `mixprec train`, schema 1).
     #[arg(value_name = "RUN_DIR")]
     run: PathBuf,
-    /// Policies: gradscaler, megatron, deepspeed, keras, static:S, none, a dynamic one with
-    /// changed parameters (deepspeed:consecutive_hysteresis=true, gradscaler:growth_interval=50),
-    /// or run (the run's own).
-    #[arg(long, value_name = "NAME", num_args = 1.., required = true)]
+    // The help lists the policies from their table.
+    #[arg(long, value_name = "NAME", num_args = 1.., required = true, help = format!(
+        "Policies: {}, a dynamic one with changed parameters \
+         (deepspeed:consecutive_hysteresis=true, gradscaler:growth_interval=50), or run (the \
+         run's own)",
+        POLICY_NAMES.join(", ")
+    ))]
     policy: Vec<String>,
     /// Print the numbers as JSON instead of a table.
     #[arg(long)]

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use mixprec::format::{Overflow, Rounding};
-use mixprec::run::recipe::Accumulation;
+use mixprec::run::recipe::{Accumulation, PRESET_NAMES};
+use mixprec::scaling::policy::POLICY_NAMES;
 use mixprec::scaling::scaler::LossScaling;
 use mixprec::train::config::{ModelKind, Overrides, TrainConfig};
 use mixprec::train::run;
@@ -28,9 +29,8 @@ pub struct Args {
     /// With a .npy dataset: a .npy of its labels (1-D, one integer class index per row).
     #[arg(long, value_name = "Y.npy")]
     labels: Option<String>,
-    /// Precision recipe: fp32, fp16-pure, fp16-master, fp16-static, fp16-dynamic, fp16-megatron,
-    /// fp16-deepspeed, bf16-master, fp8-hybrid, fp8-every-store, mxfp8, nvfp4.
-    #[arg(long, value_name = "NAME")]
+    // The help lists the presets from their table.
+    #[arg(long, value_name = "NAME", help = format!("Precision recipe: {}", PRESET_NAMES.join(", ")))]
     recipe: Option<String>,
     /// Rounding mode at every storage point (overrides the recipe's): nearest-even, stochastic,
     /// toward-zero, up or down.
@@ -44,11 +44,13 @@ pub struct Args {
     /// saturate (clamp to the largest finite value).
     #[arg(long, value_name = "ieee|saturate", value_parser = parse_overflow)]
     overflow: Option<Overflow>,
-    /// Loss scaler (replaces the recipe's): gradscaler, megatron, deepspeed, keras, static:S or
-    /// none; a dynamic one takes changes to its parameters after a colon
-    /// (deepspeed:consecutive_hysteresis=true, gradscaler:growth_interval=50). Config key
-    /// `scaler`.
-    #[arg(long, value_name = "NAME", value_parser = parse_scaler)]
+    // The help lists the policies from their table.
+    #[arg(long, value_name = "NAME", value_parser = parse_scaler, help = format!(
+        "Loss scaler (replaces the recipe's): {}; a dynamic one takes changes to its parameters \
+         after a colon (deepspeed:consecutive_hysteresis=true, gradscaler:growth_interval=50). \
+         Config key `scaler`",
+        POLICY_NAMES.join(", ")
+    ))]
     scaler: Option<LossScaling>,
     /// Loss scale: the static scale (or the initial dynamic scale); turns a recipe without
     /// scaling into a static one. A power of two (2^16, 2**16) or a number (65536).
