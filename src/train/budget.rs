@@ -24,6 +24,7 @@
 
 use super::config::{ModelKind, TrainConfig};
 use super::data::Dataset;
+use super::model::Cost;
 use crate::error::Error;
 
 /// What [`estimate`] finds: the counts and the bytes.
@@ -70,52 +71,16 @@ pub fn estimate(
 ) -> Estimate {
     let f = |n: usize| n as f64;
     let (features, classes) = (f(features), f(classes));
-    // (parameters, activations per example, sites) of a chain of dense layers.
-    let dense = |input: f64, width: f64, depth: usize, output: f64| {
-        let mut params = 0.0;
-        let mut acts = input;
-        let mut fan_in = input;
-        for _ in 0..depth {
-            params += fan_in * width + width;
-            acts += 2.0 * width;
-            fan_in = width;
-        }
-        params += fan_in * output + output;
-        acts += output;
-        let widest = input.max(output).max(if depth > 0 { width } else { 0.0 });
-        (params, acts, 2.0 * f(depth) + 2.0, widest)
-    };
-    let (parameters, activations, sites, widest) = match config.model {
-        ModelKind::Mlp => dense(features, f(config.mlp.width), config.mlp.depth, classes),
-        ModelKind::Cnn => {
-            let c = &config.cnn;
-            let (ch, hidden) = (f(c.channels), f(c.hidden));
-            let pooled = ch * (features / 4.0).floor();
-            let params = 9.0 * ch + ch + pooled * hidden + hidden + hidden * classes + classes;
-            // conv and relu outputs, the im2col matrix, pooled, hidden twice, logits.
-            let acts =
-                features + 2.0 * ch * features + 9.0 * features + pooled + 2.0 * hidden + classes;
-            (
-                params,
-                acts,
-                9.0,
-                (9.0 * features).max(ch * features).max(hidden),
-            )
-        }
-        ModelKind::Lstm => {
-            let c = &config.lstm;
-            let (e, h) = (f(c.embed), f(c.hidden));
-            let params = f(vocab) * e + 4.0 * h * (e + h + 1.0) + h * classes + classes;
-            // Per time step: the embedding, four gates, the cell and hidden states.
-            let acts = features * (e + 8.0 * h) + classes;
-            (params, acts, 5.0, 4.0 * h.max(e))
-        }
-        ModelKind::Gan => {
-            let c = &config.gan;
-            let g = dense(f(c.noise), f(c.width), c.depth, features);
-            let d = dense(features, f(c.width), c.depth, 1.0);
-            (g.0 + d.0, g.1 + d.1, g.2 + d.2 + 2.0, g.3.max(d.3))
-        }
+    let Cost {
+        parameters,
+        activations,
+        sites,
+        widest,
+    } = match config.model {
+        ModelKind::Mlp => config.mlp.cost(features, classes),
+        ModelKind::Cnn => config.cnn.cost(features, classes),
+        ModelKind::Lstm => config.lstm.cost(features, f(vocab), classes),
+        ModelKind::Gan => config.gan.cost(features),
     };
     let batch = f(config.batch);
     let memory = BASE

@@ -12,6 +12,20 @@ pub use gan::{GanConfig, GanTrainer};
 pub use lstm::{LstmConfig, vocabulary};
 pub use mlp::MlpConfig;
 
+/// What a model costs, for [`crate::train::budget`]'s estimate (counts as `f64`, so that no
+/// config can overflow them): each model's config computes its own, beside what it builds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cost {
+    /// Trainable parameters.
+    pub parameters: f64,
+    /// Layer outputs per example (the activations the backward pass keeps).
+    pub activations: f64,
+    /// Storage sites (points where values are rounded and counted: about two per layer).
+    pub sites: f64,
+    /// Units of the widest layer.
+    pub widest: f64,
+}
+
 use super::layer::{Layer, Linear, Param};
 use super::precision::Precision;
 use super::real::Real;

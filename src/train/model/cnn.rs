@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Sequential;
+use super::{Cost, Sequential};
 use crate::error::Error;
 use crate::train::layer::{Activation, ActivationLayer, Conv2d, Flatten, ImageShape, MaxPool2d};
 use crate::train::precision::Precision;
@@ -34,6 +34,26 @@ impl Default for CnnConfig {
 }
 
 impl CnnConfig {
+    /// What the model on images of `features` pixels for `classes` classes costs
+    /// ([`crate::train::budget`]).
+    #[must_use]
+    pub fn cost(&self, features: f64, classes: f64) -> Cost {
+        let (ch, hidden) = (self.channels as f64, self.hidden as f64);
+        let pooled = ch * (features / 4.0).floor();
+        Cost {
+            parameters: 9.0 * ch + ch + pooled * hidden + hidden + hidden * classes + classes,
+            // conv and relu outputs, the im2col matrix, pooled, hidden twice, logits.
+            activations: features
+                + 2.0 * ch * features
+                + 9.0 * features
+                + pooled
+                + 2.0 * hidden
+                + classes,
+            sites: 9.0,
+            widest: (9.0 * features).max(ch * features).max(hidden),
+        }
+    }
+
     /// The image shape for `features` inputs: one channel, square.
     ///
     /// # Errors

@@ -3,7 +3,8 @@
 use ndarray::{Array2, Axis, concatenate};
 use serde::{Deserialize, Serialize};
 
-use super::{MlpConfig, Sequential};
+use super::mlp::dense_cost;
+use super::{Cost, MlpConfig, Sequential};
 use crate::error::Error;
 use crate::run::Class;
 use crate::run::schema::StepRecord;
@@ -27,6 +28,22 @@ pub struct GanConfig {
     pub width: usize,
     /// Hidden layers of both networks.
     pub depth: usize,
+}
+
+impl GanConfig {
+    /// What the generator and discriminator on points of `features` coordinates cost
+    /// ([`crate::train::budget`]): both dense networks, and the two sites of their losses.
+    #[must_use]
+    pub fn cost(&self, features: f64) -> Cost {
+        let g = dense_cost(self.noise as f64, self.width as f64, self.depth, features);
+        let d = dense_cost(features, self.width as f64, self.depth, 1.0);
+        Cost {
+            parameters: g.parameters + d.parameters,
+            activations: g.activations + d.activations,
+            sites: g.sites + d.sites + 2.0,
+            widest: g.widest.max(d.widest),
+        }
+    }
 }
 
 impl Default for GanConfig {

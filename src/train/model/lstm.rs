@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Sequential;
+use super::{Cost, Sequential};
 use crate::error::Error;
 use crate::train::layer::{Embedding, Lstm};
 use crate::train::precision::Precision;
@@ -34,6 +34,20 @@ impl Default for LstmConfig {
 }
 
 impl LstmConfig {
+    /// What the model on sequences of `length` token ids below `vocab` for `classes` classes
+    /// costs ([`crate::train::budget`]).
+    #[must_use]
+    pub fn cost(&self, length: f64, vocab: f64, classes: f64) -> Cost {
+        let (e, h) = (self.embed as f64, self.hidden as f64);
+        Cost {
+            parameters: vocab * e + 4.0 * h * (e + h + 1.0) + h * classes + classes,
+            // Per time step: the embedding, four gates, the cell and hidden states.
+            activations: length * (e + 8.0 * h) + classes,
+            sites: 5.0,
+            widest: 4.0 * h.max(e),
+        }
+    }
+
     /// The model for sequences of token ids below `vocab`, `outputs` classes.
     ///
     /// # Errors

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Sequential;
+use super::{Cost, Sequential};
 use crate::error::Error;
 use crate::train::layer::{Activation, ActivationLayer};
 use crate::train::precision::Precision;
@@ -38,6 +38,12 @@ impl Default for MlpConfig {
 }
 
 impl MlpConfig {
+    /// What the model from `inputs` features to `outputs` costs ([`crate::train::budget`]).
+    #[must_use]
+    pub fn cost(&self, inputs: f64, outputs: f64) -> Cost {
+        dense_cost(inputs, self.width as f64, self.depth, outputs)
+    }
+
     /// Checks the sizes.
     ///
     /// # Errors
@@ -93,6 +99,27 @@ impl MlpConfig {
         }
         model.push_linear(fan_in, outputs, self.init_scale, p, rng);
         model
+    }
+}
+
+/// The cost of `depth` hidden layers of `width` units (each a linear layer and its
+/// activation: two stored outputs) from `input` features, then a linear layer to `output`.
+pub(crate) fn dense_cost(input: f64, width: f64, depth: usize, output: f64) -> Cost {
+    let mut parameters = 0.0;
+    let mut activations = input;
+    let mut fan_in = input;
+    for _ in 0..depth {
+        parameters += fan_in * width + width;
+        activations += 2.0 * width;
+        fan_in = width;
+    }
+    parameters += fan_in * output + output;
+    activations += output;
+    Cost {
+        parameters,
+        activations,
+        sites: 2.0 * depth as f64 + 2.0,
+        widest: input.max(output).max(if depth > 0 { width } else { 0.0 }),
     }
 }
 
