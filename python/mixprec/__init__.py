@@ -70,6 +70,12 @@ def _seed(seed: Any) -> int:
     return seed
 
 
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what}: expected a bool, got {type(value).__name__}")
+    return bool(value)
+
+
 def _str(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{what}: expected a str, got {type(value).__name__}")
@@ -164,8 +170,7 @@ def quantize(
     format = _str(format, "format")
     rounding = _str(rounding, "rounding")
     overflow = _str(overflow, "overflow")
-    if not isinstance(subnormals, (bool, np.bool_)):
-        raise TypeError(f"subnormals: expected a bool, got {type(subnormals).__name__}")
+    subnormals = _bool(subnormals, "subnormals")
     seed = _seed(seed)
     if out is None:
         out = np.empty(x.shape, dtype=x.dtype)
@@ -181,7 +186,7 @@ def quantize(
             x = x.copy()
     if not out.flags.writeable:
         raise ValueError("out: the array is read-only")
-    counts = _mixprec.quantize_into(x, out, format, rounding, overflow, bool(subnormals), seed)
+    counts = _mixprec.quantize_into(x, out, format, rounding, overflow, subnormals, seed)
     return (out, counts) if return_counts else out
 
 
