@@ -70,16 +70,21 @@ def _seed(seed: Any) -> int:
     return seed
 
 
-def _bool(value: Any, what: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{what}: expected a bool, got {type(value).__name__}")
-    return bool(value)
-
-
 def _str(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{what}: expected a str, got {type(value).__name__}")
     return value
+
+
+def _round_args(
+    format: Any, rounding: Any, overflow: Any, subnormals: Any, seed: Any
+) -> Tuple[str, str, str, bool, int]:
+    """:func:`quantize`'s options, their types checked (their values are the Rust's to check):
+    shared with the torch path (``mixprec._torch_round``)."""
+    names = (_str(format, "format"), _str(rounding, "rounding"), _str(overflow, "overflow"))
+    if not isinstance(subnormals, (bool, np.bool_)):
+        raise TypeError(f"subnormals: expected a bool, got {type(subnormals).__name__}")
+    return (*names, bool(subnormals), _seed(seed))
 
 
 @overload
@@ -167,11 +172,9 @@ def quantize(
     array([0.09997559, 0.        ,        inf])
     """
     x = _float_array(x, "x")
-    format = _str(format, "format")
-    rounding = _str(rounding, "rounding")
-    overflow = _str(overflow, "overflow")
-    subnormals = _bool(subnormals, "subnormals")
-    seed = _seed(seed)
+    format, rounding, overflow, subnormals, seed = _round_args(
+        format, rounding, overflow, subnormals, seed
+    )
     if out is None:
         out = np.empty(x.shape, dtype=x.dtype)
     elif out is not x:

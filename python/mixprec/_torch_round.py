@@ -47,7 +47,7 @@ from typing import Dict, List, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from . import _bool, _mixprec, _seed, _str, formats
+from . import _mixprec, _round_args, formats
 
 __all__ = ["quantize_torch"]
 
@@ -144,7 +144,7 @@ def _target(name: str) -> Union[_Element, _Block]:
 
 @dataclass(frozen=True)
 class _Options:
-    rounding: str  # a key of the modes' canonical names (mixprec.ROUNDING_MODES)
+    rounding: str  # one of mixprec.ROUNDING_MODES
     saturate: bool
     subnormals: bool
 
@@ -188,11 +188,9 @@ def quantize_torch(
         raise TypeError(f"x: expected a float32 or float64 torch tensor, got {type(t).__name__}")
     if t.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"x: expected a float32 or float64 torch tensor, got dtype {t.dtype}")
-    format = _str(format, "format")
-    rounding = _str(rounding, "rounding")
-    overflow = _str(overflow, "overflow")
-    subnormals = _bool(subnormals, "subnormals")
-    seed = _seed(seed)
+    format, rounding, overflow, subnormals, seed = _round_args(
+        format, rounding, overflow, subnormals, seed
+    )
     # The Rust parses the names (its messages, in its order) before it reads any value.
     empty = np.empty(0, dtype=np.float32)
     _mixprec.quantize_into(empty, empty, format, rounding, overflow, subnormals, seed)
@@ -202,10 +200,12 @@ def quantize_torch(
     x = t.detach().reshape(-1)
     single = t.dtype == torch.float32
     bits = _widen(x.view(torch.int32).to(torch.int64)) if single else x.view(torch.int64)
-    u = _stochastic_bits(seed, 0, x.numel(), x.device) if options.rounding == "stochastic" else None
+    u = None
+    if options.rounding == "stochastic":
+        u = _stochastic_bits(seed, 0, x.numel(), x.device)
     counts: List[torch.Tensor] = []
     if x.numel() == 0:
-        out = bits
+        out = bits.clone()
     elif isinstance(target, _Block):
         cols = t.shape[-1] if t.dim() else 1
         out = _round_blocks(bits, single, cols, target, options, u, counts)

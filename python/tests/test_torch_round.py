@@ -12,7 +12,9 @@ import itertools
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed (scripts/python-test installs it)")
+torch = pytest.importorskip(
+    "torch", reason="torch is not installed (scripts/python-test installs it)"
+)
 
 import mixprec  # noqa: E402
 from mixprec._torch_round import _block_key, _stochastic_bits, quantize_torch  # noqa: E402
@@ -272,26 +274,37 @@ def test_results_keep_dtype_shape_and_c_order():
     assert not quantize_torch(w * 0.1, "bf16").requires_grad
 
 
+def test_no_value_reaches_the_host():
+    """On the meta device (shapes without data, where reading a value raises) every format but
+    NVFP4 rounds: nothing is read back; NVFP4 reads one number, the tensor's amax."""
+    for fmt in ("fp16", "fp8-e4m3", "e3m4", "mxfp4", "fp8-e4m3@128x128", "fp16@2x3"):
+        for dtype in (torch.float32, torch.float64):
+            for rounding in MODES:
+                t = torch.empty(3, 70, device="meta", dtype=dtype)
+                y = quantize_torch(t, fmt, rounding, subnormals=False)
+                assert (y.device, y.dtype, y.shape) == (t.device, t.dtype, t.shape)
+    with pytest.raises(RuntimeError, match="item"):
+        quantize_torch(torch.empty(3, 70, device="meta"), "nvfp4")
+
+
 def test_bad_arguments_get_the_numpy_messages():
     x = np.ones(3, dtype=np.float32)
     t = torch.from_numpy(x)
-    for kwargs in [{"format": "fp17"}, {"rounding": "nearest-odd"}, {"overflow": "clamp"},
-                   {"format": "fp8-e4m3@0x128"}, {"format": "mxfp9"}, {"seed": -1},
-                   {"seed": 2**64}]:
-        args = {"format": "fp16", **kwargs}
-        with pytest.raises(ValueError) as want:
-            mixprec.quantize(x, **args)
-        with pytest.raises(ValueError) as got:
-            quantize_torch(t, **args)
-        assert str(got.value) == str(want.value)
-    for kwargs in [{"format": 16}, {"rounding": None}, {"subnormals": 1}, {"seed": 1.5},
-                   {"seed": True}]:
-        args = {"format": "fp16", **kwargs}
-        with pytest.raises(TypeError) as want:
-            mixprec.quantize(x, **args)
-        with pytest.raises(TypeError) as got:
-            quantize_torch(t, **args)
-        assert str(got.value) == str(want.value)
+    cases = [
+        (ValueError, [{"format": "fp17"}, {"rounding": "nearest-odd"}, {"overflow": "clamp"},
+                      {"format": "fp8-e4m3@0x128"}, {"format": "mxfp9"}, {"seed": -1},
+                      {"seed": 2**64}]),
+        (TypeError, [{"format": 16}, {"rounding": None}, {"subnormals": 1}, {"seed": 1.5},
+                     {"seed": True}]),
+    ]
+    for error, bad in cases:
+        for kwargs in bad:
+            args = {"format": "fp16", **kwargs}
+            with pytest.raises(error) as want:
+                mixprec.quantize(x, **args)
+            with pytest.raises(error) as got:
+                quantize_torch(t, **args)
+            assert str(got.value) == str(want.value)
     for bad in (x, torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.int32)):
         with pytest.raises(TypeError):
             quantize_torch(bad, "fp16")
