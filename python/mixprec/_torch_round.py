@@ -197,25 +197,77 @@ def quantize_torch(
     options = _Options(_ROUNDING[rounding.lower()], overflow.lower() == "saturate", subnormals)
     target = _target(format)
 
-    x = t.detach().reshape(-1)
-    single = t.dtype == torch.float32
-    bits = _widen(x.view(torch.int32).to(torch.int64)) if single else x.view(torch.int64)
-    u = None
-    if options.rounding == "stochastic":
-        u = _stochastic_bits(seed, 0, x.numel(), x.device)
     counts: List[torch.Tensor] = []
-    if x.numel() == 0:
-        out = bits.clone()
-    elif isinstance(target, _Block):
-        cols = t.shape[-1] if t.dim() else 1
-        out = _round_blocks(bits, single, cols, target, options, u, counts)
-    else:
-        out = _round(bits, target, options, u, counts)
-    y = (_narrow(out).view(torch.float32) if single else out.view(torch.float64)).view(t.shape)
+    y = _round_tensor(t.detach().reshape(-1), t.shape, target, options, seed, counts)
+    y = y.view(t.shape)
     if not return_counts:
         return y
     totals = torch.stack(counts).sum(0).tolist() if counts else [0] * len(_COUNT_KEYS)
     return y, dict(zip(_COUNT_KEYS, (int(c) for c in totals)))
+
+
+#: Values rounded per pass (whole bands of blocks for block formats): bounds the int64
+#: temporaries of a pass, about twenty, to a few GiB whatever the tensor's size.
+_CHUNK = 1 << 24
+
+
+def _round_tensor(
+    x: torch.Tensor,
+    shape: torch.Size,
+    target: Union[_Element, _Block],
+    o: _Options,
+    seed: int,
+    counts: List[torch.Tensor],
+) -> torch.Tensor:
+    """The float32 or float64 tensor ``x`` (one of ``shape``, flat, in C order) rounded into
+    ``target``, in passes of about :data:`_CHUNK` values; the stochastic bits of each pass are
+    drawn at its values' positions."""
+    n = x.numel()
+    single = x.dtype == torch.float32
+    out = torch.empty_like(x)
+    step, cols, tensor_amax = _CHUNK, 1, 0
+    if isinstance(target, _Block) and n:
+        cols = shape[-1] if len(shape) else 1
+        band = target.rows * cols
+        step = max(1, _CHUNK // band) * band
+        if target.scheme == "nvfp4":
+            parts = (_patterns(x[i : i + step]) for i in range(0, n, step))
+            amax = torch.stack([_magnitude(p, single).max() for p in parts]).max()
+            tensor_amax = int(amax)  # the one value read back
+            if tensor_amax >= 0x7F80_0000:
+                # NaN or infinity in the tensor: every value becomes NaN (Nvfp4TensorScale::new).
+                counts.append(torch.tensor([0, 0, 0, n, 0], dtype=torch.int64, device=x.device))
+                if single:
+                    out.view(torch.int32).fill_(0x7FC0_0000)
+                else:
+                    out.view(torch.int64).fill_(_NAN)
+                return out
+    for start in range(0, n, step):
+        part = _patterns(x[start : start + step])
+        u = None
+        if o.rounding == "stochastic":
+            u = _stochastic_bits(seed, start, part.numel(), x.device)
+        if isinstance(target, _Block):
+            rounded = _round_blocks(part, single, cols, target, o, u, counts, tensor_amax)
+        else:
+            rounded = _round(part, target, o, u, counts)
+        out[start : start + step] = (
+            _narrow(rounded).view(torch.float32) if single else rounded.view(torch.float64)
+        )
+    return out
+
+
+def _patterns(x: torch.Tensor) -> torch.Tensor:
+    """The float64 bit patterns (int64) of the values of the float32 or float64 tensor ``x``."""
+    if x.dtype == torch.float32:
+        return _widen(x.view(torch.int32).to(torch.int64))
+    return x.view(torch.int64)
+
+
+def _magnitude(x: torch.Tensor, single: bool) -> torch.Tensor:
+    """The float32 bits of each value's magnitude (a float64 rounded to float32 first, as the
+    Rust's ``as f32``): the block scales' input."""
+    return _narrow(x if single else _to_f32(x)).to(torch.int64) & 0x7FFF_FFFF
 
 
 def _round(
@@ -424,20 +476,14 @@ def _round_blocks(
     o: _Options,
     u: Optional[torch.Tensor],
     counts: List[torch.Tensor],
+    tensor_amax: int,
 ) -> torch.Tensor:
     """``BlockRounder`` on the row-major matrix of float64 patterns ``x`` with ``cols``
-    columns: ``round_matrix_at``'s float32 arithmetic where ``single``, else
-    ``round_matrix_f64_at``'s float64 arithmetic (src/format/block/apply.rs)."""
-    n = x.numel()
-    rows = n // cols
-    # Each value's magnitude as float32 bits (a float64 rounded to float32 first, as `as f32`).
-    magnitude = _narrow(x if single else _to_f32(x)).to(torch.int64) & 0x7FFF_FFFF
-    if block.scheme == "nvfp4":
-        tensor_amax = int(magnitude.max())
-        if tensor_amax >= 0x7F80_0000:
-            # NaN or infinity in the tensor: every value becomes NaN (Nvfp4TensorScale::new).
-            counts.append(torch.tensor([0, 0, 0, n, 0], dtype=torch.int64, device=x.device))
-            return torch.full_like(x, _NAN)
+    columns (whole bands of block rows): ``round_matrix_at``'s float32 arithmetic where
+    ``single``, else ``round_matrix_f64_at``'s float64 arithmetic (src/format/block/apply.rs);
+    ``tensor_amax`` is the float32 bits of NVFP4's tensor amax (finite)."""
+    rows = x.numel() // cols
+    magnitude = _magnitude(x, single)
     # The largest magnitude of each block: the matrix padded with zeros to whole blocks.
     r, c = block.rows, block.cols
     R, C = -(-rows // r), -(-cols // c)

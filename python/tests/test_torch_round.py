@@ -274,6 +274,20 @@ def test_results_keep_dtype_shape_and_c_order():
     assert not quantize_torch(w * 0.1, "bf16").requires_grad
 
 
+def test_passes_of_a_large_tensor(monkeypatch):
+    """A tensor rounded in several passes (whole bands of blocks for block formats, the stream
+    positions running on) gives the bits of one pass."""
+    import mixprec._torch_round as tr
+
+    monkeypatch.setattr(tr, "_CHUNK", 1000)
+    x = block_values((6, 130, 70), np.float32, seed=8)
+    for fmt in ("fp16", "e3m4", "mxfp8-e4m3", "nvfp4", "fp8-e4m3@128x128", "fp16@3x7"):
+        for rounding in ("nearest-even", "stochastic"):
+            same(x, fmt, rounding, "ieee", True, 3)
+            same(x.astype(np.float64), fmt, rounding, "ieee", False, 3)
+    same(with_specials(x), "nvfp4", "stochastic", "ieee", True, 3)
+
+
 def test_no_value_reaches_the_host():
     """On the meta device (shapes without data, where reading a value raises) every format but
     NVFP4 rounds: nothing is read back; NVFP4 reads one number, the tensor's amax."""
