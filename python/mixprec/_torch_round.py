@@ -66,7 +66,7 @@ _NAN = _INF | _QUIET
 #: dequantisation of a zero element by an infinite scale, which the Rust computes there.
 _INVALID_NAN = _SIGN | _INF | _QUIET
 _F32_MIN_SUBNORMAL = (1023 - 149) << 52
-_F32_MAX = struct.unpack("<d", struct.pack("<d", float(np.finfo(np.float32).max)))[0]
+_F32_MAX = float(np.finfo(np.float32).max)
 _COUNT_KEYS = ("underflow", "subnormal", "overflow", "nan", "infinite")
 
 #: Every name ``Rounding::from_str`` (round.rs) accepts, lowercased, and the mode it means.
@@ -98,8 +98,8 @@ class _Element:
     man_bits: int
     emin: int
     emax: int
-    #: float64 patterns of the largest finite value and of the smallest normal.
     max: float
+    #: float64 patterns of the largest finite value and of the smallest normal.
     max_bits: int
     min_normal_bits: int
     infinity: bool
@@ -144,7 +144,10 @@ def _target(name: str) -> Union[_Element, _Block]:
 
 @dataclass(frozen=True)
 class _Options:
-    rounding: str  # one of mixprec.ROUNDING_MODES
+    """How values round: the mode (one of ``mixprec.ROUNDING_MODES``), whether overflow
+    saturates, whether subnormal results exist."""
+
+    rounding: str
     saturate: bool
     subnormals: bool
 
@@ -511,7 +514,7 @@ def _round_blocks(
     # Into the element's range, in float32 arithmetic (or float64's for float64 values).
     scaled = _i64(_divide(_f64(x), _f64(down)) if divide else _f64(x) * _f64(down))
     if single:
-        scaled = _to_f32(scaled)
+        scaled = _to_f32(scaled)  # the exact product, or the float64 quotient, rounded once
         # `sticky`: a nonzero value that vanished keeps its sign and f32's lowest bit.
         vanished = ((x & _ABS) != 0) & ((scaled & _ABS) == 0)
         scaled = torch.where(vanished, (scaled & _SIGN) | _F32_MIN_SUBNORMAL, scaled)
@@ -521,9 +524,7 @@ def _round_blocks(
     underflow = (zero_block & ((x & _ABS) != 0)).sum()
     counts.append(torch.stack([underflow] + [torch.zeros_like(underflow)] * 4))
 
-    value = _i64(_f64(element) * _f64(up))
-    if single:
-        value = _to_f32(value)
+    value = _f32_mul(element, up) if single else _i64(_f64(element) * _f64(up))
     # 0 x inf (NVFP4's dequantisation overflowed): the Rust's CPU gives x86's NaN.
     value = torch.where(((element & _ABS) == 0) & ((up & _ABS) == _INF), _INVALID_NAN, value)
     value = torch.where(zero_block, element, value)
@@ -555,15 +556,14 @@ def _nvfp4_scales(
             encode = f32(1)
         decode = f32(1) / encode
         factor = encode * (f32(1) / f32(6))
-    block_amax = _widen(amax)
-    s = _to_f32(_i64(_f64(block_amax) * float(factor)))
+    # s_b = e4m3(amax_b * factor), nearest-even, saturating.
+    s = _f32_mul(_widen(amax), float(factor))
     s = _round(s, _element("fp8-e4m3"), _Options("nearest-even", True, True), None, None)
-    product = _to_f32(_i64(_f64(s) * float(decode)))
-    product = _f64(product)
+    # down = min(1 / (s_b * S_dec), FLT_MAX), up = (s_b * amax_t) * f32(1 / 2688).
+    product = _f64(_f32_mul(s, float(decode)))
     down = _to_f32(_i64(_divide(torch.ones_like(product), product)))
     down = torch.where(down > _bits(_F32_MAX), _bits(_F32_MAX), down)
-    up = _to_f32(_i64(_f64(s) * float(amax_t)))
-    up = _to_f32(_i64(_f64(up) * float(f32(1) / f32(2688))))
+    up = _f32_mul(_f32_mul(s, float(amax_t)), float(f32(1) / f32(2688)))
     return down, up, s == 0
 
 
@@ -574,6 +574,12 @@ def _tile_scales(amax: torch.Tensor, f: _Element) -> torch.Tensor:
     quotient = _to_f32(_i64(_divide(block_amax, torch.full_like(block_amax, f.max))))
     scale = torch.where(quotient == 0, _F32_MIN_SUBNORMAL, quotient)
     return torch.where(amax == 0, _bits(1.0), scale)
+
+
+def _f32_mul(a: torch.Tensor, b: Union[float, torch.Tensor]) -> torch.Tensor:
+    """``a * b`` in float32 arithmetic, for float64 patterns of float32 values (``b`` a float32
+    value or such patterns): the product, exact in float64, rounded once into fp32."""
+    return _to_f32(_i64(_f64(a) * (_f64(b) if isinstance(b, torch.Tensor) else b)))
 
 
 def _divide(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
