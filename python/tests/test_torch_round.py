@@ -128,13 +128,13 @@ def element_values(fmt, dtype, seed=3):
 @pytest.mark.parametrize("fmt", ELEMENTS)
 def test_element_formats_equal_rust_bit_for_bit(fmt, dtype):
     x = element_values(fmt, dtype)
-    shapes = [x, x[: (x.size // 7) * 7].reshape(7, -1)]
     n = 0
     for rounding, overflow, subnormals in itertools.product(MODES, ["ieee", "saturate"],
                                                             [True, False]):
-        seeds = SEEDS if rounding == "stochastic" else [0]
-        for seed, v in itertools.product(seeds, shapes):
-            n += same(v, fmt, rounding, overflow, subnormals, seed)
+        for seed in SEEDS if rounding == "stochastic" else [0]:
+            n += same(x, fmt, rounding, overflow, subnormals, seed)
+    # A 2-D tensor: the stream positions are the C-order indices.
+    n += same(x[: (x.size // 7) * 7].reshape(7, -1), fmt, "stochastic", "ieee", True, 3)
     assert n > 100_000
 
 
