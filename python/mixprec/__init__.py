@@ -76,6 +76,17 @@ def _str(value: Any, what: str) -> str:
     return value
 
 
+def _round_args(
+    format: Any, rounding: Any, overflow: Any, subnormals: Any, seed: Any
+) -> Tuple[str, str, str, bool, int]:
+    """:func:`quantize`'s options, their types checked (their values are the Rust's to check):
+    shared with the torch path (``mixprec._torch_round``)."""
+    names = (_str(format, "format"), _str(rounding, "rounding"), _str(overflow, "overflow"))
+    if not isinstance(subnormals, (bool, np.bool_)):
+        raise TypeError(f"subnormals: expected a bool, got {type(subnormals).__name__}")
+    return (*names, bool(subnormals), _seed(seed))
+
+
 @overload
 def quantize(
     x: np.ndarray,
@@ -161,12 +172,9 @@ def quantize(
     array([0.09997559, 0.        ,        inf])
     """
     x = _float_array(x, "x")
-    format = _str(format, "format")
-    rounding = _str(rounding, "rounding")
-    overflow = _str(overflow, "overflow")
-    if not isinstance(subnormals, (bool, np.bool_)):
-        raise TypeError(f"subnormals: expected a bool, got {type(subnormals).__name__}")
-    seed = _seed(seed)
+    format, rounding, overflow, subnormals, seed = _round_args(
+        format, rounding, overflow, subnormals, seed
+    )
     if out is None:
         out = np.empty(x.shape, dtype=x.dtype)
     elif out is not x:
@@ -181,7 +189,7 @@ def quantize(
             x = x.copy()
     if not out.flags.writeable:
         raise ValueError("out: the array is read-only")
-    counts = _mixprec.quantize_into(x, out, format, rounding, overflow, bool(subnormals), seed)
+    counts = _mixprec.quantize_into(x, out, format, rounding, overflow, subnormals, seed)
     return (out, counts) if return_counts else out
 
 
