@@ -90,8 +90,10 @@ def quantize(
     if t.device.type != "cpu":
         from ._torch_round import quantize_torch
 
-        result = quantize_torch(t.detach(), format, rounding, overflow, subnormals, seed, True)
-        y, counts = result
+        result = quantize_torch(
+            t.detach(), format, rounding, overflow, subnormals, seed, return_counts
+        )
+        y, counts = result if return_counts else (result, None)
         if out is not None:
             out.copy_(y)
             y = out

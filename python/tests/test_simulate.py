@@ -58,6 +58,12 @@ def test_quantize_strided_and_in_place():
         quantize(x, "fp17")
 
 
+def test_quantize_off_the_cpu_takes_the_torch_path():
+    # A meta tensor has no values: the torch path keeps every value where the tensor lies.
+    y = quantize(torch.empty(4, 64, device="meta"), "mxfp8-e4m3")
+    assert y.device.type == "meta" and y.shape == (4, 64)
+
+
 def small_mlp(seed=0):
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
