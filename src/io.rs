@@ -56,7 +56,8 @@
 //! # Writing
 //! [`write_atomic`] writes through a temporary file in the same directory and renames it over the
 //! target, so a reader sees either the old file or the complete new one. [`write_safetensors`] and
-//! [`write_npy`] use it.
+//! [`write_npy`] use it. [`tensorboard`] encodes TensorBoard's event files (the record format,
+//! scalars and histograms).
 
 mod atomic;
 mod decode;
@@ -64,6 +65,7 @@ mod json;
 mod npy;
 pub(crate) mod npz;
 mod safetensors;
+pub mod tensorboard;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
