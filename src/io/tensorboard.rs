@@ -348,6 +348,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::manual_rotate)] // the mask as TensorFlow's crc32c.h writes it
     fn masked_crc_is_the_rotation_plus_the_constant() {
         let c = crc32c(b"123456789");
         assert_eq!(
