@@ -99,6 +99,17 @@ pub(crate) fn test_npy(descr: &str, shape: &str, fortran: bool, data: &[u8]) -> 
 }
 pub use safetensors::write_safetensors;
 
+/// The names of the entries of `dir`, sorted: what a test checks a write left behind.
+#[cfg(test)]
+pub(crate) fn test_dir_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// The most values passed to the visitor of [`scan`] in one call (2^20: 4 MiB of `f32`).
 pub const CHUNK: usize = 1 << 20;
 

@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::format::RoundCounts;
 use crate::io::tensorboard::masked_crc32c;
+use crate::io::test_dir_names as names;
 use crate::run::schema::{EvalMetric, SiteCapture, Summary, UpdateRatios};
 use crate::run::{Class, StoreCounts};
 
@@ -363,15 +364,6 @@ fn steps_that_go_back_are_refused() {
             .contains("captures.jsonl: step 1 after step 4: the steps must increase"),
         "{err}"
     );
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
