@@ -10,6 +10,7 @@ mod quantize;
 mod replay;
 mod report;
 mod round_args;
+mod tensorboard;
 mod train;
 
 use std::ffi::OsString;
@@ -43,6 +44,7 @@ enum Command {
     Grid(grid::Args),
     Report(report::Args),
     Replay(replay::Args),
+    ExportTensorboard(tensorboard::Args),
 }
 
 /// Parses `args` (with the program name first), runs the command and returns its exit code.
@@ -113,6 +115,7 @@ where
         Command::Grid(args) => grid::run(&args, &mut out),
         Command::Report(args) => report::run(&args, &mut out),
         Command::Replay(args) => replay::run(&args, &mut out),
+        Command::ExportTensorboard(args) => tensorboard::run(&args, &mut out),
     }
     .and_then(|code| {
         out.flush()?;

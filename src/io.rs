@@ -56,7 +56,8 @@
 //! # Writing
 //! [`write_atomic`] writes through a temporary file in the same directory and renames it over the
 //! target, so a reader sees either the old file or the complete new one. [`write_safetensors`] and
-//! [`write_npy`] use it.
+//! [`write_npy`] use it. [`tensorboard`] encodes TensorBoard's event files (the record format,
+//! scalars and histograms).
 
 mod atomic;
 mod decode;
@@ -64,6 +65,7 @@ mod json;
 mod npy;
 pub(crate) mod npz;
 mod safetensors;
+pub mod tensorboard;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -96,6 +98,17 @@ pub(crate) fn test_npy(descr: &str, shape: &str, fortran: bool, data: &[u8]) -> 
     out
 }
 pub use safetensors::write_safetensors;
+
+/// The names of the entries of `dir`, sorted: what a test checks a write left behind.
+#[cfg(test)]
+pub(crate) fn test_dir_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
 
 /// The most values passed to the visitor of [`scan`] in one call (2^20: 4 MiB of `f32`).
 pub const CHUNK: usize = 1 << 20;

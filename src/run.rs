@@ -2,7 +2,8 @@
 //! precision vocabulary ([`class`]: tensor classes, sites, store counts; [`recipe`]: which format
 //! each class is stored in) and the run directory: its schema ([`schema`]), its writer
 //! ([`RunWriter`], which also tallies the summary) and its reader ([`RunDir`]). `train`, `grid`,
-//! the PyTorch recorder, `report` and `replay` all go through it.
+//! the PyTorch recorder, `report` and `replay` all go through it; [`tensorboard`] exports runs as
+//! TensorBoard event files.
 //!
 //! # The run directory (an interface contract, schema version 1)
 //! Other commands (`report`, studies, replay) and other writers (the PyTorch recorder) use this
@@ -66,6 +67,7 @@ pub mod grid;
 mod reader;
 pub mod recipe;
 pub mod schema;
+pub mod tensorboard;
 mod writer;
 
 pub use capture::{CaptureBuilder, class_counts};

@@ -88,15 +88,7 @@ fn create_temp(path: &Path) -> std::io::Result<(Temp, File)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
+    use crate::io::test_dir_names as entries;
 
     #[test]
     fn replaces_the_file_and_leaves_no_temporary() {
