@@ -414,17 +414,27 @@ fn fold(lanes: &Lanes, lo: i32, n: usize, p: usize, s: usize) -> Rows {
     out
 }
 
-/// The histogram's counts per row and sub-bin, `bins[r << hist_s | j]`, over lanes and flags.
+/// The histogram's counts per row and sub-bin, `bins[r << hist_s | j]`, over lanes and flags
+/// (a counter's sub-bin field is below `2^hist_s`).
 fn fold_bins(lanes: &Lanes, n: usize, hist_s: u32) -> Vec<u64> {
-    let mut bins = vec![0u64; n << hist_s];
-    for r in 0..n {
-        for l in 0..LANES {
-            let keys = &lanes.counts[r * LANES + l];
-            for c in 0..8 {
-                for j in 0..1usize << hist_s {
-                    bins[r << hist_s | j] += u64::from(keys[c << HIST_MAX_S | j]);
+    let width = 1usize << hist_s;
+    let mut bins = vec![0u64; n * width];
+    for (row, out) in lanes
+        .counts
+        .chunks_exact(LANES)
+        .zip(bins.chunks_exact_mut(width))
+    {
+        // A row holds at most a chunk's values, which u32 sums hold.
+        let mut sums = [0u32; 1 << HIST_MAX_S];
+        for keys in row {
+            for flags in keys.chunks_exact(1 << HIST_MAX_S) {
+                for (s, &k) in sums.iter_mut().zip(flags) {
+                    *s += u32::from(k);
                 }
             }
+        }
+        for (o, &s) in out.iter_mut().zip(&sums) {
+            *o = u64::from(s);
         }
     }
     bins
