@@ -10,9 +10,8 @@
 //! AVX2 and AVX-512 (picked at run time by the histogram's `Isa::best()`) and specialised for the
 //! window widths of the common formats; for f32 inputs into formats of up to
 //! [`F32_TERMS_MAX_P`] mantissa bits the terms are computed in f32 ([`fill32`]), the same values
-//! with half the vector width each; the AVX2 build (run where FMA is present too) writes those
-//! terms with intrinsics that put half of the additions on the FMA units ([`add_terms_avx2`]).
-//! Every variant adds the same terms in the same order and gives bit-identical results (tested).
+//! with half the vector width each. Every variant adds the same terms in the same order and gives
+//! bit-identical results (tested).
 //!
 //! Per value, one fixed-length loop over `S` slots (a multiple of 4, so it runs as whole AVX2
 //! vectors) computes `((f - RNE(f, grid_j)) * mask_j)^2`-style terms for all sums at once:
@@ -166,19 +165,15 @@ pub(super) fn chunk_with<T: Sample>(
         // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { chunk_avx512(acc, xs, terms, hist_s) },
-        // SAFETY: as above, and FMA is checked here (every AVX2 CPU the project meets has it).
+        // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if std::arch::is_x86_feature_detected!("fma") => unsafe {
-            chunk_avx2(acc, xs, terms, hist_s)
-        },
-        // An AVX2 CPU without FMA takes the baseline build (the same bits).
-        Isa::Avx2 => chunk_any(acc, xs, Isa::Baseline, terms, hist_s),
+        Isa::Avx2 => unsafe { chunk_avx2(acc, xs, terms, hist_s) },
         _ => chunk_any(acc, xs, isa, terms, hist_s),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2")]
 unsafe fn chunk_avx2<T: Sample>(
     acc: &SweepAccumulator,
     xs: &[T],
@@ -253,12 +248,12 @@ fn chunk_any<T: Sample>(
         .flatten();
     if let Some(xs) = f32_terms {
         match s {
-            8 => fill32::<8>(acc, &consts, isa, &mut lanes, lo, xs),
-            12 => fill32::<12>(acc, &consts, isa, &mut lanes, lo, xs),
-            16 => fill32::<16>(acc, &consts, isa, &mut lanes, lo, xs),
+            8 => fill32::<8>(acc, &consts, &mut lanes, lo, xs),
+            12 => fill32::<12>(acc, &consts, &mut lanes, lo, xs),
+            16 => fill32::<16>(acc, &consts, &mut lanes, lo, xs),
             // p = 21, the widest format of the f32 terms (28 is also fp32's width, p = 23,
             // which takes the f64 terms).
-            28 => fill32::<28>(acc, &consts, isa, &mut lanes, lo, xs),
+            28 => fill32::<28>(acc, &consts, &mut lanes, lo, xs),
             _ => fill_any(acc, &consts, &mut lanes, lo, xs),
         }
     } else if terms == Terms::Generic {
@@ -525,20 +520,15 @@ fn fill_any<T: Sample>(acc: &SweepAccumulator, k: &Consts, lanes: &mut Lanes, lo
 fn fill32<const S: usize>(
     acc: &SweepAccumulator,
     k: &Consts,
-    isa: Isa,
     lanes: &mut Lanes,
     lo: i32,
     xs: &[f32],
 ) {
     const BLOCK: usize = 16;
-    let mut g = Grid32 {
-        grid: [0f32; S],
-        masks: [[0u32; S]; 4],
-        one: std::hint::black_box(1.0),
-        isa,
-    };
-    g.grid.copy_from_slice(&k.grid32);
-    for (m, src) in g.masks.iter_mut().zip(&k.masks32) {
+    let mut grid = [0f32; S];
+    grid.copy_from_slice(&k.grid32);
+    let mut masks = [[0u32; S]; 4];
+    for (m, src) in masks.iter_mut().zip(&k.masks32) {
         m.copy_from_slice(src);
     }
     // Flags on the 23 fraction bits: frac << 29 >= t iff frac >= ceil(t / 2^29).
@@ -568,7 +558,7 @@ fn fill32<const S: usize>(
         }
         if subnormal {
             for (l, &x) in block.iter().enumerate() {
-                add_one32(acc, &g, lanes, lo, bi * BLOCK + l, x);
+                add_one32(acc, &grid, &masks, lanes, lo, bi * BLOCK + l, x);
             }
             continue;
         }
@@ -578,32 +568,28 @@ fn fill32<const S: usize>(
             // this loop then wait on (measured 20% slower on Zen 4).
             let key = (class[l] << HIST_MAX_S | (f[l] & 0x007f_ffff) >> hist_shift) as usize;
             let f = f32::from_bits(f[l]);
-            add32(&g, lanes, row[l] as usize, key, zb[l] as usize, f);
+            add32(
+                &grid,
+                &masks,
+                lanes,
+                row[l] as usize,
+                key,
+                zb[l] as usize,
+                f,
+            );
         }
     }
     let done = xs.len() - blocks.remainder().len();
     for (i, &x) in blocks.remainder().iter().enumerate() {
-        add_one32(acc, &g, lanes, lo, done + i, x);
+        add_one32(acc, &grid, &masks, lanes, lo, done + i, x);
     }
-}
-
-/// The constants of [`fill32`]'s terms for `S` slots, and the build that adds them.
-struct Grid32<const S: usize> {
-    /// `1.5 * 2^(24 - j)` for window slot `j` (see [`Consts`]).
-    grid: [f32; S],
-    /// Per `z * 2 + b`, all ones to keep a slot's error, zero to clear it.
-    masks: [[u32; S]; 4],
-    /// 1.0, hidden from the optimiser, which would otherwise turn [`add_terms_avx2`]'s
-    /// `fma(x, 1, y)` back into an addition.
-    one: f32,
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    isa: Isa,
 }
 
 /// Adds the value `f` (its counts by `class`, its terms by the masks `zb`) to row and lane `r`.
 #[inline(always)]
 fn add32<const S: usize>(
-    g: &Grid32<S>,
+    grid: &[f32; S],
+    masks: &[[u32; S]; 4],
     lanes: &mut Lanes,
     r: usize,
     class: usize,
@@ -613,22 +599,15 @@ fn add32<const S: usize>(
     if let Some(c) = lanes.counts.get_mut(r) {
         c[class & (KEYS - 1)] += 1;
     }
-    let mask = &g.masks[zb & 3];
+    let mask = &masks[zb & 3];
     let row: Option<&mut [f64; S]> = lanes
         .slots_mut()
         .get_mut(r * S..(r + 1) * S)
         .and_then(|s| s.try_into().ok());
     if let Some(row) = row {
-        #[cfg(target_arch = "x86_64")]
-        if g.isa == Isa::Avx2 {
-            // SAFETY: `Isa::Avx2` reaches the f32 loop only through `chunk_avx2`, which runs
-            // where AVX2 and FMA were detected.
-            unsafe { add_terms_avx2(g, mask, row, f) };
-            return;
-        }
         let mut d = [0f32; S];
         for j in 0..S {
-            let t = f - ((f + g.grid[j]) - g.grid[j]);
+            let t = f - ((f + grid[j]) - grid[j]);
             d[j] = f32::from_bits(t.to_bits() & mask[j]);
         }
         for j in 0..S {
@@ -638,67 +617,12 @@ fn add32<const S: usize>(
     }
 }
 
-/// [`add32`]'s terms in the AVX2 build: the portable loop's operations, eight slots to a vector,
-/// with the additions of the rounding on the FMA units (`fma(x, 1, y)` is `x + y` rounded once,
-/// the same bits) and each square added by an FMA: `d` has at most 24 significant bits, so
-/// `d * d` is exact in f64 and `fma(d, d, s)` rounds `d * d + s` once, as `s + d * d` does.
-/// Zen 3 then spreads the work over its two FMA and two add pipes instead of queueing it on the
-/// adders (measured: `sweep::tests::loop_speed`). Tested bit for bit against the portable loop
-/// (the baseline build).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn add_terms_avx2<const S: usize>(
-    g: &Grid32<S>,
-    mask: &[u32; S],
-    row: &mut [f64; S],
-    f: f32,
-) {
-    use std::arch::x86_64::*;
-    const { assert!(S.is_multiple_of(4)) };
-    // SAFETY (every load and store below): a slice of 8 or 4 elements of an array of `S`, taken
-    // with bounds checks; unaligned loads and stores.
-    unsafe {
-        let (fv, one) = (_mm256_set1_ps(f), _mm256_set1_ps(g.one));
-        let mut h = 0;
-        while h + 8 <= S {
-            let grid = _mm256_loadu_ps(g.grid[h..h + 8].as_ptr());
-            let keep = _mm256_loadu_si256(mask[h..h + 8].as_ptr().cast());
-            let rounded = _mm256_fmsub_ps(_mm256_fmadd_ps(fv, one, grid), one, grid);
-            let d = _mm256_and_ps(
-                _mm256_fnmadd_ps(rounded, one, fv),
-                _mm256_castsi256_ps(keep),
-            );
-            for (half, d) in [
-                _mm256_cvtps_pd(_mm256_castps256_ps128(d)),
-                _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let at = row[h + 4 * half..h + 4 * half + 4].as_mut_ptr();
-                _mm256_storeu_pd(at, _mm256_fmadd_pd(d, d, _mm256_loadu_pd(at)));
-            }
-            h += 8;
-        }
-        if h + 4 <= S {
-            let (fv, one) = (_mm256_castps256_ps128(fv), _mm256_castps256_ps128(one));
-            let grid = _mm_loadu_ps(g.grid[h..h + 4].as_ptr());
-            let keep = _mm_loadu_si128(mask[h..h + 4].as_ptr().cast());
-            let rounded = _mm_fmsub_ps(_mm_fmadd_ps(fv, one, grid), one, grid);
-            let d = _mm_and_ps(_mm_fnmadd_ps(rounded, one, fv), _mm_castsi128_ps(keep));
-            let d = _mm256_cvtps_pd(d);
-            let at = row[h..h + 4].as_mut_ptr();
-            _mm256_storeu_pd(at, _mm256_fmadd_pd(d, d, _mm256_loadu_pd(at)));
-        }
-    }
-}
-
 /// [`fill32`]'s value by value path: any f32 (subnormal too), at index `i` of the chunk.
 #[inline(always)]
 fn add_one32<const S: usize>(
     acc: &SweepAccumulator,
-    g: &Grid32<S>,
+    grid: &[f32; S],
+    masks: &[[u32; S]; 4],
     lanes: &mut Lanes,
     lo: i32,
     i: usize,
@@ -716,5 +640,5 @@ fn add_one32<const S: usize>(
     // A normalised f32 subnormal has no fraction bits below bit 29 either.
     let f = f32::from_bits((frac >> 29) as u32 | 0x3f80_0000);
     let r = (e - lo) as usize * LANES + i % LANES;
-    add32(g, lanes, r, class, z * 2 + b, f);
+    add32(grid, masks, lanes, r, class, z * 2 + b, f);
 }

@@ -548,15 +548,15 @@ fn one_pass_speed() {
     }
 }
 
-/// Today's bits from every build and pass (issue 28): the AVX2 build's FMA terms and the fused
-/// pass's survey (read from the histogram's scalars) against the baseline build of the portable
-/// loop and the generic f64 loop, chunk by chunk, and the fused pass on 1 and 2 threads against
-/// the sequential sweep and histogram, on the values at and next to every boundary of each
-/// format (ties at half the min subnormal and at the top of the subnormals, all-ones mantissas
-/// below min normal and max) moved to every binade of f32, and on every fp16 and bf16 pattern
-/// as f32 (as their tensors are read) and as f64.
+/// The same bits from every build and pass (issue 28): each build's loop against the baseline
+/// build and the generic f64 loop, chunk by chunk, and the fused pass (whose survey comes from
+/// the histogram's scalars) on 1 and 2 threads against the sequential sweep and histogram, on
+/// the values at and next to every boundary of each format (ties at half the min subnormal and
+/// at the top of the subnormals, all-ones mantissas below min normal and max) moved to every
+/// binade of f32, and on every fp16 and bf16 pattern as f32 (as their tensors are read) and as
+/// f64.
 #[test]
-fn fma_terms_and_fused_survey_match_the_portable_loop_on_every_boundary() {
+fn every_build_and_the_fused_survey_match_the_baseline_on_every_boundary() {
     let formats = [
         FP16,
         BF16,
