@@ -13,6 +13,9 @@
 #   --capture-steps N  steps of each capture run (default 300)
 #   --out FILE         the table (default reports/perf/machines/<cpu-slug>.md)
 #   --note TEXT        a sentence for the top of the table (what else the machine was doing)
+#   --only analyze     only comparison (b) and its profiles (a few minutes): section (b) and the
+#                      analyze profiles of the existing table are replaced, with the run's date,
+#                      load and commit; the other sections stay as they were measured
 #
 # Comparisons: (a) rounding 16M gradient-like f32 in place, one thread: benches/round.rs against
 # numpy, ml_dtypes and torch (benches/peers/quantize_peers.py); (b) `mixprec analyze` of a
@@ -27,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-rounds=3 mib=256 steps=300 quick=0 out="" note=""
+rounds=3 mib=256 steps=300 quick=0 out="" note="" only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 rounds=1 mib=64 steps=30 ;;
@@ -36,6 +39,8 @@ while [ $# -gt 0 ]; do
     --capture-steps) steps=${2:?}; shift ;;
     --out) out=${2:?}; shift ;;
     --note) note=${2:?}; shift ;;
+    --only) only=${2:?}; shift
+      [ "$only" = analyze ] || { echo "compare.sh: --only takes 'analyze'" >&2; exit 2; } ;;
     *) echo "compare.sh: unknown option '$1' (see the header of benches/compare.sh)" >&2; exit 2 ;;
   esac
   shift
@@ -61,14 +66,14 @@ say() { echo "compare.sh [$((SECONDS - started)) s] $*" >&2; }
 
 say "building (cargo build --release, the round and train benches)"
 cargo build --release --quiet
-benches=$(cargo bench --bench round --bench train --no-run --message-format=json 2>/dev/null |
+[ -n "$only" ] || benches=$(cargo bench --bench round --bench train --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable"):
         print(m["target"]["name"], m["executable"])')
-round_bench=$(awk '$1 == "round" {print $2}' <<<"$benches")
-train_bench=$(awk '$1 == "train" {print $2}' <<<"$benches")
+round_bench=$(awk '$1 == "round" {print $2}' <<<"${benches:-}")
+train_bench=$(awk '$1 == "train" {print $2}' <<<"${benches:-}")
 venv=$(scripts/python-env)
 py=$venv/bin/python
 export CRITERION_HOME=$work/criterion
@@ -132,6 +137,7 @@ for k, v in train_table.medians(sys.argv[1]).items(): print(k + "\t" + str(v[0])
 }
 
 for round in $(seq "$rounds"); do
+  if [ -z "$only" ]; then
   say "round $round of $rounds: (a) rounding"
   rm -rf "$CRITERION_HOME"
   RAYON_NUM_THREADS=1 "$round_bench" --bench \
@@ -146,6 +152,7 @@ for round in $(seq "$rounds"); do
   peers=$(benches/peers/run.sh quantize --data gradient-like --repeats $((quick ? 2 : 3)))
   while IFS=$'\t' read -r name ms; do record round-peer "$name" "$ms"; done < <(
     sed -nE 's/^gradient-like +(.*[^ ]) +([0-9.]+) ms .*/\1\t\2/p' <<<"$peers")
+  fi
 
   say "round $round: (b) analyze of $mib MiB"
   cat "$data" >/dev/null
@@ -155,6 +162,7 @@ for round in $(seq "$rounds"); do
   record analyze "mixprec analyze FILE, 1 thread" "$t"
   t=$(timed target/release/mixprec analyze "$data")
   record analyze "mixprec analyze FILE, $(nproc) threads" "$t"
+  [ -z "$only" ] || continue
 
   for threads in 1 2; do
     say "round $round: (c) anchor step, $threads thread(s), ours and PyTorch's"
@@ -201,7 +209,7 @@ profile() { # ID THREADS DESCRIPTION COMMAND...
 }
 if command -v perf >/dev/null; then
   say "(e) profiles"
-  for case in fp16/nearest-even fp8-e4m3/nearest-even fp16/stochastic fp8-e4m3/stochastic; do
+  [ -n "$only" ] || for case in fp16/nearest-even fp8-e4m3/nearest-even fp16/stochastic fp8-e4m3/stochastic; do
     profile "a-${case/\//-}" 1 "rounding, $case, one thread (\`benches/round.rs\`, round_16M_f32/1-thread/$case)" \
       "$round_bench" --bench --profile-time $ptime "^round_16M_f32/1-thread/$case\$"
   done
@@ -209,11 +217,11 @@ if command -v perf >/dev/null; then
     target/release/mixprec analyze "$data"
   profile b-analyze-2 2 "\`mixprec analyze\` of the $mib MiB file, $(nproc) threads" \
     target/release/mixprec analyze "$data"
-  for threads in 1 2; do
+  [ -n "$only" ] || for threads in 1 2; do
     profile "c-step-fp32-$threads" $threads "the anchor fp32 step, $threads thread(s) (\`benches/train.rs\`)" \
       "$train_bench" --bench --profile-time $ptime '^mlp-784-1024-1024-10/fp32$'
   done
-  profile d-step-fp16-capture 1 "the anchor fp16-dynamic step with a capture, one thread (\`benches/train.rs\`)" \
+  [ -n "$only" ] || profile d-step-fp16-capture 1 "the anchor fp16-dynamic step with a capture, one thread (\`benches/train.rs\`)" \
     "$train_bench" --bench --profile-time $ptime '^mlp-784-1024-1024-10/fp16-dynamic\+capture$'
 fi
 
@@ -228,6 +236,17 @@ print(f"- Python {sys.version.split()[0]}, numpy {numpy.__version__}, ml_dtypes 
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 simd=$(for f in sse4_2 avx fma f16c avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16 amx_tile; do
   if [[ " $flags " == *" $f "* ]]; then printf "%s " "$f"; fi; done)
+if [ -n "$only" ]; then
+  [ -f "$out" ] || { echo "compare.sh: --only analyze refreshes an existing $out; make it with a whole run first" >&2; exit 2; }
+  refresh="Refreshed by \`benches/compare.sh --only analyze --rounds $rounds --analyze-mib $mib\` on"
+  refresh+=" $(date -u '+%Y-%m-%d %H:%M UTC') at git commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
+  refresh+=", load average (1, 5, 15 min) $load_start at the start, $load_end at the end"
+  refresh+="$([ -n "$note" ] && echo "; $note"); the other sections are from the run the header describes."
+  python3 benches/compare_table.py "$results" "$mib" "$steps" "$profiles" --splice "$out" "$refresh" >"$out.part"
+  mv "$out.part" "$out"
+  say "refreshed section (b) of $out ($((elapsed / 60)) min $((elapsed % 60)) s)"
+  exit 0
+fi
 {
   echo "# Speed comparisons on $model (family $family, model $cpu_model)"
   echo

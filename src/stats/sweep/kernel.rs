@@ -1,6 +1,8 @@
 //! The per-chunk loop of the sweep accumulator.
 //!
-//! One survey pass (counts, exponent range) and one accumulation pass per chunk, both in cache.
+//! One survey pass (counts, exponent range; taken from the histogram's scalar loop when the pass
+//! counts a histogram, which reads the same values anyway) and one accumulation pass per chunk,
+//! both in cache.
 //! Consecutive values usually share an exponent and would update the same accumulators one after
 //! the other, each waiting for the previous store; so the accumulation spreads them over `LANES`
 //! interleaved copies (value `i` into copy `i % LANES`), folded in lane order at the end of the
@@ -23,7 +25,7 @@
 //! and `sum f^2` over the values with `f == 1` is their count. Masks are 0 or 1, exact.
 
 use super::{HistogramPart, ONE_BITS, Partial, Rows, SweepAccumulator, split};
-use crate::stats::histogram::{Bits, Isa, scalars};
+use crate::stats::histogram::{Bits, ChunkStats, Isa, scalars};
 use crate::stats::{CHUNK, Histogram};
 
 /// Interleaved copies of the accumulators.
@@ -206,7 +208,17 @@ fn chunk_any<T: Sample>(
     terms: Terms,
     hist_s: Option<u32>,
 ) -> Partial {
-    let (count, zeros, nonfinite, lo_bits, hi_bits) = T::survey(xs);
+    // The histogram's own scalar loop, per histogram chunk in order (so its sums are the ones
+    // `Histogram::par_add_*` forms); the bins come from the counters below.
+    let histogram = hist_s.map(|_| HistogramPart {
+        bins: Vec::new(),
+        chunks: xs.chunks(CHUNK).map(|c| scalars(c, isa)).collect(),
+    });
+    // The survey is in the histogram's scalars when they are computed: one pass fewer.
+    let (count, zeros, nonfinite, lo_bits, hi_bits) = match &histogram {
+        Some(h) => survey_of(xs.len(), &h.chunks),
+        None => T::survey(xs),
+    };
     let width = acc.rows.width;
     let mut part = Partial {
         count,
@@ -217,12 +229,7 @@ fn chunk_any<T: Sample>(
             width,
             ..Rows::default()
         },
-        // The histogram's own scalar loop, per histogram chunk in order (so its sums are the
-        // ones `Histogram::par_add_*` forms); the bins come from the counters below.
-        histogram: hist_s.map(|_| HistogramPart {
-            bins: Vec::new(),
-            chunks: xs.chunks(CHUNK).map(|c| scalars(c, isa)).collect(),
-        }),
+        histogram,
     };
     if hi_bits == 0 {
         return part;
@@ -266,6 +273,22 @@ fn chunk_any<T: Sample>(
         h.bins = fold_bins(&lanes, n, hs);
     }
     part
+}
+
+/// [`Sample::survey`] of `len` values from their histogram chunks' scalars: the same counts,
+/// and the smallest and largest finite nonzero magnitudes as f64 bit patterns (exact: they are
+/// values of the input type, widened).
+fn survey_of(len: usize, chunks: &[ChunkStats]) -> (u64, u64, u64, u64, u64) {
+    let (mut zeros, mut nonfinite, mut lo, mut hi) = (0, 0, u64::MAX, 0);
+    for c in chunks {
+        zeros += c.zeros;
+        nonfinite += c.nan + c.pos_inf + c.neg_inf;
+        if c.min_nonzero.is_finite() {
+            lo = lo.min(c.min_nonzero.to_bits());
+        }
+        hi = hi.max(c.amax.to_bits());
+    }
+    (len as u64, zeros, nonfinite, lo, hi)
 }
 
 /// The per-value accumulators of a chunk, `LANES` copies per exponent.
@@ -386,17 +409,27 @@ fn fold(lanes: &Lanes, lo: i32, n: usize, p: usize, s: usize) -> Rows {
     out
 }
 
-/// The histogram's counts per row and sub-bin, `bins[r << hist_s | j]`, over lanes and flags.
+/// The histogram's counts per row and sub-bin, `bins[r << hist_s | j]`, over lanes and flags
+/// (a counter's sub-bin field is below `2^hist_s`).
 fn fold_bins(lanes: &Lanes, n: usize, hist_s: u32) -> Vec<u64> {
-    let mut bins = vec![0u64; n << hist_s];
-    for r in 0..n {
-        for l in 0..LANES {
-            let keys = &lanes.counts[r * LANES + l];
-            for c in 0..8 {
-                for j in 0..1usize << hist_s {
-                    bins[r << hist_s | j] += u64::from(keys[c << HIST_MAX_S | j]);
+    let width = 1usize << hist_s;
+    let mut bins = vec![0u64; n * width];
+    for (row, out) in lanes
+        .counts
+        .chunks_exact(LANES)
+        .zip(bins.chunks_exact_mut(width))
+    {
+        // A row holds at most a chunk's values, which u32 sums hold.
+        let mut sums = [0u32; 1 << HIST_MAX_S];
+        for keys in row {
+            for flags in keys.chunks_exact(1 << HIST_MAX_S) {
+                for (s, &k) in sums.iter_mut().zip(flags) {
+                    *s += u32::from(k);
                 }
             }
+        }
+        for (o, &s) in out.iter_mut().zip(&sums) {
+            *o = u64::from(s);
         }
     }
     bins

@@ -547,3 +547,64 @@ fn one_pass_speed() {
         );
     }
 }
+
+/// The same bits from every build and pass (issue 28): each build's loop against the baseline
+/// build and the generic f64 loop, chunk by chunk, and the fused pass (whose survey comes from
+/// the histogram's scalars) on 1 and 2 threads against the sequential sweep and histogram, on
+/// the values at and next to every boundary of each format (ties at half the min subnormal and
+/// at the top of the subnormals, all-ones mantissas below min normal and max) moved to every
+/// binade of f32, and on every fp16 and bf16 pattern as f32 (as their tensors are read) and as
+/// f64.
+#[test]
+fn every_build_and_the_fused_survey_match_the_baseline_on_every_boundary() {
+    let formats = [
+        FP16,
+        BF16,
+        FP8_E4M3,
+        FP8_E5M2,
+        TF32,
+        "e3m4".parse().unwrap(),
+    ];
+    let mut xs: Vec<f32> = Vec::new();
+    for format in formats {
+        for x in adversarial(format) {
+            xs.extend((-160..=130).map(|k| (x * 2f64.powi(k)) as f32));
+        }
+    }
+    xs.extend((0u32..1 << 16).map(|h| FP16.decode(h) as f32));
+    xs.extend((0u32..1 << 16).map(|h| f32::from_bits(h << 16)));
+    let xs64: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
+    let pools = [1, 2].map(|n| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap()
+    });
+    for format in formats {
+        let acc = SweepAccumulator::new(format);
+        for part in xs.chunks(SWEEP_CHUNK) {
+            let want = kernel::chunk(&acc, part, Isa::Baseline, Terms::Auto);
+            assert!(want == kernel::chunk(&acc, part, Isa::Baseline, Terms::Generic));
+            for isa in Isa::available() {
+                let got = kernel::chunk(&acc, part, isa, Terms::Auto);
+                assert!(got == want, "{format} {isa:?}");
+            }
+        }
+        let mut want = (SweepAccumulator::new(format), Histogram::new(2));
+        want.0.add_f32(&xs);
+        want.1.add_f32(&xs);
+        let mut want64 = (SweepAccumulator::new(format), Histogram::new(2));
+        want64.0.add_f64(&xs64);
+        want64.1.add_f64(&xs64);
+        for pool in &pools {
+            for isa in Isa::available() {
+                let mut got = (SweepAccumulator::new(format), Histogram::new(2));
+                pool.install(|| got.0.par_add_with(&xs, &mut got.1, isa));
+                assert!(got == want, "{format} {isa:?} f32");
+                let mut got = (SweepAccumulator::new(format), Histogram::new(2));
+                pool.install(|| got.0.par_add_with(&xs64, &mut got.1, isa));
+                assert!(got == want64, "{format} {isa:?} f64");
+            }
+        }
+    }
+}
