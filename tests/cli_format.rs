@@ -826,3 +826,61 @@ fn quantize_block_bad_input() {
     let o = mixprec(&["quantize", "-f", "nvfp4"], &"x".repeat(70_000));
     assert_bad(&o, "line 1: longer than");
 }
+
+/// `explain --json` is one object with the text's facts, non-finite numbers as strings; bad
+/// input is refused as without it.
+#[test]
+fn explain_json_matches_the_text() {
+    for (args, stored, event, kind) in [
+        (
+            &["explain", "0.1"][..],
+            "0.0999755859375",
+            "normal",
+            "normal",
+        ),
+        (
+            &["explain", "3e-6"][..],
+            "2.9802322387695312e-6",
+            "subnormal",
+            "subnormal",
+        ),
+        (&["explain", "1e-8"][..], "0", "underflow", "zero"),
+        (
+            &["explain", "1000", "-f", "fp8-e4m3"][..],
+            "nan",
+            "overflow",
+            "nan",
+        ),
+        (&["explain", "0x3c00"][..], "1", "normal", "normal"),
+    ] {
+        let text = stdout(&mixprec(args, ""));
+        let o = mixprec(&[args, &["--json"]].concat(), "");
+        assert!(o.status.success(), "{}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let got = match &j["stored"] {
+            serde_json::Value::String(s) => s.clone(),
+            n => n.as_f64().unwrap().to_string(),
+        };
+        let (got, want) = (got.parse::<f64>().unwrap(), stored.parse::<f64>().unwrap());
+        assert!(
+            got == want || got.is_nan() && want.is_nan(),
+            "{args:?}: {got}"
+        );
+        assert!(
+            stored == "nan" || text.contains(&format!("stored      {stored}")),
+            "{text}"
+        );
+        assert_eq!(j["event"], event, "{args:?}");
+        assert_eq!(j["bits"]["kind"], kind, "{args:?}");
+        let outcome = j["outcome"].as_str().unwrap();
+        let first = outcome.split(' ').take(4).collect::<Vec<_>>().join(" ");
+        assert!(
+            text.contains(&format!("outcome     {first}")),
+            "{first}\n{text}"
+        );
+        if let Some(hex) = j["bits"]["hex"].as_str() {
+            assert!(text.contains(&format!("= {hex}")), "{hex}\n{text}");
+        }
+    }
+    assert_bad(&mixprec(&["explain", "abc", "--json"], ""), "'abc'");
+}

@@ -6,6 +6,8 @@ gives for the same values, bit for bit:
 - :func:`quantize` rounds float32/float64 arrays into a format (``mixprec quantize``), with the
   counts of underflow, subnormal results, overflow, NaN and infinite inputs on request;
 - :func:`formats` lists the formats' properties (``mixprec formats --json``);
+- :func:`explain` says how one value (or bit pattern) is stored in a format, field by field
+  (``mixprec explain --json``);
 - :func:`analyze` tells which loss scales keep named arrays in a format (``mixprec analyze
   --json``).
 
@@ -26,7 +28,7 @@ import numpy as np
 
 from . import _mixprec
 
-__all__ = ["quantize", "formats", "analyze", "ROUNDING_MODES", "OVERFLOW_RULES"]
+__all__ = ["quantize", "formats", "explain", "analyze", "ROUNDING_MODES", "OVERFLOW_RULES"]
 
 #: The rounding modes ``quantize`` accepts (as the command line's ``--rounding``).
 ROUNDING_MODES = ("nearest-even", "toward-zero", "up", "down", "stochastic")
@@ -213,6 +215,69 @@ def formats(*names: str) -> List[Dict[str, Any]]:
     ['fp32', 'tf32', 'fp16', 'bf16', 'fp8-e4m3', 'fp8-e5m2']
     """
     return json.loads(_mixprec.formats_json([_str(n, "format name") for n in names]))
+
+
+#: The keys of :func:`explain`'s result (and of its ``neighbours``, ``error`` and ``bits``) that
+#: hold numbers; JSON spells the non-finite ones as strings.
+_EXPLAIN_NUMBERS = ("value", "stored", "below", "above", "ulp", "absolute", "relative", "ulps")
+
+
+def _explain_numbers(d: Dict[str, Any]) -> Dict[str, Any]:
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _explain_numbers(v)
+        elif k in _EXPLAIN_NUMBERS and isinstance(v, str):
+            d[k] = float(v)
+    return d
+
+
+def explain(
+    value: Union[str, float, int],
+    format: str = "fp16",
+    rounding: str = "nearest-even",
+    overflow: str = "ieee",
+    subnormals: bool = True,
+    seed: int = 0,
+) -> Dict[str, Any]:
+    """How ``value`` is stored in ``format``, as ``mixprec explain --json`` tells it.
+
+    Args:
+        value: a number (a float is taken exactly: its shortest repr reads back as the same
+            binary64), or a string: a decimal or scientific number, ``inf``, ``-inf``, ``nan``,
+            or a bit pattern of the format (``"0x3c00"``, ``"0b..."``), which is decoded.
+        format, rounding, overflow, subnormals, seed: as for :func:`quantize` (element formats
+            only).
+
+    Returns:
+        A dict: ``input``, the format (``format``, ``total_bits``, ``exponent_bits``,
+        ``mantissa_bits``, ``bias``) and options, ``pattern`` (the bit pattern given, or None),
+        ``value`` (the input as binary64) and ``value_exact`` (its exact decimal), ``read_as``,
+        ``stored`` and ``stored_exact``, ``bits`` (``hex``, ``sign``, ``exponent``,
+        ``mantissa``, ``kind``, ``exponent_value``, ``significand``; None for NaN in a format
+        without NaN), ``nan_kind``, ``exactly_representable``, ``neighbours`` (``below``,
+        ``above``, their ``below_bits``/``above_bits``, ``ulp``), ``tie``, ``error``
+        (``absolute``, ``relative``, ``ulps``), ``event`` (``normal``, ``subnormal``,
+        ``underflow``, ``overflow``, ``infinite``, ``nan``), ``scale_log2`` (the power of two
+        of the loss scale that would make it normal, negative to scale an overflow down) and
+        ``outcome`` (the sentence the command prints). Numbers are floats, infinities and NaN
+        included.
+
+    Raises:
+        ValueError: a value that is neither a number nor a pattern of the format's width, or a
+            bad format or option (the command line's message).
+
+    >>> mixprec.explain(1e-8)["event"], mixprec.explain(1e-8)["scale_log2"]
+    ('underflow', 13)
+    """
+    if isinstance(value, bool):
+        raise TypeError("value: expected a number or a str, got bool")
+    if isinstance(value, (int, np.integer)):
+        value = str(int(value))
+    elif isinstance(value, (float, np.floating)):
+        value = repr(float(value))
+    value = _str(value, "value")
+    args = _round_args(format, rounding, overflow, subnormals, seed)
+    return _explain_numbers(json.loads(_mixprec.explain_json(value, *args)))
 
 
 def _dtype_name(a: np.ndarray) -> str:

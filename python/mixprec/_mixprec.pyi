@@ -22,6 +22,11 @@ def quantize_into(
 def formats_json(names: List[str]) -> str:
     """``mixprec formats --json`` for ``names`` (the presets when empty)."""
 
+def explain_json(
+    value: str, format: str, rounding: str, overflow: str, subnormals: bool, seed: int
+) -> str:
+    """``mixprec explain --json`` for one value or bit pattern."""
+
 def analyze_json(
     tensors: List[Tuple[str, np.ndarray, str]],
     format: str,

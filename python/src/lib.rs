@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use mixprec::Error;
 use mixprec::analysis::block::{BlockInput, BlockOptions, TensorAmax, analyze_blocks};
 use mixprec::analysis::{AnalysisOptions, TensorInput, analyze, parse_log2_scales};
+use mixprec::format::explain::explain_value;
 use mixprec::format::{
     BlockFormat, BlockRounder, FloatFormat, Overflow, RoundCounts, RoundOptions, Rounder, Rounding,
     Target, split_targets,
@@ -165,12 +166,7 @@ fn quantize_into<'py>(
     seed: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let target: Target = format.parse().map_err(py_err)?;
-    let options = RoundOptions {
-        rounding: rounding.parse::<Rounding>().map_err(py_err)?,
-        overflow: overflow.parse::<Overflow>().map_err(py_err)?,
-        subnormals,
-        seed,
-    };
+    let options = round_options(rounding, overflow, subnormals, seed)?;
     let (f32_out, f64_out) = (
         out.cast::<PyArrayDyn<f32>>().is_ok(),
         out.cast::<PyArrayDyn<f64>>().is_ok(),
@@ -195,6 +191,38 @@ fn quantize_into<'py>(
         }
     };
     counts_dict(py, counts)
+}
+
+/// The rounding options named as the command line's flags name them.
+fn round_options(
+    rounding: &str,
+    overflow: &str,
+    subnormals: bool,
+    seed: u64,
+) -> PyResult<RoundOptions> {
+    Ok(RoundOptions {
+        rounding: rounding.parse::<Rounding>().map_err(py_err)?,
+        overflow: overflow.parse::<Overflow>().map_err(py_err)?,
+        subnormals,
+        seed,
+    })
+}
+
+/// How one value (or bit pattern) is stored in an element format, as the JSON of `mixprec
+/// explain --json`.
+#[pyfunction]
+fn explain_json(
+    value: &str,
+    format: &str,
+    rounding: &str,
+    overflow: &str,
+    subnormals: bool,
+    seed: u64,
+) -> PyResult<String> {
+    let format: FloatFormat = format.parse().map_err(py_err)?;
+    let options = round_options(rounding, overflow, subnormals, seed)?;
+    let explanation = explain_value(value, &Rounder::new(format, options)).map_err(py_err)?;
+    to_json(&explanation)
 }
 
 fn counts_dict(py: Python<'_>, c: RoundCounts) -> PyResult<Bound<'_, PyDict>> {
@@ -376,6 +404,7 @@ fn for_values(view: &F32OrF64<'_>, add: &mut dyn FnMut(Values<'_>)) {
 fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(quantize_into, m)?)?;
     m.add_function(wrap_pyfunction!(formats_json, m)?)?;
+    m.add_function(wrap_pyfunction!(explain_json, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_json, m)?)?;
     m.add("ARRAY_PATH", ARRAY_PATH)?;
     m.add_class::<record::Capture>()?;

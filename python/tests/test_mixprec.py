@@ -4,6 +4,7 @@ The binary comes from the ``cli`` fixture (conftest.py).
 """
 
 import json
+import math
 import pathlib
 
 import numpy as np
@@ -246,6 +247,66 @@ def test_formats_equal_cli(cli):
     assert mixprec.formats() == json.loads(r.stdout)
     r = cli("formats", "e3m4", "bf16", "--json")
     assert mixprec.formats("e3m4", "bf16") == json.loads(r.stdout)
+
+
+def _json_numbers(d):
+    """``explain --json``'s object with its non-finite numbers (strings in JSON) as floats."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _json_numbers(v)
+        elif isinstance(v, str) and v in ("inf", "-inf", "nan") and k not in ("input", "kind", "event"):
+            d[k] = float(v)
+    return d
+
+
+@pytest.mark.parametrize(
+    "value,args",
+    [
+        ("0.1", ()),
+        ("1e-8", ("--format", "bf16", "--rounding", "up")),
+        ("70000", ()),
+        ("-70000", ("--overflow", "saturate")),
+        ("3e-5", ("--subnormals", "off")),
+        ("1000", ("--format", "fp8-e4m3")),
+        ("0x7c01", ()),
+        ("0x7f", ("--format", "fp8-e4m3")),
+        ("nan", ("--format", "fp4-e2m1")),
+        ("-inf", ()),
+        ("1e400", ()),
+        ("2049", ("--rounding", "stochastic", "--seed", "7")),
+    ],
+)
+def test_explain_equals_cli(cli, value, args):
+    r = cli("explain", value, *args, "--json")
+    assert r.returncode == 0, r.stderr
+    want = _json_numbers(json.loads(r.stdout))
+    kw = {a[2:]: b for a, b in zip(args[::2], args[1::2])}
+    if "subnormals" in kw:
+        kw["subnormals"] = kw["subnormals"] == "on"
+    if "seed" in kw:
+        kw["seed"] = int(kw["seed"])
+    got = mixprec.explain(value, **kw)
+    assert repr(got) == repr(want)  # NaN compares unequal to itself; its repr does not
+
+
+def test_explain_numbers_and_errors():
+    e = mixprec.explain(2.0**-25)
+    assert (e["event"], e["stored"], e["tie"]) == ("underflow", 0.0, True)
+    assert mixprec.explain(0.1)["value"] == 0.1  # a float is taken exactly
+    assert mixprec.explain(np.float32(0.1))["value"] == float(np.float32(0.1))
+    assert mixprec.explain(3)["stored"] == 3.0
+    inf = mixprec.explain("inf")
+    assert inf["value"] == math.inf and inf["stored"] == math.inf
+    assert math.isnan(mixprec.explain("0x7e00")["stored"])
+    assert mixprec.explain(70000)["neighbours"]["above"] == math.inf
+    with pytest.raises(ValueError, match="'abc'"):
+        mixprec.explain("abc")
+    with pytest.raises(ValueError, match="fp99"):
+        mixprec.explain(1.0, format="fp99")
+    with pytest.raises(TypeError, match="bool"):
+        mixprec.explain(True)
+    with pytest.raises(TypeError, match="rounding"):
+        mixprec.explain(1.0, rounding=3)
 
 
 def without_files(d):

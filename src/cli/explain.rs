@@ -18,10 +18,19 @@ pub struct Args {
     value: String,
     #[command(flatten)]
     round: RoundArgs,
+    /// Print the explanation as one JSON object (the keys of Python's `mixprec.explain`):
+    /// numbers as JSON numbers where finite, "inf", "-inf" and "nan" otherwise.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let text = explain_value(&args.value, &args.round.rounder())?;
-    out.write_all(text.as_bytes())?;
+    let explanation = explain_value(&args.value, &args.round.rounder())?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &explanation)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{explanation}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
