@@ -1,25 +1,27 @@
 //! The one chart kit: every chart of every page and of `analyze --plots`, one function each,
 //! generic over the plotters backend, so the same code draws the SVG in an HTML page and the PNG
 //! beside it; one palette and one font. Charts take plain data (curves, bands, bins, zones, a
-//! grid of values); `analyze`'s three still take its result ([`AnalyzePlots`](super::AnalyzePlots)).
+//! grid of values, stacked shares); what a page or `analyze --plots` shows is built from its
+//! results elsewhere (`report/page/figures.rs`, [`super::analyze`]).
 //!
 //! Colours are the Okabe-Ito palette (distinguishable with the common colour-vision
 //! deficiencies, and in greyscale print by their lightness).
 
 use plotters::prelude::*;
 
-mod analyze;
 mod distributions;
 mod grids;
 mod histograms;
 mod lines;
+mod sweep;
 
-pub use analyze::{HEATMAP_MAX_ROWS, heatmap_rows};
-pub(crate) use analyze::{analyze_heatmap, analyze_histogram, analyze_sweep, steps};
 pub use distributions::{DotChart, DotRow, GroupedBars, dots, grouped_bars};
-pub use grids::{Heatmap, StackedShares, heatmap, stacked_shares};
-pub use histograms::{Log2Histograms, OPEN_ZONE, Zone, bars, log2_histograms};
+pub use grids::{
+    Heatmap, MagnitudeHeatmap, StackedShares, heatmap, magnitude_heatmap, stacked_shares,
+};
+pub use histograms::{Log2Histograms, OPEN_ZONE, Zone, bars, format_zones, log2_histograms};
 pub use lines::{Band, Line, LineChart, lines};
+pub use sweep::{SWEEP_FLOOR, ScaleSweep, Stack, scale_sweep};
 
 /// The result of drawing on a backend `DB`.
 pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;

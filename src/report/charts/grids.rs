@@ -1,7 +1,9 @@
-//! Grids of values: a heatmap of shares (layers by steps), and shares stacked over steps.
+//! Grids of values: a heatmap of shares (layers by steps), shares stacked over steps, and the
+//! shares of tensors' values per octave of magnitude.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::DrawResult;
 use super::*;
@@ -34,7 +36,7 @@ fn heat(v: f64) -> RGBColor {
 /// Whatever the backend reports.
 pub fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Heatmap) -> DrawResult<DB> {
     let (w, _) = root.dim_in_pixel();
-    let (main, bar) = root.split_horizontally(w.saturating_sub(130));
+    let (main, bar) = root.split_horizontally(w.saturating_sub(COLOUR_BAR_W));
     let (nr, nc) = (c.rows.len().max(1), c.cols.len().max(1));
     let label_width = c
         .rows
@@ -169,4 +171,201 @@ pub fn stacked_shares<DB: DrawingBackend>(
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
     }
     legend(&mut chart, SeriesLabelPosition::LowerRight)
+}
+
+/// Shares of each row's values per octave of magnitude (rows: tensors; columns: the binary
+/// exponent of |x|), on a log colour scale, with vertical edges marked (a format's zones).
+#[derive(Clone, Debug)]
+pub struct MagnitudeHeatmap {
+    /// Title.
+    pub title: String,
+    /// Top to bottom: `(label, [(e, share of the row's values in [2^e, 2^(e+1)))])`, `e`
+    /// ascending.
+    pub rows: Vec<(String, Vec<(i32, f64)>)>,
+    /// Vertical lines: `(log2 |x|, colour, legend)`.
+    pub edges: Vec<(f64, RGBColor, String)>,
+}
+
+/// Width of the colour bar panel at the right of the heatmap, in pixels.
+const COLOUR_BAR_W: u32 = 130;
+
+/// Draws a [`MagnitudeHeatmap`] with a colour bar; rows share the height left under a band
+/// for the edges' legend (size the image with [`crate::report::heatmap_size`]).
+///
+/// # Errors
+/// Whatever the backend reports.
+pub fn magnitude_heatmap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &MagnitudeHeatmap,
+) -> DrawResult<DB> {
+    let rows = &c.rows;
+    let e_lo = rows
+        .iter()
+        .filter_map(|r| r.1.first())
+        .map(|c| c.0)
+        .min()
+        .unwrap_or(-30);
+    let e_hi = rows
+        .iter()
+        .filter_map(|r| r.1.last())
+        .map(|c| c.0)
+        .max()
+        .unwrap_or(0);
+    let vmax = rows
+        .iter()
+        .flat_map(|r| r.1.iter().map(|c| c.1))
+        .fold(1e-12, f64::max);
+    let edge =
+        |pick: fn(f64, f64) -> f64, start: f64| c.edges.iter().map(|e| e.0).fold(start, pick);
+    let x0 = edge(f64::min, f64::from(e_lo)) - 1.0;
+    let x1 = edge(f64::max, f64::from(e_hi + 1)) + 1.0;
+    let nrows = rows.len().max(1);
+    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    let root = root.titled(&c.title, (FONT, 24))?;
+    let (w, h) = root.dim_in_pixel();
+    let (main, bar) = root.split_horizontally(w.saturating_sub(COLOUR_BAR_W));
+    // A blank band of about 110 pixels above the rows holds the legend of the edges.
+    let plot_h = f64::from(h.saturating_sub(16 + 55 + 10).max(200));
+    let legend_px = 110.0;
+    let row_px = (plot_h - legend_px) / nrows as f64;
+    let top = nrows as f64 * plot_h / (plot_h - legend_px);
+    let mut chart = ChartBuilder::on(&main)
+        .margin(16)
+        .margin_top(10)
+        .x_label_area_size(55)
+        .y_label_area_size(longest_label(&names))
+        .build_cartesian_2d(x0..x1, 0.0..top)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("log2 |x|  (binary exponent of the magnitude)")
+        .axis_desc_style((FONT, 20))
+        .label_style((FONT, 16))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_labels(0)
+        .draw()?;
+    for (i, (_, cells)) in rows.iter().enumerate() {
+        // Row 0 at the top, as in a table.
+        let y = (nrows - 1 - i) as f64;
+        chart.draw_series(cells.iter().filter(|c| c.1 > 0.0).map(|&(e, v)| {
+            Rectangle::new(
+                [(f64::from(e), y + 0.05), (f64::from(e + 1), y + 0.95)],
+                shade(log_share(v, vmax)).filled(),
+            )
+        }))?;
+    }
+    let font_px = (row_px * 0.8).clamp(8.0, 16.0).round() as i32;
+    let label_style =
+        TextStyle::from((FONT, font_px).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+    for (i, name) in names.iter().enumerate() {
+        let y = (nrows - 1 - i) as f64 + 0.5;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{name} "),
+            (x0, y),
+            label_style.clone(),
+        )))?;
+    }
+    for (x, color, label) in c.edges.iter().cloned() {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x, 0.0), (x, nrows as f64)],
+                color.stroke_width(3),
+            )))?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font((FONT, 15))
+        .draw()?;
+    colour_bar(&bar, vmax)
+}
+
+/// A sequential colour map from white (0) to dark blue (1).
+fn shade(t: f64) -> RGBColor {
+    let t = t.clamp(0.0, 1.0);
+    let lerp = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
+    RGBColor(lerp(255.0, 8.0), lerp(255.0, 48.0), lerp(255.0, 107.0))
+}
+
+/// The heatmap's colour bar: the log colour scale from [`LOG_FLOOR`] to `vmax`, labelled at
+/// the decades, at most about 560 pixels high.
+fn colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, vmax: f64) -> DrawResult<DB> {
+    let (_, h) = area.dim_in_pixel();
+    let (x, y0) = (14, 64);
+    let len = (h as i32 - 110).clamp(100, 560);
+    let title = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Left, VPos::Bottom));
+    area.draw(&Text::new(
+        "share of the row",
+        (x - 6, y0 - 18),
+        title.clone(),
+    ))?;
+    area.draw(&Text::new("per octave", (x - 6, y0 - 2), title))?;
+    let (lo, hi) = (LOG_FLOOR.log10(), vmax.max(LOG_FLOOR * 10.0).log10());
+    // Top = vmax, bottom = LOG_FLOOR, one rectangle per pixel.
+    for py in 0..len {
+        let v = 10f64.powf(hi - (hi - lo) * f64::from(py) / f64::from(len - 1));
+        area.draw(&Rectangle::new(
+            [(x, y0 + py), (x + 22, y0 + py + 1)],
+            shade(log_share(v, vmax)).filled(),
+        ))?;
+    }
+    area.draw(&Rectangle::new(
+        [(x, y0), (x + 22, y0 + len)],
+        BLACK.stroke_width(1),
+    ))?;
+    let style = TextStyle::from((FONT, 14).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    let at = |v: f64| y0 + ((hi - v.log10()) / (hi - lo) * f64::from(len - 1)).round() as i32;
+    let mut ticks: Vec<(f64, String)> = vec![(vmax, format!("{:.0}%", 100.0 * vmax))];
+    let mut d = hi.floor();
+    while d >= lo {
+        let v = 10f64.powf(d);
+        // Skip a decade too close to the top label.
+        if (at(v) - at(vmax)).abs() >= 14 {
+            let label = if v >= 0.01 {
+                format!("{:.0}%", 100.0 * v)
+            } else {
+                format!("{v:.0e}")
+            };
+            ticks.push((v, label));
+        }
+        d -= 1.0;
+    }
+    for (v, label) in ticks {
+        let y = at(v);
+        area.draw(&PathElement::new(
+            vec![(x + 22, y), (x + 28, y)],
+            BLACK.stroke_width(1),
+        ))?;
+        area.draw(&Text::new(label, (x + 32, y), style.clone()))?;
+    }
+    let note = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Left, VPos::Top));
+    area.draw(&Text::new(
+        format!("palest: {LOG_FLOOR:.0e} or less"),
+        (x - 6, y0 + len + 10),
+        note.clone(),
+    ))?;
+    area.draw(&Text::new("white: none", (x - 6, y0 + len + 28), note))?;
+    Ok(())
+}
+
+/// Shares below this get the palest colour.
+const LOG_FLOOR: f64 = 1e-6;
+
+/// A share in `(0, vmax]` on a log scale from [`LOG_FLOOR`] (0.1, still visible against the
+/// white of empty octaves) to `vmax` (1), so that rare tails, which decide overflow, show.
+fn log_share(v: f64, vmax: f64) -> f64 {
+    let (lo, hi) = (LOG_FLOOR.log10(), vmax.max(LOG_FLOOR * 10.0).log10());
+    0.1 + 0.9 * ((v.log10() - lo) / (hi - lo)).clamp(0.0, 1.0)
+}
+
+/// Room for the tensor names left of the heatmap.
+fn longest_label(names: &[String]) -> u32 {
+    let chars = names.iter().map(|n| n.chars().count()).max().unwrap_or(4) as u32;
+    (chars * 9 + 20).clamp(60, 320)
 }

@@ -5,6 +5,7 @@ use plotters::prelude::*;
 
 use super::DrawResult;
 use super::*;
+use crate::format::FloatFormat;
 use crate::stats::Histogram;
 
 /// A zone edge at or beyond this (log2) is open-ended: it does not widen the axis.
@@ -51,6 +52,63 @@ pub fn bars(h: &Histogram, shift: f64) -> Vec<(f64, f64, f64)> {
             )
         })
         .collect()
+}
+
+/// The zones of format `f` on a log2 |x| axis, each with its colour and legend: underflow
+/// (below half the min subnormal, rounds to 0), subnormal, normal, overflow (above the max),
+/// the outer two open-ended.
+#[must_use]
+pub fn format_zones(f: FloatFormat) -> Vec<Zone> {
+    let lost = f.min_subnormal().log2() - 1.0;
+    let min_normal = f64::from(f.emin());
+    let max = f.max().log2();
+    vec![
+        Zone {
+            from: -2.0 * OPEN_ZONE,
+            to: lost,
+            color: UNDERFLOW,
+            label: format!("underflow in {f}: below half the min subnormal, rounds to 0"),
+        },
+        Zone {
+            from: lost,
+            to: min_normal,
+            color: SUBNORMAL,
+            label: "subnormal: reduced precision".into(),
+        },
+        Zone {
+            from: min_normal,
+            to: max,
+            color: NORMAL,
+            label: format!("normal: {} significant bits", f.man_bits() + 1),
+        },
+        Zone {
+            from: max,
+            to: 2.0 * OPEN_ZONE,
+            color: OVERFLOW,
+            label: format!("overflow: above max {}", f.max()),
+        },
+    ]
+}
+
+/// The outline of histogram bars `(x0, x1, height)` shifted by `dx`, down to zero across gaps.
+pub(crate) fn steps(bars: &[(f64, f64, f64)], dx: f64) -> Vec<(f64, f64)> {
+    let mut pts = Vec::with_capacity(bars.len() * 4 + 2);
+    let mut prev_end = f64::NAN;
+    for &(a, b, y) in bars {
+        if a != prev_end {
+            if prev_end.is_finite() {
+                pts.push((prev_end + dx, 0.0));
+            }
+            pts.push((a + dx, 0.0));
+        }
+        pts.push((a + dx, y));
+        pts.push((b + dx, y));
+        prev_end = b;
+    }
+    if prev_end.is_finite() {
+        pts.push((prev_end + dx, 0.0));
+    }
+    pts
 }
 
 /// Draws [`Log2Histograms`].
@@ -128,11 +186,54 @@ pub fn log2_histograms<DB: DrawingBackend>(
     for (name, color, b) in &c.series {
         let color = *color;
         chart
-            .draw_series(LineSeries::new(super::steps(b, 0.0), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(steps(b, 0.0), color.stroke_width(2)))?
             .label(name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
             });
     }
     legend(&mut chart, SeriesLabelPosition::UpperLeft)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{BF16, FP8_E5M2, FP16};
+
+    /// The run report's format zones: each label and colour goes with its edges (fp16:
+    /// underflow below 2^-25, half the min subnormal; subnormal up to the min normal 2^-14;
+    /// normal up to the max; overflow above), and the zones tile the axis in that order.
+    #[test]
+    fn zones_label_and_colour_the_right_ranges() {
+        let z = format_zones(FP16);
+        let named = |label: &str| z.iter().find(|z| z.label.starts_with(label)).unwrap();
+        let under = named("underflow");
+        assert_eq!(
+            under.label,
+            "underflow in fp16: below half the min subnormal, rounds to 0"
+        );
+        assert_eq!(named("normal").label, "normal: 11 significant bits");
+        assert_eq!(named("overflow").label, "overflow: above max 65504");
+        assert_eq!((under.to, under.color), (-25.0, UNDERFLOW));
+        let sub = named("subnormal");
+        assert_eq!((sub.from, sub.to, sub.color), (-25.0, -14.0, SUBNORMAL));
+        let normal = named("normal");
+        assert_eq!(
+            (normal.from, normal.to, normal.color),
+            (-14.0, 65504f64.log2(), NORMAL)
+        );
+        let over = named("overflow");
+        assert_eq!((over.from, over.color), (65504f64.log2(), OVERFLOW));
+        for f in [FP16, BF16, FP8_E5M2] {
+            let z = format_zones(f);
+            assert_eq!(z[0].to, f.min_subnormal().log2() - 1.0, "{f}");
+            assert_eq!(z[0].color, UNDERFLOW, "{f}");
+            assert_eq!(z[3].from, f.max().log2(), "{f}");
+            assert_eq!(z[3].color, OVERFLOW, "{f}");
+            assert!(z[0].from < z[0].to && z[3].from < z[3].to, "{f}");
+            for w in z.windows(2) {
+                assert_eq!(w[0].to, w[1].from, "{f}");
+            }
+        }
+    }
 }

@@ -1,6 +1,5 @@
 //! The figures of a run page, from the runs' data, in the order of the page's sections.
 
-use crate::format::FloatFormat;
 use crate::report::charts::{
     self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone,
     run_color,
@@ -11,39 +10,6 @@ use crate::run::Class;
 use crate::stats::Histogram;
 use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
 use crate::text::threshold_percent;
-
-/// log2 of the zone edges of `f`: half the min subnormal, the min normal, the max.
-pub(crate) fn zones(f: FloatFormat) -> Vec<Zone> {
-    let lost = f.min_subnormal().log2() - 1.0;
-    let min_normal = f64::from(f.emin());
-    let max = f.max().log2();
-    vec![
-        Zone {
-            from: -2.0 * charts::OPEN_ZONE,
-            to: lost,
-            color: charts::UNDERFLOW,
-            label: format!("underflow in {f} (rounds to 0)"),
-        },
-        Zone {
-            from: lost,
-            to: min_normal,
-            color: charts::SUBNORMAL,
-            label: "subnormal".into(),
-        },
-        Zone {
-            from: min_normal,
-            to: max,
-            color: charts::NORMAL,
-            label: "normal".into(),
-        },
-        Zone {
-            from: max,
-            to: 2.0 * charts::OPEN_ZONE,
-            color: charts::OVERFLOW,
-            label: "overflow".into(),
-        },
-    ]
-}
 
 pub(crate) fn curve(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
     points.iter().map(|&(s, v)| (s as f64, v)).collect()
@@ -232,7 +198,7 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
             chart: Chart::Histograms(Log2Histograms {
                 title: format!("{}: activation gradients at step {} vs {}", r.name, h.step, r.grad_format),
                 x_desc: "log2 |gradient|".into(),
-                zones: zones(r.grad_format),
+                zones: charts::format_zones(r.grad_format),
                 series,
             }),
         });
@@ -246,7 +212,7 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
                     r.name, h.step
                 ),
                 x_desc: "log2 |gradient| (unscaled)".into(),
-                zones: zones(r.grad_format),
+                zones: charts::format_zones(r.grad_format),
                 series: per_layer(&h.layers, -s),
             }),
         });
@@ -406,47 +372,5 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
             marks,
             legend: Corner::BelowData,
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::format::{BF16, FP8_E5M2, FP16};
-    use crate::report::charts;
-
-    /// The run report's format zones: each label and colour goes with its edges (fp16:
-    /// underflow below 2^-25, half the min subnormal; subnormal up to the min normal 2^-14;
-    /// normal up to the max; overflow above), and the zones tile the axis in that order.
-    #[test]
-    fn zones_label_and_colour_the_right_ranges() {
-        let z = zones(FP16);
-        let named = |label: &str| z.iter().find(|z| z.label.starts_with(label)).unwrap();
-        let under = named("underflow");
-        assert_eq!(under.label, "underflow in fp16 (rounds to 0)");
-        assert_eq!((under.to, under.color), (-25.0, charts::UNDERFLOW));
-        let sub = named("subnormal");
-        assert_eq!(
-            (sub.from, sub.to, sub.color),
-            (-25.0, -14.0, charts::SUBNORMAL)
-        );
-        let normal = named("normal");
-        assert_eq!(
-            (normal.from, normal.to, normal.color),
-            (-14.0, 65504f64.log2(), charts::NORMAL)
-        );
-        let over = named("overflow");
-        assert_eq!((over.from, over.color), (65504f64.log2(), charts::OVERFLOW));
-        for f in [FP16, BF16, FP8_E5M2] {
-            let z = zones(f);
-            assert_eq!(z[0].to, f.min_subnormal().log2() - 1.0, "{f}");
-            assert_eq!(z[0].color, charts::UNDERFLOW, "{f}");
-            assert_eq!(z[3].from, f.max().log2(), "{f}");
-            assert_eq!(z[3].color, charts::OVERFLOW, "{f}");
-            assert!(z[0].from < z[0].to && z[3].from < z[3].to, "{f}");
-            for w in z.windows(2) {
-                assert_eq!(w[0].to, w[1].from, "{f}");
-            }
-        }
     }
 }
