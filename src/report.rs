@@ -10,6 +10,7 @@
 //! [`analyze_plots`] replaces an existing plot file only if it carries that signature: a user's
 //! own `histogram.png` in the directory is never overwritten.
 
+pub mod analyze;
 pub mod block;
 pub mod charts;
 pub mod formats;
@@ -19,6 +20,7 @@ pub mod page;
 pub mod replay;
 pub mod runs;
 
+pub use analyze::{AnalyzePlots, analyze_plots};
 pub use grid::GridReport;
 pub use page::Report;
 pub use runs::{ReportOptions, RunData};
@@ -29,10 +31,7 @@ use std::sync::OnceLock;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::analysis::Analysis;
-use crate::format::FloatFormat;
 use crate::io::write_atomic;
-use crate::stats::{Histogram, Recommendation, Sweep};
 use crate::{Error, Result};
 
 /// The embedded font, registered once as plotters' "sans-serif".
@@ -59,57 +58,8 @@ pub const SIZE: (u32, u32) = (1100, 650);
 pub fn heatmap_size(rows: usize) -> (u32, u32) {
     let rows = u32::try_from(rows)
         .unwrap_or(u32::MAX)
-        .min(charts::HEATMAP_MAX_ROWS as u32);
+        .min(analyze::HEATMAP_MAX_ROWS as u32);
     (SIZE.0, SIZE.1.max(200 + 16 * rows))
-}
-
-/// What the `analyze` plots show.
-pub struct AnalyzePlots<'a> {
-    /// The format the values are rounded into.
-    pub format: FloatFormat,
-    /// The histogram of all tensors together.
-    pub total: &'a Histogram,
-    /// The sweep of all tensors together.
-    pub sweep: &'a Sweep,
-    /// The recommended window.
-    pub recommendation: Recommendation,
-    /// The largest share of values allowed to underflow (the window's low edge).
-    pub max_underflow: f64,
-    /// Each tensor's label (its name, with its file when there are several) and histogram, in
-    /// order.
-    pub tensors: Vec<(String, &'a Histogram)>,
-}
-
-impl<'a> AnalyzePlots<'a> {
-    /// The plot data of an analysis.
-    #[must_use]
-    pub fn new(a: &'a Analysis) -> Self {
-        let several = a.several_files();
-        let recommendation = a.recommendation.as_ref().map_or(
-            Recommendation {
-                log2_scale: None,
-                min_log2_scale: None,
-                max_log2_scale: None,
-            },
-            |r| Recommendation {
-                log2_scale: r.log2_scale,
-                min_log2_scale: r.min_log2_scale,
-                max_log2_scale: r.max_log2_scale,
-            },
-        );
-        AnalyzePlots {
-            format: a.format,
-            total: &a.total.histogram,
-            sweep: &a.total.sweep,
-            recommendation,
-            max_underflow: a.options.max_underflow,
-            tensors: a
-                .tensors
-                .iter()
-                .map(|t| (t.label(several), &t.histogram))
-                .collect(),
-        }
-    }
 }
 
 /// The files [`analyze_plots`] may write in its directory.
@@ -199,82 +149,6 @@ pub fn check_outputs<S: AsRef<str>>(dir: &Path, names: &[S], flag: &str) -> Resu
         }
     }
     Ok(())
-}
-
-/// Writes the `analyze` plots into `dir` (created if needed): `histogram.{png,svg}`,
-/// `sweep.{png,svg}`, and with several tensors `heatmap.{png,svg}` (with one tensor, a heatmap
-/// mixprec wrote there earlier is removed, so that the directory describes this analysis only).
-/// Returns the paths written.
-///
-/// # Errors
-/// [`check_plots_dir`]'s; [`Error::Io`] if the directory or a file cannot be written, or a
-/// chart cannot be drawn.
-pub fn analyze_plots(dir: &Path, p: &AnalyzePlots<'_>) -> Result<Vec<std::path::PathBuf>> {
-    check_plots_dir(dir)?;
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
-        path: dir.to_path_buf(),
-        source: e,
-    })?;
-    let mut charts = vec![Chart::Histogram, Chart::Sweep];
-    if p.tensors.len() > 1 {
-        charts.push(Chart::Heatmap);
-    } else {
-        for ext in ["png", "svg"] {
-            // check_plots_dir saw that any file of this name is mixprec's own.
-            let stale = dir.join(format!("heatmap.{ext}"));
-            if stale.is_file() {
-                std::fs::remove_file(&stale).map_err(|e| Error::Io {
-                    path: stale.clone(),
-                    source: e,
-                })?;
-            }
-        }
-    }
-    let mut written = Vec::new();
-    for chart in charts {
-        let size = match chart {
-            Chart::Heatmap => heatmap_size(p.tensors.len()),
-            _ => SIZE,
-        };
-        let path = dir.join(format!("{}.png", chart.name()));
-        write_png(&path, size, &|area| chart.draw(area, p))?;
-        written.push(path);
-        let path = dir.join(format!("{}.svg", chart.name()));
-        write_svg(&path, size, &|area| chart.draw(area, p))?;
-        written.push(path);
-    }
-    Ok(written)
-}
-
-/// The charts of `analyze`.
-#[derive(Clone, Copy)]
-enum Chart {
-    Histogram,
-    Sweep,
-    Heatmap,
-}
-
-impl Chart {
-    fn name(self) -> &'static str {
-        match self {
-            Chart::Histogram => "histogram",
-            Chart::Sweep => "sweep",
-            Chart::Heatmap => "heatmap",
-        }
-    }
-
-    fn draw<DB: DrawingBackend>(
-        self,
-        area: &DrawingArea<DB, Shift>,
-        p: &AnalyzePlots<'_>,
-    ) -> std::result::Result<(), String> {
-        match self {
-            Chart::Histogram => charts::analyze_histogram(area, p),
-            Chart::Sweep => charts::analyze_sweep(area, p),
-            Chart::Heatmap => charts::analyze_heatmap(area, p),
-        }
-        .map_err(|e| e.to_string())
-    }
 }
 
 pub(crate) fn draw_error(path: &Path, e: String) -> Error {

@@ -33,7 +33,7 @@
 //! `loss_scale=2^0..2^30` only `loss_scale=2^0` is trained (the value nearest `2^0`), and its
 //! `grid.jsonl` line says `"inert": ["loss_scale"]`. The report draws it as a reference line.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -226,44 +226,50 @@ pub struct GridSpec {
     pub seeds: u64,
 }
 
-/// One run of a grid.
+/// One run of a grid: the plan a reader of the grid directory sees ([`PlannedRun`]: position,
+/// name, values, seed, recipe, inert keys; reached through `Deref`) and the config the training
+/// core trains.
 #[derive(Clone, Debug)]
 pub struct GridRun {
-    /// Position in the grid (from 0).
-    pub position: usize,
-    /// The directory name under `runs/`.
-    pub name: String,
-    /// Each varied key with this run's value (as written), in the order of the flags.
-    pub values: Vec<(String, String)>,
-    /// The seed.
-    pub seed: u64,
+    /// The run as `report` reads it; its `config` is [`GridRun::config`] as JSON.
+    pub planned: PlannedRun,
     /// The run's config.
     pub config: TrainConfig,
-    /// The varied keys whose value this run's training cannot depend on ([`LOSS_SCALE`] for an
-    /// FP32 recipe, [`crate::run::recipe::Recipe::loss_scale_inert`]): the run is trained
-    /// once, at the key's value nearest `2^0`, and stands for every value of the key.
-    pub inert: Vec<String>,
 }
 
 impl GridRun {
-    /// The run directory under the grid directory `dir`.
-    #[must_use]
-    pub fn dir(&self, dir: &Path) -> PathBuf {
-        dir.join(RUNS).join(&self.name)
-    }
-
-    /// The run as a reader of the grid directory sees it ([`PlannedRun`]).
-    #[must_use]
-    pub fn planned(&self) -> PlannedRun {
-        PlannedRun {
-            position: self.position,
-            name: self.name.clone(),
-            values: self.values.clone(),
-            seed: self.seed,
-            recipe: self.config.recipe.clone(),
-            config: serde_json::to_value(&self.config).unwrap_or(Value::Null),
-            inert: self.inert.clone(),
+    fn new(
+        position: usize,
+        name: String,
+        values: Vec<(String, String)>,
+        seed: u64,
+        config: TrainConfig,
+    ) -> GridRun {
+        GridRun {
+            planned: PlannedRun {
+                position,
+                name,
+                values,
+                seed,
+                recipe: config.recipe.clone(),
+                config: serde_json::to_value(&config).unwrap_or(Value::Null),
+                inert: Vec::new(),
+            },
+            config,
         }
+    }
+}
+
+impl std::ops::Deref for GridRun {
+    type Target = PlannedRun;
+    fn deref(&self) -> &PlannedRun {
+        &self.planned
+    }
+}
+
+impl std::ops::DerefMut for GridRun {
+    fn deref_mut(&mut self) -> &mut PlannedRun {
+        &mut self.planned
     }
 }
 
@@ -349,14 +355,7 @@ impl GridSpec {
                     what: format!("{RUNS}/{name}"),
                     problem,
                 })?;
-            out.push(GridRun {
-                position,
-                name,
-                values,
-                seed,
-                config,
-                inert: Vec::new(),
-            });
+            out.push(GridRun::new(position, name, values, seed, config));
         }
         Ok(self.train_inert_once(out))
     }
@@ -437,7 +436,7 @@ impl GridSpec {
             vary: self.vary.clone(),
             seeds: self.seeds,
             base_seed: self.base.seed,
-            runs: self.runs()?.iter().map(GridRun::planned).collect(),
+            runs: self.runs()?.into_iter().map(|r| r.planned).collect(),
         })
     }
 

@@ -134,7 +134,7 @@ fn an_inert_loss_scale_is_trained_once_at_the_scale_nearest_one() {
             .runs()
             .unwrap()
             .into_iter()
-            .map(|r| r.name)
+            .map(|r| r.planned.name)
             .collect()
     };
     // The scale nearest 2^0, the first of equals; each other key's values kept.
