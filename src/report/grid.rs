@@ -4,15 +4,14 @@
 //! `fp32` series at the same value; for a loss-scale grid, the loss-scale window that `analyze`
 //! computes from the fp32 runs' captured gradients, drawn over the curves.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use maud::{Markup, html};
 use serde::Serialize;
 
 use super::charts::run_color;
-use super::html::{
-    Figure, css, document, figure_markup, fold, write_figures, write_json, write_page,
-};
+use super::html::{Figure, css, document, figure_markup, fold, write_report};
 use super::runs::{ReportOptions, unscaled_window};
 use crate::Result;
 use crate::format::{FP16, FP32, FloatFormat};
@@ -354,14 +353,13 @@ impl GridReport {
     /// # Errors
     /// A file there that mixprec did not write, a failed write, a chart that cannot be drawn.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
-        let mut names = vec!["index.html".to_string(), "report.json".to_string()];
-        for f in &self.figure_data {
-            names.push(format!("figures/{}.svg", f.id));
-            names.push(format!("figures/{}.png", f.id));
-        }
-        super::check_outputs(dir, &names, "--out")?;
-        let svgs = write_figures(dir, &self.figure_data)?;
-        write_json(&dir.join("report.json"), self)?;
+        write_report(dir, &self.figure_data, "report.json", self, |svgs| {
+            self.html(svgs)
+        })
+    }
+
+    /// The page, with the figures' SVGs by id.
+    fn html(&self, svgs: &BTreeMap<String, String>) -> Markup {
         let x = self.x_key.as_deref().unwrap_or("the series");
         let title = format!(
             "mixprec grid report: {} against {x}, {} seeds",
@@ -408,7 +406,7 @@ impl GridReport {
             }
             footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the grid directory " (self.dir) ". The numbers are in report.json." } }
         };
-        write_page(dir, &document(&title, body))
+        document(&title, body)
     }
 
     fn table(&self) -> Markup {

@@ -170,6 +170,31 @@ pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     write_atomic(path, |w| w.write_all(&json))
 }
 
+/// Writes a page into `dir` (created if needed): its figures as `figures/{id}.{svg,png}`, its
+/// data as `json_name` ([`write_json`]) and `index.html`, made by `page` from the figures' SVGs
+/// (by id), each file atomically, once [`super::check_outputs`] has seen that none of them is a
+/// file mixprec did not write. Returns the page's path.
+///
+/// # Errors
+/// A file there that mixprec did not write, a failed write, a chart that cannot be drawn.
+pub(crate) fn write_report(
+    dir: &Path,
+    figures: &[Figure],
+    json_name: &str,
+    data: &impl Serialize,
+    page: impl FnOnce(&BTreeMap<String, String>) -> Markup,
+) -> Result<PathBuf> {
+    let mut names = vec!["index.html".to_string(), json_name.to_string()];
+    for f in figures {
+        names.push(format!("figures/{}.svg", f.id));
+        names.push(format!("figures/{}.png", f.id));
+    }
+    super::check_outputs(dir, &names, "--out")?;
+    let svgs = write_figures(dir, figures)?;
+    write_json(&dir.join(json_name), data)?;
+    write_page(dir, &page(&svgs))
+}
+
 /// Writes `page` as `dir/index.html`, atomically; returns its path.
 pub(crate) fn write_page(dir: &Path, page: &Markup) -> Result<PathBuf> {
     let index = dir.join("index.html");

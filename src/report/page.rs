@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::charts::run_color;
-use super::html::{Figure, css, document, figure_markup, write_figures, write_json, write_page};
+use super::html::{Figure, css, document, figure_markup, write_json, write_page, write_report};
 use super::runs::RunData;
 use crate::analysis::Analysis;
 use crate::run::Class;
@@ -61,15 +61,9 @@ impl Report {
     /// # Errors
     /// A directory or file that cannot be written, or a chart that cannot be drawn.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
-        let mut names = vec!["index.html".to_string(), "report.json".to_string()];
-        for f in &self.figure_data {
-            names.push(format!("figures/{}.svg", f.id));
-            names.push(format!("figures/{}.png", f.id));
-        }
-        super::check_outputs(dir, &names, "--out")?;
-        let svgs = write_figures(dir, &self.figure_data)?;
-        write_json(&dir.join("report.json"), self)?;
-        write_page(dir, &self.html(&svgs))
+        write_report(dir, &self.figure_data, "report.json", self, |svgs| {
+            self.html(svgs)
+        })
     }
 
     fn html(&self, svgs: &BTreeMap<String, String>) -> Markup {

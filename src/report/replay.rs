@@ -1,13 +1,14 @@
 //! `replay`'s reading of a run directory and its page: each policy's scale trajectory over the
 //! window band (a figure) and a table, from [`crate::scaling::replay`].
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use maud::html;
+use maud::{Markup, html};
 use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
-use super::html::{Chart, Figure, document, figure_markup, write_figures, write_json, write_page};
+use super::html::{Chart, Figure, document, figure_markup, write_report};
 use super::runs::judged_format;
 use crate::format::{FP32, FloatFormat, Overflow};
 use crate::run::Class;
@@ -240,19 +241,18 @@ fn staircase(p: &PolicyReplay, last: u64) -> Vec<(f64, f64)> {
 /// # Errors
 /// A file in `dir` that mixprec did not write, a failed write, a chart that cannot be drawn.
 pub fn write_replay(dir: &Path, r: &RunReplay) -> Result<PathBuf> {
-    super::check_outputs(
-        dir,
-        &[
-            "index.html",
-            "replay.json",
-            "figures/replay.svg",
-            "figures/replay.png",
-        ],
-        "--out",
-    )?;
     let figure = trajectory_figure(r);
-    let svgs = write_figures(dir, std::slice::from_ref(&figure))?;
-    write_json(&dir.join("replay.json"), r)?;
+    write_report(
+        dir,
+        std::slice::from_ref(&figure),
+        "replay.json",
+        r,
+        |svgs| page(r, &figure, svgs),
+    )
+}
+
+/// The replay page, with its figure's SVG.
+fn page(r: &RunReplay, figure: &Figure, svgs: &BTreeMap<String, String>) -> Markup {
     let rows = table(r);
     let body = html! {
         section id="replay" {
@@ -271,7 +271,7 @@ pub fn write_replay(dir: &Path, r: &RunReplay) -> Result<PathBuf> {
         }
         footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) ". The numbers are in replay.json (what replay --json prints)." } }
     };
-    write_page(dir, &document(&format!("mixprec replay: {}", r.run), body))
+    document(&format!("mixprec replay: {}", r.run), body)
 }
 
 /// The table's columns.
