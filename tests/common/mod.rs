@@ -114,3 +114,42 @@ pub fn log_uniform(seed: u64, n: usize, lo: f64, hi: f64, zero_every: usize) -> 
         })
         .collect()
 }
+
+/// Tensor files in a temporary directory.
+pub struct Files {
+    pub dir: tempfile::TempDir,
+}
+
+impl Files {
+    pub fn new() -> Self {
+        Files {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Two tensors of different scales, and one integer-free but NaN/inf-holding tensor.
+    pub fn grads(&self) -> (PathBuf, Vec<(&'static str, Vec<f32>)>) {
+        let mut small = log_uniform(1, 5000, -40.0, -10.0, 97);
+        small.extend([f32::NAN, f32::INFINITY]);
+        let tensors = vec![
+            ("small.grad", small),
+            ("large.grad", log_uniform(2, 3000, -12.0, 3.0, 97)),
+            ("tiny", vec![1e-3, -2e-3, 0.0]),
+        ];
+        let path = self.path("grads.safetensors");
+        let data: Vec<(&str, Vec<usize>, mixprec::io::TensorData<'_>)> = tensors
+            .iter()
+            .map(|(n, v)| (*n, vec![v.len()], mixprec::io::TensorData::F32(v)))
+            .collect();
+        let refs: Vec<(&str, &[usize], mixprec::io::TensorData<'_>)> = data
+            .iter()
+            .map(|(n, s, d)| (*n, s.as_slice(), *d))
+            .collect();
+        mixprec::io::write_safetensors(&path, &refs).expect("written");
+        (path, tensors)
+    }
+}
