@@ -62,9 +62,6 @@ _INF = 0x7FF << 52
 _QUIET = 1 << 51
 #: f32::NAN and f64::NAN (the same value): what a NaN-scaled block or tensor is filled with.
 _NAN = _INF | _QUIET
-#: The NaN an x86 CPU returns for 0 x inf (other CPUs return it without the sign): NVFP4's
-#: dequantisation of a zero element by an infinite scale, which the Rust computes there.
-_INVALID_NAN = _SIGN | _INF | _QUIET
 _F32_MIN_SUBNORMAL = (1023 - 149) << 52
 _F32_MAX = float(np.finfo(np.float32).max)
 _COUNT_KEYS = ("underflow", "subnormal", "overflow", "nan", "infinite")
@@ -525,8 +522,8 @@ def _round_blocks(
     counts.append(torch.stack([underflow] + [torch.zeros_like(underflow)] * 4))
 
     value = _f32_mul(element, up) if single else _i64(_f64(element) * _f64(up))
-    # 0 x inf (NVFP4's dequantisation overflowed): the Rust's CPU gives x86's NaN.
-    value = torch.where(((element & _ABS) == 0) & ((up & _ABS) == _INF), _INVALID_NAN, value)
+    # 0 x inf (NVFP4's dequantisation overflowed): the library's NaN, on every machine.
+    value = torch.where(((element & _ABS) == 0) & ((up & _ABS) == _INF), _NAN, value)
     value = torch.where(zero_block, element, value)
     return torch.where(nan_block, element if single else torch.full_like(x, _NAN), value)
 

@@ -217,6 +217,12 @@ impl Scale {
     #[inline(always)]
     pub(super) fn up(&self, block: &mut [f32]) {
         match *self {
+            // An infinite `up` (NVFP4's dequantiser overflowing f32) makes zero elements NaN:
+            // the library's NaN, not the hardware's default one (negative on x86, positive on
+            // Arm), so that the bits are the same on every machine.
+            Scale::Mul { up, .. } if up.is_infinite() => block
+                .iter_mut()
+                .for_each(|x| *x = if *x == 0.0 { f32::NAN } else { *x * up }),
             Scale::Mul { up, .. } => block.iter_mut().for_each(|x| *x *= up),
             Scale::Div(s) => block.iter_mut().for_each(|x| *x *= s),
             Scale::Zero | Scale::Nan => {}
@@ -243,7 +249,12 @@ impl Scale {
         };
         let (p, event) = element.round_at(q, pos);
         counts.record(event);
-        *x = p * up;
+        // As in `up`: zero times an infinite scale is the library's NaN on every machine.
+        *x = if p == 0.0 && up.is_infinite() {
+            f64::NAN
+        } else {
+            p * up
+        };
     }
 }
 
