@@ -7,6 +7,9 @@ use mixprec::Error;
 use mixprec::io::{TensorData, scan, write_npy, write_safetensors};
 use proptest::prelude::*;
 
+mod common;
+use common::repeat_entry;
+
 fn data(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
@@ -269,42 +272,6 @@ fn bad_npz() {
         *b = !*b;
     }
     bad("inflate.npz", &corrupt, "entry 'layer1/w.npy' is corrupt");
-}
-
-/// `zip` with `copies` more central-directory records that repeat its first entry's record under
-/// new names (`c0.npy`, `c1.npy`, ...), all pointing at the same compressed data; or, with
-/// `same_name`, one more record with the first entry's own name.
-fn repeat_entry(zip: &[u8], copies: usize, same_name: bool) -> Vec<u8> {
-    let u16_at = |b: &[u8], i: usize| usize::from(u16::from_le_bytes([b[i], b[i + 1]]));
-    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let eocd = zip.len() - 22;
-    assert_eq!(u32_at(zip, eocd), 0x0605_4b50);
-    let cd = u32_at(zip, eocd + 16) as usize;
-    let rec_len = 46 + u16_at(zip, cd + 28) + u16_at(zip, cd + 30) + u16_at(zip, cd + 32);
-    let record = &zip[cd..cd + rec_len];
-    let name_len = u16_at(record, 28);
-    let mut out = zip[..eocd].to_vec();
-    let count = if same_name { 1 } else { copies };
-    for i in 0..count {
-        let name = if same_name {
-            record[46..46 + name_len].to_vec()
-        } else {
-            format!("c{i}.npy").into_bytes()
-        };
-        let mut r = record[..46].to_vec();
-        r[28..30].copy_from_slice(&(name.len() as u16).to_le_bytes());
-        r[30..34].fill(0); // no extra field, no comment
-        r.extend_from_slice(&name);
-        out.extend_from_slice(&r);
-    }
-    let entries = (u16_at(zip, eocd + 10) + count) as u16;
-    let cd_size = (out.len() - cd) as u32;
-    let mut end = zip[eocd..].to_vec();
-    end[8..10].copy_from_slice(&entries.to_le_bytes());
-    end[10..12].copy_from_slice(&entries.to_le_bytes());
-    end[12..16].copy_from_slice(&cd_size.to_le_bytes());
-    out.extend_from_slice(&end);
-    out
 }
 
 /// 2,000 directory entries pointing at one deflated 4 MiB array stand for 8 GB of decompression
