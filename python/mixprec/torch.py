@@ -17,9 +17,20 @@
             scaler.update()
 
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
-step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``
-(the largest finite magnitude of the unscaled weight gradients, and of the activation gradients
-on capture steps). On capture steps (the first, then every ``every``) hooks see the weights the
+step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
+what decides whether the step overflows at another scale, the largest magnitude of the values
+the backward pass formed in the loop's precision, unscaled. A dispatch mode, active while the
+recorder is open, sees every operation of every backward pass (and does nothing elsewhere): of
+each tensor formed in a format narrower than FP32 (fp16, bf16, fp8; every floating tensor, in a
+loop that forms none) it takes the largest magnitude as stored, and for a cast into such a
+format that of the FP32 values cast (the values before rounding); FP32 sums that the loop never
+stores narrower (the weights' ``.grad``) do not count. Under a power-of-two change of scale a
+value stored finite decides overflow exactly as the value before rounding does. Where an inf or
+NaN formed in the backward pass (the loss finite), the gradients it reached are unknown at
+other scales: ``grad_amax`` is then the largest of the values known, a lower bound, and the
+step is marked ``grad_amax_bounded`` (``summary.json`` counts them as ``bounded_steps``). The
+mode costs two small reductions per backward operation and one transfer to the host per step.
+On capture steps (the first, then every ``every``) hooks see the weights the
 forward reads, every leaf module's output (activations, forward hooks) and its gradient
 (activation gradients, hooks on the outputs), every parameter's gradient once accumulated
 (weight gradients, post-accumulate-grad hooks) and the optimizer's state, and a line of
@@ -49,12 +60,78 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _mixprec
 
 from ._simulate import _PARTS, Simulate, quantize
 
 __all__ = ["Recorder", "Simulate", "quantize"]
+
+#: Floating dtypes narrower than FP32: the values a mixed-precision loop stores in them decide
+#: its overflow.
+_NARROW = tuple(
+    getattr(torch, name)
+    for name in ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                 "float8_e5m2fnuz")
+    if hasattr(torch, name)
+)
+#: Operations that round their input into the output's dtype (a cast): the input is the value
+#: before rounding. ``copy_`` copies its second argument into its first.
+_CASTS = {"aten._to_copy.default": 0, "aten.copy_.default": 1, "aten.to.dtype": 0}
+
+
+class _BackwardAmax(TorchDispatchMode):
+    """Sees every operation of the backward passes run while it is active (the autograd
+    engine carries the mode to its worker threads), and keeps, per tensor formed, its largest
+    magnitude (NaN when it holds a NaN, inf when an inf): those of tensors in a narrow dtype
+    (for a cast into one, of the values cast) and those of the others apart. Outside a backward
+    pass it only runs the operation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.narrow: List[torch.Tensor] = []
+        self.wide: List[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if torch._C._current_graph_task_id() == -1 or func.is_view:
+            return out
+        cast = _CASTS.get(str(func))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
+                continue
+            if t.dtype in _NARROW:
+                src = args[cast] if cast is not None and len(args) > cast else None
+                if isinstance(src, torch.Tensor) and src.is_floating_point():
+                    t = src  # the values before rounding (or, narrow already, the same)
+                self.narrow.append(t.detach().abs().amax().float())
+            else:
+                self.wide.append(t.detach().abs().amax().float())
+        return out
+
+    def take(self) -> Tuple[Optional[float], bool, bool]:
+        """The largest finite magnitude seen since the last call (of the narrow tensors, or of
+        all when none was narrow; None when none was finite and nonzero), whether any tensor
+        held an inf or NaN, and whether a backward pass was seen at all; then forgets them."""
+        narrow, wide = self.narrow, self.wide
+        self.narrow, self.wide = [], []
+        if not (narrow or wide):
+            return None, False, False
+
+        def host(ts: List[torch.Tensor]) -> List[float]:
+            by_device: Dict[Any, List[torch.Tensor]] = {}
+            for t in ts:
+                by_device.setdefault(t.device, []).append(t)
+            # One transfer per device.
+            return [v for g in by_device.values() for v in torch.stack(g).cpu().tolist()]
+
+        values = host(narrow) if narrow else []
+        others = host(wide)
+        pool = values if narrow else others
+        nonfinite = not all(math.isfinite(v) for v in values + others)
+        amax = max((v for v in pool if math.isfinite(v)), default=0.0)
+        return (amax if amax > 0 else None), nonfinite, True
 
 def _finite(x: float) -> Optional[float]:
     """``x``, or None (JSON ``null``, as the run directory writes values that are not finite)."""
@@ -170,9 +247,9 @@ class Recorder:
         self._capture: Optional[Any] = None
         self._step = 0
         self._start = time.monotonic()
-        self._act_amax = 0.0
         self._sim_steps = 0 if simulate is None else simulate.steps
         self._writer = None
+        self._backward_on = False
         if not self.active:
             return
         low = self._format_info["name"]
@@ -202,6 +279,12 @@ class Recorder:
             "world_size": world,
         }
         self._writer = _mixprec.RunWriter(str(path), json.dumps(config), float(flush_every))
+        self._backward = _BackwardAmax()
+        # Left when the run is closed (or the `with` block left): modes nest, so a mode
+        # entered after this one must be left before it.
+        self._backward_on = simulate is None
+        if self._backward_on:
+            self._backward.__enter__()
         if every > 0:
             self._begin_capture()
 
@@ -212,10 +295,6 @@ class Recorder:
         if not (t.is_floating_point() and t.numel()):
             return
         t = t.detach()
-        if tensor == "activation_grad":
-            a = t.abs().max()
-            if torch.isfinite(a):
-                self._act_amax = max(self._act_amax, float(a))
         sim = self.simulate
         if sim is not None:
             if sim.rounds(tensor):
@@ -240,7 +319,6 @@ class Recorder:
         self._capture = _mixprec.Capture(self.format, self._layers)
         if self.simulate is not None:
             self.simulate.capture = self._capture
-        self._act_amax = 0.0
         with torch.no_grad():
             for p, layer in self._param_layer.items():
                 self._add(layer, "weight", p)
@@ -362,15 +440,24 @@ class Recorder:
             self._sim_steps = sim.steps
             last = sim.last
             scale, found_inf, counts = last["loss_scale"], last["overflow"], last["counts"]
-        amax, nonfinite = self._grad_amax()
         capture = self._end_capture() if self._capture is not None else None
-        if capture is not None and self._act_amax > 0:
-            amax = max(amax or 0.0, self._act_amax / scale)
+        amax, bounded = None, False
+        if sim is not None:
+            # Before rounding, as the storage points saw them: the values the recipe stores.
+            amax, bounded = last["grad_amax"], last["grad_amax_bounded"]
+            seen = sim.rounds("activation_grad") or sim.rounds("weight_grad")
+        else:
+            amax, bounded, seen = self._backward.take()
+            if amax is not None:
+                amax /= scale
+        if not seen:
+            # No backward pass seen, or none rounded: the weights' gradients, as FP32 holds them.
+            amax, bounded = self._grad_amax()
+        nonfinite = False
+        if sim is None and not (scaler is not None and scaler.is_enabled()):
+            nonfinite = self._grad_amax()[1]
         overflow = found_inf or nonfinite
         skipped = found_inf if sim is None else last["skipped"]
-        if sim is not None and last["grad_amax"] is not None:
-            # Before rounding, as the storage points saw them (what rounded shows is less).
-            amax = max(amax or 0.0, last["grad_amax"])
         record = {
             "step": step,
             "loss": _finite(loss),
@@ -379,6 +466,8 @@ class Recorder:
             "skipped": skipped,
             "updates_lost": None,
             "grad_amax": amax,
+            # An inf or NaN hid later gradients; a non-finite loss overflows at every scale.
+            "grad_amax_bounded": bool(bounded and math.isfinite(loss)),
             "counts": counts,
         }
         self._writer.step(json.dumps(record, allow_nan=False), capture)
@@ -395,9 +484,7 @@ class Recorder:
         """
         if not self.active or not self._writer.open:
             return
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
+        self._release()
         # The summary's counts, final loss and divergence come from what the writer tallied
         # of the steps, by the same Rust code as `mixprec train`'s.
         weights_finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
@@ -423,7 +510,15 @@ class Recorder:
             self.close()
         else:
             # An unfinished run: every step so far on disk, the marker kept.
-            for h in self._hooks:
-                h.remove()
-            self._hooks = []
+            if self.active and self._writer.open:
+                self._release()
             self.flush()
+
+    def _release(self) -> None:
+        """Removes the hooks and leaves the dispatch mode (once)."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if self._backward_on:
+            self._backward_on = False
+            self._backward.__exit__(None, None, None)
