@@ -19,9 +19,9 @@
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
 step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
 what decides whether the step overflows at another scale, the largest magnitude of the values
-the backward pass formed in the loop's precision, unscaled. A dispatch mode, active while the
-recorder is open, sees every operation of every backward pass (and does nothing elsewhere): of
-each tensor formed in a format narrower than FP32 (fp16, bf16, fp8; every floating tensor, in a
+the backward pass formed in the loop's precision, unscaled. A dispatch mode, on from each
+forward pass of the model (with gradients on) to ``rec.step``, sees every operation of the
+backward passes that reach the model (and only runs the others): of each tensor formed in a format narrower than FP32 (fp16, bf16, fp8; every floating tensor, in a
 loop that forms none) it takes the largest magnitude as stored, and for a cast into such a
 format that of the FP32 values cast (the values before rounding); FP32 sums that the loop never
 stores narrower (the weights' ``.grad``) do not count. Under a power-of-two change of scale a
@@ -61,6 +61,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from . import _mixprec
 
@@ -80,58 +81,6 @@ _NARROW = tuple(
 #: before rounding. ``copy_`` copies its second argument into its first.
 _CASTS = {"aten._to_copy.default": 0, "aten.copy_.default": 1, "aten.to.dtype": 0}
 
-
-class _BackwardAmax(TorchDispatchMode):
-    """Sees every operation of the backward passes run while it is active (the autograd
-    engine carries the mode to its worker threads), and keeps, per tensor formed, its largest
-    magnitude (NaN when it holds a NaN, inf when an inf): those of tensors in a narrow dtype
-    (for a cast into one, of the values cast) and those of the others apart. Outside a backward
-    pass it only runs the operation."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.narrow: List[torch.Tensor] = []
-        self.wide: List[torch.Tensor] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if torch._C._current_graph_task_id() == -1 or func.is_view:
-            return out
-        cast = _CASTS.get(str(func))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
-                continue
-            if t.dtype in _NARROW:
-                src = args[cast] if cast is not None and len(args) > cast else None
-                if isinstance(src, torch.Tensor) and src.is_floating_point():
-                    t = src  # the values before rounding (or, narrow already, the same)
-                self.narrow.append(t.detach().abs().amax().float())
-            else:
-                self.wide.append(t.detach().abs().amax().float())
-        return out
-
-    def take(self) -> Tuple[Optional[float], bool, bool]:
-        """The largest finite magnitude seen since the last call (of the narrow tensors, or of
-        all when none was narrow; None when none was finite and nonzero), whether any tensor
-        held an inf or NaN, and whether a backward pass was seen at all; then forgets them."""
-        narrow, wide = self.narrow, self.wide
-        self.narrow, self.wide = [], []
-        if not (narrow or wide):
-            return None, False, False
-
-        def host(ts: List[torch.Tensor]) -> List[float]:
-            by_device: Dict[Any, List[torch.Tensor]] = {}
-            for t in ts:
-                by_device.setdefault(t.device, []).append(t)
-            # One transfer per device.
-            return [v for g in by_device.values() for v in torch.stack(g).cpu().tolist()]
-
-        values = host(narrow) if narrow else []
-        others = host(wide)
-        pool = values if narrow else others
-        nonfinite = not all(math.isfinite(v) for v in values + others)
-        amax = max((v for v in pool if math.isfinite(v)), default=0.0)
-        return (amax if amax > 0 else None), nonfinite, True
 
 def _finite(x: float) -> Optional[float]:
     """``x``, or None (JSON ``null``, as the run directory writes values that are not finite)."""
@@ -154,6 +103,75 @@ def _policy(scaler: Optional[Any]) -> str:
         f"backoff_factor={float(scaler.get_backoff_factor())!r},"
         f"growth_interval={int(scaler.get_growth_interval())}"
     )
+
+
+class _BackwardAmax(TorchDispatchMode):
+    """Sees every operation run while it is active (from the recorded model's forward pass to
+    :meth:`Recorder.step`; the autograd engine carries it to its worker threads) and keeps, of
+    each tensor a backward pass forms, its largest magnitude (NaN when it holds a NaN, inf when
+    an inf), with the backward pass's id and whether it was formed in a narrow dtype (for a cast
+    into one, of the values cast). Only the backward passes that reach the recorded model (a
+    hook on its outputs says which) count; outside a backward pass it only runs the operation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: List[Tuple[int, bool, torch.Tensor]] = []
+        self.ours: set = set()
+        self.on = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        task = torch._C._current_graph_task_id()
+        if task == -1 or func.is_view:
+            return out
+        cast = _CASTS.get(str(func))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
+                continue
+            narrow = t.dtype in _NARROW
+            src = args[cast] if narrow and cast is not None and len(args) > cast else None
+            if isinstance(src, torch.Tensor) and src.is_floating_point():
+                t = src  # the values before rounding (or, narrow already, the same)
+            self.seen.append((task, narrow, t.detach().abs().amax().float()))
+        return out
+
+    def start(self) -> None:
+        """Turns the mode on (a forward pass of the recorded model with gradients on)."""
+        if not self.on and torch.is_grad_enabled():
+            self.on = True
+            self.__enter__()
+
+    def stop(self) -> None:
+        if self.on:
+            self.on = False
+            self.__exit__(None, None, None)
+
+    def mark(self, _grad_outputs) -> None:
+        """A hook on the recorded model's outputs: the backward pass running reaches it."""
+        self.ours.add(torch._C._current_graph_task_id())
+
+    def take(self) -> Tuple[Optional[float], bool, bool]:
+        """Of the backward passes that reached the model since the last call: the largest
+        finite magnitude (of the narrow tensors, or of all when none was narrow; None when none
+        was finite and nonzero), whether any tensor held an inf or NaN, and whether any was
+        seen at all; then forgets them."""
+        seen = [(narrow, a) for task, narrow, a in self.seen if task in self.ours]
+        self.seen, self.ours = [], set()
+        if not seen:
+            return None, False, False
+        by_device: Dict[Any, List[torch.Tensor]] = {}
+        for _, a in seen:
+            by_device.setdefault(a.device, []).append(a)
+        # One transfer per device, in the order seen.
+        host = {d: iter(torch.stack(g).cpu().tolist()) for d, g in by_device.items()}
+        values = [(narrow, next(host[a.device])) for narrow, a in seen]
+        any_narrow = any(narrow for narrow, _ in values)
+        nonfinite = not all(math.isfinite(v) for _, v in values)
+        amax = max(
+            (v for narrow, v in values if math.isfinite(v) and (narrow or not any_narrow)),
+            default=0.0,
+        )
+        return (amax if amax > 0 else None), nonfinite, True
 
 
 class Recorder:
@@ -249,7 +267,7 @@ class Recorder:
         self._start = time.monotonic()
         self._sim_steps = 0 if simulate is None else simulate.steps
         self._writer = None
-        self._backward_on = False
+        self._watch = []
         if not self.active:
             return
         low = self._format_info["name"]
@@ -280,11 +298,9 @@ class Recorder:
         }
         self._writer = _mixprec.RunWriter(str(path), json.dumps(config), float(flush_every))
         self._backward = _BackwardAmax()
-        # Left when the run is closed (or the `with` block left): modes nest, so a mode
-        # entered after this one must be left before it.
-        self._backward_on = simulate is None
-        if self._backward_on:
-            self._backward.__enter__()
+        self._watch: List[Any] = []
+        if simulate is None:
+            self._watch_backward()
         if every > 0:
             self._begin_capture()
 
@@ -447,6 +463,7 @@ class Recorder:
             amax, bounded = last["grad_amax"], last["grad_amax_bounded"]
             seen = sim.rounds("activation_grad") or sim.rounds("weight_grad")
         else:
+            self._backward.stop()
             amax, bounded, seen = self._backward.take()
             if amax is not None:
                 amax /= scale
@@ -515,10 +532,25 @@ class Recorder:
             self.flush()
 
     def _release(self) -> None:
-        """Removes the hooks and leaves the dispatch mode (once)."""
-        for h in self._hooks:
+        """Removes the hooks and leaves the dispatch mode."""
+        for h in self._hooks + self._watch:
             h.remove()
-        self._hooks = []
-        if self._backward_on:
-            self._backward_on = False
-            self._backward.__exit__(None, None, None)
+        self._hooks, self._watch = [], []
+        self._backward.stop()
+
+    def _watch_backward(self) -> None:
+        """Hooks on the model: its forward pass (gradients on) turns the dispatch mode on, which
+        :meth:`step` turns off (so that other work between steps runs without it), and a hook on
+        each of its outputs' gradient functions says which backward passes reach the model."""
+        backward = self._backward
+
+        def outputs(module, inputs, output):
+            if torch.is_grad_enabled():
+                for t in tree_leaves(output):
+                    if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                        t.grad_fn.register_prehook(backward.mark)
+
+        self._watch = [
+            self.model.register_forward_pre_hook(lambda module, inputs: backward.start()),
+            self.model.register_forward_hook(outputs),
+        ]
