@@ -141,7 +141,12 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
             }
         }
         let (k, step) = want.unwrap();
-        assert_eq!(run["window_top"], serde_json::json!([k, step]), "{}", run["name"]);
+        assert_eq!(
+            run["window_top"],
+            serde_json::json!([k, step]),
+            "{}",
+            run["name"]
+        );
         assert_eq!(run["bounded_steps"], 0);
     }
 

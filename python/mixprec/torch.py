@@ -19,8 +19,8 @@
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
 step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
 what decides whether the step overflows at another scale, the largest magnitude of the values
-the backward pass formed in the loop's precision, unscaled. A dispatch mode, on from each
-forward pass of the model (with gradients on) to ``rec.step``, sees every operation of the
+the backward pass formed in the loop's precision, unscaled. A dispatch mode, on from the end of
+each forward pass of the model (with gradients on) to ``rec.step``, sees every operation of the
 backward passes that reach the model (and only runs the others): of each tensor formed in a format narrower than FP32 (fp16, bf16, fp8; every floating tensor, in a
 loop that forms none) it takes the largest magnitude as stored, and for a cast into such a
 format that of the FP32 values cast (the values before rounding); FP32 sums that the loop never
@@ -118,25 +118,35 @@ class _BackwardAmax(TorchDispatchMode):
         self.seen: List[Tuple[int, bool, torch.Tensor]] = []
         self.ours: set = set()
         self.on = False
+        #: Whether a backward pass formed a narrow tensor yet: from then on only narrow ones
+        #: are reduced.
+        self.narrow_seen = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         task = torch._C._current_graph_task_id()
         if task == -1 or func.is_view:
             return out
-        cast = _CASTS.get(str(func))
+        cast = None
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
                 continue
             narrow = t.dtype in _NARROW
-            src = args[cast] if narrow and cast is not None and len(args) > cast else None
+            if not narrow and self.narrow_seen:
+                continue  # a loop that stores narrow tensors: the others do not count
+            self.narrow_seen |= narrow
+            if narrow and cast is None:
+                cast = _CASTS.get(str(func), -1)
+            src = args[cast] if narrow and 0 <= cast < len(args) else None
             if isinstance(src, torch.Tensor) and src.is_floating_point():
                 t = src  # the values before rounding (or, narrow already, the same)
-            self.seen.append((task, narrow, t.detach().abs().amax().float()))
+            self.seen.append((task, narrow, t.detach().abs().amax()))
         return out
 
     def start(self) -> None:
-        """Turns the mode on (a forward pass of the recorded model with gradients on)."""
+        """Turns the mode on (the end of a forward pass of the recorded model with gradients
+        on: the loss, the backward pass and the optimizer's step run under it, the model's
+        forward pass does not)."""
         if not self.on and torch.is_grad_enabled():
             self.on = True
             self.__enter__()
@@ -159,12 +169,12 @@ class _BackwardAmax(TorchDispatchMode):
         self.seen, self.ours = [], set()
         if not seen:
             return None, False, False
-        by_device: Dict[Any, List[torch.Tensor]] = {}
+        groups: Dict[Any, List[torch.Tensor]] = {}
         for _, a in seen:
-            by_device.setdefault(a.device, []).append(a)
-        # One transfer per device, in the order seen.
-        host = {d: iter(torch.stack(g).cpu().tolist()) for d, g in by_device.items()}
-        values = [(narrow, next(host[a.device])) for narrow, a in seen]
+            groups.setdefault((a.device, a.dtype), []).append(a)
+        # One transfer per device and dtype (exact in float64), in the order seen.
+        host = {k: iter(torch.stack(g).double().cpu().tolist()) for k, g in groups.items()}
+        values = [(narrow, next(host[a.device, a.dtype])) for narrow, a in seen]
         any_narrow = any(narrow for narrow, _ in values)
         nonfinite = not all(math.isfinite(v) for _, v in values)
         amax = max(
@@ -539,8 +549,8 @@ class Recorder:
         self._backward.stop()
 
     def _watch_backward(self) -> None:
-        """Hooks on the model: its forward pass (gradients on) turns the dispatch mode on, which
-        :meth:`step` turns off (so that other work between steps runs without it), and a hook on
+        """A hook on the model: the end of its forward pass (gradients on) turns the dispatch
+        mode on, which :meth:`step` turns off (so that other work between steps runs without it), and a hook on
         each of its outputs' gradient functions says which backward passes reach the model."""
         backward = self._backward
 
@@ -549,8 +559,6 @@ class Recorder:
                 for t in tree_leaves(output):
                     if isinstance(t, torch.Tensor) and t.grad_fn is not None:
                         t.grad_fn.register_prehook(backward.mark)
+                backward.start()
 
-        self._watch = [
-            self.model.register_forward_pre_hook(lambda module, inputs: backward.start()),
-            self.model.register_forward_hook(outputs),
-        ]
+        self._watch = [self.model.register_forward_hook(outputs)]

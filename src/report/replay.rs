@@ -8,11 +8,11 @@ use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
 use super::html::{Chart, Figure, document, figure_markup, write_figures, write_json, write_page};
-use super::runs::judged_format;
+use super::runs::{judged_format, recorded_step};
 use crate::format::{FP32, FloatFormat, Overflow};
 use crate::run::Class;
 use crate::run::RunDir;
-use crate::scaling::replay::{OverflowModel, PolicyReplay, RecordedStep, Replay, Replayer};
+use crate::scaling::replay::{OverflowModel, PolicyReplay, Replay, Replayer};
 use crate::scaling::scaler::LossScaling;
 use crate::{Error, Result};
 
@@ -111,14 +111,7 @@ pub fn replay_run(
                 replayer.capture(c.step, c.loss_scale.unwrap_or(1.0), c.gradients());
             }
         }
-        replayer.step(&RecordedStep {
-            step: r.step,
-            loss_scale: r.loss_scale,
-            overflow: r.overflow,
-            skipped: r.skipped,
-            grad_amax: r.grad_amax,
-            grad_amax_bounded: r.grad_amax_bounded,
-        });
+        replayer.step(&recorded_step(&r));
         progress(r.step);
     }
     Ok(RunReplay {
@@ -337,6 +330,7 @@ pub fn table(r: &RunReplay) -> Vec<[String; 11]> {
 mod tests {
     use super::*;
     use crate::format::FP16;
+    use crate::scaling::replay::RecordedStep;
     use crate::stats::Histogram;
 
     /// The figure draws each policy's scale as a staircase through its change points up to the

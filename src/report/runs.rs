@@ -398,13 +398,13 @@ impl RunData {
     ) {
         self.steps_read += 1;
         self.bounded_steps += u64::from(r.grad_amax_bounded);
-        if let Some(high) = self.high_edge(r, own_format) {
-            if self.window_top.is_none_or(|(top, _)| high < top) {
-                self.window_top = Some((high, r.step));
-            }
+        let high = self.high_edge(r, own_format);
+        if let Some(k) = high
+            && self.window_top.is_none_or(|(top, _)| k < top)
+        {
+            self.window_top = Some((k, r.step));
         }
         if let Ok(i) = self.captures.binary_search_by_key(&r.step, |c| c.step) {
-            let high = self.high_edge(r, own_format);
             let w = &mut self.captures[i].window;
             w.max_log2_scale = high;
             w.log2_scale = high;
@@ -449,14 +449,7 @@ impl RunData {
     /// recorded inf or NaN its `grad_amax` does not explain in the run's own format
     /// `own_format`: no scale keeps it finite), as replay decides overflow.
     fn high_edge(&self, r: &StepRecord, own_format: FloatFormat) -> Option<i32> {
-        let step = RecordedStep {
-            step: r.step,
-            loss_scale: r.loss_scale,
-            overflow: r.overflow,
-            skipped: r.skipped,
-            grad_amax: r.grad_amax,
-            grad_amax_bounded: r.grad_amax_bounded,
-        };
+        let step = recorded_step(r);
         let model = |format| OverflowModel {
             format,
             by_magnitude: true,
@@ -536,6 +529,19 @@ impl RunData {
                 .last()
                 .map(|&(_, v)| (self.eval_name.clone().unwrap_or_default(), v)),
         }
+    }
+}
+
+/// What replay reads of a step's line.
+#[must_use]
+pub fn recorded_step(r: &StepRecord) -> RecordedStep {
+    RecordedStep {
+        step: r.step,
+        loss_scale: r.loss_scale,
+        overflow: r.overflow,
+        skipped: r.skipped,
+        grad_amax: r.grad_amax,
+        grad_amax_bounded: r.grad_amax_bounded,
     }
 }
 
