@@ -19,8 +19,13 @@
 //!   used), `overflow`, `skipped`, `updates_lost` (share of nonzero updates that changed no master
 //!   weight), when some stored value was inf or NaN `first_nonfinite` (`{"layer": "4.linear",
 //!   "tensor": "activation_grad"}`), for the GAN `generator_loss`, then the step's accounting:
-//!   `grad_amax` (the largest finite magnitude of the activation and weight gradients before
-//!   rounding, divided by the loss scale; `null` when none) and `counts`, per tensor class summed
+//!   `grad_amax` (the largest finite magnitude of the gradient values the backward pass formed
+//!   in the loop's precision, before rounding into their storage format, divided by the loss
+//!   scale: what decides overflow at other scales; `null` when none), `grad_amax_bounded: true`
+//!   on a step where an inf or NaN formed in the backward pass hid later gradient values (its
+//!   `grad_amax` is then a lower bound: the step overflows at its own scale and above, and is
+//!   unknown below where `grad_amax` does not overflow; absent, the common case: exact) and
+//!   `counts`, per tensor class summed
 //!   over layers, `{"stored", "underflow", "subnormal", "overflow", "nonfinite"}` (see
 //!   [`StoreCounts`]; classes with no store that step are absent). With `eval_every` N > 0, the
 //!   lines of steps N, 2N, ... end with `eval`, the test metric after that step's update, named
@@ -47,7 +52,8 @@
 //!   `cosine`, `zeroed` (share of FP32's nonzero values that are zero in the run) and
 //!   `norm_lost` (share of FP32's squared norm in those values). The shadow changes nothing
 //!   else: the other logs and the summary are the same bytes with and without it.
-//! - `summary.json`: `"schema": 1`, then [`Summary`]; written atomically at the end.
+//! - `summary.json`: `"schema": 1`, then [`Summary`]; written atomically at the end. Its
+//!   `bounded_steps` (present when nonzero) counts the steps marked `grad_amax_bounded`.
 //! - `INCOMPLETE`: present from before the first step until the end; a run directory with this
 //!   file (or without `summary.json`) was killed, crashed, or is still going.
 //!

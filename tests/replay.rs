@@ -206,17 +206,43 @@ fn bad_input() {
     assert!(e.contains("must be positive"), "{e}");
     let e = fails(replay(&[r, "--policy", "keras", "keras"]));
     assert!(e.contains("given twice"), "{e}");
-    // keras with GradScaler's initial scale is GradScaler: named as the same policy.
-    let e = fails(replay(&[
-        r,
-        "--policy",
-        "keras:init_scale=2^16",
-        "gradscaler",
-    ]));
-    assert!(
-        e.contains("'gradscaler': the same policy as 'keras:init_scale=2^16'"),
-        "{e}"
+    // Only a literal repeat is refused: the same policy spelled another way (keras at
+    // GradScaler's initial scale, the run's own written out) is replayed under each name.
+    let own = steps(&run)[0]["loss_scale"].as_f64().unwrap();
+    assert_eq!(own, 65536.0);
+    let same = replay_json(
+        &run,
+        &[
+            "keras:init_scale=2^16",
+            "gradscaler",
+            "run",
+            "gradscaler:init_scale=65536",
+        ],
     );
+    let names: Vec<&str> = same["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "keras:init_scale=2^16",
+            "gradscaler",
+            "run (gradscaler)",
+            "gradscaler:init_scale=65536"
+        ]
+    );
+    assert!(
+        same["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["matches_run"] == true)
+    );
+    let e = fails(replay(&[r, "--policy", "gradscaler", " gradscaler"]));
+    assert!(e.contains("given twice"), "{e}");
     let e = fails(replay(&[root.to_str().unwrap(), "--policy", "keras"]));
     assert!(e.contains("not a run directory"), "{e}");
     let e = fails(replay(&[r, "--policy", "keras", "--format", "fp17"]));

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use mixprec::format::FP16;
 use mixprec::io::{TensorData, write_npy};
 use mixprec::stats::Histogram;
 use serde_json::Value;
@@ -124,6 +125,29 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
         for key in ["min_log2_scale", "max_log2_scale"] {
             assert_eq!(mine[key], theirs[key], "step {}: {key}", c["step"]);
         }
+    }
+
+    // The window's top over the whole run: the lowest of every step's high edge (the largest
+    // 2^k that keeps its grad_amax finite in fp16), first reached at the step named.
+    for (run, dir) in runs[1..].iter().zip([&master, &dynamic]) {
+        let mut want: Option<(i64, u64)> = None;
+        for line in json_lines(&dir.join("metrics.jsonl")) {
+            let Some(a) = line["grad_amax"].as_f64() else {
+                continue;
+            };
+            let k = i64::from(mixprec::stats::recommend::overflow_log2_scale(FP16, a).unwrap()) - 1;
+            if want.is_none_or(|(top, _)| k < top) {
+                want = Some((k, line["step"].as_u64().unwrap()));
+            }
+        }
+        let (k, step) = want.unwrap();
+        assert_eq!(
+            run["window_top"],
+            serde_json::json!([k, step]),
+            "{}",
+            run["name"]
+        );
+        assert_eq!(run["bounded_steps"], 0);
     }
 
     // The shadow, as shadow.jsonl has it: all of the earlier layers' weight gradients lost in

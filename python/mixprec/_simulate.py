@@ -28,6 +28,7 @@ library's, through the binding: nothing of them is restated here.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -259,6 +260,7 @@ class Simulate:
         self._undo: List[Callable[[], None]] = []
         self._scale_used = 1.0
         self._grad_amax = 0.0
+        self._grad_nonfinite = False
         #: The capture being gathered (a ``mixprec._mixprec.Capture``, set by the Recorder on
         #: capture steps): every storage point adds the values it rounds, before rounding.
         self.capture: Optional[Any] = None
@@ -324,8 +326,13 @@ class Simulate:
             src = src.float()
         training = self.model.training
         if cls in _GRADIENTS and training:
-            amax = src.abs().nan_to_num(nan=0.0, posinf=0.0).max()
-            self._grad_amax = max(self._grad_amax, float(amax) / self._scale_used)
+            amax = float(src.abs().amax())
+            if not math.isfinite(amax):
+                # Formed upstream (a store that overflowed): the values it reached are unknown
+                # at other scales, and this step's grad_amax only a lower bound.
+                self._grad_nonfinite = True
+                amax = float(src.abs().nan_to_num(nan=0.0, posinf=0.0).max())
+            self._grad_amax = max(self._grad_amax, amax / self._scale_used)
         unscaled, scale = src, None
         if cls in self._fp8_max:
             amax = float(src.abs().nan_to_num(nan=0.0).max())
@@ -604,9 +611,11 @@ class Simulate:
             "overflow": found_inf,
             "skipped": skipped,
             "grad_amax": self._grad_amax if self._grad_amax > 0 else None,
+            "grad_amax_bounded": self._grad_nonfinite,
             "counts": self.take_counts(),
         }
         self._grad_amax = 0.0
+        self._grad_nonfinite = False
         self.steps += 1
         return skipped
 

@@ -17,9 +17,20 @@
             scaler.update()
 
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
-step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``
-(the largest finite magnitude of the unscaled weight gradients, and of the activation gradients
-on capture steps). On capture steps (the first, then every ``every``) hooks see the weights the
+step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
+what decides whether the step overflows at another scale, the largest magnitude of the values
+the backward pass formed in the loop's precision, unscaled. A dispatch mode, on from the end of
+each forward pass of the model (with gradients on) to ``rec.step``, sees every operation of the
+backward passes that reach the model (and only runs the others): of each tensor formed in a format narrower than FP32 (fp16, bf16, fp8; every floating tensor, in a
+loop that forms none) it takes the largest magnitude as stored, and for a cast into such a
+format that of the FP32 values cast (the values before rounding); FP32 sums that the loop never
+stores narrower (the weights' ``.grad``) do not count. Under a power-of-two change of scale a
+value stored finite decides overflow exactly as the value before rounding does. Where an inf or
+NaN formed in the backward pass (the loss finite), the gradients it reached are unknown at
+other scales: ``grad_amax`` is then the largest of the values known, a lower bound, and the
+step is marked ``grad_amax_bounded`` (``summary.json`` counts them as ``bounded_steps``). The
+mode costs two small reductions per backward operation and one transfer to the host per step.
+On capture steps (the first, then every ``every``) hooks see the weights the
 forward reads, every leaf module's output (activations, forward hooks) and its gradient
 (activation gradients, hooks on the outputs), every parameter's gradient once accumulated
 (weight gradients, post-accumulate-grad hooks) and the optimizer's state, and a line of
@@ -49,12 +60,27 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from . import _mixprec
 
 from ._simulate import _PARTS, Simulate, quantize
 
 __all__ = ["Recorder", "Simulate", "quantize"]
+
+#: Floating dtypes narrower than FP32: the values a mixed-precision loop stores in them decide
+#: its overflow.
+_NARROW = tuple(
+    getattr(torch, name)
+    for name in ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                 "float8_e5m2fnuz")
+    if hasattr(torch, name)
+)
+#: Operations that round their input into the output's dtype (a cast): the input is the value
+#: before rounding. ``copy_`` copies its second argument into its first.
+_CASTS = {"aten._to_copy.default": 0, "aten.copy_.default": 1, "aten.to.dtype": 0}
+
 
 def _finite(x: float) -> Optional[float]:
     """``x``, or None (JSON ``null``, as the run directory writes values that are not finite)."""
@@ -77,6 +103,85 @@ def _policy(scaler: Optional[Any]) -> str:
         f"backoff_factor={float(scaler.get_backoff_factor())!r},"
         f"growth_interval={int(scaler.get_growth_interval())}"
     )
+
+
+class _BackwardAmax(TorchDispatchMode):
+    """Sees every operation run while it is active (from the recorded model's forward pass to
+    :meth:`Recorder.step`; the autograd engine carries it to its worker threads) and keeps, of
+    each tensor a backward pass forms, its largest magnitude (NaN when it holds a NaN, inf when
+    an inf), with the backward pass's id and whether it was formed in a narrow dtype (for a cast
+    into one, of the values cast). Only the backward passes that reach the recorded model (a
+    hook on its outputs says which) count; outside a backward pass it only runs the operation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: List[Tuple[int, bool, torch.Tensor]] = []
+        self.ours: set = set()
+        self.on = False
+        #: Whether a backward pass formed a narrow tensor yet: from then on only narrow ones
+        #: are reduced.
+        self.narrow_seen = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        task = torch._C._current_graph_task_id()
+        if task == -1 or func.is_view:
+            return out
+        cast = None
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
+                continue
+            narrow = t.dtype in _NARROW
+            if not narrow and self.narrow_seen:
+                continue  # a loop that stores narrow tensors: the others do not count
+            self.narrow_seen |= narrow
+            if narrow and cast is None:
+                cast = _CASTS.get(str(func), -1)
+            src = args[cast] if narrow and 0 <= cast < len(args) else None
+            if isinstance(src, torch.Tensor) and src.is_floating_point():
+                t = src  # the values before rounding (or, narrow already, the same)
+            self.seen.append((task, narrow, t.detach().abs().amax()))
+        return out
+
+    def start(self) -> None:
+        """Turns the mode on (the end of a forward pass of the recorded model with gradients
+        on: the loss, the backward pass and the optimizer's step run under it, the model's
+        forward pass does not)."""
+        if not self.on and torch.is_grad_enabled():
+            self.on = True
+            self.__enter__()
+
+    def stop(self) -> None:
+        if self.on:
+            self.on = False
+            self.__exit__(None, None, None)
+
+    def mark(self, _grad_outputs) -> None:
+        """A hook on the recorded model's outputs: the backward pass running reaches it."""
+        self.ours.add(torch._C._current_graph_task_id())
+
+    def take(self) -> Tuple[Optional[float], bool, bool]:
+        """Of the backward passes that reached the model since the last call: the largest
+        finite magnitude (of the narrow tensors, or of all when none was narrow; None when none
+        was finite and nonzero), whether any tensor held an inf or NaN, and whether any was
+        seen at all; then forgets them."""
+        seen = [(narrow, a) for task, narrow, a in self.seen if task in self.ours]
+        self.seen, self.ours = [], set()
+        if not seen:
+            return None, False, False
+        groups: Dict[Any, List[torch.Tensor]] = {}
+        for _, a in seen:
+            groups.setdefault((a.device, a.dtype), []).append(a)
+        # One transfer per device and dtype (exact in float64), in the order seen.
+        host = {k: iter(torch.stack(g).double().cpu().tolist()) for k, g in groups.items()}
+        values = [(narrow, next(host[a.device, a.dtype])) for narrow, a in seen]
+        any_narrow = any(narrow for narrow, _ in values)
+        nonfinite = not all(math.isfinite(v) for _, v in values)
+        amax = max(
+            (v for narrow, v in values if math.isfinite(v) and (narrow or not any_narrow)),
+            default=0.0,
+        )
+        return (amax if amax > 0 else None), nonfinite, True
 
 
 class Recorder:
@@ -170,9 +275,9 @@ class Recorder:
         self._capture: Optional[Any] = None
         self._step = 0
         self._start = time.monotonic()
-        self._act_amax = 0.0
         self._sim_steps = 0 if simulate is None else simulate.steps
         self._writer = None
+        self._watch = []
         if not self.active:
             return
         low = self._format_info["name"]
@@ -202,6 +307,10 @@ class Recorder:
             "world_size": world,
         }
         self._writer = _mixprec.RunWriter(str(path), json.dumps(config), float(flush_every))
+        self._backward = _BackwardAmax()
+        self._watch: List[Any] = []
+        if simulate is None:
+            self._watch_backward()
         if every > 0:
             self._begin_capture()
 
@@ -212,10 +321,6 @@ class Recorder:
         if not (t.is_floating_point() and t.numel()):
             return
         t = t.detach()
-        if tensor == "activation_grad":
-            a = t.abs().max()
-            if torch.isfinite(a):
-                self._act_amax = max(self._act_amax, float(a))
         sim = self.simulate
         if sim is not None:
             if sim.rounds(tensor):
@@ -240,7 +345,6 @@ class Recorder:
         self._capture = _mixprec.Capture(self.format, self._layers)
         if self.simulate is not None:
             self.simulate.capture = self._capture
-        self._act_amax = 0.0
         with torch.no_grad():
             for p, layer in self._param_layer.items():
                 self._add(layer, "weight", p)
@@ -362,15 +466,25 @@ class Recorder:
             self._sim_steps = sim.steps
             last = sim.last
             scale, found_inf, counts = last["loss_scale"], last["overflow"], last["counts"]
-        amax, nonfinite = self._grad_amax()
         capture = self._end_capture() if self._capture is not None else None
-        if capture is not None and self._act_amax > 0:
-            amax = max(amax or 0.0, self._act_amax / scale)
+        amax, bounded = None, False
+        if sim is not None:
+            # Before rounding, as the storage points saw them: the values the recipe stores.
+            amax, bounded = last["grad_amax"], last["grad_amax_bounded"]
+            seen = sim.rounds("activation_grad") or sim.rounds("weight_grad")
+        else:
+            self._backward.stop()
+            amax, bounded, seen = self._backward.take()
+            if amax is not None:
+                amax /= scale
+        if not seen:
+            # No backward pass seen, or none rounded: the weights' gradients, as FP32 holds them.
+            amax, bounded = self._grad_amax()
+        nonfinite = False
+        if sim is None and not (scaler is not None and scaler.is_enabled()):
+            nonfinite = self._grad_amax()[1]
         overflow = found_inf or nonfinite
         skipped = found_inf if sim is None else last["skipped"]
-        if sim is not None and last["grad_amax"] is not None:
-            # Before rounding, as the storage points saw them (what rounded shows is less).
-            amax = max(amax or 0.0, last["grad_amax"])
         record = {
             "step": step,
             "loss": _finite(loss),
@@ -379,6 +493,8 @@ class Recorder:
             "skipped": skipped,
             "updates_lost": None,
             "grad_amax": amax,
+            # An inf or NaN hid later gradients; a non-finite loss overflows at every scale.
+            "grad_amax_bounded": bool(bounded and math.isfinite(loss)),
             "counts": counts,
         }
         self._writer.step(json.dumps(record, allow_nan=False), capture)
@@ -395,9 +511,7 @@ class Recorder:
         """
         if not self.active or not self._writer.open:
             return
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
+        self._release()
         # The summary's counts, final loss and divergence come from what the writer tallied
         # of the steps, by the same Rust code as `mixprec train`'s.
         weights_finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
@@ -423,7 +537,28 @@ class Recorder:
             self.close()
         else:
             # An unfinished run: every step so far on disk, the marker kept.
-            for h in self._hooks:
-                h.remove()
-            self._hooks = []
+            if self.active and self._writer.open:
+                self._release()
             self.flush()
+
+    def _release(self) -> None:
+        """Removes the hooks and leaves the dispatch mode."""
+        for h in self._hooks + self._watch:
+            h.remove()
+        self._hooks, self._watch = [], []
+        self._backward.stop()
+
+    def _watch_backward(self) -> None:
+        """A hook on the model: the end of its forward pass (gradients on) turns the dispatch
+        mode on, which :meth:`step` turns off (so that other work between steps runs without it), and a hook on
+        each of its outputs' gradient functions says which backward passes reach the model."""
+        backward = self._backward
+
+        def outputs(module, inputs, output):
+            if torch.is_grad_enabled():
+                for t in tree_leaves(output):
+                    if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                        t.grad_fn.register_prehook(backward.mark)
+                backward.start()
+
+        self._watch = [self.model.register_forward_hook(outputs)]

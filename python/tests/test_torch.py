@@ -362,3 +362,61 @@ def test_distributed_data_parallel(tmp_path, cli, ranks):
         assert r.returncode == 0, r.stderr
     if ranks == "each":
         assert losses[0] != losses[1]
+
+
+def test_grad_amax_is_the_recorded_models_backward_in_float16(tmp_path):
+    """``grad_amax`` is the largest magnitude of the float16 tensors the model's backward pass
+    formed (read back here by hooks on every autograd node: their float16 gradients, and for a
+    cast into float16 the FP32 values cast), unscaled; another model's backward pass inside the
+    step counts for nothing; the dispatch mode is off between steps."""
+    def run(out, other):
+        torch.manual_seed(0)
+        model = TinyTransformer()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+        side = torch.nn.Linear(4, 4)
+        seen = []
+        with Recorder(model, out=out, every=0, optimizer=opt, scaler=scaler) as rec:
+            for x, y in batches(4):
+                opt.zero_grad()
+                with torch.autocast("cpu", dtype=torch.float16):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    if other:  # an unrecorded model's backward, huge, inside the step
+                        (side(torch.full((2, 4), 1e4)).sum() * 1e3).backward()
+                amax = []
+
+                def grab(node):
+                    def hook(grad_inputs, grad_outputs):
+                        cast = type(node).__name__ == "ToCopyBackward0"
+                        for g in grad_inputs:
+                            if isinstance(g, torch.Tensor) and g.dtype == torch.float16:
+                                # A cast into float16: the values before rounding.
+                                src = grad_outputs[0] if cast else g
+                                amax.append(float(src.abs().max()))
+
+                    return hook
+
+                nodes, stack = set(), [loss.grad_fn]
+                while stack:
+                    n = stack.pop()
+                    if n is None or n in nodes:
+                        continue
+                    nodes.add(n)
+                    n.register_hook(grab(n))
+                    stack.extend(f for f, _ in n.next_functions)
+                scale = scaler.get_scale()
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                rec.step(loss)
+                assert not rec._backward.on
+                scaler.update()
+                seen.append(max(amax) / scale)
+        return [r["grad_amax"] for r in read_jsonl(out / "metrics.jsonl")], seen
+
+    alone, seen = run(tmp_path / "a", False)
+    with_other, _ = run(tmp_path / "b", True)
+    assert alone == with_other
+    for recorded, fp16 in zip(alone, seen):
+        # What the nodes' hooks see is what the mode sees between nodes (it also sees the
+        # values inside each node's backward, none larger here).
+        assert recorded == fp16 > 0

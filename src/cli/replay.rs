@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use mixprec::format::FloatFormat;
-use mixprec::report::replay::{HEADER, replay_run, table, write_replay};
+use mixprec::report::replay::{HEADER, notes, replay_run, table, write_replay};
 use mixprec::scaling::policy::POLICY_NAMES;
 
 /// Replay loss-scaling policies over a recorded run, open loop: from each step's largest
@@ -86,12 +86,8 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         )?;
         writeln!(out, "{}\n", r.replay.open_loop)?;
         mixprec::text::table(out, &HEADER, &table(&r))?;
-        if r.replay.unexplained_overflows > 0 {
-            writeln!(
-                out,
-                "\n{} recorded overflow steps are not explained by the largest gradient (inf or NaN from elsewhere): they overflow at every scale.",
-                r.replay.unexplained_overflows
-            )?;
+        for note in notes(&r.replay) {
+            writeln!(out, "\n{note}")?;
         }
         if r.replay.captures.is_empty() {
             writeln!(

@@ -9,11 +9,11 @@ use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
 use super::html::{Chart, Figure, document, figure_markup, write_report};
-use super::runs::judged_format;
+use super::runs::{judged_format, recorded_step};
 use crate::format::{FP32, FloatFormat, Overflow};
 use crate::run::Class;
 use crate::run::RunDir;
-use crate::scaling::replay::{OverflowModel, PolicyReplay, RecordedStep, Replay, Replayer};
+use crate::scaling::replay::{OverflowModel, PolicyReplay, Replay, Replayer};
 use crate::scaling::scaler::LossScaling;
 use crate::{Error, Result};
 
@@ -69,14 +69,13 @@ pub fn replay_run(
             // initial scale is gradscaler), which would rename what the user asked for.
             (name.trim().to_string(), name.parse()?)
         };
-        if let Some((first, _)) = named.iter().find(|(_, p)| *p == entry.1) {
+        // Only a literal repeat is refused: another spelling of a policy already given (the
+        // run's own written out, keras at GradScaler's initial scale) is what the user asked
+        // to see, and the figure says when two policies' scales coincide.
+        if named.iter().any(|(label, _)| *label == entry.0) {
             return Err(Error::BadScaler {
                 value: name.clone(),
-                problem: if *first == entry.0 {
-                    "given twice".into()
-                } else {
-                    format!("the same policy as '{first}'")
-                },
+                problem: "given twice".into(),
             });
         }
         named.push(entry);
@@ -113,13 +112,7 @@ pub fn replay_run(
                 replayer.capture(c.step, c.loss_scale.unwrap_or(1.0), c.gradients());
             }
         }
-        replayer.step(&RecordedStep {
-            step: r.step,
-            loss_scale: r.loss_scale,
-            overflow: r.overflow,
-            skipped: r.skipped,
-            grad_amax: r.grad_amax,
-        });
+        replayer.step(&recorded_step(&r));
         progress(r.step);
     }
     Ok(RunReplay {
@@ -259,9 +252,7 @@ fn page(r: &RunReplay, figure: &Figure, svgs: &BTreeMap<String, String>) -> Mark
             h2 { "Policies replayed" }
             p { (r.replay.open_loop) }
             p { "The run's recipe: " (r.recipe) "; its loss scaling: " (r.run_policy.as_deref().unwrap_or("unknown")) ". Gradients judged against " (r.replay.judged.format) "."
-                @if r.replay.unexplained_overflows > 0 {
-                    " " (r.replay.unexplained_overflows) " recorded overflow steps are not explained by the largest gradient (inf or NaN from elsewhere): they overflow at every scale."
-                }
+                @for note in notes(&r.replay) { " " (note) }
             }
             table {
                 thead { tr { @for h in HEADER { th { (h) } } } }
@@ -274,13 +265,34 @@ fn page(r: &RunReplay, figure: &Figure, svgs: &BTreeMap<String, String>) -> Mark
     document(&format!("mixprec replay: {}", r.run), body)
 }
 
+/// What the table's numbers rest on, in words: the recorded overflows that happen at every
+/// scale, and the steps that carry only a bound.
+#[must_use]
+pub fn notes(r: &Replay) -> Vec<String> {
+    let mut notes = Vec::new();
+    if r.unexplained_overflows > 0 {
+        notes.push(format!(
+            "{} recorded overflow steps are not explained by the largest gradient (inf or NaN from elsewhere): they overflow at every scale.",
+            r.unexplained_overflows
+        ));
+    }
+    if r.bounded_steps > 0 {
+        notes.push(format!(
+            "{} of {} steps carry only a bound (an inf or NaN in their backward pass hid later gradients): each overflows at the scale it overflowed at and above, and where its largest known gradient overflows; at a policy's scale where that decides nothing the step is undecided (the table's column) and replayed as if it fit.",
+            r.bounded_steps, r.steps
+        ));
+    }
+    notes
+}
+
 /// The table's columns.
-pub const HEADER: [&str; 10] = [
+pub const HEADER: [&str; 11] = [
     "policy",
     "scale at the last step",
     "scale changes",
     "overflow steps",
     "skipped",
+    "undecided",
     "above window",
     "below window",
     "underflow (%, mean over captures)",
@@ -290,7 +302,7 @@ pub const HEADER: [&str; 10] = [
 
 /// One row per policy.
 #[must_use]
-pub fn table(r: &RunReplay) -> Vec<[String; 10]> {
+pub fn table(r: &RunReplay) -> Vec<[String; 11]> {
     r.replay
         .policies
         .iter()
@@ -303,6 +315,7 @@ pub fn table(r: &RunReplay) -> Vec<[String; 10]> {
                 p.scale_changes.len().saturating_sub(1).to_string(),
                 p.overflow.count.to_string(),
                 p.skipped.count.to_string(),
+                p.undecided.count.to_string(),
                 p.above_window.count.to_string(),
                 p.below_window.count.to_string(),
                 p.mean_underflow().map_or("-".into(), crate::text::percent),
@@ -317,6 +330,7 @@ pub fn table(r: &RunReplay) -> Vec<[String; 10]> {
 mod tests {
     use super::*;
     use crate::format::FP16;
+    use crate::scaling::replay::RecordedStep;
     use crate::stats::Histogram;
 
     /// The figure draws each policy's scale as a staircase through its change points up to the
@@ -347,6 +361,7 @@ mod tests {
                 overflow: step == 3,
                 skipped: step == 3,
                 grad_amax: Some(if step == 3 { 100.0 } else { 1.0 }),
+                grad_amax_bounded: false,
             });
         }
         let run = RunReplay {

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::format::{FP16, FP32, FloatFormat};
 use crate::run::Class;
 use crate::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary};
+use crate::scaling::replay::{OverflowModel, RecordedStep, high_edge, verdict};
 use crate::stats::{Histogram, Recommendation};
 
 /// Points kept per curve; longer runs keep every `2^j`-th step.
@@ -149,9 +150,11 @@ pub struct CaptureSummary {
     pub classes: BTreeMap<Class, Shares>,
     /// Per layer and gradient class (`activation_grad`, `weight_grad`).
     pub gradients: Vec<(String, Class, Shares)>,
-    /// The loss-scale window of the unscaled gradients (activation and weight gradients pooled),
-    /// from the captured histograms as `analyze` computes it ([`crate::stats::sweep_from_histogram`],
-    /// [`crate::stats::recommend()`] with margin 0 and [`MAX_UNDERFLOW`]), in log2 of the scale.
+    /// The loss-scale window of the unscaled gradients, in log2 of the scale: its low edge from
+    /// the captured histograms (activation and weight gradients pooled) as `analyze` computes it
+    /// ([`crate::stats::sweep_from_histogram`], [`crate::stats::recommend()`] with margin 0 and
+    /// [`MAX_UNDERFLOW`]), its high edge from the step's `grad_amax` as every step's
+    /// ([`RunData::window_top`]); without that step's line, from the histograms' largest value.
     pub window: Recommendation,
     /// The smallest `k` from which training is predicted to match FP32, from the step's
     /// unscaled weight gradients ([`crate::stats::recommend::predicted_min_log2_scale`]) when
@@ -243,6 +246,15 @@ pub struct RunData {
     pub nonfinite: Vec<NonfiniteSite>,
     /// The capture steps.
     pub captures: Vec<CaptureSummary>,
+    /// The window's high edge over the whole run: the lowest of every step's (the largest
+    /// `2^k` that keeps its largest gradient finite in [`RunData::grad_format`],
+    /// [`crate::scaling::replay::high_edge`]; for a bounded step, below the scale it overflowed
+    /// at too), and the first step that has it. Steps whose inf or NaN no scale explains (a
+    /// non-finite loss) say nothing of it.
+    pub window_top: Option<(i32, u64)>,
+    /// Steps whose `grad_amax` is only a lower bound (`grad_amax_bounded`): their high edge is
+    /// an upper bound.
+    pub bounded_steps: u64,
     /// The gradient histograms of the chosen capture step (default: the first).
     pub histograms: Option<StepHistograms>,
     /// The update ratios of the chosen capture step (default: the last with updates, where
@@ -278,11 +290,7 @@ impl RunData {
             Some(r) => Class::ALL.iter().map(|&c| (c, r.format_name(c))).collect(),
             None => BTreeMap::new(),
         };
-        let grad_format = judged_format(
-            run.recorded_format()
-                .unwrap_or_else(|| format_of(Class::ActivationGrad)),
-            options.format,
-        );
+        let grad_format = judged_format(own_format(&run), options.format);
         let mut data = RunData {
             name: run.recipe_name(),
             dir: dir.display().to_string(),
@@ -305,25 +313,13 @@ impl RunData {
             overflow: Events::default(),
             nonfinite: Vec::new(),
             captures: Vec::new(),
+            window_top: None,
+            bounded_steps: 0,
             histograms: None,
             update_ratios: None,
             shadow: Vec::new(),
             predicted_min_log2_scale: None,
         };
-        let mut nonfinite: BTreeMap<(String, Class), NonfiniteSite> = BTreeMap::new();
-        for record in run.steps()? {
-            data.add_step(&record?, &mut nonfinite);
-        }
-        data.nonfinite = nonfinite.into_values().collect();
-        data.nonfinite.sort_by_key(|s| std::cmp::Reverse(s.steps));
-        for curve in [
-            &mut data.loss,
-            &mut data.loss_scale,
-            &mut data.updates_lost,
-            &mut data.grad_amax,
-        ] {
-            curve.finish();
-        }
         let mut pooled_weights: Option<(f64, crate::stats::Histogram)> = None;
         for record in run.captures()? {
             let record = record?;
@@ -356,6 +352,22 @@ impl RunData {
         }
         data.predicted_min_log2_scale =
             pooled_weights.and_then(|(scale, h)| data.predicted(&h, scale));
+        // The steps after the captures: each capture step's high edge is its step's.
+        let own_format = own_format(&run);
+        let mut nonfinite: BTreeMap<(String, Class), NonfiniteSite> = BTreeMap::new();
+        for record in run.steps()? {
+            data.add_step(&record?, own_format, &mut nonfinite);
+        }
+        data.nonfinite = nonfinite.into_values().collect();
+        data.nonfinite.sort_by_key(|s| std::cmp::Reverse(s.steps));
+        for curve in [
+            &mut data.loss,
+            &mut data.loss_scale,
+            &mut data.updates_lost,
+            &mut data.grad_amax,
+        ] {
+            curve.finish();
+        }
         if let (Some(step), None) = (options.step, &data.histograms) {
             let steps: Vec<String> = data.captures.iter().map(|c| c.step.to_string()).collect();
             return Err(crate::Error::BadFile {
@@ -381,9 +393,22 @@ impl RunData {
     fn add_step(
         &mut self,
         r: &StepRecord,
+        own_format: FloatFormat,
         nonfinite: &mut BTreeMap<(String, Class), NonfiniteSite>,
     ) {
         self.steps_read += 1;
+        self.bounded_steps += u64::from(r.grad_amax_bounded);
+        let high = self.high_edge(r, own_format);
+        if let Some(k) = high
+            && self.window_top.is_none_or(|(top, _)| k < top)
+        {
+            self.window_top = Some((k, r.step));
+        }
+        if let Ok(i) = self.captures.binary_search_by_key(&r.step, |c| c.step) {
+            let w = &mut self.captures[i].window;
+            w.max_log2_scale = high;
+            w.log2_scale = high;
+        }
         self.loss.push(r.step, r.loss);
         self.loss_scale.push(r.step, r.loss_scale);
         if r.updates_lost.is_finite() {
@@ -418,6 +443,25 @@ impl RunData {
             entry.steps += 1;
             entry.last = r.step;
         }
+    }
+
+    /// The high edge of step `r`'s window in [`RunData::grad_format`] (`None` for a step whose
+    /// recorded inf or NaN its `grad_amax` does not explain in the run's own format
+    /// `own_format`: no scale keeps it finite), as replay decides overflow.
+    fn high_edge(&self, r: &StepRecord, own_format: FloatFormat) -> Option<i32> {
+        let step = recorded_step(r);
+        let model = |format| OverflowModel {
+            format,
+            by_magnitude: true,
+        };
+        let (judged, run) = (model(self.grad_format), model(own_format));
+        if verdict(run, judged, &step, r.loss_scale).1 {
+            return None;
+        }
+        let overflowed_at =
+            (r.grad_amax_bounded && r.overflow && judged == run).then_some(r.loss_scale);
+        // Searched over the same scales as the captures' windows.
+        high_edge(self.grad_format, r.grad_amax, overflowed_at).map(|k| k.min(*WINDOW_SCALES.end()))
     }
 
     /// The predicted lower edge of weight gradients `h` captured at `loss_scale`, when the run
@@ -486,6 +530,28 @@ impl RunData {
                 .map(|&(_, v)| (self.eval_name.clone().unwrap_or_default(), v)),
         }
     }
+}
+
+/// What replay reads of a step's line.
+#[must_use]
+pub fn recorded_step(r: &StepRecord) -> RecordedStep {
+    RecordedStep {
+        step: r.step,
+        loss_scale: r.loss_scale,
+        overflow: r.overflow,
+        skipped: r.skipped,
+        grad_amax: r.grad_amax,
+        grad_amax_bounded: r.grad_amax_bounded,
+    }
+}
+
+/// The format a run's gradients were stored in: the recorded format of a run recorded outside
+/// mixprec, else its recipe's activation-gradient format (fp32 when it names none).
+fn own_format(run: &RunDir) -> FloatFormat {
+    run.recorded_format().unwrap_or_else(|| {
+        run.recipe()
+            .map_or(FP32, |r| r.format(Class::ActivationGrad))
+    })
 }
 
 /// The format a run's gradients are judged against: `chosen` (`--format`), else the run's

@@ -73,12 +73,27 @@ pub struct StepRecord {
     /// The GAN's generator loss (`loss` is then the discriminator's).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub generator_loss: Option<f64>,
-    /// The largest finite magnitude among this step's activation and weight gradients, before
-    /// rounding, divided by the loss scale (not by `loss_multiplier`, which is part of the loss):
-    /// the step overflows a format at scale `S` when `grad_amax * S` rounds above its largest
-    /// value. `None` when no gradient value was finite and nonzero.
+    /// The largest finite magnitude among the gradient values this step's backward pass formed
+    /// in the loop's precision, before rounding into their storage format, divided by the loss
+    /// scale (not by `loss_multiplier`, which is part of the loss): what decides whether the step
+    /// overflows a format at another scale `S` (it does when `grad_amax * S` rounds above the
+    /// format's largest value). `mixprec train`: the activation and weight gradients at their
+    /// storage points, before rounding. The PyTorch recorder: every tensor the backward pass
+    /// formed in a format narrower than FP32 (any floating tensor, in a loop with none), as
+    /// stored, and for a cast into such a format the FP32 values cast (see
+    /// [`StepRecord::grad_amax_bounded`] for steps where an inf or NaN hid values). `None` when
+    /// no gradient value was finite and nonzero.
     #[serde(default)]
     pub grad_amax: Option<f64>,
+    /// Whether `grad_amax` is only a lower bound: an inf or NaN formed in the backward pass (the
+    /// loss being finite) and reached later gradient values, whose magnitudes at a smaller scale
+    /// are then unknown. Such a step is known to overflow at its own `loss_scale` and above, and
+    /// at any scale where `grad_amax * S` overflows; below that, unknown. False (written only when
+    /// true; absent in runs written before it) when `grad_amax` is exact: the step overflows at
+    /// `S` exactly when `grad_amax * S` does, or, when an inf or NaN that `grad_amax` does not
+    /// explain was recorded (a non-finite loss), at every scale.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grad_amax_bounded: bool,
     /// Per tensor class, summed over layers: what this step's stores held and what rounding did
     /// to them. Classes with no store this step are absent (a skipped step stores no update).
     #[serde(default)]
@@ -219,6 +234,10 @@ pub struct Summary {
     pub skipped_steps: u64,
     /// Steps whose gradients held an inf or NaN.
     pub overflow_steps: u64,
+    /// Steps whose `grad_amax` is only a lower bound ([`StepRecord::grad_amax_bounded`]); the
+    /// others' is exact. Written only when nonzero (absent: 0, as in runs written before it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bounded_steps: u64,
     /// True when the final loss or a weight is not finite, or the last 20 steps were all skipped
     /// (the loss scale can no longer make gradients finite; a run of fewer steps that skipped
     /// them all has not diverged: its scaler was still backing off).
@@ -232,6 +251,11 @@ pub struct Summary {
     pub parameters: usize,
     /// Wall-clock time of the run (the one field that differs between identical runs).
     pub wall_seconds: f64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` signature
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A non-finite `f64` as JSON `null`, and `null` read back as NaN (JSON has no inf or NaN;

@@ -94,6 +94,7 @@ struct Tally {
     steps: u64,
     skipped: u64,
     overflows: u64,
+    bounded: u64,
     trailing_skips: u64,
     final_loss: f64,
     /// The last [`RECENT_STEPS`] losses, oldest first.
@@ -106,6 +107,7 @@ impl Tally {
             steps: 0,
             skipped: 0,
             overflows: 0,
+            bounded: 0,
             trailing_skips: 0,
             final_loss: f64::NAN,
             recent: std::collections::VecDeque::with_capacity(RECENT_STEPS),
@@ -116,6 +118,7 @@ impl Tally {
         self.steps += 1;
         self.skipped += u64::from(r.skipped);
         self.overflows += u64::from(r.overflow);
+        self.bounded += u64::from(r.grad_amax_bounded);
         self.trailing_skips = if r.skipped {
             self.trailing_skips + 1
         } else {
@@ -241,6 +244,7 @@ impl RunWriter {
             steps: t.steps,
             skipped_steps: t.skipped,
             overflow_steps: t.overflows,
+            bounded_steps: t.bounded,
             diverged: !t.final_loss.is_finite()
                 || !weights_finite
                 || t.trailing_skips >= STUCK_SKIPS,

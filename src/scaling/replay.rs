@@ -11,6 +11,11 @@
 //! overflow at scale S  =  grad_amax * S rounds past the format's max          (overflows)
 //!                         or the run recorded inf/NaN that grad_amax does not explain (a NaN
 //!                         from the forward pass, a product that overflowed f32): at every scale
+//! a bounded step       =  grad_amax is a lower bound (grad_amax_bounded: an inf or NaN hid
+//!                         values): overflow where grad_amax * S overflows, or S >= the recorded
+//!                         scale that overflowed (same format); fits at the recorded scale when
+//!                         it did not overflow; anywhere else undecided: counted, and stepped as
+//!                         if it fit (what the values known say)
 //! skipped              =  overflow, under any loss scaling (the scaler's own rule)
 //! above the window     =  grad_amax * S overflows
 //! below the window     =  S < 2^k_min, k_min the low edge from the last capture step's
@@ -25,6 +30,7 @@ use super::scaler::{LossScaler, LossScaling};
 use super::window::{overflows, underflow_share, unscaled_window};
 use crate::format::FloatFormat;
 use crate::stats::Histogram;
+use crate::stats::recommend::overflow_log2_scale;
 
 /// What replay says of itself, in every output.
 pub const OPEN_LOOP: &str = "Open-loop replay: every policy sees the recorded run's gradients at every step, as if its own skipped steps and scales had not changed the training that followed; only the policy the run used is exact.";
@@ -62,6 +68,68 @@ pub struct RecordedStep {
     pub skipped: bool,
     /// Its largest finite gradient magnitude, unscaled.
     pub grad_amax: Option<f64>,
+    /// Whether `grad_amax` is only a lower bound (an inf or NaN hid later values).
+    pub grad_amax_bounded: bool,
+}
+
+/// What a recorded step says of overflow at another scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It overflows.
+    Overflow,
+    /// It does not.
+    Fits,
+    /// A bounded step at a scale its bound does not decide.
+    Undecided,
+}
+
+/// What step `r`, recorded with gradients that overflow as `run` says, says of overflow at
+/// `scale` in `judged`; and whether that is an inf or NaN that its largest gradient does not
+/// explain (an overflow at every scale).
+#[must_use]
+pub fn verdict(
+    run: OverflowModel,
+    judged: OverflowModel,
+    r: &RecordedStep,
+    scale: f64,
+) -> (Verdict, bool) {
+    if !r.grad_amax_bounded && r.overflow && !run.overflows(r.grad_amax, r.loss_scale) {
+        return (Verdict::Overflow, true);
+    }
+    if judged.overflows(r.grad_amax, scale) {
+        return (Verdict::Overflow, false);
+    }
+    if !r.grad_amax_bounded {
+        return (Verdict::Fits, false);
+    }
+    // The recorded outcome says something of the run's own format only.
+    let verdict = match (judged == run, r.overflow) {
+        (true, true) if scale >= r.loss_scale => Verdict::Overflow,
+        (true, false) if scale == r.loss_scale => Verdict::Fits,
+        _ => Verdict::Undecided,
+    };
+    (verdict, false)
+}
+
+/// The largest log2 scale known not to overflow a step whose largest gradient is `grad_amax`
+/// in `format` (from its first scale that overflows, [`overflow_log2_scale`]), below
+/// `overflowed_at` when the step is bounded and overflowed there: for a bounded step an upper
+/// bound of its window's high edge. `None` when neither says anything.
+#[must_use]
+pub fn high_edge(
+    format: FloatFormat,
+    grad_amax: Option<f64>,
+    overflowed_at: Option<f64>,
+) -> Option<i32> {
+    let from_amax = grad_amax.and_then(|a| overflow_log2_scale(format, a).map(|k| k - 1));
+    // The largest power of two below the scale that overflowed.
+    let from_scale = overflowed_at
+        .filter(|s| *s > 0.0 && s.is_finite())
+        .map(|s| s.log2().ceil() as i32 - 1);
+    match (from_amax, from_scale) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Steps on which something happened: all counted, the first [`MAX_EVENTS`] listed.
@@ -123,6 +191,9 @@ pub struct PolicyReplay {
     pub above_window: Events,
     /// Steps whose scale is below the window's low edge (from the last capture step).
     pub below_window: Events,
+    /// Bounded steps whose overflow at its scale the recorded bound does not decide (stepped
+    /// as if they fit).
+    pub undecided: Events,
     /// At each capture step, the share of gradient values that underflow at its scale.
     pub underflow: Vec<Underflow>,
     /// The step where it stopped the run (an overflow at the minimum scale, DeepSpeed), if it did.
@@ -166,6 +237,8 @@ pub struct Replay {
     /// Recorded overflow steps that `grad_amax` does not explain in the run's own format: an
     /// overflow at every scale.
     pub unexplained_overflows: u64,
+    /// Steps whose `grad_amax` is only a lower bound ([`RecordedStep::grad_amax_bounded`]).
+    pub bounded_steps: u64,
     /// The window at each capture step.
     pub captures: Vec<CaptureWindow>,
     /// The policies, in the order given.
@@ -201,6 +274,7 @@ impl Replayer {
                 judged,
                 steps: 0,
                 unexplained_overflows: 0,
+                bounded_steps: 0,
                 captures: Vec::new(),
                 policies: policies
                     .iter()
@@ -211,6 +285,7 @@ impl Replayer {
                         skipped: Events::default(),
                         above_window: Events::default(),
                         below_window: Events::default(),
+                        undecided: Events::default(),
                         underflow: Vec::new(),
                         stopped_at: None,
                         matches_run: true,
@@ -236,14 +311,19 @@ impl Replayer {
     pub fn step(&mut self, r: &RecordedStep) {
         let judged = self.replay.judged;
         self.replay.steps += 1;
-        let unexplained = r.overflow && !self.run.overflows(r.grad_amax, r.loss_scale);
+        let run = self.run;
+        let (_, unexplained) = verdict(run, judged, r, r.loss_scale);
         self.replay.unexplained_overflows += u64::from(unexplained);
+        self.replay.bounded_steps += u64::from(r.grad_amax_bounded);
         let captured = self.capture.as_ref().filter(|c| c.0 == r.step);
         let low = self.capture.as_ref().and_then(|c| c.3);
-        let high = r.grad_amax.and_then(|a| {
-            crate::stats::recommend::overflow_log2_scale(judged.format, a).map(|k| k - 1)
-        });
-        let high = if judged.by_magnitude { high } else { None };
+        let overflowed_at =
+            (r.grad_amax_bounded && r.overflow && judged == run).then_some(r.loss_scale);
+        let high = if judged.by_magnitude {
+            high_edge(judged.format, r.grad_amax, overflowed_at)
+        } else {
+            None
+        };
         self.replay.window.push((r.step, low, high));
         if let Some(c) = captured {
             self.replay.captures.push(CaptureWindow {
@@ -261,10 +341,13 @@ impl Replayer {
             {
                 p.scale_changes.push((r.step, scale));
             }
-            let above = judged.overflows(r.grad_amax, scale);
-            let overflow = above || unexplained;
-            if above {
+            let (v, every_scale) = verdict(run, judged, r, scale);
+            let overflow = v == Verdict::Overflow;
+            if overflow && !every_scale {
                 p.above_window.add(r.step);
+            }
+            if v == Verdict::Undecided {
+                p.undecided.add(r.step);
             }
             if low.is_some_and(|k| scale.log2() < f64::from(k)) {
                 p.below_window.add(r.step);

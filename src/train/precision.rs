@@ -55,6 +55,9 @@ pub struct Precision {
     observer: Option<Observer>,
     tally: [StoreCounts; Class::ALL.len()],
     grad_amax: f64,
+    /// Whether a gradient held an inf or NaN before rounding this step (one formed upstream,
+    /// hiding the values it reached: `grad_amax` is then a lower bound).
+    grad_nonfinite: bool,
     taps: Option<BTreeMap<(usize, Class), Vec<f32>>>,
     /// Every block cast made: class, tensor, shape and the axis its blocks ran along (what the
     /// tests of the layers' casts read).
@@ -103,6 +106,7 @@ impl Precision {
             observer: None,
             tally: [StoreCounts::default(); Class::ALL.len()],
             grad_amax: 0.0,
+            grad_nonfinite: false,
             taps: None,
             #[cfg(test)]
             block_casts: Vec::new(),
@@ -169,6 +173,7 @@ impl Precision {
         self.nonfinite.clear();
         self.tally = [StoreCounts::default(); Class::ALL.len()];
         self.grad_amax = 0.0;
+        self.grad_nonfinite = false;
         if let Some(taps) = &mut self.taps {
             taps.clear();
         }
@@ -186,10 +191,21 @@ impl Precision {
     }
 
     /// The largest finite magnitude stored this step as an activation or weight gradient, before
-    /// rounding, divided by the loss scale `scale`; `None` when there was none.
+    /// rounding (in f32, as computed: a sum of already rounded values can itself be a value of
+    /// the format, as a bias gradient summed from fp16 subnormals is), divided by the loss scale
+    /// `scale`; `None` when there was none.
     #[must_use]
     pub fn grad_amax_unscaled(&self, scale: f32) -> Option<f64> {
         (self.grad_amax > 0.0).then(|| self.grad_amax / f64::from(scale))
+    }
+
+    /// Whether a gradient stored this step held an inf or NaN before rounding: formed upstream
+    /// (an earlier store that overflowed, a non-finite loss), it hid the values of the gradients
+    /// it reached, so [`Precision::grad_amax_unscaled`] is a lower bound of what they would be at
+    /// a smaller scale.
+    #[must_use]
+    pub fn grad_nonfinite(&self) -> bool {
+        self.grad_nonfinite
     }
 
     /// Turns on (or off) keeping a copy of every gradient stored (after rounding), per layer and
@@ -298,6 +314,7 @@ impl Precision {
                 _ => T::finite_amax(xs),
             };
             self.grad_amax = self.grad_amax.max(amax);
+            self.grad_nonfinite |= !finite;
             finite_before = Some(finite);
         }
         let rounder = self.rounders[class.index()];

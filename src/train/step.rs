@@ -234,6 +234,11 @@ pub(crate) fn record(p: &Precision, e: Ended) -> StepRecord {
         updates_lost: e.updates_lost,
         generator_loss: e.generator_loss,
         grad_amax: p.grad_amax_unscaled(e.scale),
+        // A non-finite loss overflows at every scale (exact); an inf or NaN formed in the
+        // backward pass leaves only a bound.
+        grad_amax_bounded: p.grad_nonfinite()
+            && e.loss.is_finite()
+            && e.generator_loss.is_none_or(f64::is_finite),
         counts: p.class_counts(),
         eval: None,
     }

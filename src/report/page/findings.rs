@@ -418,6 +418,17 @@ pub(crate) fn outside_window(r: &RunData) -> Vec<&crate::report::runs::CaptureSu
         .collect()
 }
 
+/// How many of a run's steps gave only a bound of their high edge, as a clause.
+fn bounded_note(r: &RunData) -> String {
+    if r.bounded_steps == 0 {
+        return String::new();
+    }
+    format!(
+        "; {} of {} steps give only an upper bound of it (an inf or NaN hid their later gradients)",
+        r.bounded_steps, r.steps_read
+    )
+}
+
 /// In words: where the scaler was against the window, and GradScaler settings that keep it.
 pub(crate) fn window_sentence(r: &RunData) -> String {
     let windows: Vec<_> = r
@@ -432,7 +443,11 @@ pub(crate) fn window_sentence(r: &RunData) -> String {
             r.name, r.grad_format
         );
     };
-    let top = windows.iter().map(|w| w.2).min().unwrap_or(hi);
+    // The high edge of every step, not only of the capture steps: the largest gradient of a
+    // step between captures can overflow where the captures' windows do not.
+    let top = r
+        .window_top
+        .map_or_else(|| windows.iter().map(|w| w.2).min().unwrap_or(hi), |t| t.0);
     let bottom = windows.iter().map(|w| w.1).max().unwrap_or(lo);
     let mut s = format!(
         "{}: in {}, the window of the unscaled gradients was 2^{lo}..2^{hi} at step {first_step}",
@@ -449,7 +464,8 @@ pub(crate) fn window_sentence(r: &RunData) -> String {
     if bottom <= top {
         let _ = write!(
             s,
-            ". One scale lay in every window: 2^{bottom}..2^{top}. GradScaler(init_scale=2.0**{top}) starts inside; with growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
+            ". One scale lay in every window (the captures' low edges, every step's high edge{}): 2^{bottom}..2^{top}. GradScaler(init_scale=2.0**{top}) starts inside; with growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
+            bounded_note(r),
             r.steps_read
         );
     } else {

@@ -147,6 +147,7 @@ fn step(n: u64, skipped: bool) -> StepRecord {
         updates_lost: f64::NAN,
         generator_loss: None,
         grad_amax: Some(0.5),
+        grad_amax_bounded: false,
         counts,
         eval: (n == 4).then(|| EvalMetric {
             name: "test_accuracy".into(),
@@ -204,6 +205,7 @@ fn run_dir(dir: &Path, captures: &[u64], finished: bool) {
             steps: 4,
             skipped_steps: 1,
             overflow_steps: 1,
+            bounded_steps: 0,
             diverged: false,
             final_loss: 0.5,
             eval_metric: EvalMetric {

@@ -26,6 +26,7 @@ fn recorded() -> Vec<RecordedStep> {
             overflow: step == 3 || step == 5,
             skipped: step == 3 || step == 5,
             grad_amax: Some(if step == 3 { 100.0 } else { 1.0 }),
+            grad_amax_bounded: false,
         })
         .collect()
 }
@@ -141,6 +142,7 @@ fn a_policy_that_stops() {
             overflow: true,
             skipped: true,
             grad_amax: Some(1e6),
+            grad_amax_bounded: false,
         })
         .collect();
     let r = replay(&["deepspeed:init_scale=2"], &steps, &[]);
@@ -169,4 +171,65 @@ fn saturating_formats_do_not_overflow_by_magnitude() {
     assert_eq!(r.unexplained_overflows, 2);
     assert!(r.policies[0].above_window.steps.is_empty());
     assert_eq!(r.window[2].2, None);
+}
+
+/// A bounded step (grad_amax only a lower bound) overflows at its recorded scale and above and
+/// wherever the bound overflows; below that it is undecided, counted, and stepped as if it fit.
+#[test]
+fn bounded_steps_are_bounds() {
+    // Step 2 overflowed at 2^10 with known values up to 1 (unscaled); step 4 is bounded too but
+    // did not overflow at 2^10 (an inf masked before the weight gradients); step 5's bound,
+    // 100, overflows from 2^10 on (100 * 2^10 > 65504; 100 * 2^9 = 51200 does not).
+    let steps: Vec<RecordedStep> = (1..=5)
+        .map(|step| RecordedStep {
+            step,
+            loss_scale: 1024.0,
+            overflow: step == 2 || step == 5,
+            skipped: step == 2 || step == 5,
+            grad_amax: Some(if step == 5 { 100.0 } else { 1.0 }),
+            grad_amax_bounded: matches!(step, 2 | 4 | 5),
+        })
+        .collect();
+    let r = replay(
+        &[
+            "static:1024",
+            "static:2048",
+            "static:512",
+            "gradscaler:init_scale=2^10",
+        ],
+        &steps,
+        &[],
+    );
+    assert_eq!((r.bounded_steps, r.unexplained_overflows), (3, 0));
+    let [same, above, below, dynamic] = &r.policies[..] else {
+        panic!()
+    };
+    assert!(same.matches_run);
+    assert_eq!(same.skipped.steps, vec![2, 5]);
+    assert_eq!(same.undecided.count, 0);
+    // At 2^11: step 2 overflows (above its scale), step 4 is undecided (it fit at 2^10 only).
+    assert_eq!(above.skipped.steps, vec![2, 5]);
+    assert_eq!(above.undecided.steps, vec![4]);
+    // At 2^9 no bound decides: 100 * 2^9 fits, and a bound never says a step fits.
+    assert_eq!(below.skipped.count, 0);
+    assert_eq!(below.undecided.steps, vec![2, 4, 5]);
+    // GradScaler from 2^10: step 2 overflows (at the recorded scale), backs off to 2^9; step 4
+    // undecided (stepped as if it fit); step 5 undecided at 2^9.
+    assert_eq!(dynamic.skipped.steps, vec![2]);
+    assert_eq!(dynamic.undecided.steps, vec![4, 5]);
+    // The window's high edge of a bounded step that overflowed lies below its scale.
+    assert_eq!(r.window[1], (2, None, Some(9)));
+    assert_eq!(r.window[3], (4, None, Some(15)));
+}
+
+/// The high edge: from the largest gradient, and below a scale that overflowed.
+#[test]
+fn high_edges() {
+    // 1 * 2^15 is finite in fp16, 1 * 2^16 is not.
+    assert_eq!(high_edge(FP16, Some(1.0), None), Some(15));
+    assert_eq!(high_edge(FP16, Some(1.0), Some(1024.0)), Some(9));
+    // Not a power of two: the largest power of two below it.
+    assert_eq!(high_edge(FP16, Some(1.0), Some(1000.0)), Some(9));
+    assert_eq!(high_edge(FP16, None, Some(1024.0)), Some(9));
+    assert_eq!(high_edge(FP16, None, None), None);
 }
