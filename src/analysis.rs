@@ -329,6 +329,8 @@ pub struct Analysis {
     /// Each tensor's own window, worst first (see [`TensorWindow`]); tensors with nothing to
     /// scale are left out.
     pub windows: Vec<TensorWindow>,
+    /// What the values say about the step they were dumped from (see [`DumpCheck`]).
+    pub dump: DumpCheck,
     /// The recommendation in words, with the numbers ([`text::explanation`]).
     pub explanation: String,
     /// Tensors skipped for their dtype.
@@ -349,8 +351,9 @@ pub struct TensorAnalysis {
     pub zeros: u64,
     /// NaN and infinities.
     pub nonfinite: u64,
-    /// The largest finite magnitude (0 when none).
-    pub amax: f64,
+    /// The largest finite magnitude; `None` (JSON `null`) when the tensor holds no finite value
+    /// (0 for a tensor of zeros).
+    pub amax: Option<f64>,
     /// The sweep over the options' scales.
     #[serde(serialize_with = "sweep_json")]
     pub sweep: Sweep,
@@ -402,8 +405,8 @@ pub struct Total {
     pub zeros: u64,
     /// NaN and infinities.
     pub nonfinite: u64,
-    /// The largest finite magnitude.
-    pub amax: f64,
+    /// The largest finite magnitude; `None` (JSON `null`) when no value is finite.
+    pub amax: Option<f64>,
     /// The sweep of all values together.
     #[serde(serialize_with = "sweep_json")]
     pub sweep: Sweep,
@@ -412,6 +415,61 @@ pub struct Total {
     /// The histogram of all values (not serialized).
     #[serde(skip)]
     pub histogram: Histogram,
+}
+
+/// The largest share of a dump's values that may be exactly zero before [`DumpCheck::many_zeros`]
+/// says so: above every FP32 dump measured (README, "Which loss scale?"): 0.01% of the example
+/// transformer's weight gradients (`examples/pytorch_recorder.py`, autocast off) at every step
+/// measured, 6.0% of `examples/gradients.rs`'s file, and 16-19% of the built-in MLP's weight
+/// gradients on the digits (blank pixels give exact zeros in FP32 too); the same transformer's
+/// step under fp16 autocast with its loss 2^-12 as large held 72% zeros.
+pub const TYPICAL_MAX_ZERO_SHARE: f64 = 0.2;
+
+/// What the values say about the step they were dumped from, before any loss scale is weighed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DumpCheck {
+    /// The share of all values that are inf or NaN.
+    pub nonfinite_share: f64,
+    /// Whether any value is inf or NaN: the step's gradients overflowed (a GradScaler skips such
+    /// a step), so the finite values are what survived and their amax understates the step's.
+    /// The recommendation then backs off ([`Advice::log2_scale`]).
+    pub overflowed: bool,
+    /// The tensors (labelled as in [`TensorAnalysis::label`]) that hold no finite value.
+    pub no_finite_tensors: Vec<String>,
+    /// The share of all values that are exactly zero.
+    pub zero_share: f64,
+    /// Whether that share is above [`TYPICAL_MAX_ZERO_SHARE`]: under fp16 autocast the backward
+    /// pass may already have flushed small gradients to zero, which no scale here brings back
+    /// (the sweep's shares are of the nonzero values).
+    pub many_zeros: bool,
+}
+
+impl DumpCheck {
+    fn of(tensors: &[TensorAnalysis], total: &Total, several: bool) -> DumpCheck {
+        let share = |c: u64| {
+            if total.count == 0 {
+                0.0
+            } else {
+                c as f64 / total.count as f64
+            }
+        };
+        DumpCheck {
+            nonfinite_share: share(total.nonfinite),
+            overflowed: total.nonfinite > 0,
+            no_finite_tensors: tensors
+                .iter()
+                .filter(|t| t.count > 0 && t.amax.is_none())
+                .map(|t| t.label(several))
+                .collect(),
+            zero_share: share(total.zeros),
+            many_zeros: share(total.zeros) > TYPICAL_MAX_ZERO_SHARE,
+        }
+    }
+}
+
+/// The largest finite magnitude of a sweep's values; `None` when none is finite.
+fn finite_amax(sweep: &Sweep) -> Option<f64> {
+    (sweep.count > sweep.nonfinite).then_some(sweep.amax)
 }
 
 /// A window of log2 loss scales `[min, max]`, as [`recommend()`] finds it, with where overflow
@@ -464,7 +522,10 @@ pub enum Limit {
 pub struct Advice {
     /// The recommended `k` (scale `2^k`): the window's top when overflow bounds it; `0` (no
     /// scaling) when only the range's top bounds it and `2^0` is in the window; `None` when amax
-    /// overflows at every scale of the range.
+    /// overflows at every scale of the range. When the dump holds inf or NaN
+    /// ([`DumpCheck::overflowed`]) a back-off instead: at most `overflow_log2_scale - 2`, a
+    /// halving below the largest scale the surviving values allow (the step that overflowed used
+    /// at most that one), `None` when that is below the range.
     pub log2_scale: Option<i32>,
     /// The window's low end: the smallest `k` whose underflow is within the allowed share.
     pub min_log2_scale: Option<i32>,
@@ -557,7 +618,7 @@ pub fn analyze(
                 count: sweep.count,
                 zeros: sweep.zeros,
                 nonfinite: sweep.nonfinite,
-                amax: sweep.amax,
+                amax: finite_amax(&sweep),
                 window: Window::of(&sweep, options),
                 sweep,
                 file: t.info.path,
@@ -572,7 +633,7 @@ pub fn analyze(
         count: total_sweep.count,
         zeros: total_sweep.zeros,
         nonfinite: total_sweep.nonfinite,
-        amax: total_sweep.amax,
+        amax: finite_amax(&total_sweep),
         min_nonzero: total_hist.min_nonzero(),
         sweep: total_sweep,
         histogram: total_hist,
@@ -623,12 +684,14 @@ pub fn analyze(
             .map(|w| tensors[w.index].label(several))
             .collect();
     }
+    let dump = DumpCheck::of(&tensors, &total, several);
     let mut analysis = Analysis {
         format: options.format,
         tensors,
         total,
         recommendation: advice,
         windows,
+        dump,
         explanation: String::new(),
         skipped,
         options: options.clone(),
@@ -676,6 +739,14 @@ fn advise(sweep: &Sweep, options: &AnalysisOptions) -> Option<Advice> {
     let log2_scale = match (limited_by, works, unscaled_ok) {
         (Limit::Scales, true, true) if r.max_log2_scale.is_some_and(|hi| hi >= 0) => Some(0),
         _ => r.max_log2_scale,
+    };
+    // An overflowed step's survivors understate its amax: never the scale it may have used.
+    let log2_scale = if sweep.nonfinite > 0 {
+        log2_scale
+            .map(|k| k.min(k_over.saturating_sub(2)))
+            .filter(|&k| k >= options.lo)
+    } else {
+        log2_scale
     };
     let near_overflow = log2_scale.is_some_and(|k| i64::from(k) + 1 >= i64::from(k_over));
     let settles = (k_over - 1).clamp(-149, F32_MAX_LOG2);
