@@ -329,8 +329,6 @@ pub struct Analysis {
     /// Each tensor's own window, worst first (see [`TensorWindow`]); tensors with nothing to
     /// scale are left out.
     pub windows: Vec<TensorWindow>,
-    /// What the values say about the step they were dumped from (see [`DumpCheck`]).
-    pub dump: DumpCheck,
     /// The recommendation in words, with the numbers ([`text::explanation`]).
     pub explanation: String,
     /// Tensors skipped for their dtype.
@@ -338,6 +336,8 @@ pub struct Analysis {
     pub skipped: Vec<TensorInfo>,
     /// The options that produced this analysis.
     pub options: AnalysisOptions,
+    /// What the values say about the step they were dumped from (see [`DumpCheck`]).
+    pub dump: DumpCheck,
 }
 
 /// One tensor's numbers.
@@ -691,10 +691,10 @@ pub fn analyze(
         total,
         recommendation: advice,
         windows,
-        dump,
         explanation: String::new(),
         skipped,
         options: options.clone(),
+        dump,
     };
     analysis.explanation = text::explanation(&analysis, &alternatives(&analysis, options));
     analysis

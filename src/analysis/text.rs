@@ -45,7 +45,7 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
         } else if a.dump.overflowed {
             format!(
                 "Nothing to scale: this dump comes from a step whose gradients overflowed, and \
-                 none of its {} values is finite and nonzero ({} zero, {} NaN or infinite). Dump \
+                 none of the {} values is finite and nonzero ({} zero, {} NaN or infinite). Dump \
                  a step that did not overflow (one the scaler did not skip), with autocast off \
                  for that step, and analyse that.",
                 t.count, t.zeros, t.nonfinite

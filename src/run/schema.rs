@@ -66,8 +66,10 @@ pub struct StepRecord {
     /// On overflow, the first storage point where an inf or NaN was stored.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub first_nonfinite: Option<Site>,
-    /// Updates that changed no master weight, over nonzero updates, this step (`null` in the
-    /// file, NaN here, when the writer did not measure it: the PyTorch recorder).
+    /// Updates that changed no master weight, over nonzero updates, this step, counting only
+    /// the weights whose gradient is nonzero (a weight without one still moves under Adam or
+    /// momentum; runs written before issue 29 counted those too) (`null` in the file, NaN here,
+    /// when the writer did not measure it: the PyTorch recorder).
     #[serde(with = "nullable")]
     pub updates_lost: f64,
     /// The GAN's generator loss (`loss` is then the discriminator's).
