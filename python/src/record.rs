@@ -373,7 +373,11 @@ impl RunWriter {
         });
         let summary = w.summary(
             recipe,
-            EvalMetric { name, value },
+            EvalMetric {
+                name,
+                value,
+                chance: None,
+            },
             parameters,
             weights_finite,
             wall_seconds,

@@ -215,6 +215,11 @@ pub struct RunData {
     pub config: Value,
     /// The format of each tensor class.
     pub formats: BTreeMap<Class, String>,
+    /// The format each tensor class's rounding counts are of: its own format, except in a
+    /// PyTorch recording whose steps report no per-class counts (the recorder alone, without a
+    /// `Simulate`), which rounds every captured value into the recorded format, whatever the
+    /// recipe stores it in (its optimizer state is FP32, its counts fp16's).
+    pub counted_formats: BTreeMap<Class, String>,
     /// The format gradients are judged against.
     pub grad_format: FloatFormat,
     /// Mantissa bits of the master weights (swamping threshold `2^(p+1)`).
@@ -290,6 +295,7 @@ impl RunData {
             complete: run.is_complete(),
             summary: run.summary.clone(),
             config: run.config.clone(),
+            counted_formats: formats.clone(),
             formats,
             grad_format,
             master_mantissa_bits: format_of(Class::Master).man_bits(),
@@ -311,8 +317,16 @@ impl RunData {
             predicted_min_log2_scale: None,
         };
         let mut nonfinite: BTreeMap<(String, Class), NonfiniteSite> = BTreeMap::new();
+        let mut step_counts = false;
         for record in run.steps()? {
-            data.add_step(&record?, &mut nonfinite);
+            let record = record?;
+            step_counts |= !record.counts.is_empty();
+            data.add_step(&record, &mut nonfinite);
+        }
+        if let (Some(f), false) = (run.recorded_format(), step_counts) {
+            for name in data.counted_formats.values_mut() {
+                *name = f.name();
+            }
         }
         data.nonfinite = nonfinite.into_values().collect();
         data.nonfinite.sort_by_key(|s| std::cmp::Reverse(s.steps));

@@ -205,6 +205,11 @@ pub struct EvalMetric {
     /// Its value (`null` in the file when not finite).
     #[serde(with = "nullable")]
     pub value: f64,
+    /// Its value at chance, when known: for `test_accuracy`, the share of the test set's most
+    /// common label (what always predicting it scores). Absent in runs written before issue 29
+    /// and in recorded runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chance: Option<f64>,
 }
 
 /// `summary.json`.

@@ -151,6 +151,7 @@ fn step(n: u64, skipped: bool) -> StepRecord {
         eval: (n == 4).then(|| EvalMetric {
             name: "test_accuracy".into(),
             value: 0.75,
+            chance: None,
         }),
     }
 }
@@ -209,6 +210,7 @@ fn run_dir(dir: &Path, captures: &[u64], finished: bool) {
             eval_metric: EvalMetric {
                 name: "test_accuracy".into(),
                 value: 0.75,
+                chance: None,
             },
             parameters: 10,
             wall_seconds: 2.0,
