@@ -215,10 +215,9 @@ pub struct RunData {
     pub config: Value,
     /// The format of each tensor class.
     pub formats: BTreeMap<Class, String>,
-    /// The format each tensor class's rounding counts are of: its own format, except in a
-    /// PyTorch recording whose steps report no per-class counts (the recorder alone, without a
-    /// `Simulate`), which rounds every captured value into the recorded format, whatever the
-    /// recipe stores it in (its optimizer state is FP32, its counts fp16's).
+    /// The format each tensor class's rounding counts are of: its own format, or the one its
+    /// captured sites name ([`crate::run::SiteCapture::rounded_into`]: the PyTorch recorder
+    /// rounds every value it captures into its judged format, an FP32 optimizer state too).
     pub counted_formats: BTreeMap<Class, String>,
     /// The format gradients are judged against.
     pub grad_format: FloatFormat,
@@ -317,16 +316,8 @@ impl RunData {
             predicted_min_log2_scale: None,
         };
         let mut nonfinite: BTreeMap<(String, Class), NonfiniteSite> = BTreeMap::new();
-        let mut step_counts = false;
         for record in run.steps()? {
-            let record = record?;
-            step_counts |= !record.counts.is_empty();
-            data.add_step(&record, &mut nonfinite);
-        }
-        if let (Some(f), false) = (run.recorded_format(), step_counts) {
-            for name in data.counted_formats.values_mut() {
-                *name = f.name();
-            }
+            data.add_step(&record?, &mut nonfinite);
         }
         data.nonfinite = nonfinite.into_values().collect();
         data.nonfinite.sort_by_key(|s| std::cmp::Reverse(s.steps));
@@ -361,6 +352,11 @@ impl RunData {
                 });
             }
             data.captures.push(data.summarise(&record));
+            for site in &record.sites {
+                if let Some(f) = site.rounded_into {
+                    data.counted_formats.insert(site.tensor, f.name());
+                }
+            }
             let scale = record.loss_scale.unwrap_or(1.0);
             match &mut pooled_weights {
                 None => pooled_weights = Some((scale, record.weight_gradients())),

@@ -106,6 +106,12 @@ pub struct SiteCapture {
     pub values: Histogram,
     /// What rounding did to them.
     pub rounding: RoundCounts,
+    /// The format `rounding` counts rounding into, when it is not the one the recipe stores the
+    /// class in: the PyTorch recorder (without a `Simulate`) rounds every value it captures into
+    /// its judged format, an FP32 optimizer state too. Absent: the recipe's format (`train`, a
+    /// `Simulate`, runs written before issue 29).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounded_into: Option<FloatFormat>,
 }
 
 /// The update-to-weight ratios of one layer on a capture step.

@@ -163,6 +163,7 @@ fn capture(n: u64) -> CaptureRecord {
         part: part.map(str::to_string),
         values: Histogram::from_f32(0, xs),
         rounding: RoundCounts::default(),
+        rounded_into: None,
     };
     CaptureRecord {
         step: n,
