@@ -382,7 +382,7 @@ fn outside(_: usize, r: &RunData, runs: &[RunData], say: Say<'_>) {
                 crate::text::scale_name(lowest)
             ),
             Some(p) => format!(
-                "; every one at or above 2^{p}, the scale from which training is predicted to match fp32: what it lost is not the window's underflow"
+                "; every one at or above 2^{p}, the scale from which training is predicted to match fp32: underflow does not explain how it ended"
             ),
             None => String::new(),
         };
