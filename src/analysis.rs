@@ -36,11 +36,16 @@
 //! ```
 
 pub mod block;
+mod dump;
+mod json;
 pub mod text;
+
+use dump::finite_amax;
+pub use dump::{DumpCheck, TYPICAL_MAX_ZERO_SHARE};
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::format::{BF16, FP16, FP32, FloatFormat, pow2};
 use crate::io::{self, TensorInfo, Values};
@@ -332,7 +337,7 @@ pub struct Analysis {
     /// The recommendation in words, with the numbers ([`text::explanation`]).
     pub explanation: String,
     /// Tensors skipped for their dtype.
-    #[serde(serialize_with = "skipped_json")]
+    #[serde(serialize_with = "json::skipped_json")]
     pub skipped: Vec<TensorInfo>,
     /// The options that produced this analysis.
     pub options: AnalysisOptions,
@@ -355,13 +360,13 @@ pub struct TensorAnalysis {
     /// (0 for a tensor of zeros).
     pub amax: Option<f64>,
     /// The sweep over the options' scales.
-    #[serde(serialize_with = "sweep_json")]
+    #[serde(serialize_with = "json::sweep_json")]
     pub sweep: Sweep,
     /// The file that holds it.
-    #[serde(serialize_with = "path_json")]
+    #[serde(serialize_with = "json::path_json")]
     pub file: PathBuf,
     /// Its dtype in the file (`F32`, `BF16`, ...).
-    #[serde(serialize_with = "display_json")]
+    #[serde(serialize_with = "json::display_json")]
     pub dtype: io::Dtype,
     /// Its shape.
     pub shape: Vec<usize>,
@@ -408,68 +413,13 @@ pub struct Total {
     /// The largest finite magnitude; `None` (JSON `null`) when no value is finite.
     pub amax: Option<f64>,
     /// The sweep of all values together.
-    #[serde(serialize_with = "sweep_json")]
+    #[serde(serialize_with = "json::sweep_json")]
     pub sweep: Sweep,
     /// The smallest nonzero finite magnitude, if any.
     pub min_nonzero: Option<f64>,
     /// The histogram of all values (not serialized).
     #[serde(skip)]
     pub histogram: Histogram,
-}
-
-/// The largest share of a dump's values that may be exactly zero before [`DumpCheck::many_zeros`]
-/// says so: above every FP32 dump measured (README, "Which loss scale?"): 0.006-0.014% of the example
-/// transformer's weight gradients (`examples/pytorch_recorder.py`, autocast off) at every step
-/// measured, 6.0% of `examples/gradients.rs`'s file, and 16-19% of the built-in MLP's weight
-/// gradients on the digits (blank pixels give exact zeros in FP32 too); the same transformer's
-/// step under fp16 autocast with its loss 2^-12 as large held 72% zeros.
-pub const TYPICAL_MAX_ZERO_SHARE: f64 = 0.2;
-
-/// What the values say about the step they were dumped from, before any loss scale is weighed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DumpCheck {
-    /// The share of all values that are inf or NaN.
-    pub nonfinite_share: f64,
-    /// Whether any value is inf or NaN: the step's gradients overflowed (a GradScaler skips such
-    /// a step), so the finite values are what survived and their amax understates the step's.
-    /// The recommendation then backs off ([`Advice::log2_scale`]).
-    pub overflowed: bool,
-    /// The tensors (labelled as in [`TensorAnalysis::label`]) that hold no finite value.
-    pub no_finite_tensors: Vec<String>,
-    /// The share of all values that are exactly zero.
-    pub zero_share: f64,
-    /// Whether that share is above [`TYPICAL_MAX_ZERO_SHARE`]: under fp16 autocast the backward
-    /// pass may already have flushed small gradients to zero, which no scale here brings back
-    /// (the sweep's shares are of the nonzero values).
-    pub many_zeros: bool,
-}
-
-impl DumpCheck {
-    fn of(tensors: &[TensorAnalysis], total: &Total, several: bool) -> DumpCheck {
-        let share = |c: u64| {
-            if total.count == 0 {
-                0.0
-            } else {
-                c as f64 / total.count as f64
-            }
-        };
-        DumpCheck {
-            nonfinite_share: share(total.nonfinite),
-            overflowed: total.nonfinite > 0,
-            no_finite_tensors: tensors
-                .iter()
-                .filter(|t| t.count > 0 && t.amax.is_none())
-                .map(|t| t.label(several))
-                .collect(),
-            zero_share: share(total.zeros),
-            many_zeros: share(total.zeros) > TYPICAL_MAX_ZERO_SHARE,
-        }
-    }
-}
-
-/// The largest finite magnitude of a sweep's values; `None` when none is finite.
-fn finite_amax(sweep: &Sweep) -> Option<f64> {
-    (sweep.count > sweep.nonfinite).then_some(sweep.amax)
 }
 
 /// A window of log2 loss scales `[min, max]`, as [`recommend()`] finds it, with where overflow
@@ -803,57 +753,6 @@ fn alternatives(a: &Analysis, options: &AnalysisOptions) -> (Vec<Alternative>, V
         })
         .collect();
     (per_tensor, wider)
-}
-
-/// The sweep rows as the JSON contract has them (without `relative_error_finite`).
-fn sweep_json<S: Serializer>(s: &Sweep, ser: S) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Row {
-        log2_scale: i32,
-        underflow: u64,
-        subnormal: u64,
-        normal: u64,
-        overflow: u64,
-        energy_lost: f64,
-        relative_error: Option<f64>,
-    }
-    ser.collect_seq(s.rows.iter().map(|r| Row {
-        log2_scale: r.log2_scale,
-        underflow: r.underflow,
-        subnormal: r.subnormal,
-        normal: r.normal,
-        overflow: r.overflow,
-        energy_lost: r.energy_lost,
-        relative_error: r.relative_error,
-    }))
-}
-
-fn path_json<S: Serializer>(p: &Path, ser: S) -> std::result::Result<S::Ok, S::Error> {
-    ser.collect_str(&p.display())
-}
-
-fn display_json<S: Serializer>(
-    d: &impl std::fmt::Display,
-    ser: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    ser.collect_str(d)
-}
-
-fn skipped_json<S: Serializer>(
-    skipped: &[TensorInfo],
-    ser: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Skipped {
-        name: String,
-        file: String,
-        dtype: String,
-    }
-    ser.collect_seq(skipped.iter().map(|t| Skipped {
-        name: t.name.clone(),
-        file: t.path.display().to_string(),
-        dtype: t.dtype.to_string(),
-    }))
 }
 
 #[cfg(test)]

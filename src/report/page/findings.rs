@@ -33,7 +33,7 @@ pub const AT_CHANCE: f64 = 0.1;
 
 /// Why a run that did not diverge still failed to train, if it did (the report's findings and
 /// table, and the demo, say it from this one rule): its loss grew many-fold (4x or more from its
-/// first step to its last), its metric ended at chance ([`AT_CHANCE`] of the way from the
+/// first step to its last), its metric ended at chance (a tenth, `AT_CHANCE`, of the way from the
 /// summary's chance level to a perfect score, or below), or its metric ended far below another
 /// run's of the same report (by half the metric's range or more).
 pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
