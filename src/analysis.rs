@@ -36,11 +36,16 @@
 //! ```
 
 pub mod block;
+mod dump;
+mod json;
 pub mod text;
+
+use dump::finite_amax;
+pub use dump::{DumpCheck, TYPICAL_MAX_ZERO_SHARE};
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::format::{BF16, FP16, FP32, FloatFormat, pow2};
 use crate::io::{self, TensorInfo, Values};
@@ -332,10 +337,12 @@ pub struct Analysis {
     /// The recommendation in words, with the numbers ([`text::explanation`]).
     pub explanation: String,
     /// Tensors skipped for their dtype.
-    #[serde(serialize_with = "skipped_json")]
+    #[serde(serialize_with = "json::skipped_json")]
     pub skipped: Vec<TensorInfo>,
     /// The options that produced this analysis.
     pub options: AnalysisOptions,
+    /// What the values say about the step they were dumped from (see [`DumpCheck`]).
+    pub dump: DumpCheck,
 }
 
 /// One tensor's numbers.
@@ -349,16 +356,17 @@ pub struct TensorAnalysis {
     pub zeros: u64,
     /// NaN and infinities.
     pub nonfinite: u64,
-    /// The largest finite magnitude (0 when none).
-    pub amax: f64,
+    /// The largest finite magnitude; `None` (JSON `null`) when the tensor holds no finite value
+    /// (0 for a tensor of zeros).
+    pub amax: Option<f64>,
     /// The sweep over the options' scales.
-    #[serde(serialize_with = "sweep_json")]
+    #[serde(serialize_with = "json::sweep_json")]
     pub sweep: Sweep,
     /// The file that holds it.
-    #[serde(serialize_with = "path_json")]
+    #[serde(serialize_with = "json::path_json")]
     pub file: PathBuf,
     /// Its dtype in the file (`F32`, `BF16`, ...).
-    #[serde(serialize_with = "display_json")]
+    #[serde(serialize_with = "json::display_json")]
     pub dtype: io::Dtype,
     /// Its shape.
     pub shape: Vec<usize>,
@@ -402,10 +410,10 @@ pub struct Total {
     pub zeros: u64,
     /// NaN and infinities.
     pub nonfinite: u64,
-    /// The largest finite magnitude.
-    pub amax: f64,
+    /// The largest finite magnitude; `None` (JSON `null`) when no value is finite.
+    pub amax: Option<f64>,
     /// The sweep of all values together.
-    #[serde(serialize_with = "sweep_json")]
+    #[serde(serialize_with = "json::sweep_json")]
     pub sweep: Sweep,
     /// The smallest nonzero finite magnitude, if any.
     pub min_nonzero: Option<f64>,
@@ -464,7 +472,10 @@ pub enum Limit {
 pub struct Advice {
     /// The recommended `k` (scale `2^k`): the window's top when overflow bounds it; `0` (no
     /// scaling) when only the range's top bounds it and `2^0` is in the window; `None` when amax
-    /// overflows at every scale of the range.
+    /// overflows at every scale of the range. When the dump holds inf or NaN
+    /// ([`DumpCheck::overflowed`]) a back-off instead: at most `overflow_log2_scale - 2`, a
+    /// halving below the largest scale the surviving values allow (the step that overflowed used
+    /// at most that one), `None` when that is below the range.
     pub log2_scale: Option<i32>,
     /// The window's low end: the smallest `k` whose underflow is within the allowed share.
     pub min_log2_scale: Option<i32>,
@@ -557,7 +568,7 @@ pub fn analyze(
                 count: sweep.count,
                 zeros: sweep.zeros,
                 nonfinite: sweep.nonfinite,
-                amax: sweep.amax,
+                amax: finite_amax(&sweep),
                 window: Window::of(&sweep, options),
                 sweep,
                 file: t.info.path,
@@ -572,7 +583,7 @@ pub fn analyze(
         count: total_sweep.count,
         zeros: total_sweep.zeros,
         nonfinite: total_sweep.nonfinite,
-        amax: total_sweep.amax,
+        amax: finite_amax(&total_sweep),
         min_nonzero: total_hist.min_nonzero(),
         sweep: total_sweep,
         histogram: total_hist,
@@ -623,6 +634,7 @@ pub fn analyze(
             .map(|w| tensors[w.index].label(several))
             .collect();
     }
+    let dump = DumpCheck::of(&tensors, &total, several);
     let mut analysis = Analysis {
         format: options.format,
         tensors,
@@ -632,6 +644,7 @@ pub fn analyze(
         explanation: String::new(),
         skipped,
         options: options.clone(),
+        dump,
     };
     analysis.explanation = text::explanation(&analysis, &alternatives(&analysis, options));
     analysis
@@ -676,6 +689,14 @@ fn advise(sweep: &Sweep, options: &AnalysisOptions) -> Option<Advice> {
     let log2_scale = match (limited_by, works, unscaled_ok) {
         (Limit::Scales, true, true) if r.max_log2_scale.is_some_and(|hi| hi >= 0) => Some(0),
         _ => r.max_log2_scale,
+    };
+    // An overflowed step's survivors understate its amax: never the scale it may have used.
+    let log2_scale = if sweep.nonfinite > 0 {
+        log2_scale
+            .map(|k| k.min(k_over.saturating_sub(2)))
+            .filter(|&k| k >= options.lo)
+    } else {
+        log2_scale
     };
     let near_overflow = log2_scale.is_some_and(|k| i64::from(k) + 1 >= i64::from(k_over));
     let settles = (k_over - 1).clamp(-149, F32_MAX_LOG2);
@@ -732,57 +753,6 @@ fn alternatives(a: &Analysis, options: &AnalysisOptions) -> (Vec<Alternative>, V
         })
         .collect();
     (per_tensor, wider)
-}
-
-/// The sweep rows as the JSON contract has them (without `relative_error_finite`).
-fn sweep_json<S: Serializer>(s: &Sweep, ser: S) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Row {
-        log2_scale: i32,
-        underflow: u64,
-        subnormal: u64,
-        normal: u64,
-        overflow: u64,
-        energy_lost: f64,
-        relative_error: Option<f64>,
-    }
-    ser.collect_seq(s.rows.iter().map(|r| Row {
-        log2_scale: r.log2_scale,
-        underflow: r.underflow,
-        subnormal: r.subnormal,
-        normal: r.normal,
-        overflow: r.overflow,
-        energy_lost: r.energy_lost,
-        relative_error: r.relative_error,
-    }))
-}
-
-fn path_json<S: Serializer>(p: &Path, ser: S) -> std::result::Result<S::Ok, S::Error> {
-    ser.collect_str(&p.display())
-}
-
-fn display_json<S: Serializer>(
-    d: &impl std::fmt::Display,
-    ser: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    ser.collect_str(d)
-}
-
-fn skipped_json<S: Serializer>(
-    skipped: &[TensorInfo],
-    ser: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Skipped {
-        name: String,
-        file: String,
-        dtype: String,
-    }
-    ser.collect_seq(skipped.iter().map(|t| Skipped {
-        name: t.name.clone(),
-        file: t.path.display().to_string(),
-        dtype: t.dtype.to_string(),
-    }))
 }
 
 #[cfg(test)]

@@ -80,7 +80,18 @@ fn json_meets_the_contract_and_counts_are_exact() {
             "windows",
             "explanation",
             "skipped",
-            "options"
+            "options",
+            "dump"
+        ]
+    );
+    assert_eq!(
+        keys(&v["dump"]),
+        [
+            "nonfinite_share",
+            "overflowed",
+            "no_finite_tensors",
+            "zero_share",
+            "many_zeros"
         ]
     );
     assert_eq!(v["format"], "fp16");
@@ -175,8 +186,12 @@ fn json_meets_the_contract_and_counts_are_exact() {
     assert_eq!(v["total"]["nonfinite"].as_u64().unwrap(), 2);
     // amax about 2^3: 8 * 2^12 = 32768 is finite, 2^13 overflows when amax >= 8.
     let rec = &v["recommendation"];
-    assert_eq!(rec["log2_scale"], rec["max_log2_scale"]);
     let kmax = rec["max_log2_scale"].as_i64().unwrap() as i32;
+    // Two values are inf or NaN: the dump is of a step that overflowed, and the scale backs
+    // off a halving below the largest its finite values allow (issue 29).
+    assert_eq!(v["dump"]["overflowed"], true);
+    assert_eq!(v["dump"]["no_finite_tensors"].as_array().unwrap().len(), 0);
+    assert_eq!(rec["log2_scale"].as_i64().unwrap() as i32, kmax - 1);
     let amax = v["total"]["amax"].as_f64().unwrap();
     let r = Rounder::new(FP16, RoundOptions::default());
     assert!(r.round(amax * 2f64.powi(kmax)).is_finite());
@@ -188,9 +203,9 @@ fn json_meets_the_contract_and_counts_are_exact() {
     assert_eq!(rec["limited_by"], "overflow");
     // GradScaler: start at the recommended scale; a dynamic one settles just below overflow.
     let gs = &rec["grad_scaler"];
-    assert_eq!(gs["init_scale"].as_f64().unwrap(), 2f64.powi(kmax));
+    assert_eq!(gs["init_scale"].as_f64().unwrap(), 2f64.powi(kmax - 1));
     assert_eq!(gs["settles_log2_scale"].as_i64().unwrap() as i32, kmax);
-    assert_eq!(rec["near_overflow"], true);
+    assert_eq!(rec["near_overflow"], false);
 }
 
 #[test]
@@ -206,12 +221,28 @@ fn table_output_is_readable() {
         "tiny",
         "(all)",
         "log2 scale",
-        "<- recommended",
+        "<- back off to at most",
         "bf16",
         "worst first",
+        "This dump comes from a step whose gradients overflowed: 2 of the 8005 values",
     ] {
         assert!(out.contains(needle), "{needle} in\n{out}");
     }
+    // Without small.grad's inf and NaN, the step is healthy.
+    let path = path.to_str().unwrap();
+    let o = mixprec(&[
+        "analyze",
+        path,
+        "--format",
+        "bf16",
+        "--tensor",
+        "large.grad",
+        "--tensor",
+        "tiny",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("<- recommended"), "{out}");
     // bf16's range makes scaling unnecessary: say so rather than "use 2^32".
     assert!(
         out.contains("Loss scaling is unnecessary for bf16") && out.contains("2^0 to 2^32 works"),

@@ -147,6 +147,7 @@ fn with_slice<T: Copy, R>(v: ArrayViewD<'_, T>, f: impl FnOnce(&[T]) -> R) -> R 
 /// layer's `CaptureBuilder`, the one `mixprec train` builds its captures with.
 #[pyclass(module = "mixprec._mixprec")]
 pub struct Capture {
+    format: FloatFormat,
     rounder: Rounder,
     builder: CaptureBuilder,
 }
@@ -189,6 +190,7 @@ impl Capture {
     fn new(format: &str, layers: Vec<String>) -> PyResult<Self> {
         let format: FloatFormat = format.parse().map_err(py_err)?;
         Ok(Capture {
+            format,
             rounder: Rounder::new(format, RoundOptions::default()),
             builder: CaptureBuilder::new(layers),
         })
@@ -207,8 +209,11 @@ impl Capture {
         values: &Bound<'_, PyAny>,
         kind: &str,
     ) -> PyResult<()> {
-        let r = self.rounder;
+        let (r, format) = (self.rounder, self.format);
         let site = self.site(&layer, tensor, part.as_deref())?;
+        // The counts are of rounding into the capture's format, whatever the recipe stores
+        // this class in (the report labels them so).
+        site.rounded_into = Some(format);
         match kind {
             "float" if values.cast::<PyArrayDyn<f32>>().is_ok() => {
                 add_typed::<f32>(py, values, site, &r)
@@ -373,7 +378,11 @@ impl RunWriter {
         });
         let summary = w.summary(
             recipe,
-            EvalMetric { name, value },
+            EvalMetric {
+                name,
+                value,
+                chance: None,
+            },
             parameters,
             weights_finite,
             wall_seconds,

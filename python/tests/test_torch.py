@@ -193,6 +193,60 @@ def test_report_renders(tmp_path, cli):
     assert (tmp_path / "page" / "index.html").is_file()
 
 
+def test_the_report_of_a_recording_agrees_with_itself(tmp_path, cli):
+    """Issue 29, case 3: the recorder rounds every captured value into its format, so the page
+    labels the optimizer state's counts fp16's (stored in fp32), not fp32's; and the steps that
+    held inf or NaN (the first two, from 2^20) are in section 8 too, though the recorder records
+    no storage site for them."""
+    out = tmp_path / "run"
+    _, skipped = train(out, steps=7, init_scale=2.0**20)
+    assert any(skipped)
+    r = cli("report", str(out), "--out", str(tmp_path / "page"))
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "page" / "report.json").read_text())
+    run = report["runs"][0]
+    assert run["formats"]["optimizer_state"] == "fp32"
+    assert run["counted_formats"]["optimizer_state"] == "fp16"
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert "<td>fp16 (stored in fp32)</td>" in page
+    n = run["overflow"]["count"]
+    assert n > 0
+    assert f"{n} steps had inf or NaN gradients, " in page
+    assert f"pytorch-fp16: {n} steps had inf or NaN gradients ({run['skipped']['count']} skipped" in page
+    assert "No inf or NaN was stored in any run." not in page
+
+
+def test_analyze_reads_torch_tensors_and_knows_an_overflowed_step(tmp_path):
+    """The README's recipe (issue 29, cases 1 and 2): ``mixprec.analyze`` on the CPU gradients
+    of a step, as torch tensors. In FP32 (autocast off) the step is healthy; under autocast at
+    2^24, unscaled, it overflowed: the analysis says so and backs off below the scale the
+    survivors allow."""
+    torch.manual_seed(0)
+    model = TinyTransformer()
+    x, y = next(batches(1))
+
+    def grads(autocast, scale):
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        (loss * scale).backward()
+        return {n: (p.grad.detach().float() / scale).contiguous()
+                for n, p in model.named_parameters() if p.grad is not None}
+
+    healthy = mixprec.analyze(grads(False, 1.0))
+    assert not healthy["dump"]["overflowed"] and not healthy["dump"]["many_zeros"]
+    assert healthy["explanation"].startswith("Use a loss scale of 2^")
+    over = mixprec.analyze(grads(True, 2.0**24))
+    assert over["dump"]["overflowed"], over["dump"]
+    # Every value is inf or NaN here: nothing to scale, and the step said to have overflowed.
+    assert "this dump comes from a step whose gradients overflowed" in over["explanation"].lower()
+    r = over["recommendation"]
+    if r is not None and r["log2_scale"] is not None:
+        assert r["log2_scale"] <= r["overflow_log2_scale"] - 2
+    for t in over["tensors"]:
+        assert (t["amax"] is None) == (t["nonfinite"] == t["count"])
+
+
 def test_config_says_the_formats_and_the_scalers_policy(tmp_path, cli):
     """The config's recipe: autocast's formats and the GradScaler's own parameters (not its
     defaults), which the report's run table shows; a disabled scaler is no loss scaling."""

@@ -422,10 +422,10 @@ pub struct BlockTensor {
     /// Its name in its file.
     pub name: String,
     /// The file that holds it.
-    #[serde(serialize_with = "super::path_json")]
+    #[serde(serialize_with = "super::json::path_json")]
     pub file: PathBuf,
     /// Its dtype in the file.
-    #[serde(serialize_with = "super::display_json")]
+    #[serde(serialize_with = "super::json::display_json")]
     pub dtype: io::Dtype,
     /// Its shape.
     pub shape: Vec<usize>,
@@ -532,7 +532,7 @@ pub struct BlockAnalysis {
     /// All tensors together, one entry per scheme.
     pub total: Vec<BlockStats>,
     /// Tensors skipped for their dtype.
-    #[serde(serialize_with = "super::skipped_json")]
+    #[serde(serialize_with = "super::json::skipped_json")]
     pub skipped: Vec<TensorInfo>,
     /// The options that produced it.
     pub options: BlockOptions,

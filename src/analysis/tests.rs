@@ -47,10 +47,15 @@ fn overflow_bounds_the_window_and_grad_scaler_settles_below_it() {
         "{}",
         a.explanation
     );
+    // At the window's top by construction: said as the static scale's lack of headroom, not
+    // as a warning about these gradients (issue 29, case 6).
     assert!(
         a.explanation
-            .contains("Warning: 2^6 is within 2x of overflow")
+            .contains("As a static scale, 2^6 (the window's top) has no headroom"),
+        "{}",
+        a.explanation
     );
+    assert!(!a.explanation.contains("Warning"), "{}", a.explanation);
     // With a margin of one bit the scale halves and the warning goes.
     let o = AnalysisOptions {
         margin: 1,
@@ -194,11 +199,96 @@ fn values_already_nonfinite_are_named_in_the_advice() {
         &AnalysisOptions::default(),
     );
     assert!(
-        a.explanation
-            .contains("Note: 2 of the 4 values are already inf or NaN, before any scaling"),
+        a.explanation.starts_with(
+            "This dump comes from a step whose gradients overflowed: 2 of the 4 values (50.0%) \
+             are inf or NaN."
+        ),
         "{}",
         a.explanation
     );
     let a = run(&[("w", &[1e-3, 0.5])], &AnalysisOptions::default());
     assert!(!a.explanation.contains("inf or NaN"), "{}", a.explanation);
+}
+
+/// Issue 29, case 1: a dump from a step that overflowed (most values inf or NaN, one tensor all
+/// NaN) is said to be one; the scale is a back-off a halving below the largest the survivors
+/// allow (the scale that overflowed was at most that one), never that scale; the all-NaN
+/// tensor's amax is null, not 0.
+#[test]
+fn a_dump_of_an_overflowed_step_backs_off_and_says_why() {
+    let mut w: Vec<f32> = (0..100).map(|i| 1e-4 * (1.0 + i as f32 / 100.0)).collect();
+    w.extend([f32::INFINITY; 800]);
+    w.extend([f32::NAN; 100]);
+    let b = [f32::NAN; 10];
+    let a = run(&[("w", &w), ("b", &b)], &AnalysisOptions::default());
+    assert!(a.dump.overflowed);
+    assert_eq!(a.dump.no_finite_tensors, ["b"]);
+    assert!((a.dump.nonfinite_share - 910.0 / 1010.0).abs() < 1e-12);
+    let r = a.recommendation.as_ref().unwrap();
+    // amax 1.98e-4 = 1.6 * 2^-13: x 2^28 = 53000 is finite in fp16, x 2^29 is not.
+    assert_eq!((r.overflow_log2_scale, r.max_log2_scale), (29, Some(28)));
+    assert_eq!(r.log2_scale, Some(27));
+    assert_eq!(r.grad_scaler.log2_init_scale, Some(27));
+    assert!(
+        a.explanation
+            .starts_with("This dump comes from a step whose gradients overflowed: 910 of the 1010 values (90.1%) are inf or NaN; 1 of the 2 tensors holds no finite value at all (b)."),
+        "{}",
+        a.explanation
+    );
+    assert!(
+        a.explanation.contains("was at most 2^28"),
+        "{}",
+        a.explanation
+    );
+    assert!(
+        !a.explanation.contains("Use a loss scale"),
+        "{}",
+        a.explanation
+    );
+    assert_eq!(a.tensors[1].amax, None);
+    assert_eq!(a.total.amax, Some(f64::from(w[99])));
+    let json = serde_json::to_value(&a).unwrap();
+    assert!(
+        json["tensors"][1]["amax"].is_null(),
+        "{}",
+        json["tensors"][1]
+    );
+    assert_eq!(json["dump"]["overflowed"], true);
+    // All NaN: nothing to scale, and the step said to have overflowed.
+    let a = run(&[("b", &b)], &AnalysisOptions::default());
+    assert!(a.recommendation.is_none() && a.total.amax.is_none());
+    assert!(
+        a.explanation
+            .contains("comes from a step whose gradients overflowed"),
+        "{}",
+        a.explanation
+    );
+    // A tensor of zeros has a finite amax: 0.
+    let a = run(&[("z", &[0.0; 4])], &AnalysisOptions::default());
+    assert_eq!(a.tensors[0].amax, Some(0.0));
+    assert!(!a.dump.overflowed);
+}
+
+/// Issue 29, case 2: a share of exact zeros above every FP32 dump measured is reported, with
+/// what autocast may have done; one at the MLP's FP32 level (19%) is not.
+#[test]
+fn zeros_far_above_an_fp32_dump_are_reported() {
+    let values = |zeros: usize| {
+        let mut xs: Vec<f32> = (0..100 - zeros).map(|i| 1e-3 + i as f32 * 1e-5).collect();
+        xs.extend(vec![0.0; zeros]);
+        xs
+    };
+    let a = run(&[("w", &values(30))], &AnalysisOptions::default());
+    assert!(a.dump.many_zeros && (a.dump.zero_share - 0.3).abs() < 1e-12);
+    assert!(
+        a.explanation.contains(
+            "Note: 30 of the 100 values (30.0%) are exactly zero, more than the 20% of any FP32 dump measured"
+        ),
+        "{}",
+        a.explanation
+    );
+    assert!(a.explanation.contains("autocast"), "{}", a.explanation);
+    let a = run(&[("w", &values(19))], &AnalysisOptions::default());
+    assert!(!a.dump.many_zeros);
+    assert!(!a.explanation.contains("exactly zero"), "{}", a.explanation);
 }

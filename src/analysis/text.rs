@@ -42,6 +42,14 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
         return if t.count == 0 {
             "Nothing to scale: the tensors hold no values, so no loss scale changes anything."
                 .to_string()
+        } else if a.dump.overflowed {
+            format!(
+                "Nothing to scale: this dump comes from a step whose gradients overflowed, and \
+                 none of the {} values is finite and nonzero ({} zero, {} NaN or infinite). Dump \
+                 a step that did not overflow (one the scaler did not skip), with autocast off \
+                 for that step, and analyse that.",
+                t.count, t.zeros, t.nonfinite
+            )
         } else {
             format!(
                 "Nothing to scale: none of the {} values is finite and nonzero ({} zero, {} NaN \
@@ -50,6 +58,10 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
             )
         };
     };
+    let zeros = zeros_words(a);
+    if a.dump.overflowed {
+        return overflowed_words(a, r) + &zeros;
+    }
     let fmt = a.format;
     let n = t.sweep.finite_nonzero();
     let pct = crate::text::threshold_percent(o.max_underflow);
@@ -61,7 +73,7 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
     let settles = r.grad_scaler.settles_log2_scale;
     let over = format!(
         "amax {:.3e} overflows {fmt} from 2^{}",
-        t.amax, r.overflow_log2_scale
+        t.sweep.amax, r.overflow_log2_scale
     );
     let rec = Recommendation {
         log2_scale: r.log2_scale,
@@ -161,25 +173,94 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
         );
     }
     if let (true, true, Some(k)) = (r.works, r.near_overflow, r.log2_scale) {
+        // Said as what it is, not as a warning: the window's top is within 2x of overflow by
+        // construction, for every healthy set of gradients.
         s += &format!(
-            " Warning: 2^{k} is within 2x of overflow (amax x 2^{} overflows {fmt}): a step whose \
-             largest gradient is twice this one's overflows and is skipped; for a static scale \
-             keep headroom with --margin 1 (2^{}).",
+            " As a static scale, 2^{k} (the window's top) has no headroom: amax x 2^{} overflows \
+             {fmt}, so a later step whose largest gradient is twice this one's would be skipped; \
+             keep a bit with --margin 1 (2^{}). A dynamic scaler needs none: it halves on such a \
+             step.",
             k + 1,
             k - 1
         );
     }
     s += &predicted_words(r, &fmt, o.lo);
     s += &excluded_words(a, r);
-    if t.nonfinite > 0 {
-        s += &format!(
-            " Note: {} of the {} values are already inf or NaN, before any scaling: no loss scale \
-             makes them finite, and a dynamic scaler skips every step that holds one; they come \
-             from earlier in the computation.",
-            t.nonfinite, t.count
-        );
+    s + &zeros
+}
+
+/// The advice for a dump that holds inf or NaN: its step overflowed, so its finite values are
+/// survivors whose amax understates the step's; a back-off below the largest scale they allow,
+/// never that scale.
+fn overflowed_words(a: &Analysis, r: &Advice) -> String {
+    let (t, fmt) = (&a.total, a.format);
+    let lost = if a.dump.no_finite_tensors.is_empty() {
+        String::new()
+    } else {
+        let n = a.dump.no_finite_tensors.len();
+        let shown: Vec<&str> = a
+            .dump
+            .no_finite_tensors
+            .iter()
+            .take(5)
+            .map(String::as_str)
+            .collect();
+        format!(
+            "; {n} of the {} tensors {} no finite value at all ({}{})",
+            a.tensors.len(),
+            if n == 1 { "holds" } else { "hold" },
+            shown.join(", "),
+            if n > shown.len() { ", ..." } else { "" }
+        )
+    };
+    let k_over = r.overflow_log2_scale;
+    let backoff = match r.log2_scale {
+        Some(k) => format!(
+            "Back off: start at most at 2^{k} (torch.amp.GradScaler(init_scale=2.0**{k})), a \
+             halving below that, and let a dynamic scaler halve again on every step that still \
+             overflows."
+        ),
+        None => format!(
+            "Back off below the lowest of --scales (2^{}): even it is not a halving below the \
+             largest scale the surviving values allow.",
+            a.options.lo
+        ),
+    };
+    format!(
+        "This dump comes from a step whose gradients overflowed: {} of the {} values ({}%) are \
+         inf or NaN{lost}. No loss scale is recommended from it as if the step were healthy: the \
+         values lost were the largest (or were made NaN by them), so the {} finite values left \
+         understate where overflow starts. Their amax {:.3e} overflows {fmt} from 2^{k_over}, so \
+         if the file holds the unscaled gradients (scaler.unscale_ before the dump), the scale \
+         that overflowed was at most 2^{}, and the step's own values needed less. {backoff} To \
+         choose a scale, dump a step that did not overflow (one the scaler did not skip), with \
+         autocast off for that step, and analyse that.",
+        t.nonfinite,
+        t.count,
+        percent_of(t.nonfinite, t.count),
+        t.count - t.nonfinite,
+        t.sweep.amax,
+        k_over - 1,
+    )
+}
+
+/// A warning when far more values are exactly zero than in an FP32 dump
+/// ([`super::TYPICAL_MAX_ZERO_SHARE`]).
+fn zeros_words(a: &Analysis) -> String {
+    if !a.dump.many_zeros {
+        return String::new();
     }
-    s
+    format!(
+        " Note: {} of the {} values ({}%) are exactly zero, more than the {} of any FP32 dump \
+         measured (README): if they were dumped from a step under fp16 autocast, its backward \
+         pass may already have flushed small gradients to zero, which this analysis cannot see \
+         (its shares are of the nonzero values, so it understates underflow); dump that step \
+         with autocast off and compare.",
+        a.total.zeros,
+        a.total.count,
+        percent_of(a.total.zeros, a.total.count),
+        crate::text::threshold_percent(super::TYPICAL_MAX_ZERO_SHARE),
+    )
 }
 
 /// The tensors whose own window excludes the recommended scale, worst first.
@@ -289,7 +370,7 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
                     t.count.to_string(),
                     t.zeros.to_string(),
                     t.nonfinite.to_string(),
-                    magnitude(t.amax),
+                    t.amax.map_or("-".into(), magnitude),
                     t.min_nonzero.map_or("-".into(), magnitude),
                 ],
             )
@@ -305,7 +386,7 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
             a.total.count.to_string(),
             a.total.zeros.to_string(),
             a.total.nonfinite.to_string(),
-            magnitude(a.total.amax),
+            a.total.amax.map_or("-".into(), magnitude),
             a.total.min_nonzero.map_or("-".into(), magnitude),
         ]);
         rows.push(all);
@@ -458,7 +539,12 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
             let mark = if !r.works {
                 ""
             } else if Some(k) == r.log2_scale {
-                "<- recommended"
+                // An overflowed dump's scale is a ceiling to back off from, not a choice.
+                if a.dump.overflowed {
+                    "<- back off to at most"
+                } else {
+                    "<- recommended"
+                }
             } else if r.min_log2_scale.is_some_and(|lo| lo <= k)
                 && r.max_log2_scale.is_some_and(|hi| k <= hi)
             {

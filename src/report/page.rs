@@ -150,7 +150,7 @@ impl Report {
                             td { (r.steps_read) }
                             td { (r.skipped.count) }
                             td { (r.overflow.count) }
-                            td { (r.summary.as_ref().map_or("?", |s| if s.diverged { "yes" } else { "no" })) }
+                            td { (r.summary.as_ref().map_or("?", |s| if s.diverged { "yes" } else if failed_to_train(r, &self.runs).is_some() { "no, but failed to train" } else { "no" })) }
                             td { (r.metric().map_or("?".into(), |(n, v)| format!("{n} {v:.4}"))) }
                             td { (r.summary.as_ref().map_or("?".into(), |s| format!("{:.1}", s.wall_seconds))) }
                             td { (if r.complete { "finished" } else { "UNFINISHED (killed or running)" }) }
@@ -167,7 +167,7 @@ impl Report {
         html! {
             table {
                 thead { tr {
-                    th { "run" } th { "step" } th { "tensor class" } th { "format" } th { "values" }
+                    th { "run" } th { "step" } th { "tensor class" } th { "counts of rounding into" } th { "values" }
                     th { "underflow (%)" } th { "subnormal (%)" } th { "normal (%)" } th { "overflow (%)" } th { "zero before rounding (%)" } th { "inf or NaN (%)" }
                 } }
                 tbody {
@@ -176,7 +176,7 @@ impl Report {
                             @for (class, x) in &c.classes {
                                 tr {
                                     td { (r.name) } td { (c.step) } td { (class.name()) }
-                                    td { (r.formats.get(class).map_or("?", String::as_str)) }
+                                    td { (counted_label(r, *class)) }
                                     td { (x.values) }
                                     td { (crate::text::percent(x.underflow)) } td { (crate::text::percent(x.subnormal)) } td { (crate::text::percent(x.normal)) }
                                     td { (crate::text::percent(x.overflow)) } td { (crate::text::percent(x.zero)) } td { (crate::text::percent(x.nonfinite)) }
@@ -192,14 +192,24 @@ impl Report {
     fn window_text(&self) -> Markup {
         html! {
             @for r in &self.runs {
-                p { (window_sentence(r)) }
+                p { (window_sentence(r, &self.runs)) }
             }
         }
     }
 
     fn nonfinite_table(&self) -> Markup {
+        // From the same counts as the findings: a run whose steps held inf or NaN is named here
+        // even when its writer recorded no storage site (the PyTorch recorder records none).
         let any = self.runs.iter().any(|r| !r.nonfinite.is_empty());
+        let unsited: Vec<&RunData> = self
+            .runs
+            .iter()
+            .filter(|r| r.nonfinite.is_empty() && r.overflow.count > 0)
+            .collect();
         html! {
+            @for r in &unsited {
+                p { (overflow_without_sites(r)) }
+            }
             @if any {
                 table {
                     thead { tr { th { "run" } th { "first inf/NaN at (layer)" } th { "tensor" } th { "steps" } th { "first" } th { "last" } } }
@@ -216,7 +226,7 @@ impl Report {
                         }
                     }
                 }
-            } @else {
+            } @else if unsited.is_empty() {
                 p { "No inf or NaN was stored in any run." }
             }
         }
@@ -306,6 +316,27 @@ pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<PathBuf> {
         footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) ". The numbers are in report.json (what analyze --json prints)." } }
     };
     write_page(dir, &document(&title, body))
+}
+
+/// The format a class's rounding counts are of, and the one it is stored in when they differ.
+fn counted_label(r: &RunData, class: Class) -> String {
+    let counted = r.counted_formats.get(&class).map_or("?", String::as_str);
+    match r.formats.get(&class) {
+        Some(stored) if stored != counted => format!("{counted} (stored in {stored})"),
+        _ => counted.to_string(),
+    }
+}
+
+/// Section 8's line for a run whose steps held inf or NaN but whose writer recorded no storage
+/// site for them.
+fn overflow_without_sites(r: &RunData) -> String {
+    format!(
+        "{}: {} steps had inf or NaN gradients ({} skipped; first at step {}); where each was first stored was not recorded (the PyTorch recorder records only that a step overflowed).",
+        r.name,
+        r.overflow.count,
+        r.skipped.count,
+        r.overflow.steps.first().map_or("?".into(), u64::to_string)
+    )
 }
 
 fn formats_cell(r: &RunData) -> String {

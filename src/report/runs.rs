@@ -218,6 +218,10 @@ pub struct RunData {
     pub config: Value,
     /// The format of each tensor class.
     pub formats: BTreeMap<Class, String>,
+    /// The format each tensor class's rounding counts are of: its own format, or the one its
+    /// captured sites name ([`crate::run::SiteCapture::rounded_into`]: the PyTorch recorder
+    /// rounds every value it captures into its judged format, an FP32 optimizer state too).
+    pub counted_formats: BTreeMap<Class, String>,
     /// The format gradients are judged against.
     pub grad_format: FloatFormat,
     /// Mantissa bits of the master weights (swamping threshold `2^(p+1)`).
@@ -298,6 +302,7 @@ impl RunData {
             complete: run.is_complete(),
             summary: run.summary.clone(),
             config: run.config.clone(),
+            counted_formats: formats.clone(),
             formats,
             grad_format,
             master_mantissa_bits: format_of(Class::Master).man_bits(),
@@ -343,6 +348,11 @@ impl RunData {
                 });
             }
             data.captures.push(data.summarise(&record));
+            for site in &record.sites {
+                if let Some(f) = site.rounded_into {
+                    data.counted_formats.insert(site.tensor, f.name());
+                }
+            }
             let scale = record.loss_scale.unwrap_or(1.0);
             match &mut pooled_weights {
                 None => pooled_weights = Some((scale, record.weight_gradients())),

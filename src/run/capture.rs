@@ -42,6 +42,7 @@ impl CaptureBuilder {
                     part: part.map(str::to_string),
                     values: Histogram::new(CAPTURE_SUB_BINS_LOG2),
                     rounding: RoundCounts::default(),
+                    rounded_into: None,
                 });
                 self.sites.len() - 1
             }

@@ -66,8 +66,10 @@ pub struct StepRecord {
     /// On overflow, the first storage point where an inf or NaN was stored.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub first_nonfinite: Option<Site>,
-    /// Updates that changed no master weight, over nonzero updates, this step (`null` in the
-    /// file, NaN here, when the writer did not measure it: the PyTorch recorder).
+    /// Updates that changed no master weight, over nonzero updates, this step, counting only
+    /// the weights whose gradient is nonzero (a weight without one still moves under Adam or
+    /// momentum; runs written before issue 29 counted those too) (`null` in the file, NaN here,
+    /// when the writer did not measure it: the PyTorch recorder).
     #[serde(with = "nullable")]
     pub updates_lost: f64,
     /// The GAN's generator loss (`loss` is then the discriminator's).
@@ -119,6 +121,12 @@ pub struct SiteCapture {
     pub values: Histogram,
     /// What rounding did to them.
     pub rounding: RoundCounts,
+    /// The format `rounding` counts rounding into, when it is not the one the recipe stores the
+    /// class in: the PyTorch recorder (without a `Simulate`) rounds every value it captures into
+    /// its judged format, an FP32 optimizer state too. Absent: the recipe's format (`train`, a
+    /// `Simulate`, runs written before issue 29).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounded_into: Option<FloatFormat>,
 }
 
 /// The update-to-weight ratios of one layer on a capture step.
@@ -218,6 +226,11 @@ pub struct EvalMetric {
     /// Its value (`null` in the file when not finite).
     #[serde(with = "nullable")]
     pub value: f64,
+    /// Its value at chance, when known: for `test_accuracy`, the share of the test set's most
+    /// common label (what always predicting it scores). Absent in runs written before issue 29
+    /// and in recorded runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chance: Option<f64>,
 }
 
 /// `summary.json`.

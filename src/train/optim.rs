@@ -154,11 +154,16 @@ impl OptimizerConfig {
 }
 
 /// What one optimizer step did to the master weights.
+///
+/// Only the updates of weights whose gradient is nonzero count: a weight with an exactly zero
+/// gradient (an input pixel that is blank, a dead unit) still moves under Adam or momentum as
+/// its state decays, and such an update that rounds away is not a gradient lost to the master
+/// weights' precision (swamping), whatever its size.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UpdateStats {
-    /// Nonzero updates.
+    /// Nonzero updates of weights with a nonzero gradient.
     pub nonzero: u64,
-    /// Nonzero updates that left their master weight unchanged (swamping).
+    /// Of those, the ones that left their master weight unchanged (swamping).
     pub lost: u64,
 }
 
@@ -259,8 +264,9 @@ pub fn apply_update<T: Real>(
         Zip::from(&update)
             .and(&before)
             .and(&param.master)
-            .for_each(|&u, &b, &a| {
-                let moved = u != T::zero();
+            .and(&param.grad)
+            .for_each(|&u, &b, &a, &g| {
+                let moved = u != T::zero() && g != T::zero();
                 stats.nonzero += u64::from(moved);
                 stats.lost += u64::from(moved && a == b);
             });
@@ -273,6 +279,17 @@ pub fn apply_update<T: Real>(
             }
         }
         let update = update.as_standard_layout();
+        // The add below counts every nonzero update; those of weights without a gradient are
+        // taken out again (the same sum, `m + u == m`, formed before the add).
+        let mut no_gradient = UpdateStats::default();
+        Zip::from(&update)
+            .and(&param.master)
+            .and(&param.grad)
+            .for_each(|&u, &m, &g| {
+                let moved = u != T::zero() && g == T::zero();
+                no_gradient.nonzero += u64::from(moved);
+                no_gradient.lost += u64::from(moved && m + u == m);
+            });
         let (Some(master), Some(weight), Some(update)) = (
             param.master.as_slice_mut(),
             param.weight.as_slice_mut(),
@@ -282,8 +299,8 @@ pub fn apply_update<T: Real>(
         };
         let counts = add_updates(master, weight, update, |u| u);
         stats += UpdateStats {
-            nonzero: counts.nonzero,
-            lost: counts.lost,
+            nonzero: counts.nonzero - no_gradient.nonzero,
+            lost: counts.lost - no_gradient.lost,
         };
         param.store_master_and_weight(p, false);
     }

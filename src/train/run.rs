@@ -55,10 +55,12 @@ impl Job {
             Job::Classifier(t) => EvalMetric {
                 name: "test_accuracy".into(),
                 value: t.accuracy(&data.test_x, &data.test_y),
+                chance: majority_share(&data.test_y),
             },
             Job::Gan(g) => EvalMetric {
                 name: "modes_covered".into(),
                 value: g.modes_covered(),
+                chance: None,
             },
         }
     }
@@ -85,6 +87,17 @@ impl Job {
                 .all(|q| q.master.iter().all(|v| v.is_finite()))
         })
     }
+}
+
+/// The share of `labels` held by the most common one: the accuracy of always predicting it
+/// (chance); `None` for no labels.
+fn majority_share(labels: &[usize]) -> Option<f64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for &y in labels {
+        *counts.entry(y).or_insert(0u64) += 1;
+    }
+    let most = counts.values().max()?;
+    Some(*most as f64 / labels.len() as f64)
 }
 
 /// Builds the data and the job `config` describes.

@@ -128,7 +128,7 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
         out.push(Figure {
             id: format!("shares-{i}"),
             section: 4,
-            caption: format!("{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); the rest of the 100% were zero before rounding, or inf/NaN.", r.name, r.formats.get(&Class::ActivationGrad).map_or("?", String::as_str)),
+            caption: format!("{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); the rest of the 100% were zero before rounding, or inf/NaN.", r.name, r.counted_formats.get(&Class::ActivationGrad).map_or("?", String::as_str)),
             chart: Chart::Stacked(StackedShares {
                 title: format!("{}: gradients stored, by outcome", r.name),
                 steps: steps.clone(),
@@ -357,7 +357,7 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
         id: "window".into(),
         section: 6,
         caption: format!(
-            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite), with each run's loss scale and its skipped steps. Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
+            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps. Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
             threshold_percent(MATCH_MAX_UNDERFLOW)
         ),

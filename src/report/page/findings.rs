@@ -27,14 +27,22 @@ pub(crate) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
     }
 }
 
-/// The findings, most important first.
-/// Why a run that did not diverge still failed to train, if it did: its loss grew many-fold
-/// (4x or more from its first step to its last), or its metric ended far below another run's of
-/// the same report (by half the metric's range or more).
+/// How close to chance a metric may end and still be "at chance": within this share of the way
+/// from chance to a perfect score (for ten balanced classes, below 19% accuracy).
+pub const AT_CHANCE: f64 = 0.1;
+
+/// Why a run that did not diverge still failed to train, if it did (the report's findings and
+/// table, and the demo, say it from this one rule): its loss grew many-fold (4x or more from its
+/// first step to its last), its metric ended at chance (a tenth, `AT_CHANCE`, of the way from the
+/// summary's chance level to a perfect score, or below), or its metric ended far below another
+/// run's of the same report (by half the metric's range or more).
 pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
     let &(first_step, first) = r.loss.points.first()?;
     let metric = &s.eval_metric;
+    let chance = metric.chance.filter(|&c| {
+        c < 1.0 && metric.value.is_finite() && metric.value - c <= AT_CHANCE * (1.0 - c)
+    });
     let best = runs
         .iter()
         .filter_map(|o| Some((&o.name, o.summary.as_ref()?)))
@@ -43,7 +51,7 @@ pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let grew = first > 0.0 && s.final_loss.is_finite() && s.final_loss >= 4.0 * first;
     let behind = metric.name == "test_accuracy"
         && best.is_some_and(|(_, b)| b.eval_metric.value - metric.value >= 0.5);
-    if !grew && !behind {
+    if !grew && !behind && chance.is_none() {
         return None;
     }
     let mut why = Vec::new();
@@ -53,11 +61,20 @@ pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
             s.final_loss
         ));
     }
-    if behind && let Some((name, b)) = best {
-        why.push(format!(
+    match (chance, best.filter(|_| behind)) {
+        (Some(c), Some((name, b))) => why.push(format!(
+            "its {} ends at chance, {:.4} (always predicting the test set's most common label scores {c:.4}), against {:.4} for {name}",
+            metric.name, metric.value, b.eval_metric.value
+        )),
+        (Some(c), None) => why.push(format!(
+            "its {} ends at chance, {:.4} (always predicting the test set's most common label scores {c:.4})",
+            metric.name, metric.value
+        )),
+        (None, Some((name, b))) => why.push(format!(
             "its {} ends at {:.4} against {:.4} for {name}",
             metric.name, metric.value, b.eval_metric.value
-        ));
+        )),
+        (None, None) => {}
     }
     Some(format!(
         "{} failed to train without diverging: {}.",
@@ -191,7 +208,9 @@ fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
             c.step,
             crate::text::pct(s.underflow),
             class.name().replace('_', " ").replace("grad", "gradients"),
-            r.formats.get(class).map_or("its format", String::as_str),
+            r.counted_formats
+                .get(class)
+                .map_or("its format", String::as_str),
         );
         let shadow: Vec<_> = r
             .shadow
@@ -229,7 +248,7 @@ fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
             );
         }
         match window_name(&c.window) {
-            Some(w) if r.formats.get(class).is_some_and(|f| f == "fp32") => {
+            Some(w) if r.counted_formats.get(class).is_some_and(|f| f == "fp32") => {
                 let _ = write!(
                     text,
                     " Stored in {}, loss scales {w} would keep them.",
@@ -314,28 +333,58 @@ fn shadow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
     }
 }
 
-/// The capture steps whose loss scale was outside the window, weighed against the scale predicted to train like fp32.
+/// Whether a run trained like an FP32 run of the same report: it finished without diverging or
+/// failing to train, and its final metric is within [`crate::report::grid::MATCH_TOLERANCE`] of
+/// the FP32 run's (test accuracy; for another metric, within that share of its value). Returns
+/// the FP32 run's name and metric; `None` when it did not, or when no FP32 run is there to say.
+fn matched_fp32<'a>(r: &RunData, runs: &'a [RunData]) -> Option<(&'a str, f64)> {
+    let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
+    if failed_to_train(r, runs).is_some() || r.is_fp32() {
+        return None;
+    }
+    let tolerance = crate::report::grid::MATCH_TOLERANCE;
+    runs.iter().filter(|o| o.is_fp32()).find_map(|o| {
+        let b = o.summary.as_ref()?;
+        let (m, base) = (&s.eval_metric, &b.eval_metric);
+        let allowed = if m.name == "test_accuracy" {
+            tolerance
+        } else {
+            tolerance * base.value.abs()
+        };
+        (m.name == base.name && (m.value - base.value).abs() <= allowed)
+            .then_some((o.name.as_str(), base.value))
+    })
+}
+
+/// The capture steps whose loss scale was outside the window, weighed against the scale
+/// predicted to train like fp32; said only when the run's outcome differs (it diverged, failed
+/// to train, or ended apart from an FP32 run of the report). Outside the window and trained like
+/// fp32, a run shows the window conservative, which section 6 says; with no FP32 run to compare
+/// with, nothing shows a cost, and section 6 says that too.
 fn outside(_: usize, r: &RunData, runs: &[RunData], say: Say<'_>) {
     let n = &r.name;
     let outside = outside_window(r);
-    if let (Some(first), true) = (outside.first(), rounds_gradients(r)) {
+    let healthy =
+        !r.summary.as_ref().is_some_and(|s| s.diverged) && failed_to_train(r, runs).is_none();
+    let differs = !healthy
+        || (matched_fp32(r, runs).is_none()
+            && runs.iter().any(|o| o.is_fp32() && o.summary.is_some()));
+    if let (Some(first), true, true) = (outside.first(), rounds_gradients(r), differs) {
         // Against the scale predicted to train like fp32 from an fp32 run's gradients.
         let predicted = runs.iter().filter_map(|q| q.predicted_min_log2_scale).max();
         let lowest = outside
             .iter()
             .map(|c| c.loss_scale)
             .fold(f64::INFINITY, f64::min);
-        let healthy =
-            !r.summary.as_ref().is_some_and(|s| s.diverged) && failed_to_train(r, runs).is_none();
         let verdict = match predicted {
-            Some(p) if lowest >= crate::format::pow2(p) && healthy => format!(
-                "; every one at or above 2^{p}, the scale from which training is predicted to match fp32 (from fp32's weight gradients), and the run trained: the window is conservative here"
-            ),
             Some(p) if lowest < crate::format::pow2(p) => format!(
                 "; below 2^{p}, the scale from which training is predicted to match fp32, at {}",
                 crate::text::scale_name(lowest)
             ),
-            _ => String::new(),
+            Some(p) => format!(
+                "; every one at or above 2^{p}, the scale from which training is predicted to match fp32: underflow does not explain how it ended"
+            ),
+            None => String::new(),
         };
         say(
             format!(
@@ -395,7 +444,7 @@ fn swamping(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
     if mean >= 0.1 {
         say(
             format!(
-                "{n}: on average {} of nonzero updates changed no weight (swamping in the {}-bit-mantissa master weights).",
+                "{n}: on average {} of the nonzero updates of weights with a nonzero gradient changed no weight (swamping in the {}-bit-mantissa master weights).",
                 crate::text::pct(mean),
                 r.master_mantissa_bits
             ),
@@ -429,8 +478,10 @@ fn bounded_note(r: &RunData) -> String {
     )
 }
 
-/// In words: where the scaler was against the window, and GradScaler settings that keep it.
-pub(crate) fn window_sentence(r: &RunData) -> String {
+/// In words: where the scaler was against the window, and GradScaler settings that keep it;
+/// whether leaving it cost anything against an FP32 run of `runs`; the capture steps with an
+/// empty window (no band in the figure).
+pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
     let windows: Vec<_> = r
         .captures
         .iter()
@@ -493,8 +544,45 @@ pub(crate) fn window_sentence(r: &RunData) -> String {
                 first.step,
                 crate::text::scale_name(first.loss_scale)
             );
+            let healthy = !r.summary.as_ref().is_some_and(|s| s.diverged)
+                && failed_to_train(r, runs).is_none();
+            match matched_fp32(r, runs) {
+                Some((base, v)) => {
+                    let _ = write!(
+                        s,
+                        " Yet it trained like {base} ({} {} against {v:.4}): the window, which keeps all but {} of the values, is conservative here, and leaving it cost nothing.",
+                        r.metric().map_or(String::new(), |m| m.0),
+                        r.metric().map_or("?".into(), |m| format!("{:.4}", m.1)),
+                        threshold_percent(crate::report::runs::MAX_UNDERFLOW)
+                    );
+                }
+                None if healthy && !runs.iter().any(|o| o.is_fp32() && o.summary.is_some()) => {
+                    let _ = write!(
+                        s,
+                        " The run trained, and no FP32 run is in this report to say whether leaving the window cost anything: the window, which keeps all but {} of the values, is conservative.",
+                        threshold_percent(crate::report::runs::MAX_UNDERFLOW)
+                    );
+                }
+                None => {}
+            }
         }
         None => s.push_str(" The run's loss scale stayed inside the window at every capture step."),
+    }
+    let empty: Vec<String> = r
+        .captures
+        .iter()
+        .filter(|c| window_name(&c.window).is_none())
+        .map(|c| c.step.to_string())
+        .collect();
+    if !empty.is_empty() && !windows.is_empty() {
+        let _ = write!(
+            s,
+            " At {} of {} capture steps (step{} {}) no single scale kept the gradients (an empty window): the figure has no band there.",
+            empty.len(),
+            r.captures.len(),
+            if empty.len() == 1 { "" } else { "s" },
+            empty.join(", ")
+        );
     }
     let range = format!("2^{}..2^{}", WINDOW_SCALES.start(), WINDOW_SCALES.end());
     let _ = write!(s, " (Windows searched over {range}.)");

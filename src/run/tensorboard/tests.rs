@@ -152,6 +152,7 @@ fn step(n: u64, skipped: bool) -> StepRecord {
         eval: (n == 4).then(|| EvalMetric {
             name: "test_accuracy".into(),
             value: 0.75,
+            chance: None,
         }),
     }
 }
@@ -163,6 +164,7 @@ fn capture(n: u64) -> CaptureRecord {
         part: part.map(str::to_string),
         values: Histogram::from_f32(0, xs),
         rounding: RoundCounts::default(),
+        rounded_into: None,
     };
     CaptureRecord {
         step: n,
@@ -211,6 +213,7 @@ fn run_dir(dir: &Path, captures: &[u64], finished: bool) {
             eval_metric: EvalMetric {
                 name: "test_accuracy".into(),
                 value: 0.75,
+                chance: None,
             },
             parameters: 10,
             wall_seconds: 2.0,

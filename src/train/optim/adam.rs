@@ -138,4 +138,42 @@ mod tests {
         Adam::new(1e-3, 0.9, 0.999, 1e-8).step(&mut [&mut w], 1.0, &mut p);
         assert_eq!(w.master[[0, 0]], 1.0);
     }
+
+    /// Issue 29, case 5: Adam moves a weight whose gradient is exactly zero (its moments
+    /// decay), and that update rounds away on a large weight; it is not swamping, and only the
+    /// weights with a gradient count, in both code paths (rounded master weights: fp16-pure, 1000
+    /// whose half ulp is 0.25; FP32 ones: 2^20, whose half ulp is 2^-4; the updates are about
+    /// 10^-3).
+    #[test]
+    fn only_weights_with_a_gradient_count_as_swamped() {
+        for (recipe, weight) in [("fp16-pure", 1000.0f32), ("fp32", 1_048_576.0)] {
+            let mut p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
+            let site = p.register("w");
+            let mut w = Param::new("weight", site, Array2::from_elem((1, 2), weight));
+            w.sync(&mut p);
+            let mut adam = Adam::new(1e-3, 0.9, 0.999, 1e-8);
+            w.grad = Array2::from_shape_vec((1, 2), vec![1.0, 1.0]).unwrap();
+            let first = adam.step(&mut [&mut w], 1.0, &mut p);
+            assert_eq!(
+                first,
+                UpdateStats {
+                    nonzero: 2,
+                    lost: 2
+                },
+                "{recipe}"
+            );
+            // The second weight's gradient is zero; its update (about -6.7e-4) is not.
+            w.grad = Array2::from_shape_vec((1, 2), vec![1.0, 0.0]).unwrap();
+            let second = adam.step(&mut [&mut w], 1.0, &mut p);
+            assert_eq!(
+                second,
+                UpdateStats {
+                    nonzero: 1,
+                    lost: 1
+                },
+                "{recipe}"
+            );
+            assert_eq!(w.master[[0, 1]], weight, "{recipe}");
+        }
+    }
 }
