@@ -490,14 +490,7 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
     let share_cells = |s: &crate::stats::Sweep| -> Vec<String> {
         let n = s.finite_nonzero();
         match s.row(at) {
-            Some(row) if n > 0 => vec![
-                percent_of(row.underflow, n),
-                percent_of(row.subnormal, n),
-                percent_of(row.normal, n),
-                percent_of(row.overflow, n),
-                percent(row.energy_lost),
-                row.relative_error.map_or("inf".into(), percent),
-            ],
+            Some(row) if n > 0 => row_shares(row, n),
             _ => vec!["-".to_string(); 6],
         }
     };
@@ -552,16 +545,10 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
             } else {
                 ""
             };
-            vec![
-                k.to_string(),
-                percent_of(row.underflow, n),
-                percent_of(row.subnormal, n),
-                percent_of(row.normal, n),
-                percent_of(row.overflow, n),
-                percent(row.energy_lost),
-                row.relative_error.map_or("inf".into(), percent),
-                mark.to_string(),
-            ]
+            let mut cells = vec![k.to_string()];
+            cells.extend(row_shares(row, n));
+            cells.push(mark.to_string());
+            cells
         })
         .collect();
     let mut header = vec!["log2 scale"];
@@ -581,6 +568,19 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
         show(r.predicted_min_log2_scale_sgd)
     )?;
     writeln!(out, "{}", a.explanation)
+}
+
+/// A sweep row's shares, as the tables print them: underflow, subnormal, normal and overflow in
+/// percent of the `n` finite nonzero values, then the energy lost and the relative error.
+fn row_shares(row: &crate::stats::SweepRow, n: u64) -> Vec<String> {
+    vec![
+        percent_of(row.underflow, n),
+        percent_of(row.subnormal, n),
+        percent_of(row.normal, n),
+        percent_of(row.overflow, n),
+        percent(row.energy_lost),
+        row.relative_error.map_or("inf".into(), percent),
+    ]
 }
 
 #[cfg(test)]
@@ -610,3 +610,4 @@ mod tests {
         }
     }
 }
+
