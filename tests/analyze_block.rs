@@ -574,3 +574,51 @@ fn tiles_span_rows() {
     assert_eq!(s["blocks"], 4);
     assert_eq!(v["schemes"][0]["block_shape"], serde_json::json!([2, 2]));
 }
+
+/// A tensor with no finite value has no amax (`null`, `-` in the table), as in the element
+/// analysis; a tensor of zeros has amax 0.
+#[test]
+fn a_tensor_without_a_finite_value_has_no_amax() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "n.safetensors",
+        &[
+            ("nan", vec![2, 32], vec![f32::NAN; 64]),
+            ("inf", vec![1, 32], vec![f32::INFINITY; 32]),
+            ("zeros", vec![1, 32], vec![0.0; 32]),
+            ("w", vec![1, 32], vec![0.5; 32]),
+        ],
+    );
+    let p = p.to_str().unwrap();
+    for args in [
+        &["analyze", p, "--format", "mxfp8-e4m3", "--json"][..],
+        &["analyze", p, "--compare-blocks", "--json"][..],
+    ] {
+        let v = json(args);
+        let amax: Vec<&Value> = v["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["amax"])
+            .collect();
+        assert_eq!(
+            amax,
+            [
+                &Value::Null,
+                &Value::Null,
+                &Value::from(0.0),
+                &Value::from(0.5)
+            ],
+            "{args:?}"
+        );
+    }
+    let o = mixprec(&["analyze", p, "--format", "mxfp8-e4m3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("nan "))
+        .expect("a row for nan");
+    assert!(row.trim_end().ends_with(" -"), "{row}");
+}

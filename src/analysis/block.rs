@@ -329,7 +329,8 @@ pub struct BlockInput {
     info: TensorInfo,
     rows: usize,
     cols: usize,
-    amax: f32,
+    /// The largest finite magnitude so far; `None` until a finite value is seen.
+    amax: Option<f32>,
     schemes: Vec<(Scheme, SchemeAcc)>,
     narrow: Vec<f32>,
 }
@@ -361,7 +362,7 @@ impl BlockInput {
             info,
             rows,
             cols,
-            amax: 0.0,
+            amax: None,
             schemes,
             narrow: Vec::new(),
         }
@@ -380,7 +381,7 @@ impl BlockInput {
         self.amax = xs
             .iter()
             .filter(|x| x.is_finite())
-            .fold(self.amax, |m, x| m.max(x.abs()));
+            .fold(self.amax, |m, x| Some(m.unwrap_or(0.0).max(x.abs())));
         for (_, acc) in &mut self.schemes {
             acc.add(xs);
         }
@@ -410,7 +411,7 @@ impl BlockInput {
             shape: self.info.shape,
             rows: self.rows,
             cols: self.cols,
-            amax: f64::from(self.amax),
+            amax: self.amax.map(f64::from),
             schemes: stats,
         }
     }
@@ -433,8 +434,9 @@ pub struct BlockTensor {
     pub rows: usize,
     /// Columns (its last axis).
     pub cols: usize,
-    /// The largest finite magnitude (after narrowing to f32).
-    pub amax: f64,
+    /// The largest finite magnitude (after narrowing to f32); `None` (`null`) when the tensor
+    /// holds no finite value.
+    pub amax: Option<f64>,
     /// One entry per scheme, in the options' order.
     pub schemes: Vec<BlockStats>,
 }

@@ -127,7 +127,7 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
                     first.map_or(0, |s| s.values).to_string(),
                     first.map_or(0, |s| s.zeros).to_string(),
                     first.map_or(0, |s| s.nonfinite).to_string(),
-                    magnitude(t.amax),
+                    t.amax.map_or("-".into(), magnitude),
                 ],
             )
         })
