@@ -102,13 +102,15 @@ def loss_of(model, x):
     return torch.nn.functional.cross_entropy(model(x), x[:, 0] % 2)
 
 
-def recorder_rounds(rounds, block):
-    """The recorder at ``every=100`` against the same GradScaler loop without it."""
+def recorder_rounds(rounds, block, autocast=None):
+    """The recorder at ``every=100`` against the same GradScaler loop without it (in FP32, or
+    with the forward and loss under CPU autocast in the dtype ``autocast``)."""
 
     def scaled(model, opt, scaler, rec=None):
         def step(x):
             opt.zero_grad(set_to_none=True)
-            loss = loss_of(model, x)
+            with torch.autocast("cpu", dtype=autocast or torch.float32, enabled=autocast is not None):
+                loss = loss_of(model, x)
             scaler.scale(loss).backward()
             scaler.step(opt)
             if rec is not None:

@@ -106,21 +106,19 @@ def _policy(scaler: Optional[Any]) -> str:
 
 
 class _BackwardAmax(TorchDispatchMode):
-    """Sees every operation run while it is active (from the recorded model's forward pass to
-    :meth:`Recorder.step`; the autograd engine carries it to its worker threads) and keeps, of
-    each tensor a backward pass forms, its largest magnitude (NaN when it holds a NaN, inf when
-    an inf), with the backward pass's id and whether it was formed in a narrow dtype (for a cast
-    into one, of the values cast). Only the backward passes that reach the recorded model (a
-    hook on its outputs says which) count; outside a backward pass it only runs the operation."""
+    """Sees every operation run while it is active (in a loop that stores narrow tensors, from
+    the end of the recorded model's forward pass to the optimizer's step or :meth:`Recorder.step`;
+    the autograd engine carries it to its worker threads) and keeps, of each tensor a backward
+    pass forms in a narrow dtype, its largest magnitude (NaN when it holds a NaN, inf when an
+    inf; for a cast into a narrow dtype, of the values cast), as a 0-d tensor where it lies, with
+    the backward pass's id. Only the backward passes that reach the recorded model (a hook on its
+    outputs says which) count; outside a backward pass it only runs the operation."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: List[Tuple[int, bool, torch.Tensor]] = []
+        self.seen: List[Tuple[int, torch.Tensor]] = []
         self.ours: set = set()
         self.on = False
-        #: Whether a backward pass formed a narrow tensor yet: from then on only narrow ones
-        #: are reduced.
-        self.narrow_seen = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -129,18 +127,14 @@ class _BackwardAmax(TorchDispatchMode):
             return out
         cast = None
         for t in out if isinstance(out, (tuple, list)) else (out,):
-            if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
-                continue
-            narrow = t.dtype in _NARROW
-            if not narrow and self.narrow_seen:
-                continue  # a loop that stores narrow tensors: the others do not count
-            self.narrow_seen |= narrow
-            if narrow and cast is None:
+            if not (isinstance(t, torch.Tensor) and t.dtype in _NARROW and t.numel()):
+                continue  # FP32 sums the loop never stores narrower do not count
+            if cast is None:
                 cast = _CASTS.get(str(func), -1)
-            src = args[cast] if narrow and 0 <= cast < len(args) else None
+            src = args[cast] if 0 <= cast < len(args) else None
             if isinstance(src, torch.Tensor) and src.is_floating_point():
                 t = src  # the values before rounding (or, narrow already, the same)
-            self.seen.append((task, narrow, t.detach().abs().amax()))
+            self.seen.append((task, t.detach().abs().amax()))
         return out
 
     def start(self) -> None:
@@ -162,25 +156,19 @@ class _BackwardAmax(TorchDispatchMode):
 
     def take(self) -> Tuple[Optional[float], bool, bool]:
         """Of the backward passes that reached the model since the last call: the largest
-        finite magnitude (of the narrow tensors, or of all when none was narrow; None when none
-        was finite and nonzero), whether any tensor held an inf or NaN, and whether any was
-        seen at all; then forgets them."""
-        seen = [(narrow, a) for task, narrow, a in self.seen if task in self.ours]
+        finite magnitude of the narrow tensors (None when none was finite and nonzero), whether
+        any held an inf or NaN, and whether any was seen at all; then forgets them."""
+        seen = [a for task, a in self.seen if task in self.ours]
         self.seen, self.ours = [], set()
         if not seen:
             return None, False, False
         groups: Dict[Any, List[torch.Tensor]] = {}
-        for _, a in seen:
+        for a in seen:
             groups.setdefault((a.device, a.dtype), []).append(a)
-        # One transfer per device and dtype (exact in float64), in the order seen.
-        host = {k: iter(torch.stack(g).double().cpu().tolist()) for k, g in groups.items()}
-        values = [(narrow, next(host[a.device, a.dtype])) for narrow, a in seen]
-        any_narrow = any(narrow for narrow, _ in values)
-        nonfinite = not all(math.isfinite(v) for _, v in values)
-        amax = max(
-            (v for narrow, v in values if math.isfinite(v) and (narrow or not any_narrow)),
-            default=0.0,
-        )
+        # One transfer per device and dtype (exact in float64).
+        values = [v for g in groups.values() for v in torch.stack(g).double().cpu().tolist()]
+        nonfinite = not all(math.isfinite(v) for v in values)
+        amax = max((v for v in values if math.isfinite(v)), default=0.0)
         return (amax if amax > 0 else None), nonfinite, True
 
 
@@ -549,16 +537,32 @@ class Recorder:
         self._backward.stop()
 
     def _watch_backward(self) -> None:
-        """A hook on the model: the end of its forward pass (gradients on) turns the dispatch
-        mode on, which :meth:`step` turns off (so that other work between steps runs without it), and a hook on
-        each of its outputs' gradient functions says which backward passes reach the model."""
+        """A hook on the model: the end of a forward pass (gradients on) in a loop that stores
+        narrow tensors (:meth:`_narrow`) turns the dispatch mode on, and hooks each of the
+        outputs' gradient functions to say which backward passes reach the model; the
+        optimizer's step (its backward passes done) and :meth:`step` turn it off, so that the
+        optimizer and other work between steps run without it. In a loop that stores none the
+        mode stays off: :meth:`step` takes the weights' gradients."""
         backward = self._backward
 
         def outputs(module, inputs, output):
-            if torch.is_grad_enabled():
+            if torch.is_grad_enabled() and self._narrow(output):
                 for t in tree_leaves(output):
                     if isinstance(t, torch.Tensor) and t.grad_fn is not None:
                         t.grad_fn.register_prehook(backward.mark)
                 backward.start()
 
         self._watch = [self.model.register_forward_hook(outputs)]
+        if self.optimizer is not None:
+            self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: backward.stop()))
+
+    def _narrow(self, output) -> bool:
+        """Whether the forward pass that gave ``output`` ran in a loop that stores tensors
+        narrower than FP32: autocast on for a device of its outputs, or an output or a weight
+        in a narrow dtype."""
+        leaves = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+        return (
+            any(t.dtype in _NARROW for t in leaves)
+            or any(torch.is_autocast_enabled(d) for d in {t.device.type for t in leaves})
+            or any(p.dtype in _NARROW for p in self._param_layer)
+        )
