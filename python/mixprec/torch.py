@@ -109,14 +109,14 @@ class _BackwardAmax(TorchDispatchMode):
     """Sees every operation run while it is active (in a loop that stores narrow tensors, from
     the end of the recorded model's forward pass to the optimizer's step or :meth:`Recorder.step`;
     the autograd engine carries it to its worker threads) and keeps, of each tensor a backward
-    pass forms in a narrow dtype, its largest magnitude (NaN when it holds a NaN, inf when an
-    inf; for a cast into a narrow dtype, of the values cast), as a 0-d tensor where it lies, with
-    the backward pass's id. Only the backward passes that reach the recorded model (a hook on its
+    pass forms in a narrow dtype, its least and largest value (NaN when it holds a NaN; for a cast
+    into a narrow dtype, of the values cast), as 0-d tensors where it lies, with the backward
+    pass's id. Only the backward passes that reach the recorded model (a hook on its
     outputs says which) count; outside a backward pass it only runs the operation."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: List[Tuple[int, torch.Tensor]] = []
+        self.seen: List[Tuple[int, Any]] = []
         self.ours: set = set()
         self.on = False
 
@@ -134,7 +134,11 @@ class _BackwardAmax(TorchDispatchMode):
             src = args[cast] if 0 <= cast < len(args) else None
             if isinstance(src, torch.Tensor) and src.is_floating_point():
                 t = src  # the values before rounding (or, narrow already, the same)
-            self.seen.append((task, t.detach().abs().amax()))
+            if t.element_size() == 1:
+                t = t.float()  # fp8 has no reductions of its own; widening it is exact
+            # One pass (a few times faster than abs().amax() on the CPU): the largest
+            # magnitude is the larger of |min| and |max|, formed in take.
+            self.seen.append((task, torch.aminmax(t.detach())))
         return out
 
     def start(self) -> None:
@@ -158,17 +162,23 @@ class _BackwardAmax(TorchDispatchMode):
         """Of the backward passes that reached the model since the last call: the largest
         finite magnitude of the narrow tensors (None when none was finite and nonzero), whether
         any held an inf or NaN, and whether any was seen at all; then forgets them."""
-        seen = [a for task, a in self.seen if task in self.ours]
+        seen = [m for task, m in self.seen if task in self.ours]
         self.seen, self.ours = [], set()
         if not seen:
             return None, False, False
         groups: Dict[Any, List[torch.Tensor]] = {}
-        for a in seen:
-            groups.setdefault((a.device, a.dtype), []).append(a)
-        # One transfer per device and dtype (exact in float64).
-        values = [v for g in groups.values() for v in torch.stack(g).double().cpu().tolist()]
-        nonfinite = not all(math.isfinite(v) for v in values)
-        amax = max((v for v in values if math.isfinite(v)), default=0.0)
+        for lo, hi in seen:
+            groups.setdefault((lo.device, lo.dtype), []).extend((lo, hi))
+        # One transfer per device and dtype (exact in float64); a tensor's magnitudes are
+        # known where both its least and largest values are finite.
+        pairs = [
+            pair for g in groups.values() for pair in torch.stack(g).double().cpu().view(-1, 2).tolist()
+        ]
+        nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in pairs)
+        amax = max(
+            (max(-lo, hi) for lo, hi in pairs if math.isfinite(lo) and math.isfinite(hi)),
+            default=0.0,
+        )
         return (amax if amax > 0 else None), nonfinite, True
 
 
