@@ -432,34 +432,40 @@ def test_grad_amax_is_the_recorded_models_backward_in_float16(tmp_path):
         assert recorded == fp16 > 0
 
 
-class HalfWeights(TinyTransformer):
-    """float16 weights, an FP32 output: the loop stores narrow tensors without autocast."""
+class FloatOutput(TinyTransformer):
+    """An FP32 output, whatever the weights and autocast."""
 
     def forward(self, tokens):
         return super().forward(tokens).float()
 
 
 class HalfOutput(TinyTransformer):
-    """FP32 weights, a float16 output."""
+    """A float16 output, whatever the weights."""
 
     def forward(self, tokens):
         return super().forward(tokens).half()
 
 
-@pytest.mark.parametrize("model_type", [HalfWeights, HalfOutput])
-def test_a_loop_with_float16_tensors_and_no_autocast_records_them(tmp_path, model_type):
-    """float16 weights, or a float16 output, without autocast: the loop stores float16 tensors,
-    and ``grad_amax`` is theirs, as the nodes' hooks see them."""
+@pytest.mark.parametrize(
+    "model_type,half,autocast",
+    [(FloatOutput, True, False), (HalfOutput, False, False), (FloatOutput, False, True)],
+    ids=["float16 weights", "float16 output", "autocast, FP32 output"],
+)
+def test_a_loop_that_stores_float16_records_it(tmp_path, model_type, half, autocast):
+    """float16 weights, or a float16 output, or autocast with an FP32 output: the loop stores
+    float16 tensors, the mode is on, and ``grad_amax`` is theirs, as the nodes' hooks see them."""
     torch.manual_seed(0)
     model = model_type()
-    if model_type is HalfWeights:
+    if half:
         model.half()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     seen = []
     with Recorder(model, out=tmp_path / "run", every=0, optimizer=opt) as rec:
         for x, y in batches(3):
             opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            assert rec._backward.on
             amax = float16_of_backward(loss)
             loss.backward()
             opt.step()
@@ -467,6 +473,36 @@ def test_a_loop_with_float16_tensors_and_no_autocast_records_them(tmp_path, mode
             seen.append(max(amax))
     assert [r["grad_amax"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == seen
     assert all(a > 0 for a in seen)
+
+
+def test_grad_amax_of_negative_gradients(tmp_path):
+    """Every gradient negative (the loss -sum(w x), float16): the largest magnitude is the
+    least value's, |-(3 + 1)|."""
+    w = torch.nn.Parameter(torch.ones((), dtype=torch.float16))
+    model = torch.nn.Module()
+    model.w = w
+    model.forward = lambda x: x * model.w
+    with Recorder(model, out=tmp_path / "run", every=0) as rec:
+        loss = -model(torch.tensor([3.0, 1.0], dtype=torch.float16)).sum()
+        loss.backward()
+        rec.step(loss)
+    assert [r["grad_amax"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == [4.0]
+
+
+def test_a_gradient_holding_an_inf_says_nothing_of_its_other_values(tmp_path):
+    """The loss 2 sum(w x) summed in FP32, w and x in float16, x = (60000, 1): w's gradient
+    (120000 -> inf, 2) holds an inf, so of the values known only the cast's FP32 input (2, 2)
+    counts, and the step is bounded."""
+    model = torch.nn.Module()
+    model.w = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
+    model.forward = lambda x: x * model.w
+    with Recorder(model, out=tmp_path / "run", every=0) as rec:
+        loss = model(torch.tensor([60000.0, 1.0], dtype=torch.float16)).float().sum() * 2
+        loss.backward()
+        assert torch.isinf(model.w.grad[0]) and math.isfinite(loss.item())
+        rec.step(loss)
+    (step,) = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert (step["grad_amax"], step["grad_amax_bounded"]) == (2.0, True)
 
 
 def test_an_fp32_loop_records_the_weights_gradients(tmp_path):
