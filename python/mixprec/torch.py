@@ -19,17 +19,28 @@
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
 step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
 what decides whether the step overflows at another scale, the largest magnitude of the values
-the backward pass formed in the loop's precision, unscaled. A dispatch mode, on from the end of
-each forward pass of the model (with gradients on) to ``rec.step``, sees every operation of the
-backward passes that reach the model (and only runs the others): of each tensor formed in a format narrower than FP32 (fp16, bf16, fp8; every floating tensor, in a
-loop that forms none) it takes the largest magnitude as stored, and for a cast into such a
-format that of the FP32 values cast (the values before rounding); FP32 sums that the loop never
-stores narrower (the weights' ``.grad``) do not count. Under a power-of-two change of scale a
-value stored finite decides overflow exactly as the value before rounding does. Where an inf or
-NaN formed in the backward pass (the loss finite), the gradients it reached are unknown at
-other scales: ``grad_amax`` is then the largest of the values known, a lower bound, and the
-step is marked ``grad_amax_bounded`` (``summary.json`` counts them as ``bounded_steps``). The
-mode costs two small reductions per backward operation and one transfer to the host per step.
+the backward pass formed in the loop's precision, unscaled. In a loop that stores tensors
+narrower than FP32 (autocast on, or the model's weights or outputs in fp16, bf16 or fp8, as the
+end of each forward pass says) a dispatch mode, on from the end of each forward pass of the
+model (with gradients on) to the optimizer's step (or ``rec.step``), sees every operation of the
+backward passes that reach the model (and only runs the others): of each narrow tensor formed it
+takes the largest magnitude as stored, and for a cast into a narrow format that of the FP32
+values cast (the values before rounding); FP32 sums that the loop never stores narrower (the
+weights' ``.grad``) do not count. Under a power-of-two change of scale a value stored finite
+decides overflow exactly as the value before rounding does. Where an inf or NaN formed in the
+backward pass (the loss finite), the gradients it reached are unknown at other scales:
+``grad_amax`` is then the largest of the values known (a tensor holding an inf or NaN says
+nothing of its others), a lower bound, and the step is marked ``grad_amax_bounded``
+(``summary.json`` counts them as ``bounded_steps``). The mode costs a Python call per operation,
+one reduction per narrow tensor and one transfer to the host per step (CPU autocast: about
+1.12x the step, ``reports/perf/python.md``). In a loop that stores no narrow tensor (FP32
+throughout) the mode stays off and ``grad_amax`` is the largest magnitude of the weights'
+gradients, one reduction per step (an inf or NaN among them marks the step bounded): what
+overflows there is FP32, at 2^128, far above any of its gradients; the backward's intermediate
+FP32 values, up to 25x larger on ``benches/python.py``'s transformer, are not seen. To judge a
+narrow format's overflow, record the loop in it (autocast); a model that casts into a narrow
+dtype only inside its forward pass (FP32 weights and outputs, no autocast) is taken for an FP32
+loop.
 On capture steps (the first, then every ``every``) hooks see the weights the
 forward reads, every leaf module's output (activations, forward hooks) and its gradient
 (activation gradients, hooks on the outputs), every parameter's gradient once accumulated
@@ -143,8 +154,8 @@ class _BackwardAmax(TorchDispatchMode):
 
     def start(self) -> None:
         """Turns the mode on (the end of a forward pass of the recorded model with gradients
-        on: the loss, the backward pass and the optimizer's step run under it, the model's
-        forward pass does not)."""
+        on: the loss and the backward pass run under it, the model's forward pass and, from its
+        step on, the optimizer do not)."""
         if not self.on and torch.is_grad_enabled():
             self.on = True
             self.__enter__()
