@@ -110,7 +110,8 @@ def recorder_rounds(rounds, block, autocast=None):
     def scaled(model, opt, scaler, rec=None):
         def step(x):
             opt.zero_grad(set_to_none=True)
-            with torch.autocast("cpu", dtype=autocast or torch.float32, enabled=autocast is not None):
+            with torch.autocast("cpu", dtype=autocast or torch.float32,
+                                enabled=autocast is not None):
                 loss = loss_of(model, x)
             scaler.scale(loss).backward()
             scaler.step(opt)

@@ -183,7 +183,9 @@ class _BackwardAmax(TorchDispatchMode):
         # One transfer per device and dtype (exact in float64); a tensor's magnitudes are
         # known where both its least and largest values are finite.
         pairs = [
-            pair for g in groups.values() for pair in torch.stack(g).double().cpu().view(-1, 2).tolist()
+            pair
+            for g in groups.values()
+            for pair in torch.stack(g).double().cpu().view(-1, 2).tolist()
         ]
         nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in pairs)
         amax = max(
