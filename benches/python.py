@@ -6,9 +6,10 @@
 2. the cost of ``mixprec.torch.Recorder`` at ``every=100`` on a small transformer trained on the
    CPU with a GradScaler, one torch thread: two identical trainings, one recorded, advanced
    step by step in turn, 9 rounds of 100 steps (one capture step each; the first round a
-   warm-up); the median of the rounds' ratios, in wall-clock and CPU time. In float32: CPU autocast
-   in float16 or bfloat16 makes this model's step about 4.5x slower here (no half-precision
-   matrix units), which would hide the recorder's cost; float32 is the harder test;
+   warm-up); the median of the rounds' ratios, in wall-clock and CPU time. In float32 (the
+   recorder's dispatch mode stays off), then under CPU autocast in float16 (5 rounds; the mode
+   on from each forward pass to the optimizer's step), whose step is several times slower here
+   (no half-precision matrix units);
 3. the cost of ``mixprec.torch.Simulate(model, "fp8-hybrid")`` on the same transformer: the
    same AdamW loop in FP32 and simulated, rounds as in 2 (ratios: goal under 2x).
 
@@ -102,13 +103,16 @@ def loss_of(model, x):
     return torch.nn.functional.cross_entropy(model(x), x[:, 0] % 2)
 
 
-def recorder_rounds(rounds, block):
-    """The recorder at ``every=100`` against the same GradScaler loop without it."""
+def recorder_rounds(rounds, block, autocast=None):
+    """The recorder at ``every=100`` against the same GradScaler loop without it (in FP32, or
+    with the forward and loss under CPU autocast in the dtype ``autocast``)."""
 
     def scaled(model, opt, scaler, rec=None):
         def step(x):
             opt.zero_grad(set_to_none=True)
-            loss = loss_of(model, x)
+            with torch.autocast("cpu", dtype=autocast or torch.float32,
+                                enabled=autocast is not None):
+                loss = loss_of(model, x)
             scaler.scale(loss).backward()
             scaler.step(opt)
             if rec is not None:
@@ -187,6 +191,11 @@ def main():
     print_rounds(f"\nrecorder, every=100, torch threads 1, {rounds} rounds of {block} steps each "
                  f"way, interleaved step by step; load average {load:.1f} before, "
                  f"{os.getloadavg()[0]:.1f} after:", times, rounds)
+    load = os.getloadavg()[0]
+    times = recorder_rounds(5, block, autocast=torch.float16)
+    print_rounds(f"\nrecorder, every=100, CPU autocast in float16, torch threads 1, 5 rounds of "
+                 f"{block} steps each way, interleaved step by step; load average {load:.1f} "
+                 f"before, {os.getloadavg()[0]:.1f} after:", times, 5)
     load = os.getloadavg()[0]
     times = simulate_rounds(rounds, block)
     print_rounds(f"\nSimulate(model, 'fp8-hybrid') against the FP32 loop, torch threads 1, "

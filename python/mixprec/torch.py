@@ -19,17 +19,28 @@
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
 step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
 what decides whether the step overflows at another scale, the largest magnitude of the values
-the backward pass formed in the loop's precision, unscaled. A dispatch mode, on from the end of
-each forward pass of the model (with gradients on) to ``rec.step``, sees every operation of the
-backward passes that reach the model (and only runs the others): of each tensor formed in a format narrower than FP32 (fp16, bf16, fp8; every floating tensor, in a
-loop that forms none) it takes the largest magnitude as stored, and for a cast into such a
-format that of the FP32 values cast (the values before rounding); FP32 sums that the loop never
-stores narrower (the weights' ``.grad``) do not count. Under a power-of-two change of scale a
-value stored finite decides overflow exactly as the value before rounding does. Where an inf or
-NaN formed in the backward pass (the loss finite), the gradients it reached are unknown at
-other scales: ``grad_amax`` is then the largest of the values known, a lower bound, and the
-step is marked ``grad_amax_bounded`` (``summary.json`` counts them as ``bounded_steps``). The
-mode costs two small reductions per backward operation and one transfer to the host per step.
+the backward pass formed in the loop's precision, unscaled. In a loop that stores tensors
+narrower than FP32 (autocast on, or the model's weights or outputs in fp16, bf16 or fp8, as the
+end of each forward pass says) a dispatch mode, on from the end of each forward pass of the
+model (with gradients on) to the optimizer's step (or ``rec.step``), sees every operation of the
+backward passes that reach the model (and only runs the others): of each narrow tensor formed it
+takes the largest magnitude as stored, and for a cast into a narrow format that of the FP32
+values cast (the values before rounding); FP32 sums that the loop never stores narrower (the
+weights' ``.grad``) do not count. Under a power-of-two change of scale a value stored finite
+decides overflow exactly as the value before rounding does. Where an inf or NaN formed in the
+backward pass (the loss finite), the gradients it reached are unknown at other scales:
+``grad_amax`` is then the largest of the values known (a tensor holding an inf or NaN says
+nothing of its others), a lower bound, and the step is marked ``grad_amax_bounded``
+(``summary.json`` counts them as ``bounded_steps``). The mode costs a Python call per operation,
+one reduction per narrow tensor and one transfer to the host per step (CPU autocast: about
+1.12x the step, ``reports/perf/python.md``). In a loop that stores no narrow tensor (FP32
+throughout) the mode stays off and ``grad_amax`` is the largest magnitude of the weights'
+gradients, one reduction per step (an inf or NaN among them marks the step bounded): what
+overflows there is FP32, at 2^128, far above any of its gradients; the backward's intermediate
+FP32 values, up to 25x larger on ``benches/python.py``'s transformer, are not seen. To judge a
+narrow format's overflow, record the loop in it (autocast); a model that casts into a narrow
+dtype only inside its forward pass (FP32 weights and outputs, no autocast) is taken for an FP32
+loop.
 On capture steps (the first, then every ``every``) hooks see the weights the
 forward reads, every leaf module's output (activations, forward hooks) and its gradient
 (activation gradients, hooks on the outputs), every parameter's gradient once accumulated
@@ -106,21 +117,19 @@ def _policy(scaler: Optional[Any]) -> str:
 
 
 class _BackwardAmax(TorchDispatchMode):
-    """Sees every operation run while it is active (from the recorded model's forward pass to
-    :meth:`Recorder.step`; the autograd engine carries it to its worker threads) and keeps, of
-    each tensor a backward pass forms, its largest magnitude (NaN when it holds a NaN, inf when
-    an inf), with the backward pass's id and whether it was formed in a narrow dtype (for a cast
-    into one, of the values cast). Only the backward passes that reach the recorded model (a
-    hook on its outputs says which) count; outside a backward pass it only runs the operation."""
+    """Sees every operation run while it is active (in a loop that stores narrow tensors, from
+    the end of the recorded model's forward pass to the optimizer's step or :meth:`Recorder.step`;
+    the autograd engine carries it to its worker threads) and keeps, of each tensor a backward
+    pass forms in a narrow dtype, its least and largest value (NaN when it holds a NaN; for a cast
+    into a narrow dtype, of the values cast), as 0-d tensors where it lies, with the backward
+    pass's id. Only the backward passes that reach the recorded model (a hook on its
+    outputs says which) count; outside a backward pass it only runs the operation."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: List[Tuple[int, bool, torch.Tensor]] = []
+        self.seen: List[Tuple[int, Any]] = []
         self.ours: set = set()
         self.on = False
-        #: Whether a backward pass formed a narrow tensor yet: from then on only narrow ones
-        #: are reduced.
-        self.narrow_seen = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -129,24 +138,24 @@ class _BackwardAmax(TorchDispatchMode):
             return out
         cast = None
         for t in out if isinstance(out, (tuple, list)) else (out,):
-            if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()):
-                continue
-            narrow = t.dtype in _NARROW
-            if not narrow and self.narrow_seen:
-                continue  # a loop that stores narrow tensors: the others do not count
-            self.narrow_seen |= narrow
-            if narrow and cast is None:
+            if not (isinstance(t, torch.Tensor) and t.dtype in _NARROW and t.numel()):
+                continue  # FP32 sums the loop never stores narrower do not count
+            if cast is None:
                 cast = _CASTS.get(str(func), -1)
-            src = args[cast] if narrow and 0 <= cast < len(args) else None
+            src = args[cast] if 0 <= cast < len(args) else None
             if isinstance(src, torch.Tensor) and src.is_floating_point():
                 t = src  # the values before rounding (or, narrow already, the same)
-            self.seen.append((task, narrow, t.detach().abs().amax()))
+            if t.element_size() == 1:
+                t = t.float()  # fp8 has no reductions of its own; widening it is exact
+            # One pass (a few times faster than abs().amax() on the CPU): the largest
+            # magnitude is the larger of |min| and |max|, formed in take.
+            self.seen.append((task, torch.aminmax(t.detach())))
         return out
 
     def start(self) -> None:
         """Turns the mode on (the end of a forward pass of the recorded model with gradients
-        on: the loss, the backward pass and the optimizer's step run under it, the model's
-        forward pass does not)."""
+        on: the loss and the backward pass run under it, the model's forward pass and, from its
+        step on, the optimizer do not)."""
         if not self.on and torch.is_grad_enabled():
             self.on = True
             self.__enter__()
@@ -162,23 +171,25 @@ class _BackwardAmax(TorchDispatchMode):
 
     def take(self) -> Tuple[Optional[float], bool, bool]:
         """Of the backward passes that reached the model since the last call: the largest
-        finite magnitude (of the narrow tensors, or of all when none was narrow; None when none
-        was finite and nonzero), whether any tensor held an inf or NaN, and whether any was
-        seen at all; then forgets them."""
-        seen = [(narrow, a) for task, narrow, a in self.seen if task in self.ours]
+        finite magnitude of the narrow tensors (None when none was finite and nonzero), whether
+        any held an inf or NaN, and whether any was seen at all; then forgets them."""
+        seen = [m for task, m in self.seen if task in self.ours]
         self.seen, self.ours = [], set()
         if not seen:
             return None, False, False
         groups: Dict[Any, List[torch.Tensor]] = {}
-        for _, a in seen:
-            groups.setdefault((a.device, a.dtype), []).append(a)
-        # One transfer per device and dtype (exact in float64), in the order seen.
-        host = {k: iter(torch.stack(g).double().cpu().tolist()) for k, g in groups.items()}
-        values = [(narrow, next(host[a.device, a.dtype])) for narrow, a in seen]
-        any_narrow = any(narrow for narrow, _ in values)
-        nonfinite = not all(math.isfinite(v) for _, v in values)
+        for lo, hi in seen:
+            groups.setdefault((lo.device, lo.dtype), []).extend((lo, hi))
+        # One transfer per device and dtype (exact in float64); a tensor's magnitudes are
+        # known where both its least and largest values are finite.
+        pairs = [
+            pair
+            for g in groups.values()
+            for pair in torch.stack(g).double().cpu().view(-1, 2).tolist()
+        ]
+        nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in pairs)
         amax = max(
-            (v for narrow, v in values if math.isfinite(v) and (narrow or not any_narrow)),
+            (max(-lo, hi) for lo, hi in pairs if math.isfinite(lo) and math.isfinite(hi)),
             default=0.0,
         )
         return (amax if amax > 0 else None), nonfinite, True
@@ -549,16 +560,32 @@ class Recorder:
         self._backward.stop()
 
     def _watch_backward(self) -> None:
-        """A hook on the model: the end of its forward pass (gradients on) turns the dispatch
-        mode on, which :meth:`step` turns off (so that other work between steps runs without it), and a hook on
-        each of its outputs' gradient functions says which backward passes reach the model."""
+        """A hook on the model: the end of a forward pass (gradients on) in a loop that stores
+        narrow tensors (:meth:`_narrow`) turns the dispatch mode on, and hooks each of the
+        outputs' gradient functions to say which backward passes reach the model; the
+        optimizer's step (its backward passes done) and :meth:`step` turn it off, so that the
+        optimizer and other work between steps run without it. In a loop that stores none the
+        mode stays off: :meth:`step` takes the weights' gradients."""
         backward = self._backward
 
         def outputs(module, inputs, output):
-            if torch.is_grad_enabled():
+            if torch.is_grad_enabled() and self._narrow(output):
                 for t in tree_leaves(output):
                     if isinstance(t, torch.Tensor) and t.grad_fn is not None:
                         t.grad_fn.register_prehook(backward.mark)
                 backward.start()
 
         self._watch = [self.model.register_forward_hook(outputs)]
+        if self.optimizer is not None:
+            self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: backward.stop()))
+
+    def _narrow(self, output) -> bool:
+        """Whether the forward pass that gave ``output`` ran in a loop that stores tensors
+        narrower than FP32: autocast on for a device of its outputs, or an output or a weight
+        in a narrow dtype."""
+        leaves = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+        return (
+            any(t.dtype in _NARROW for t in leaves)
+            or any(torch.is_autocast_enabled(d) for d in {t.device.type for t in leaves})
+            or any(p.dtype in _NARROW for p in self._param_layer)
+        )

@@ -418,11 +418,40 @@ def test_distributed_data_parallel(tmp_path, cli, ranks):
         assert losses[0] != losses[1]
 
 
+def float16_of_backward(loss):
+    """Hooks on every autograd node of ``loss``'s graph; returns the list they fill, during its
+    backward pass, with the largest magnitude of each float16 gradient a node forms (for a cast
+    into float16, of the FP32 values cast)."""
+    amax = []
+
+    def grab(node):
+        def hook(grad_inputs, grad_outputs):
+            cast = type(node).__name__ == "ToCopyBackward0"
+            for g in grad_inputs:
+                if isinstance(g, torch.Tensor) and g.dtype == torch.float16:
+                    # A cast into float16: the values before rounding.
+                    src = grad_outputs[0] if cast else g
+                    amax.append(float(src.abs().max()))
+
+        return hook
+
+    nodes, stack = set(), [loss.grad_fn]
+    while stack:
+        n = stack.pop()
+        if n is None or n in nodes:
+            continue
+        nodes.add(n)
+        n.register_hook(grab(n))
+        stack.extend(f for f, _ in n.next_functions)
+    return amax
+
+
 def test_grad_amax_is_the_recorded_models_backward_in_float16(tmp_path):
     """``grad_amax`` is the largest magnitude of the float16 tensors the model's backward pass
     formed (read back here by hooks on every autograd node: their float16 gradients, and for a
     cast into float16 the FP32 values cast), unscaled; another model's backward pass inside the
-    step counts for nothing; the dispatch mode is off between steps."""
+    step counts for nothing; the dispatch mode is off from the optimizer's step on and between
+    steps."""
     def run(out, other):
         torch.manual_seed(0)
         model = TinyTransformer()
@@ -437,32 +466,13 @@ def test_grad_amax_is_the_recorded_models_backward_in_float16(tmp_path):
                     loss = torch.nn.functional.cross_entropy(model(x), y)
                     if other:  # an unrecorded model's backward, huge, inside the step
                         (side(torch.full((2, 4), 1e4)).sum() * 1e3).backward()
-                amax = []
-
-                def grab(node):
-                    def hook(grad_inputs, grad_outputs):
-                        cast = type(node).__name__ == "ToCopyBackward0"
-                        for g in grad_inputs:
-                            if isinstance(g, torch.Tensor) and g.dtype == torch.float16:
-                                # A cast into float16: the values before rounding.
-                                src = grad_outputs[0] if cast else g
-                                amax.append(float(src.abs().max()))
-
-                    return hook
-
-                nodes, stack = set(), [loss.grad_fn]
-                while stack:
-                    n = stack.pop()
-                    if n is None or n in nodes:
-                        continue
-                    nodes.add(n)
-                    n.register_hook(grab(n))
-                    stack.extend(f for f, _ in n.next_functions)
+                assert rec._backward.on
+                amax = float16_of_backward(loss)
                 scale = scaler.get_scale()
                 scaler.scale(loss).backward()
                 scaler.step(opt)
+                assert not rec._backward.on  # the optimizer stepped (no step skips here)
                 rec.step(loss)
-                assert not rec._backward.on
                 scaler.update()
                 seen.append(max(amax) / scale)
         return [r["grad_amax"] for r in read_jsonl(out / "metrics.jsonl")], seen
@@ -474,3 +484,103 @@ def test_grad_amax_is_the_recorded_models_backward_in_float16(tmp_path):
         # What the nodes' hooks see is what the mode sees between nodes (it also sees the
         # values inside each node's backward, none larger here).
         assert recorded == fp16 > 0
+
+
+class FloatOutput(TinyTransformer):
+    """An FP32 output, whatever the weights and autocast."""
+
+    def forward(self, tokens):
+        return super().forward(tokens).float()
+
+
+class HalfOutput(TinyTransformer):
+    """A float16 output, whatever the weights."""
+
+    def forward(self, tokens):
+        return super().forward(tokens).half()
+
+
+@pytest.mark.parametrize(
+    "model_type,half,autocast",
+    [(FloatOutput, True, False), (HalfOutput, False, False), (FloatOutput, False, True)],
+    ids=["float16 weights", "float16 output", "autocast, FP32 output"],
+)
+def test_a_loop_that_stores_float16_records_it(tmp_path, model_type, half, autocast):
+    """float16 weights, or a float16 output, or autocast with an FP32 output: the loop stores
+    float16 tensors, the mode is on, and ``grad_amax`` is theirs, as the nodes' hooks see them."""
+    torch.manual_seed(0)
+    model = model_type()
+    if half:
+        model.half()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    seen = []
+    with Recorder(model, out=tmp_path / "run", every=0, optimizer=opt) as rec:
+        for x, y in batches(3):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            assert rec._backward.on
+            amax = float16_of_backward(loss)
+            loss.backward()
+            opt.step()
+            rec.step(loss)
+            seen.append(max(amax))
+    assert [r["grad_amax"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == seen
+    assert all(a > 0 for a in seen)
+
+
+def test_grad_amax_of_negative_gradients(tmp_path):
+    """Every gradient negative (the loss -sum(w x), float16): the largest magnitude is the
+    least value's, |-(3 + 1)|."""
+    w = torch.nn.Parameter(torch.ones((), dtype=torch.float16))
+    model = torch.nn.Module()
+    model.w = w
+    model.forward = lambda x: x * model.w
+    with Recorder(model, out=tmp_path / "run", every=0) as rec:
+        loss = -model(torch.tensor([3.0, 1.0], dtype=torch.float16)).sum()
+        loss.backward()
+        rec.step(loss)
+    assert [r["grad_amax"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == [4.0]
+
+
+def test_a_gradient_holding_an_inf_says_nothing_of_its_other_values(tmp_path):
+    """The loss 2 sum(w x) summed in FP32, w and x in float16, x = (60000, 1): w's gradient
+    (120000 -> inf, 2) holds an inf, so of the values known only the cast's FP32 input (2, 2)
+    counts, and the step is bounded."""
+    model = torch.nn.Module()
+    model.w = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
+    model.forward = lambda x: x * model.w
+    with Recorder(model, out=tmp_path / "run", every=0) as rec:
+        loss = model(torch.tensor([60000.0, 1.0], dtype=torch.float16)).float().sum() * 2
+        loss.backward()
+        assert torch.isinf(model.w.grad[0]) and math.isfinite(loss.item())
+        rec.step(loss)
+    (step,) = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert (step["grad_amax"], step["grad_amax_bounded"]) == (2.0, True)
+
+
+def test_an_fp32_loop_records_the_weights_gradients(tmp_path):
+    """A loop that stores no narrow tensor (no autocast, FP32 weights and outputs) runs without
+    the dispatch mode: ``grad_amax`` is the largest magnitude of the weights' gradients
+    (unscaled), and a step with an inf among them is marked bounded."""
+    torch.manual_seed(0)
+    model = TinyTransformer()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    seen = []
+    with Recorder(model, out=tmp_path / "run", every=2, optimizer=opt, scaler=scaler) as rec:
+        for step, (x, y) in enumerate(batches(4), start=1):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            assert not rec._backward.on
+            scaler.scale(loss).backward()
+            if step == 3:
+                model.head.weight.grad[0, 0] = math.inf
+            scaler.step(opt)  # unscales the gradients in place
+            grads = [p.grad[torch.isfinite(p.grad)] for p in model.parameters()]
+            seen.append(max(float(g.abs().max()) for g in grads))
+            rec.step(loss)
+            scaler.update()
+    steps = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [s["grad_amax"] for s in steps] == seen
+    assert [s.get("grad_amax_bounded", False) for s in steps] == [False, False, True, False]
