@@ -687,7 +687,7 @@ pub struct IndexLine {
     pub seed: u64,
     /// The run's `summary.json`.
     pub summary: Summary,
-    /// The varied keys this run stands for every value of ([`GridRun::inert`]); absent when
+    /// The varied keys this run stands for every value of ([`PlannedRun::inert`]); absent when
     /// none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inert: Vec<String>,
