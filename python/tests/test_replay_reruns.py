@@ -135,6 +135,9 @@ def test_replay_of_the_default_gradscalers_run_equals_the_reruns(tmp_path, cli, 
     report = json.loads((tmp_path / "page" / "report.json").read_text())["runs"][0]
     captures_top = min(c["window"]["max_log2_scale"] for c in report["captures"])
     assert captures_top == 17 and reruns["static:2^17"] != []
+    # The window figure marks the step that sets the top, which no capture step's band shows.
+    svg = (tmp_path / "page" / "figures" / "window.svg").read_text()
+    assert "window top from every step, 2^16 at step 22" in svg
 
 
 def test_replay_of_a_run_that_backed_off_bounds_its_overflow_steps(tmp_path, cli, reruns):

@@ -352,12 +352,32 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
                 dashed: false,
             });
         }
+        // The window's top comes from every step: mark it where no capture step's band shows
+        // it (a step between captures whose largest gradient sets a lower top).
+        let band_top = r
+            .captures
+            .iter()
+            .filter_map(|c| c.window.max_log2_scale)
+            .min();
+        if let Some((k, step)) = r.window_top
+            && band_top.is_none_or(|t| k < t)
+        {
+            marks.push(Line {
+                name: format!(
+                    "{}: window top from every step, 2^{k} at step {step}",
+                    r.name
+                ),
+                color: run_color(i),
+                points: vec![(step as f64, 2f64.powi(k))],
+                dashed: false,
+            });
+        }
     }
     Figure {
         id: "window".into(),
         section: 6,
         caption: format!(
-            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps. Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
+            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section 6 gives comes from every step). Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
             threshold_percent(MATCH_MAX_UNDERFLOW)
         ),
