@@ -195,6 +195,18 @@ pub(crate) fn write_report(
     write_page(dir, &page(&svgs))
 }
 
+/// `text` with a line-break opportunity after each `,` `:` and `(`, so that a long name without
+/// spaces (a policy spelled with its parameters) wraps in a table cell instead of widening the
+/// table past the page.
+pub(crate) fn breakable(text: &str) -> Markup {
+    html! {
+        @for (i, part) in text.split_inclusive([',', ':', '(']).enumerate() {
+            @if i > 0 { wbr; }
+            (part)
+        }
+    }
+}
+
 /// Writes `page` as `dir/index.html`, atomically; returns its path.
 pub(crate) fn write_page(dir: &Path, page: &Markup) -> Result<PathBuf> {
     let index = dir.join("index.html");
@@ -231,6 +243,16 @@ mod tests {
     use maud::html;
 
     use super::*;
+
+    /// A long spelling gets a break opportunity after each separator, its text escaped.
+    #[test]
+    fn breakable_names_wrap_at_separators() {
+        assert_eq!(
+            breakable("run (gradscaler:init_scale=2^40,growth_interval=100)").into_string(),
+            "run (<wbr>gradscaler:<wbr>init_scale=2^40,<wbr>growth_interval=100)"
+        );
+        assert_eq!(breakable("a<b").into_string(), "a&lt;b");
+    }
 
     /// Tables of more than 15 rows are folded, shorter ones shown.
     #[test]

@@ -8,7 +8,7 @@ use maud::{Markup, html};
 use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
-use super::html::{Chart, Figure, document, figure_markup, write_report};
+use super::html::{Chart, Figure, breakable, document, figure_markup, write_report};
 use super::runs::{judged_format, recorded_step};
 use crate::format::{FP32, FloatFormat, Overflow};
 use crate::run::Class;
@@ -256,7 +256,10 @@ fn page(r: &RunReplay, figure: &Figure, svgs: &BTreeMap<String, String>) -> Mark
             }
             table {
                 thead { tr { @for h in HEADER { th { (h) } } } }
-                tbody { @for row in &rows { tr { @for c in row { td { (c) } } } } }
+                tbody { @for row in &rows { tr { @for (i, c) in row.iter().enumerate() {
+                    // The policy, spelled with its parameters, wraps at its separators.
+                    td { @if i == 0 { (breakable(c)) } @else { (c) } }
+                } } } }
             }
             (figure_markup(&figure.id, svgs.get(&figure.id).map_or("", String::as_str), &figure.caption))
         }
