@@ -227,7 +227,7 @@ pub fn apply_update_fn<T: Real>(
         let update = param.grad.mapv(step);
         return apply_update(param, update, p);
     };
-    let counts = add_updates(master, weight, grad, step);
+    let counts = add_updates(master, weight, grad, grad, step);
     let (bad_updates, bad_masters) = (counts.bad_updates, counts.bad_masters);
     let stats = UpdateStats {
         nonzero: counts.nonzero,
@@ -278,29 +278,19 @@ pub fn apply_update<T: Real>(
                 *a = a.as_standard_layout().into_owned();
             }
         }
-        let update = update.as_standard_layout();
-        // The add below counts every nonzero update; those of weights without a gradient are
-        // taken out again (the same sum, `m + u == m`, formed before the add).
-        let mut no_gradient = UpdateStats::default();
-        Zip::from(&update)
-            .and(&param.master)
-            .and(&param.grad)
-            .for_each(|&u, &m, &g| {
-                let moved = u != T::zero() && g == T::zero();
-                no_gradient.nonzero += u64::from(moved);
-                no_gradient.lost += u64::from(moved && m + u == m);
-            });
-        let (Some(master), Some(weight), Some(update)) = (
+        let (update, grad) = (update.as_standard_layout(), param.grad.as_standard_layout());
+        let (Some(master), Some(weight), Some(update), Some(grad)) = (
             param.master.as_slice_mut(),
             param.weight.as_slice_mut(),
             update.as_slice(),
+            grad.as_slice(),
         ) else {
             unreachable!("standard-layout arrays are slices");
         };
-        let counts = add_updates(master, weight, update, |u| u);
+        let counts = add_updates(master, weight, update, grad, |u| u);
         stats += UpdateStats {
-            nonzero: counts.nonzero - no_gradient.nonzero,
-            lost: counts.lost - no_gradient.lost,
+            nonzero: counts.nonzero,
+            lost: counts.lost,
         };
         param.store_master_and_weight(p, false);
     }

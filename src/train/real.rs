@@ -275,29 +275,32 @@ pub fn zip_chunks<T: Send + Sync, U: Sync, R: Send + Default>(
     f: impl Fn(&mut [T], &[U]) -> R + Sync,
     add: impl Fn(R, R) -> R + Sync + Send,
 ) -> R {
-    // A second output of zero-sized elements: no memory, nothing written.
+    // A second output and a second input of zero-sized elements: no memory, nothing written.
     let mut none = vec![(); dst.len()];
-    zip2_chunks(dst, &mut none, src, |d, _, s| f(d, s), add)
+    let nothing = vec![(); dst.len()];
+    zip2_chunks(dst, &mut none, src, &nothing, |d, _, s, _| f(d, s), add)
 }
 
-/// [`zip_chunks`] with two outputs (paired up to the shortest of the three slices).
-pub fn zip2_chunks<T: Send + Sync, V: Send + Sync, U: Sync, R: Send + Default>(
+/// [`zip_chunks`] with two outputs and two inputs (paired up to the shortest of the four slices).
+pub fn zip2_chunks<T: Send + Sync, V: Send + Sync, U: Sync, W: Sync, R: Send + Default>(
     dst: &mut [T],
     dst2: &mut [V],
     src: &[U],
-    f: impl Fn(&mut [T], &mut [V], &[U]) -> R + Sync,
+    src2: &[W],
+    f: impl Fn(&mut [T], &mut [V], &[U], &[W]) -> R + Sync,
     add: impl Fn(R, R) -> R + Sync + Send,
 ) -> R {
     use rayon::prelude::*;
-    let n = dst.len().min(dst2.len()).min(src.len());
-    let (dst, dst2, src) = (&mut dst[..n], &mut dst2[..n], &src[..n]);
+    let n = dst.len().min(dst2.len()).min(src.len()).min(src2.len());
+    let (dst, dst2, src, src2) = (&mut dst[..n], &mut dst2[..n], &src[..n], &src2[..n]);
     if n < 2 * PAR_CHUNK || rayon::current_num_threads() == 1 {
-        return f(dst, dst2, src);
+        return f(dst, dst2, src, src2);
     }
     dst.par_chunks_mut(PAR_CHUNK)
         .zip(dst2.par_chunks_mut(PAR_CHUNK))
         .zip(src.par_chunks(PAR_CHUNK))
-        .map(|((d, d2), s)| f(d, d2, s))
+        .zip(src2.par_chunks(PAR_CHUNK))
+        .map(|(((d, d2), s), s2)| f(d, d2, s, s2))
         .reduce(R::default, add)
 }
 

@@ -2,8 +2,11 @@
 //! every optimizer's update when the master weights are not rounded), written for the
 //! vectoriser.
 //!
-//! Each element is `m' = m + step(s)`, `w = m'`, with four counts: nonzero updates, nonzero
-//! updates that left `m` unchanged (lost), and non-finite updates and sums. The counts are kept
+//! Each element is `m' = m + step(s)`, `w = m'`, with four counts: nonzero updates of weights
+//! with a nonzero gradient `g`, those of them that left `m` unchanged (lost), and non-finite
+//! updates and sums. (An update of a weight without a gradient, weight decay's or momentum's, is
+//! not a gradient lost to swamping: counting it would make a run that trains exactly like FP32
+//! look swamped.) The counts are kept
 //! in lanes of `u32` (a pass over `u64` counters ran two lanes wide) and the loop body is
 //! compiled for the baseline target, AVX2 and AVX-512, picked at run time: every build does the
 //! same operations per element, so the values and counts are the same on every machine and for
@@ -42,26 +45,31 @@ const LANES: usize = 16;
 /// Elements per run of the `u32` lane counters (far below 2^32 per lane).
 const SPAN: usize = 1 << 20;
 
-/// `master[i] += step(src[i])` and `weight[i] = master[i]` for every `i` (the three slices paired
-/// up to the shortest), on rayon's threads for long slices, with the counts of the module docs.
+/// `master[i] += step(src[i])` and `weight[i] = master[i]` for every `i`, counting the updates
+/// of weights whose gradient `grad[i]` is nonzero (the four slices paired up to the shortest;
+/// `src` may be `grad` itself), on rayon's threads for long slices, with the counts of the
+/// module docs.
 pub(crate) fn add_updates<T: Real>(
     master: &mut [T],
     weight: &mut [T],
     src: &[T],
+    grad: &[T],
     step: impl Fn(T) -> T + Sync,
 ) -> AddCounts {
     zip2_chunks(
         master,
         weight,
         src,
-        |m, w, s| {
+        grad,
+        |m, w, s, g| {
             let mut counts = AddCounts::default();
-            for ((m, w), s) in m
+            for (((m, w), s), g) in m
                 .chunks_mut(SPAN)
                 .zip(w.chunks_mut(SPAN))
                 .zip(s.chunks(SPAN))
+                .zip(g.chunks(SPAN))
             {
-                counts = counts.add(add_span(m, w, s, &step));
+                counts = counts.add(add_with(Isa::best(), Span { m, w, s, g }, &step));
             }
             counts
         },
@@ -69,65 +77,54 @@ pub(crate) fn add_updates<T: Real>(
     )
 }
 
-/// One span (at most [`SPAN`] elements) through the widest build this CPU runs.
-fn add_span<T: Real>(m: &mut [T], w: &mut [T], s: &[T], step: &impl Fn(T) -> T) -> AddCounts {
-    add_with(Isa::best(), m, w, s, step)
+/// One span's slices (at most [`SPAN`] elements): master weights, weight copy, what the update
+/// is formed from, gradient.
+struct Span<'a, T> {
+    m: &'a mut [T],
+    w: &'a mut [T],
+    s: &'a [T],
+    g: &'a [T],
 }
 
 /// One span through the `isa` build.
-fn add_with<T: Real>(
-    isa: Isa,
-    m: &mut [T],
-    w: &mut [T],
-    s: &[T],
-    step: &impl Fn(T) -> T,
-) -> AddCounts {
+fn add_with<T: Real>(isa: Isa, span: Span<'_, T>, step: &impl Fn(T) -> T) -> AddCounts {
     match isa {
         // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { add_avx512(m, w, s, step) },
+        Isa::Avx512 => unsafe { add_avx512(span, step) },
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { add_avx2(m, w, s, step) },
-        _ => add_any(m, w, s, step),
+        Isa::Avx2 => unsafe { add_avx2(span, step) },
+        _ => add_any(span, step),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn add_avx2<T: Real>(
-    m: &mut [T],
-    w: &mut [T],
-    s: &[T],
-    step: &impl Fn(T) -> T,
-) -> AddCounts {
-    add_any(m, w, s, step)
+unsafe fn add_avx2<T: Real>(span: Span<'_, T>, step: &impl Fn(T) -> T) -> AddCounts {
+    add_any(span, step)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn add_avx512<T: Real>(
-    m: &mut [T],
-    w: &mut [T],
-    s: &[T],
-    step: &impl Fn(T) -> T,
-) -> AddCounts {
-    add_any(m, w, s, step)
+unsafe fn add_avx512<T: Real>(span: Span<'_, T>, step: &impl Fn(T) -> T) -> AddCounts {
+    add_any(span, step)
 }
 
 /// The loop, for whatever target it is compiled into: independent lanes, no branches.
 #[inline(always)]
-fn add_any<T: Real>(m: &mut [T], w: &mut [T], s: &[T], step: &impl Fn(T) -> T) -> AddCounts {
-    let n = m.len().min(w.len()).min(s.len());
-    let (m, w, s) = (&mut m[..n], &mut w[..n], &s[..n]);
+fn add_any<T: Real>(span: Span<'_, T>, step: &impl Fn(T) -> T) -> AddCounts {
+    let Span { m, w, s, g } = span;
+    let n = m.len().min(w.len()).min(s.len()).min(g.len());
+    let (m, w, s, g) = (&mut m[..n], &mut w[..n], &s[..n], &g[..n]);
     let mut lanes = [[0u32; LANES]; 4];
-    let mut one = |l: usize, m: &mut T, w: &mut T, s: T| {
+    let mut one = |l: usize, m: &mut T, w: &mut T, s: T, g: T| {
         let u = step(s);
         let before = *m;
         let after = before + u;
         *m = after;
         *w = after;
-        let moved = u != T::zero();
+        let moved = (u != T::zero()) & (g != T::zero());
         lanes[0][l] += u32::from(moved);
         lanes[1][l] += u32::from(moved & (after == before));
         lanes[2][l] += u32::from(!u.is_finite());
@@ -136,14 +133,16 @@ fn add_any<T: Real>(m: &mut [T], w: &mut [T], s: &[T], step: &impl Fn(T) -> T) -
     let mut mc = m.chunks_exact_mut(LANES);
     let mut wc = w.chunks_exact_mut(LANES);
     let mut sc = s.chunks_exact(LANES);
-    for ((m, w), s) in (&mut mc).zip(&mut wc).zip(&mut sc) {
+    let mut gc = g.chunks_exact(LANES);
+    for (((m, w), s), g) in (&mut mc).zip(&mut wc).zip(&mut sc).zip(&mut gc) {
         for l in 0..LANES {
-            one(l, &mut m[l], &mut w[l], s[l]);
+            one(l, &mut m[l], &mut w[l], s[l], g[l]);
         }
     }
-    let (mt, wt, st) = (mc.into_remainder(), wc.into_remainder(), sc.remainder());
-    for (l, ((m, w), &s)) in mt.iter_mut().zip(wt.iter_mut()).zip(st).enumerate() {
-        one(l, m, w, s);
+    let (mt, wt) = (mc.into_remainder(), wc.into_remainder());
+    let (st, gt) = (sc.remainder(), gc.remainder());
+    for (l, (((m, w), &s), &g)) in mt.iter_mut().zip(wt.iter_mut()).zip(st).zip(gt).enumerate() {
+        one(l, m, w, s, g);
     }
     let total = |k: usize| lanes[k].iter().map(|&c| u64::from(c)).sum::<u64>();
     AddCounts {
@@ -159,7 +158,8 @@ mod tests {
     use super::*;
 
     /// The same sums and counts as a plain loop, on every build this CPU runs, with zeros,
-    /// swamped updates, infinities and NaN, at lengths around the lanes and the parallel chunks.
+    /// swamped updates, infinities and NaN, weights without a gradient (a nonzero update, as
+    /// weight decay gives, not counted), at lengths around the lanes and the parallel chunks.
     #[test]
     fn matches_a_plain_loop_on_every_build() {
         let mut rng = crate::train::rng::Rng::new(7);
@@ -175,21 +175,36 @@ mod tests {
                     _ => rng.normal() as f32,
                 })
                 .collect();
+            // Every fifth weight has no gradient.
+            let grad: Vec<f32> = (0..n)
+                .map(|i| if i % 5 == 0 { 0.0 } else { -1.5 })
+                .collect();
             let step: fn(f32) -> f32 = |g| -0.5 * (g * 2.0);
             let mut want_m = master.clone();
             let mut want = AddCounts::default();
-            for (m, &g) in want_m.iter_mut().zip(&src) {
-                let u = step(g);
+            for ((m, &x), &g) in want_m.iter_mut().zip(&src).zip(&grad) {
+                let u = step(x);
                 let before = *m;
                 *m += u;
-                want.nonzero += u64::from(u != 0.0);
-                want.lost += u64::from(u != 0.0 && *m == before);
+                let moved = u != 0.0 && g != 0.0;
+                want.nonzero += u64::from(moved);
+                want.lost += u64::from(moved && *m == before);
                 want.bad_updates += u64::from(!u.is_finite());
                 want.bad_masters += u64::from(!m.is_finite());
             }
             for name in Isa::available() {
                 let (mut m, mut w) = (master.clone(), vec![0f32; n]);
-                let got = add_with(name, &mut m, &mut w, &src, &step);
+                let (s, g) = (&src[..], &grad[..]);
+                let got = add_with(
+                    name,
+                    Span {
+                        m: &mut m,
+                        w: &mut w,
+                        s,
+                        g,
+                    },
+                    &step,
+                );
                 assert_eq!(got, want, "{name:?}, n = {n}");
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&m), bits(&want_m), "{name:?}, n = {n}");
@@ -201,7 +216,7 @@ mod tests {
                     .build()
                     .expect("a pool");
                 let (mut m, mut w) = (master.clone(), vec![0f32; n]);
-                let got = pool.install(|| add_updates(&mut m, &mut w, &src, step));
+                let got = pool.install(|| add_updates(&mut m, &mut w, &src, &grad, step));
                 assert_eq!(got, want, "{threads} threads, n = {n}");
                 assert!(
                     m.iter()
