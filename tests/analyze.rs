@@ -7,7 +7,7 @@ use mixprec::io::{TensorData, write_npy, write_safetensors};
 use serde_json::Value;
 
 mod common;
-use common::{Files, assert_bad, keys, log_uniform, mixprec, stderr, stdout};
+use common::{Files, assert_bad, keys, log_uniform, mixprec, stderr, stdout, strs};
 
 /// The slow reference: class counts at scale 2^k, rounding every value.
 fn reference_counts(format: FloatFormat, xs: &[f32], k: i32) -> [u64; 4] {
@@ -305,12 +305,7 @@ fn tensor_filter_and_scales() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let names: Vec<&str> = v["tensors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = strs(&v["tensors"], "name");
     assert_eq!(names, ["large.grad", "tiny"]);
     check_sweep(&v["total"], -8, 40);
     assert_eq!(v["total"]["count"].as_u64().unwrap(), 3003);

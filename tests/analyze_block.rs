@@ -11,7 +11,7 @@ use mixprec::io::{TensorData, write_safetensors};
 use serde_json::Value;
 
 mod common;
-use common::{assert_bad, keys, log_uniform, mixprec, mixprec_env, stderr, stdout};
+use common::{assert_bad, keys, log_uniform, mixprec, mixprec_env, ok, stderr, strs};
 
 fn json(args: &[&str]) -> Value {
     let o = mixprec(args);
@@ -50,16 +50,46 @@ fn hand_tensor() -> Vec<f32> {
     xs
 }
 
+/// `dir/h.safetensors`, holding [`hand_tensor`] as `w` (3 x 32).
+fn hand_file(dir: &Path) -> PathBuf {
+    write(dir, "h.safetensors", &[("w", vec![3, 32], hand_tensor())])
+}
+
+/// A temporary directory with [`hand_file`] in it, that file's path, and the path of an output
+/// directory in it, not yet made.
+fn hand_file_and_out() -> (tempfile::TempDir, String, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = hand_file(dir.path()).to_str().unwrap().to_owned();
+    let out = dir.path().join("out");
+    (dir, p, out)
+}
+
+/// `mixprec analyze FILE FLAGS.. --json`, which must succeed.
+fn analyze_json(file: &Path, flags: &[&str]) -> Value {
+    json(&[&["analyze", file.to_str().unwrap()], flags, &["--json"]].concat())
+}
+
+/// The table `mixprec analyze FILE FLAGS..` prints, which must succeed.
+fn analyze_text(file: &str, flags: &[&str]) -> String {
+    ok(mixprec(&[&["analyze", file], flags].concat()))
+}
+
+/// A scheme's `log2_amax_ratio` histogram, as (binade, count) pairs.
+fn bins(s: &Value) -> Vec<(i64, u64)> {
+    s["log2_amax_ratio"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["binade"].as_i64().unwrap(), b["count"].as_u64().unwrap()))
+        .collect()
+}
+
 #[test]
 fn hand_computed_mx_block() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(
-        dir.path(),
-        "h.safetensors",
-        &[("w", vec![3, 32], hand_tensor())],
-    );
+    let p = hand_file(dir.path());
+    let v = analyze_json(&p, &["--format", "mxfp8-e4m3"]);
     let p = p.to_str().unwrap();
-    let v = json(&["analyze", p, "--format", "mxfp8-e4m3", "--json"]);
     let s = &v["tensors"][0]["schemes"][0];
     let get = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}"));
     assert_eq!(get("values"), 96);
@@ -88,18 +118,10 @@ fn hand_computed_mx_block() {
     // r = log2(amax / |x|): 1000 in binade 0; the ones log2(1000) = 9.97: binade 9; 0.02:
     // log2(50000) = 15.6: binade 15; 0.001: log2(1e6) = 19.9: binade 19. Row 1 has no nonzero
     // value and row 2 is left out (NaN).
-    let bins: Vec<(i64, u64)> = s["log2_amax_ratio"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| (b["binade"].as_i64().unwrap(), b["count"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(bins, [(0, 1), (9, 29), (15, 1), (19, 1)]);
+    assert_eq!(bins(s), [(0, 1), (9, 29), (15, 1), (19, 1)]);
 
     // The tables say the same, in percent.
-    let o = mixprec(&["analyze", p, "--format", "mxfp8-e4m3"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let text = stdout(&o);
+    let text = analyze_text(p, &["--format", "mxfp8-e4m3"]);
     // 1 of 63 values (1.59%) underflows, 1 is subnormal, 1 saturates; 32 of 96 are NaN.
     let row = text.lines().filter(|l| l.starts_with("w ")).nth(1).unwrap();
     assert!(row.contains("1.6") && row.contains("33.3"), "{row}");
@@ -122,13 +144,7 @@ fn blocks_run_along_rows() {
     // column 39 holds another 1000 to catch that too.
     xs[79] = 1000.0;
     let p = write(dir.path(), "r.safetensors", &[("w", vec![2, 40], xs)]);
-    let v = json(&[
-        "analyze",
-        p.to_str().unwrap(),
-        "--format",
-        "mxfp8-e4m3",
-        "--json",
-    ]);
+    let v = analyze_json(&p, &["--format", "mxfp8-e4m3"]);
     let s = &v["tensors"][0]["schemes"][0];
     assert_eq!(s["underflow"], 0, "{s}");
     assert_eq!(s["blocks"], 4, "{s}");
@@ -153,13 +169,8 @@ fn compare_blocks_by_hand() {
         *x = 1e-2;
     }
     let p = write(dir.path(), "c.safetensors", &[("t", vec![64], xs)]);
-    let v = json(&["analyze", p.to_str().unwrap(), "--compare-blocks", "--json"]);
-    let names: Vec<&str> = v["schemes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let v = analyze_json(&p, &["--compare-blocks"]);
+    let names = strs(&v["schemes"], "name");
     assert_eq!(names[..2], ["fp8-e4m3@tensor", "mxfp8-e4m3"]);
     let mut unique = names.clone();
     unique.dedup();
@@ -177,14 +188,6 @@ fn compare_blocks_by_hand() {
     assert_eq!(mx["blocks"], 2);
     // Per tensor, the r histogram is against the tensor's amax: 1e-2 is log2(89600) = 16.45
     // binades below 896; MX puts it at 0 in its own block.
-    let bins = |s: &Value| -> Vec<(i64, u64)> {
-        s["log2_amax_ratio"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| (b["binade"].as_i64().unwrap(), b["count"].as_u64().unwrap()))
-            .collect()
-    };
     assert_eq!(bins(tensor), [(0, 1), (9, 29), (15, 1), (16, 32), (29, 1)]);
     assert_eq!(bins(mx), [(0, 33), (9, 29), (15, 1), (29, 1)]);
     // The total of one tensor is the tensor.
@@ -194,12 +197,8 @@ fn compare_blocks_by_hand() {
 #[test]
 fn json_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(
-        dir.path(),
-        "h.safetensors",
-        &[("w", vec![3, 32], hand_tensor())],
-    );
-    let v = json(&["analyze", p.to_str().unwrap(), "--compare-blocks", "--json"]);
+    let p = hand_file(dir.path());
+    let v = analyze_json(&p, &["--compare-blocks"]);
     assert_eq!(
         keys(&v),
         ["schemes", "tensors", "total", "skipped", "options"]
@@ -343,14 +342,10 @@ fn streamed_counts_equal_the_block_rounder() {
 #[test]
 fn library_matches_binary() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(
-        dir.path(),
-        "h.safetensors",
-        &[("w", vec![3, 32], hand_tensor())],
-    );
+    let p = hand_file(dir.path());
     let options = BlockOptions::compare(FP8_E4M3, Vec::new()).unwrap();
     let a = analyze_block_files(std::slice::from_ref(&p), &options).unwrap();
-    let v = json(&["analyze", p.to_str().unwrap(), "--compare-blocks", "--json"]);
+    let v = analyze_json(&p, &["--compare-blocks"]);
     assert_eq!(serde_json::to_value(&a).unwrap(), v);
     // Per-tensor scaling by the plain rounder: scale amax / 448 in f32, values divided,
     // rounded saturating, multiplied back.
@@ -379,15 +374,8 @@ fn library_matches_binary() {
 
 #[test]
 fn bad_inputs_get_one_line_and_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = write(
-        dir.path(),
-        "h.safetensors",
-        &[("w", vec![3, 32], hand_tensor())],
-    );
-    let p = p.to_str().unwrap();
-    let out = dir.path().join("out");
-    let o = out.to_str().unwrap();
+    let (dir, p, out) = hand_file_and_out();
+    let (p, o) = (p.as_str(), out.to_str().unwrap());
     assert_bad(
         &["analyze", p, "--format", "mxfp9"],
         "unknown block format 'mxfp9'",
@@ -452,19 +440,9 @@ fn bad_inputs_get_one_line_and_exit_2() {
 
 #[test]
 fn plots_are_written_and_replace_only_their_own() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = write(
-        dir.path(),
-        "h.safetensors",
-        &[("w", vec![3, 32], hand_tensor())],
-    );
-    let p = p.to_str().unwrap();
-    let out = dir.path().join("plots");
-    let o = out.to_str().unwrap();
-    let run = |args: &[&str]| {
-        let r = mixprec(args);
-        assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
-    };
+    let (_dir, p, out) = hand_file_and_out();
+    let (p, o) = (p.as_str(), out.to_str().unwrap());
+    let run = |args: &[&str]| ok(mixprec(args));
     run(&["analyze", p, "--format", "mxfp8-e4m3", "--plots", o]);
     let names = |d: &Path| {
         let mut v: Vec<String> = std::fs::read_dir(d)
@@ -507,7 +485,7 @@ fn per_tensor_counts_values_divided_below_f32() {
         "f.safetensors",
         &[("t", vec![3], vec![3e38, 1e-44, 1.0])],
     );
-    let v = json(&["analyze", p.to_str().unwrap(), "--compare-blocks", "--json"]);
+    let v = analyze_json(&p, &["--compare-blocks"]);
     let s = &v["tensors"][0]["schemes"][0];
     assert_eq!(s["scheme"], "fp8-e4m3@tensor");
     assert_eq!(s["underflow"], 2, "{s}");
@@ -528,13 +506,7 @@ fn nvfp4_block_scale_underflow_by_hand() {
     // dequantised value 6 x 0.078125 / 0.448 = 1.046.
     xs.extend([1.0f32; 16]);
     let p = write(dir.path(), "n.safetensors", &[("t", vec![48], xs)]);
-    let v = json(&[
-        "analyze",
-        p.to_str().unwrap(),
-        "--format",
-        "nvfp4",
-        "--json",
-    ]);
+    let v = analyze_json(&p, &["--format", "nvfp4"]);
     let s = &v["tensors"][0]["schemes"][0];
     assert_eq!(s["underflow"], 16, "{s}");
     assert_eq!(s["subnormal"], 0, "{s}");
@@ -560,13 +532,7 @@ fn tiles_span_rows() {
         0.001, 1.0, 1000.0,
     ];
     let p = write(dir.path(), "t.safetensors", &[("t", vec![3, 3], xs)]);
-    let v = json(&[
-        "analyze",
-        p.to_str().unwrap(),
-        "--format",
-        "fp8-e4m3@2x2",
-        "--json",
-    ]);
+    let v = analyze_json(&p, &["--format", "fp8-e4m3@2x2"]);
     let s = &v["tensors"][0]["schemes"][0];
     // Tiles: rows 0-1 x cols 0-1 (1000 and 0.001: lost), rows 0-1 x col 2 (ones), row 2 x
     // cols 0-1 (0.001 with 1.0: 0.001 x 448 = 0.448, normal), row 2 x col 2.
@@ -613,9 +579,7 @@ fn a_tensor_without_a_finite_value_has_no_amax() {
             "{args:?}"
         );
     }
-    let o = mixprec(&["analyze", p, "--format", "mxfp8-e4m3"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let text = String::from_utf8(o.stdout).unwrap();
+    let text = analyze_text(p, &["--format", "mxfp8-e4m3"]);
     let row = text
         .lines()
         .find(|l| l.starts_with("nan "))

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{bin, fails, fresh, ok};
+use common::{bin, fails, fresh, ok, strs};
 
 fn train(scaler: &str, steps: &str, dir: &Path) {
     ok(bin()
@@ -219,12 +219,7 @@ fn bad_input() {
             "gradscaler:init_scale=65536",
         ],
     );
-    let names: Vec<&str> = same["policies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["policy"].as_str().unwrap())
-        .collect();
+    let names = strs(&same["policies"], "policy");
     assert_eq!(
         names,
         [

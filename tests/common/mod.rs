@@ -84,6 +84,15 @@ pub fn keys(v: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
+/// The string under `key` in each object of the JSON array `v`.
+pub fn strs<'a>(v: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    v.as_array()
+        .expect("an array")
+        .iter()
+        .map(|o| o[key].as_str().expect("a string"))
+        .collect()
+}
+
 /// A JSON file.
 pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
