@@ -7,7 +7,9 @@ use mixprec::io::{TensorData, write_npy, write_safetensors};
 use serde_json::Value;
 
 mod common;
-use common::{Files, assert_bad, keys, log_uniform, mixprec, stderr, stdout, strs};
+use common::{
+    Files, assert_bad, assert_contains, keys, log_uniform, mixprec, stderr, stdout, strs,
+};
 
 /// The slow reference: class counts at scale 2^k, rounding every value.
 fn reference_counts(format: FloatFormat, xs: &[f32], k: i32) -> [u64; 4] {
@@ -215,19 +217,20 @@ fn table_output_is_readable() {
     let o = mixprec(&["analyze", path.to_str().unwrap(), "--format", "bf16"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    for needle in [
-        "small.grad",
-        "large.grad",
-        "tiny",
-        "(all)",
-        "log2 scale",
-        "<- back off to at most",
-        "bf16",
-        "worst first",
-        "This dump comes from a step whose gradients overflowed: 2 of the 8005 values",
-    ] {
-        assert!(out.contains(needle), "{needle} in\n{out}");
-    }
+    assert_contains(
+        &out,
+        &[
+            "small.grad",
+            "large.grad",
+            "tiny",
+            "(all)",
+            "log2 scale",
+            "<- back off to at most",
+            "bf16",
+            "worst first",
+            "This dump comes from a step whose gradients overflowed: 2 of the 8005 values",
+        ],
+    );
     // Without small.grad's inf and NaN, the step is healthy.
     let path = path.to_str().unwrap();
     let o = mixprec(&[

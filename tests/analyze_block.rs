@@ -11,7 +11,9 @@ use mixprec::io::{TensorData, write_safetensors};
 use serde_json::Value;
 
 mod common;
-use common::{assert_bad, keys, log_uniform, mixprec, mixprec_env, ok, stderr, strs};
+use common::{
+    assert_bad, assert_contains, keys, log_uniform, mixprec, mixprec_env, ok, stderr, strs,
+};
 
 fn json(args: &[&str]) -> Value {
     let o = mixprec(args);
@@ -442,8 +444,6 @@ fn bad_inputs_get_one_line_and_exit_2() {
 fn plots_are_written_and_replace_only_their_own() {
     let (_dir, p, out) = hand_file_and_out();
     let (p, o) = (p.as_str(), out.to_str().unwrap());
-    let run = |args: &[&str]| ok(mixprec(args));
-    run(&["analyze", p, "--format", "mxfp8-e4m3", "--plots", o]);
     let names = |d: &Path| {
         let mut v: Vec<String> = std::fs::read_dir(d)
             .unwrap()
@@ -452,26 +452,33 @@ fn plots_are_written_and_replace_only_their_own() {
         v.sort();
         v
     };
-    assert_eq!(names(&out), ["block-ratios.png", "block-ratios.svg"]);
-    let svg = std::fs::read_to_string(out.join("block-ratios.svg")).unwrap();
-    for label in [
-        "log2(|x| / block amax)",
-        "lost: underflows to zero",
-        "subnormal in fp8-e4m3",
+    // The comparison, run second, replaces the histogram (the directory describes one
+    // analysis).
+    for (flags, stem, labels) in [
+        (
+            &["--format", "mxfp8-e4m3"][..],
+            "block-ratios",
+            &[
+                "log2(|x| / block amax)",
+                "lost: underflows to zero",
+                "subnormal in fp8-e4m3",
+            ][..],
+        ),
+        (
+            &["--compare-blocks"],
+            "block-compare",
+            &[
+                "fp8-e4m3@tensor",
+                "mxfp8-e4m3",
+                "values lost",
+                "% (log scale)",
+            ],
+        ),
     ] {
-        assert!(svg.contains(label), "{label}");
-    }
-    // The comparison replaces the histogram (the directory describes one analysis).
-    run(&["analyze", p, "--compare-blocks", "--plots", o]);
-    assert_eq!(names(&out), ["block-compare.png", "block-compare.svg"]);
-    let svg = std::fs::read_to_string(out.join("block-compare.svg")).unwrap();
-    for label in [
-        "fp8-e4m3@tensor",
-        "mxfp8-e4m3",
-        "values lost",
-        "% (log scale)",
-    ] {
-        assert!(svg.contains(label), "{label}");
+        analyze_text(p, &[flags, &["--plots", o]].concat());
+        assert_eq!(names(&out), [format!("{stem}.png"), format!("{stem}.svg")]);
+        let svg = std::fs::read_to_string(out.join(format!("{stem}.svg"))).unwrap();
+        assert_contains(&svg, labels);
     }
 }
 

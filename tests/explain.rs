@@ -2,23 +2,24 @@
 
 mod common;
 
-use common::{assert_bad, mixprec, stderr, stdout};
+use common::{assert_bad, assert_contains, mixprec, stderr, stdout};
 
 #[test]
 fn explain_normal_subnormal_underflow_overflow() {
     let o = mixprec(&["explain", "0.1"]);
     assert!(o.status.success());
     let t = stdout(&o);
-    for s in [
-        "0.0999755859375",
-        "0x2e66",
-        "0 01011 1001100110",
-        "minus bias 15 = -4",
-        "0.10003662109375",
-        "normal",
-    ] {
-        assert!(t.contains(s), "{s} missing from\n{t}");
-    }
+    assert_contains(
+        &t,
+        &[
+            "0.0999755859375",
+            "0x2e66",
+            "0 01011 1001100110",
+            "minus bias 15 = -4",
+            "0.10003662109375",
+            "normal",
+        ],
+    );
     let t = stdout(&mixprec(&["explain", "3e-6"]));
     assert!(t.contains("subnormal") && t.contains("0x0032"), "{t}");
     let t = stdout(&mixprec(&["explain", "1e-8"]));

@@ -7,7 +7,7 @@ use std::process::Output;
 use serde_json::Value;
 
 mod common;
-use common::{bin, json_lines, ok, read_json};
+use common::{assert_contains, bin, json_lines, ok, read_json};
 
 /// A small, fast base config (digits MLP, a few steps, captures).
 fn base(dir: &Path) -> PathBuf {
@@ -464,12 +464,13 @@ fn the_report_of_a_grid() {
     );
     // Its figures are distributions over seeds, captioned by what they show.
     let page = std::fs::read_to_string(tmp.path().join("report-recipes/index.html")).unwrap();
-    for caption in [
-        "Final test_accuracy of each series over 3 seeds",
-        "Final training loss of each series over 3 seeds",
-    ] {
-        assert!(page.contains(caption), "{caption}");
-    }
+    assert_contains(
+        &page,
+        &[
+            "Final test_accuracy of each series over 3 seeds",
+            "Final training loss of each series over 3 seeds",
+        ],
+    );
     assert!(!page.contains("Final final"));
     // Without an fp32 series nothing is compared, and the findings say so.
     let nb = tmp.path().join("no-baseline");

@@ -10,7 +10,7 @@ use mixprec::stats::Histogram;
 use serde_json::Value;
 
 mod common;
-use common::{bin, fails, fresh, json_lines, ok, read_json};
+use common::{assert_contains, bin, fails, fresh, json_lines, ok, read_json};
 
 /// Trains the underflow study's `recipe` for `steps` steps into `dir`, with captures and the
 /// shadow every 50 steps.
@@ -574,15 +574,16 @@ fn analyze_writes_the_same_kind_of_page_and_replaces_only_its_own_files() {
     written.as_object_mut().unwrap().remove("written_by");
     assert_eq!(written, json);
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
-    for part in [
-        "<section id=\"findings\"",
-        "<section id=\"tensors\"",
-        "<figure id=\"histogram\"",
-        "<figure id=\"sweep\"",
-        "Use a loss scale of 2^",
-    ] {
-        assert!(page.contains(part), "{part}");
-    }
+    assert_contains(
+        &page,
+        &[
+            "<section id=\"findings\"",
+            "<section id=\"tensors\"",
+            "<figure id=\"histogram\"",
+            "<figure id=\"sweep\"",
+            "Use a loss scale of 2^",
+        ],
+    );
     // Run again: its own files are replaced; a user's index.html is not.
     ok(bin()
         .arg("analyze")

@@ -75,6 +75,13 @@ pub fn assert_bad(args: &[&str], needle: &str) {
     assert!(err.contains(needle), "{args:?}: '{needle}' in {err}");
 }
 
+/// Asserts that `text` contains each of `parts`.
+pub fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "'{part}' missing from\n{text}");
+    }
+}
+
 /// The keys of a JSON object, in order.
 pub fn keys(v: &serde_json::Value) -> Vec<&str> {
     v.as_object()
