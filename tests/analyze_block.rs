@@ -21,15 +21,17 @@ fn json(args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("one JSON object")
 }
 
-/// Writes `tensors` (name, shape, values) into `dir/name`.
-fn write(dir: &Path, name: &str, tensors: &[(&str, Vec<usize>, Vec<f32>)]) -> PathBuf {
-    let path = dir.join(name);
+/// Writes `tensors` (name, shape, values) into a file `name` in a new temporary directory;
+/// returns both.
+fn write(name: &str, tensors: &[(&str, Vec<usize>, Vec<f32>)]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
     let refs: Vec<(&str, &[usize], TensorData<'_>)> = tensors
         .iter()
         .map(|(n, s, v)| (*n, s.as_slice(), TensorData::F32(v)))
         .collect();
     write_safetensors(&path, &refs).expect("written");
-    path
+    (dir, path)
 }
 
 /// Three MX blocks of 32 (one per row of a 3 x 32 tensor), computed by hand for mxfp8-e4m3:
@@ -52,18 +54,9 @@ fn hand_tensor() -> Vec<f32> {
     xs
 }
 
-/// `dir/h.safetensors`, holding [`hand_tensor`] as `w` (3 x 32).
-fn hand_file(dir: &Path) -> PathBuf {
-    write(dir, "h.safetensors", &[("w", vec![3, 32], hand_tensor())])
-}
-
-/// A temporary directory with [`hand_file`] in it, that file's path, and the path of an output
-/// directory in it, not yet made.
-fn hand_file_and_out() -> (tempfile::TempDir, String, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let p = hand_file(dir.path()).to_str().unwrap().to_owned();
-    let out = dir.path().join("out");
-    (dir, p, out)
+/// `h.safetensors` in a new temporary directory, holding [`hand_tensor`] as `w` (3 x 32).
+fn hand_file() -> (tempfile::TempDir, PathBuf) {
+    write("h.safetensors", &[("w", vec![3, 32], hand_tensor())])
 }
 
 /// `mixprec analyze FILE FLAGS.. --json`, which must succeed.
@@ -88,8 +81,7 @@ fn bins(s: &Value) -> Vec<(i64, u64)> {
 
 #[test]
 fn hand_computed_mx_block() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = hand_file(dir.path());
+    let (_dir, p) = hand_file();
     let v = analyze_json(&p, &["--format", "mxfp8-e4m3"]);
     let p = p.to_str().unwrap();
     let s = &v["tensors"][0]["schemes"][0];
@@ -135,7 +127,6 @@ fn hand_computed_mx_block() {
 /// [32, 40), and the short block does not borrow from the next row.
 #[test]
 fn blocks_run_along_rows() {
-    let dir = tempfile::tempdir().unwrap();
     // Row 0: ones, and 1e-3 in its short last block (amax 1: scale 2^-8, 1e-3 / 2^-8 = 0.256,
     // normal). Row 1 starts with 1000: a block crossing rows (or columns) would put 1e-3 with
     // 1000 (scale 2, 1e-3 / 2 underflows).
@@ -145,7 +136,7 @@ fn blocks_run_along_rows() {
     // Column blocks would put 1e-3 (column 39) with 1000 only through a column; row 1's
     // column 39 holds another 1000 to catch that too.
     xs[79] = 1000.0;
-    let p = write(dir.path(), "r.safetensors", &[("w", vec![2, 40], xs)]);
+    let (_dir, p) = write("r.safetensors", &[("w", vec![2, 40], xs)]);
     let v = analyze_json(&p, &["--format", "mxfp8-e4m3"]);
     let s = &v["tensors"][0]["schemes"][0];
     assert_eq!(s["underflow"], 0, "{s}");
@@ -160,7 +151,6 @@ fn blocks_run_along_rows() {
 /// the second block its own.
 #[test]
 fn compare_blocks_by_hand() {
-    let dir = tempfile::tempdir().unwrap();
     let mut xs = vec![1.0f32; 64];
     xs[0] = 896.0;
     xs[1] = 1e-6;
@@ -170,7 +160,7 @@ fn compare_blocks_by_hand() {
     for x in &mut xs[32..] {
         *x = 1e-2;
     }
-    let p = write(dir.path(), "c.safetensors", &[("t", vec![64], xs)]);
+    let (_dir, p) = write("c.safetensors", &[("t", vec![64], xs)]);
     let v = analyze_json(&p, &["--compare-blocks"]);
     let names = strs(&v["schemes"], "name");
     assert_eq!(names[..2], ["fp8-e4m3@tensor", "mxfp8-e4m3"]);
@@ -198,8 +188,7 @@ fn compare_blocks_by_hand() {
 
 #[test]
 fn json_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = hand_file(dir.path());
+    let (_dir, p) = hand_file();
     let v = analyze_json(&p, &["--compare-blocks"]);
     assert_eq!(
         keys(&v),
@@ -287,7 +276,6 @@ fn reference(format: BlockFormat, xs: &[f32], cols: usize) -> (RoundCounts, f64,
 /// block rounder on each whole tensor, and the result does not depend on the thread count.
 #[test]
 fn streamed_counts_equal_the_block_rounder() {
-    let dir = tempfile::tempdir().unwrap();
     let mut a = log_uniform(7, 1000 * 1500, -30.0, 12.0, 53);
     a[123_456] = f32::NAN;
     a[1_048_580] = f32::INFINITY;
@@ -298,7 +286,7 @@ fn streamed_counts_equal_the_block_rounder() {
         ("b", vec![300_001], b),
         ("c", vec![37, 3, 29], c),
     ];
-    let p = write(dir.path(), "s.safetensors", &tensors);
+    let (_dir, p) = write("s.safetensors", &tensors);
     let p = p.to_str().unwrap();
     let schemes = [
         "mxfp8-e4m3",
@@ -343,8 +331,7 @@ fn streamed_counts_equal_the_block_rounder() {
 /// The library gives what the binary prints.
 #[test]
 fn library_matches_binary() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = hand_file(dir.path());
+    let (_dir, p) = hand_file();
     let options = BlockOptions::compare(FP8_E4M3, Vec::new()).unwrap();
     let a = analyze_block_files(std::slice::from_ref(&p), &options).unwrap();
     let v = analyze_json(&p, &["--compare-blocks"]);
@@ -376,8 +363,9 @@ fn library_matches_binary() {
 
 #[test]
 fn bad_inputs_get_one_line_and_exit_2() {
-    let (dir, p, out) = hand_file_and_out();
-    let (p, o) = (p.as_str(), out.to_str().unwrap());
+    let (dir, p) = hand_file();
+    let out = dir.path().join("out");
+    let (p, o) = (p.to_str().unwrap(), out.to_str().unwrap());
     assert_bad(
         &["analyze", p, "--format", "mxfp9"],
         "unknown block format 'mxfp9'",
@@ -442,8 +430,9 @@ fn bad_inputs_get_one_line_and_exit_2() {
 
 #[test]
 fn plots_are_written_and_replace_only_their_own() {
-    let (_dir, p, out) = hand_file_and_out();
-    let (p, o) = (p.as_str(), out.to_str().unwrap());
+    let (dir, p) = hand_file();
+    let out = dir.path().join("out");
+    let (p, o) = (p.to_str().unwrap(), out.to_str().unwrap());
     let names = |d: &Path| {
         let mut v: Vec<String> = std::fs::read_dir(d)
             .unwrap()
@@ -486,12 +475,7 @@ fn plots_are_written_and_replace_only_their_own() {
 /// f32's range, and still counts as a nonzero value lost, not as a zero.
 #[test]
 fn per_tensor_counts_values_divided_below_f32() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = write(
-        dir.path(),
-        "f.safetensors",
-        &[("t", vec![3], vec![3e38, 1e-44, 1.0])],
-    );
+    let (_dir, p) = write("f.safetensors", &[("t", vec![3], vec![3e38, 1e-44, 1.0])]);
     let v = analyze_json(&p, &["--compare-blocks"]);
     let s = &v["tensors"][0]["schemes"][0];
     assert_eq!(s["scheme"], "fp8-e4m3@tensor");
@@ -505,14 +489,13 @@ fn per_tensor_counts_values_divided_below_f32() {
 /// block of 6000 gets scale 448 and 6000 is exact.
 #[test]
 fn nvfp4_block_scale_underflow_by_hand() {
-    let dir = tempfile::tempdir().unwrap();
     let mut xs = vec![6000.0f32; 16];
     xs.extend([1e-3f32; 16]);
     // A third block, 1.0: scale e4m3(0.448 / 6 = 0.0747) = 0.078125 (5 x 2^-6), so elements
     // 1 x 0.448 / 0.078125 = 5.73 round to 6 (e2m1's 4, 6 neighbours): exact would be 1, the
     // dequantised value 6 x 0.078125 / 0.448 = 1.046.
     xs.extend([1.0f32; 16]);
-    let p = write(dir.path(), "n.safetensors", &[("t", vec![48], xs)]);
+    let (_dir, p) = write("n.safetensors", &[("t", vec![48], xs)]);
     let v = analyze_json(&p, &["--format", "nvfp4"]);
     let s = &v["tensors"][0]["schemes"][0];
     assert_eq!(s["underflow"], 16, "{s}");
@@ -531,14 +514,13 @@ fn nvfp4_block_scale_underflow_by_hand() {
 /// lost) only if tiles cover rows 0-1, and columns 0-1.
 #[test]
 fn tiles_span_rows() {
-    let dir = tempfile::tempdir().unwrap();
     #[rustfmt::skip]
     let xs = vec![
         1.0f32, 1.0, 1.0,
         1000.0, 0.001, 1.0,
         0.001, 1.0, 1000.0,
     ];
-    let p = write(dir.path(), "t.safetensors", &[("t", vec![3, 3], xs)]);
+    let (_dir, p) = write("t.safetensors", &[("t", vec![3, 3], xs)]);
     let v = analyze_json(&p, &["--format", "fp8-e4m3@2x2"]);
     let s = &v["tensors"][0]["schemes"][0];
     // Tiles: rows 0-1 x cols 0-1 (1000 and 0.001: lost), rows 0-1 x col 2 (ones), row 2 x
@@ -552,9 +534,7 @@ fn tiles_span_rows() {
 /// analysis; a tensor of zeros has amax 0.
 #[test]
 fn a_tensor_without_a_finite_value_has_no_amax() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = write(
-        dir.path(),
+    let (_dir, p) = write(
         "n.safetensors",
         &[
             ("nan", vec![2, 32], vec![f32::NAN; 64]),
