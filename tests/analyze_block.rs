@@ -12,7 +12,8 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    assert_bad, assert_contains, keys, log_uniform, mixprec, mixprec_env, ok, stderr, strs,
+    assert_bad, assert_contains, file_names, keys, log_uniform, mixprec, mixprec_env, ok, stderr,
+    strs,
 };
 
 fn json(args: &[&str]) -> Value {
@@ -433,14 +434,6 @@ fn plots_are_written_and_replace_only_their_own() {
     let (dir, p) = hand_file();
     let out = dir.path().join("out");
     let (p, o) = (p.to_str().unwrap(), out.to_str().unwrap());
-    let names = |d: &Path| {
-        let mut v: Vec<String> = std::fs::read_dir(d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    };
     // The comparison, run second, replaces the histogram (the directory describes one
     // analysis).
     for (flags, stem, labels) in [
@@ -465,7 +458,10 @@ fn plots_are_written_and_replace_only_their_own() {
         ),
     ] {
         analyze_text(p, &[flags, &["--plots", o]].concat());
-        assert_eq!(names(&out), [format!("{stem}.png"), format!("{stem}.svg")]);
+        assert_eq!(
+            file_names(&out),
+            [format!("{stem}.png"), format!("{stem}.svg")]
+        );
         let svg = std::fs::read_to_string(out.join(format!("{stem}.svg"))).unwrap();
         assert_contains(&svg, labels);
     }

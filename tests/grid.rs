@@ -7,7 +7,7 @@ use std::process::Output;
 use serde_json::Value;
 
 mod common;
-use common::{assert_contains, bin, json_lines, ok, read_json};
+use common::{assert_contains, bin, file_names, json_lines, ok, read_json};
 
 /// A small, fast base config (digits MLP, a few steps, captures).
 fn base(dir: &Path) -> PathBuf {
@@ -49,11 +49,7 @@ const VARY: [&str; 6] = [
 ];
 
 fn runs_of(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = file_names(&dir.join("runs"));
     names
 }
 

@@ -100,6 +100,16 @@ pub fn strs<'a>(v: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The names of the entries of directory `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("a directory")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// A JSON file.
 pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
