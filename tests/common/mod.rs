@@ -48,6 +48,25 @@ pub fn mixprec_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     c.output().expect("the binary runs")
 }
 
+/// Runs `mixprec COMMAND --config CONFIG FLAGS.. --out OUT` on `threads` threads.
+pub fn with_config(
+    command: &str,
+    config: &Path,
+    flags: &[&str],
+    out: &Path,
+    threads: &str,
+) -> Output {
+    bin()
+        .args([command, "--config"])
+        .arg(config)
+        .args(flags)
+        .arg("--out")
+        .arg(out)
+        .env("RAYON_NUM_THREADS", threads)
+        .output()
+        .expect("the binary runs")
+}
+
 /// Runs the binary with `args`.
 pub fn mixprec(args: &[&str]) -> Output {
     mixprec_env(args, &[])
