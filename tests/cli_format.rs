@@ -4,6 +4,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
+mod common;
+use common::stochastic;
+
 /// The binary running with `args`, its standard input, output and error piped.
 fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_mixprec"))
@@ -503,7 +506,7 @@ fn quantize_block_formats() {
 /// batch partial, stream positions continuing from batch to batch.
 #[test]
 fn quantize_blocks_batch_the_stream() {
-    use mixprec::format::{BlockRounder, RoundOptions, Rounding};
+    use mixprec::format::BlockRounder;
     let values: Vec<f32> = (0..1000)
         .map(|i: i32| ((i * 7919) % 1013 - 500) as f32 * 1.7f32.powi(i % 23 - 11))
         .collect();
@@ -528,14 +531,7 @@ fn quantize_blocks_batch_the_stream() {
             "4",
         ];
         let got = quantized(&args, &input);
-        let rounder = BlockRounder::new(
-            name.parse().unwrap(),
-            RoundOptions {
-                rounding: Rounding::Stochastic,
-                seed: 4,
-                ..RoundOptions::default()
-            },
-        );
+        let rounder = BlockRounder::new(name.parse().unwrap(), stochastic(4));
         let mut want = values.clone();
         for (b, batch) in want.chunks_mut(rows * cols).enumerate() {
             rounder.round_matrix_at(batch, cols, (b * rows * cols) as u64);

@@ -6,12 +6,15 @@
 
 use mixprec::format::{
     BLOCK_PRESETS, BlockFormat, BlockRounder, Event, FP4_E2M1, FP8_E4M3, FloatFormat, MX_PRESETS,
-    MxFormat, Overflow, RoundCounts, RoundOptions, Rounder, Rounding, TileFormat,
+    MxFormat, Overflow, RoundCounts, RoundOptions, Rounder, TileFormat,
 };
 use mixprec::train::Rng;
 
 mod mx_reference;
 use mx_reference::{all_options, awkward_blocks, reference};
+
+mod common;
+use common::stochastic;
 
 /// The f32 rounding of an f64 result.
 fn f(x: f64) -> f64 {
@@ -414,14 +417,7 @@ fn deepseek_tiles_on_a_large_matrix() {
         xs[(130 - r) * cols + 3] = 1e35;
     }
     for name in ["fp8-e4m3@1x128", "fp8-e4m3@128x128"] {
-        for o in [
-            RoundOptions::default(),
-            RoundOptions {
-                rounding: Rounding::Stochastic,
-                seed: 9,
-                ..RoundOptions::default()
-            },
-        ] {
+        for o in [RoundOptions::default(), stochastic(9)] {
             check_block(name.parse().unwrap(), o, &xs, cols, (1 << 32) - 5000);
         }
     }

@@ -143,6 +143,15 @@ pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Stochastic rounding with `seed`, the other options at their defaults.
+pub fn stochastic(seed: u64) -> mixprec::format::RoundOptions {
+    mixprec::format::RoundOptions {
+        rounding: mixprec::format::Rounding::Stochastic,
+        seed,
+        ..mixprec::format::RoundOptions::default()
+    }
+}
+
 /// Deterministic values with magnitudes log-uniform between 2^lo and 2^hi, random signs, and
 /// an exact zero every `zero_every` values.
 pub fn log_uniform(seed: u64, n: usize, lo: f64, hi: f64, zero_every: usize) -> Vec<f32> {
