@@ -8,7 +8,8 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    Files, assert_bad, assert_contains, keys, log_uniform, mixprec, stderr, stdout, strs,
+    Files, analyze_json, assert_bad, assert_contains, json_out, keys, log_uniform, mixprec, stderr,
+    stdout, strs,
 };
 
 /// The slow reference: class counts at scale 2^k, rounding every value.
@@ -436,12 +437,6 @@ fn npy_f64(files: &Files, name: &str, xs: &[f64]) -> PathBuf {
     path
 }
 
-fn json_of(args: &[&str]) -> Value {
-    let o = mixprec(args);
-    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap()
-}
-
 /// The window's top agrees with the sweep printed beside it, and with rounding amax itself:
 /// nothing overflows up to max_log2_scale, amax overflows one scale later (or the range ends).
 fn check_window_against_sweep(v: &Value, format: FloatFormat, amax: f64) {
@@ -498,18 +493,13 @@ fn recommendation_never_overflows_beyond_binary64() {
     // Issue 10, failure 1: amax * 2^k overflowed binary64 and passed the "finite" check.
     let files = Files::new();
     let a = npy_f32(&files, "a.npy", &[1e10, 1e-3]);
-    let v = json_of(&[
-        "analyze",
-        a.to_str().unwrap(),
-        "--json",
-        "--scales=-2000..2000",
-    ]);
+    let v = analyze_json(&a, &["--scales=-2000..2000"]);
     // 1e10 = 1.16 * 2^33: 2^33 * 2^-18 = 32768 is finite in fp16, 2^33 * 2^-17 = 65536 is not.
     assert_eq!(v["recommendation"]["max_log2_scale"], -18);
     assert_eq!(v["recommendation"]["overflow_log2_scale"], -17);
     check_window_against_sweep(&v, FP16, 1e10);
     let b = npy_f64(&files, "b.npy", &[1e300, 1.0]);
-    let v = json_of(&["analyze", b.to_str().unwrap(), "--json"]);
+    let v = analyze_json(&b, &[]);
     assert!(v["recommendation"]["log2_scale"].is_null(), "{v}");
     assert!(v["recommendation"]["max_log2_scale"].is_null(), "{v}");
     assert_eq!(v["recommendation"]["works"], false);
@@ -527,14 +517,7 @@ fn recommendation_never_overflows_beyond_binary64() {
     {
         let p = npy_f64(&files, &format!("x{i}.npy"), &[x]);
         for f in ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "fp32", "e2m1"] {
-            let v = json_of(&[
-                "analyze",
-                p.to_str().unwrap(),
-                "--json",
-                "--format",
-                f,
-                "--scales=-2000..2000",
-            ]);
+            let v = analyze_json(&p, &["--format", f, "--scales=-2000..2000"]);
             check_window_against_sweep(&v, f.parse().unwrap(), x);
         }
     }
@@ -557,7 +540,7 @@ fn nothing_to_scale_is_said() {
         let out = stdout(&o);
         assert!(out.contains(needle), "{out}");
         assert!(!out.contains("Use a loss scale"), "{out}");
-        let v = json_of(&["analyze", p.to_str().unwrap(), "--json"]);
+        let v = analyze_json(&p, &[]);
         assert!(v["recommendation"].is_null(), "{v}");
         assert!(v["tensors"][0]["window"].is_null(), "{v}");
         assert_eq!(v["windows"].as_array().unwrap().len(), 0);
@@ -586,7 +569,7 @@ fn per_tensor_windows_name_the_excluded_tensor() {
     )
     .unwrap();
     let p = path.to_str().unwrap();
-    let v = json_of(&["analyze", p, "--json"]);
+    let v = json_out(&["analyze", p, "--json"]);
     let rec = &v["recommendation"];
     assert_eq!(rec["log2_scale"], 12);
     assert_eq!(rec["works"], true);
@@ -666,7 +649,7 @@ fn several_files_get_a_file_column_and_one_file_twice_is_an_error() {
     assert!(out.contains(pa) && out.contains(pb), "{out}");
     let one = stdout(&mixprec(&["analyze", pa]));
     assert!(!one.contains("  file  "), "{one}");
-    let v = json_of(&["analyze", pa, pb, "--json"]);
+    let v = json_out(&["analyze", pa, pb, "--json"]);
     assert_eq!(v["tensors"][1]["file"], pb);
     // The same file twice, by the same path, another spelling, or a link.
     let other = format!("{}/./a.npy", files.dir.path().display());
@@ -682,7 +665,7 @@ fn loss_scales_are_read_as_powers_of_two() {
     let v = |args: &[&str]| -> Value {
         let mut all = vec!["train", "--print-config", "--recipe", "fp16-dynamic"];
         all.extend_from_slice(args);
-        json_of(&all)
+        json_out(&all)
     };
     for (text, want) in [("2^10", 1024.0), ("2**-2", 0.25), ("65536", 65536.0)] {
         let c = v(&["--loss-scale", text]);
@@ -710,7 +693,7 @@ fn loss_scales_are_read_as_powers_of_two() {
     let mut c = v(&[]);
     c["recipe"]["loss_scaling"]["init_scale"] = Value::from("2^12");
     std::fs::write(&config, c.to_string()).unwrap();
-    let got = json_of(&[
+    let got = json_out(&[
         "train",
         "--print-config",
         "--config",
@@ -722,13 +705,7 @@ fn loss_scales_are_read_as_powers_of_two() {
     );
     // And in --scales.
     let (path, _) = files.grads();
-    let v = json_of(&[
-        "analyze",
-        path.to_str().unwrap(),
-        "--json",
-        "--scales",
-        "2^-2..2^3",
-    ]);
+    let v = analyze_json(&path, &["--scales", "2^-2..2^3"]);
     check_sweep(&v["total"], -2, 3);
 }
 

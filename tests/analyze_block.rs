@@ -3,7 +3,7 @@
 //! tensors, the JSON contract, bad inputs, and the streamed counts against the block rounder
 //! run on each whole tensor at once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mixprec::analysis::block::{BlockFormat, BlockOptions, BlockRounder, analyze_block_files};
 use mixprec::format::{FP8_E4M3, Overflow, RoundCounts, RoundOptions, Rounder};
@@ -12,15 +12,9 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    assert_bad, assert_contains, file_names, keys, log_uniform, mixprec, mixprec_env, ok, stderr,
-    strs,
+    analyze_json, assert_bad, assert_contains, file_names, json_out, keys, log_uniform, mixprec,
+    mixprec_env, ok, stderr, strs,
 };
-
-fn json(args: &[&str]) -> Value {
-    let o = mixprec(args);
-    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
-    serde_json::from_slice(&o.stdout).expect("one JSON object")
-}
 
 /// Writes `tensors` (name, shape, values) into a file `name` in a new temporary directory;
 /// returns both.
@@ -58,11 +52,6 @@ fn hand_tensor() -> Vec<f32> {
 /// `h.safetensors` in a new temporary directory, holding [`hand_tensor`] as `w` (3 x 32).
 fn hand_file() -> (tempfile::TempDir, PathBuf) {
     write("h.safetensors", &[("w", vec![3, 32], hand_tensor())])
-}
-
-/// `mixprec analyze FILE FLAGS.. --json`, which must succeed.
-fn analyze_json(file: &Path, flags: &[&str]) -> Value {
-    json(&[&["analyze", file.to_str().unwrap()], flags, &["--json"]].concat())
 }
 
 /// The table `mixprec analyze FILE FLAGS..` prints, which must succeed.
@@ -544,7 +533,7 @@ fn a_tensor_without_a_finite_value_has_no_amax() {
         &["analyze", p, "--format", "mxfp8-e4m3", "--json"][..],
         &["analyze", p, "--compare-blocks", "--json"][..],
     ] {
-        let v = json(args);
+        let v = json_out(args);
         let amax: Vec<&Value> = v["tensors"]
             .as_array()
             .unwrap()

@@ -80,6 +80,18 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The JSON value a successful `mixprec ARGS` prints.
+pub fn json_out(args: &[&str]) -> serde_json::Value {
+    let o = mixprec(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("one JSON value")
+}
+
+/// The report a successful `mixprec analyze FILE --json FLAGS..` prints.
+pub fn analyze_json(file: &Path, flags: &[&str]) -> serde_json::Value {
+    json_out(&[&["analyze", file.to_str().unwrap(), "--json"], flags].concat())
+}
+
 /// `mixprec args` fails on bad input as promised: exit code 2, one line on standard error that
 /// starts with `mixprec: ` (or clap's `error: ` for a bad flag) and mentions `needle`, and
 /// nothing on standard output.
