@@ -8,8 +8,8 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    Files, analyze_json, assert_bad, assert_contains, json_out, keys, log_uniform, mixprec, stderr,
-    stdout, strs,
+    Files, analyze_json, analyze_text, assert_bad, assert_contains, json_out, keys, log_uniform,
+    mixprec, stderr, stdout, strs,
 };
 
 /// The slow reference: class counts at scale 2^k, rounding every value.
@@ -215,9 +215,7 @@ fn json_meets_the_contract_and_counts_are_exact() {
 fn table_output_is_readable() {
     let files = Files::new();
     let (path, _) = files.grads();
-    let o = mixprec(&["analyze", path.to_str().unwrap(), "--format", "bf16"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = analyze_text(&path, &["--format", "bf16"]);
     assert_contains(
         &out,
         &[
@@ -233,19 +231,17 @@ fn table_output_is_readable() {
         ],
     );
     // Without small.grad's inf and NaN, the step is healthy.
-    let path = path.to_str().unwrap();
-    let o = mixprec(&[
-        "analyze",
-        path,
-        "--format",
-        "bf16",
-        "--tensor",
-        "large.grad",
-        "--tensor",
-        "tiny",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = analyze_text(
+        &path,
+        &[
+            "--format",
+            "bf16",
+            "--tensor",
+            "large.grad",
+            "--tensor",
+            "tiny",
+        ],
+    );
     assert!(out.contains("<- recommended"), "{out}");
     // bf16's range makes scaling unnecessary: say so rather than "use 2^32".
     assert!(
@@ -270,23 +266,14 @@ fn no_single_scale_is_explained() {
         ],
     )
     .unwrap();
-    let o = mixprec(&["analyze", path.to_str().unwrap(), "--max-underflow", "0"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = analyze_text(&path, &["--max-underflow", "0"]);
     assert!(
         out.contains("No single loss scale in 2^0..2^32 works for fp16"),
         "{out}"
     );
     assert!(out.contains("Per-tensor scaling would work"), "{out}");
     assert!(out.contains("bf16 has the window"), "{out}");
-    let o = mixprec(&[
-        "analyze",
-        path.to_str().unwrap(),
-        "--max-underflow",
-        "0",
-        "--json",
-    ]);
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = analyze_json(&path, &["--max-underflow", "0"]);
     assert_eq!(v["recommendation"]["max_log2_scale"], 0);
     let lo = v["recommendation"]["min_log2_scale"].as_i64().unwrap();
     assert!(lo > 0, "{lo}");
@@ -296,29 +283,25 @@ fn no_single_scale_is_explained() {
 fn tensor_filter_and_scales() {
     let files = Files::new();
     let (path, _) = files.grads();
-    let p = path.to_str().unwrap();
-    let o = mixprec(&[
-        "analyze",
-        p,
-        "--json",
-        "--tensor",
-        "tiny",
-        "--tensor",
-        "large.grad",
-        "--scales=-8..40",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = analyze_json(
+        &path,
+        &[
+            "--tensor",
+            "tiny",
+            "--tensor",
+            "large.grad",
+            "--scales=-8..40",
+        ],
+    );
     let names = strs(&v["tensors"], "name");
     assert_eq!(names, ["large.grad", "tiny"]);
     check_sweep(&v["total"], -8, 40);
     assert_eq!(v["total"]["count"].as_u64().unwrap(), 3003);
     // The space-separated form of a negative range, and a margin.
-    let o = mixprec(&[
-        "analyze", p, "--json", "--scales", "-3..3", "--margin", "2", "--tensor", "tiny",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = analyze_json(
+        &path,
+        &["--scales", "-3..3", "--margin", "2", "--tensor", "tiny"],
+    );
     check_sweep(&v["total"], -3, 3);
     // amax 2e-3 stays finite far beyond 2^3: only the range bounds the window, and 2^0 keeps
     // every value, so no scaling is needed.
@@ -335,15 +318,7 @@ fn npy_input_is_read() {
     let path = files.path("g.npy");
     let xs: Vec<f64> = vec![1e-9, 2e-3, -0.5, 0.0];
     write_npy(&path, &[4], TensorData::F64(&xs)).unwrap();
-    let o = mixprec(&[
-        "analyze",
-        path.to_str().unwrap(),
-        "--json",
-        "--scales",
-        "0..0",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = analyze_json(&path, &["--scales", "0..0"]);
     assert_eq!(v["tensors"][0]["name"], "g");
     let row = &v["tensors"][0]["sweep"][0];
     // 1e-9 underflows fp16 at scale 1 (below 2^-25).
@@ -411,14 +386,12 @@ fn several_files_at_once() {
     let (path, _) = files.grads();
     let npy = files.path("extra.npy");
     write_npy(&npy, &[2], TensorData::F32(&[1.0, 2.0])).unwrap();
-    let o = mixprec(&[
+    let v = json_out(&[
         "analyze",
         path.to_str().unwrap(),
         npy.to_str().unwrap(),
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["tensors"].as_array().unwrap().len(), 4);
     assert_eq!(v["tensors"][3]["name"], "extra");
     assert_eq!(v["total"]["count"].as_u64().unwrap(), 5002 + 3000 + 3 + 2);
@@ -535,9 +508,7 @@ fn nothing_to_scale_is_said() {
             "none of the 4 values is finite and nonzero (2 zero, 2 NaN or infinite)",
         ),
     ] {
-        let o = mixprec(&["analyze", p.to_str().unwrap()]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let out = stdout(&o);
+        let out = analyze_text(p, &[]);
         assert!(out.contains(needle), "{out}");
         assert!(!out.contains("Use a loss scale"), "{out}");
         let v = analyze_json(&p, &[]);
@@ -724,9 +695,7 @@ fn control_characters_in_names_are_escaped() {
         ],
     )
     .unwrap();
-    let o = mixprec(&["analyze", path.to_str().unwrap()]);
-    let out = stdout(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let out = analyze_text(&path, &[]);
     assert!(!out.contains('\u{1b}'), "{out}");
     assert!(
         out.contains("red\\u{1b}[31m") && out.contains("two\\nlines"),

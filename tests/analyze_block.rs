@@ -12,8 +12,8 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    analyze_json, assert_bad, assert_contains, file_names, json_out, keys, log_uniform, mixprec,
-    mixprec_env, ok, stderr, strs,
+    analyze_json, analyze_text, assert_bad, assert_contains, file_names, keys, log_uniform,
+    mixprec, mixprec_env, stderr, strs,
 };
 
 /// Writes `tensors` (name, shape, values) into a file `name` in a new temporary directory;
@@ -54,11 +54,6 @@ fn hand_file() -> (tempfile::TempDir, PathBuf) {
     write("h.safetensors", &[("w", vec![3, 32], hand_tensor())])
 }
 
-/// The table `mixprec analyze FILE FLAGS..` prints, which must succeed.
-fn analyze_text(file: &str, flags: &[&str]) -> String {
-    ok(mixprec(&[&["analyze", file], flags].concat()))
-}
-
 /// A scheme's `log2_amax_ratio` histogram, as (binade, count) pairs.
 fn bins(s: &Value) -> Vec<(i64, u64)> {
     s["log2_amax_ratio"]
@@ -73,7 +68,6 @@ fn bins(s: &Value) -> Vec<(i64, u64)> {
 fn hand_computed_mx_block() {
     let (_dir, p) = hand_file();
     let v = analyze_json(&p, &["--format", "mxfp8-e4m3"]);
-    let p = p.to_str().unwrap();
     let s = &v["tensors"][0]["schemes"][0];
     let get = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}"));
     assert_eq!(get("values"), 96);
@@ -105,7 +99,7 @@ fn hand_computed_mx_block() {
     assert_eq!(bins(s), [(0, 1), (9, 29), (15, 1), (19, 1)]);
 
     // The tables say the same, in percent.
-    let text = analyze_text(p, &["--format", "mxfp8-e4m3"]);
+    let text = analyze_text(&p, &["--format", "mxfp8-e4m3"]);
     // 1 of 63 values (1.59%) underflows, 1 is subnormal, 1 saturates; 32 of 96 are NaN.
     let row = text.lines().filter(|l| l.starts_with("w ")).nth(1).unwrap();
     assert!(row.contains("1.6") && row.contains("33.3"), "{row}");
@@ -422,7 +416,7 @@ fn bad_inputs_get_one_line_and_exit_2() {
 fn plots_are_written_and_replace_only_their_own() {
     let (dir, p) = hand_file();
     let out = dir.path().join("out");
-    let (p, o) = (p.to_str().unwrap(), out.to_str().unwrap());
+    let o = out.to_str().unwrap();
     // The comparison, run second, replaces the histogram (the directory describes one
     // analysis).
     for (flags, stem, labels) in [
@@ -446,7 +440,7 @@ fn plots_are_written_and_replace_only_their_own() {
             ],
         ),
     ] {
-        analyze_text(p, &[flags, &["--plots", o]].concat());
+        analyze_text(&p, &[flags, &["--plots", o]].concat());
         assert_eq!(
             file_names(&out),
             [format!("{stem}.png"), format!("{stem}.svg")]
@@ -528,12 +522,8 @@ fn a_tensor_without_a_finite_value_has_no_amax() {
             ("w", vec![1, 32], vec![0.5; 32]),
         ],
     );
-    let p = p.to_str().unwrap();
-    for args in [
-        &["analyze", p, "--format", "mxfp8-e4m3", "--json"][..],
-        &["analyze", p, "--compare-blocks", "--json"][..],
-    ] {
-        let v = json_out(args);
+    for flags in [&["--format", "mxfp8-e4m3"][..], &["--compare-blocks"]] {
+        let v = analyze_json(&p, flags);
         let amax: Vec<&Value> = v["tensors"]
             .as_array()
             .unwrap()
@@ -548,10 +538,10 @@ fn a_tensor_without_a_finite_value_has_no_amax() {
                 &Value::from(0.0),
                 &Value::from(0.5)
             ],
-            "{args:?}"
+            "{flags:?}"
         );
     }
-    let text = analyze_text(p, &["--format", "mxfp8-e4m3"]);
+    let text = analyze_text(&p, &["--format", "mxfp8-e4m3"]);
     let row = text
         .lines()
         .find(|l| l.starts_with("nan "))

@@ -92,6 +92,13 @@ pub fn analyze_json(file: &Path, flags: &[&str]) -> serde_json::Value {
     json_out(&[&["analyze", file.to_str().unwrap(), "--json"], flags].concat())
 }
 
+/// The table a successful `mixprec analyze FILE FLAGS..` prints.
+pub fn analyze_text(file: &Path, flags: &[&str]) -> String {
+    ok(mixprec(
+        &[&["analyze", file.to_str().unwrap()], flags].concat(),
+    ))
+}
+
 /// `mixprec args` fails on bad input as promised: exit code 2, one line on standard error that
 /// starts with `mixprec: ` (or clap's `error: ` for a bad flag) and mentions `needle`, and
 /// nothing on standard output.
