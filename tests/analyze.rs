@@ -213,8 +213,7 @@ fn json_meets_the_contract_and_counts_are_exact() {
 
 #[test]
 fn table_output_is_readable() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (_files, path) = Files::with_grads();
     let out = analyze_text(&path, &["--format", "bf16"]);
     assert_contains(
         &out,
@@ -281,8 +280,7 @@ fn no_single_scale_is_explained() {
 
 #[test]
 fn tensor_filter_and_scales() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (_files, path) = Files::with_grads();
     let v = analyze_json(
         &path,
         &[
@@ -330,8 +328,7 @@ fn npy_input_is_read() {
 
 #[test]
 fn bad_inputs_get_one_line_and_exit_2() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (files, path) = Files::with_grads();
     let p = path.to_str().unwrap();
     let missing = files.path("missing.safetensors");
     assert_bad(
@@ -382,8 +379,7 @@ fn bad_inputs_get_one_line_and_exit_2() {
 
 #[test]
 fn several_files_at_once() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (files, path) = Files::with_grads();
     let npy = files.path("extra.npy");
     write_npy(&npy, &[2], TensorData::F32(&[1.0, 2.0])).unwrap();
     let v = json_out(&[
@@ -708,8 +704,7 @@ fn control_characters_in_names_are_escaped() {
 /// tensor's need.
 #[test]
 fn windows_cut_by_the_range_are_marked() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (_files, path) = Files::with_grads();
     let p = path.to_str().unwrap();
     let out = stdout(&mixprec(&["analyze", p, "--scales", "14..15"]));
     let large = window_row(&out, "large.grad ").unwrap_or_default();

@@ -200,6 +200,13 @@ impl Files {
         }
     }
 
+    /// A new directory holding [`Files::grads`]'s file, and that file's path.
+    pub fn with_grads() -> (Self, PathBuf) {
+        let files = Files::new();
+        let (path, _) = files.grads();
+        (files, path)
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -214,17 +221,20 @@ impl Files {
             ("tiny", vec![1e-3, -2e-3, 0.0]),
         ];
         let path = self.path("grads.safetensors");
-        let data: Vec<(&str, Vec<usize>, mixprec::io::TensorData<'_>)> = tensors
-            .iter()
-            .map(|(n, v)| (*n, vec![v.len()], mixprec::io::TensorData::F32(v)))
-            .collect();
-        let refs: Vec<(&str, &[usize], mixprec::io::TensorData<'_>)> = data
-            .iter()
-            .map(|(n, s, d)| (*n, s.as_slice(), *d))
-            .collect();
-        mixprec::io::write_safetensors(&path, &refs).expect("written");
+        write_vectors(&path, &tensors);
         (path, tensors)
     }
+}
+
+/// Writes 1-D f32 tensors (name, values) into the safetensors file `path`.
+pub fn write_vectors<S: AsRef<str>>(path: &Path, tensors: &[(S, Vec<f32>)]) {
+    let shapes: Vec<[usize; 1]> = tensors.iter().map(|(_, v)| [v.len()]).collect();
+    let refs: Vec<(&str, &[usize], mixprec::io::TensorData<'_>)> = tensors
+        .iter()
+        .zip(&shapes)
+        .map(|((n, v), s)| (n.as_ref(), &s[..], mixprec::io::TensorData::F32(v)))
+        .collect();
+    mixprec::io::write_safetensors(path, &refs).expect("written");
 }
 
 /// `zip` with `copies` more central-directory records that repeat its first entry's record under
