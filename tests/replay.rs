@@ -2,7 +2,7 @@
 //! gives the run's scales and skipped steps exactly (runs whose dynamic scaler moves both ways),
 //! another policy's skips follow from the recorded grad_amax, the page, and bad input.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -17,6 +17,14 @@ fn train(scaler: &str, steps: &str, dir: &Path) {
         .arg(dir)
         .output()
         .unwrap());
+}
+
+/// A fresh directory `name` holding, as `run`, a run trained under `scaler` for `steps` steps.
+fn trained_in(name: &str, scaler: &str, steps: &str) -> (PathBuf, PathBuf) {
+    let root = fresh(name);
+    let run = root.join("run");
+    train(scaler, steps, &run);
+    (root, run)
 }
 
 fn replay_json(dir: &Path, policies: &[&str]) -> Value {
@@ -144,9 +152,7 @@ fn a_static_policys_skips_follow_from_grad_amax() {
 
 #[test]
 fn the_table_and_the_page() {
-    let root = fresh("page");
-    let run = root.join("run");
-    train("megatron", "60", &run);
+    let (root, run) = trained_in("page", "megatron", "60");
     let into_page = |policies: &[&str]| {
         let mut c = bin();
         c.arg("replay").arg(&run).arg("--policy").args(policies);
@@ -176,9 +182,7 @@ fn the_table_and_the_page() {
 
 #[test]
 fn bad_input() {
-    let root = fresh("bad");
-    let run = root.join("run");
-    train("gradscaler", "3", &run);
+    let (root, run) = trained_in("bad", "gradscaler", "3");
     let replay = |args: &[&str]| bin().arg("replay").args(args).output().unwrap();
     let r = run.to_str().unwrap();
     let e = fails(replay(&[r]));

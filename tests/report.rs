@@ -10,7 +10,9 @@ use mixprec::stats::Histogram;
 use serde_json::Value;
 
 mod common;
-use common::{assert_contains, bin, fails, file_names, fresh, json_lines, ok, read_json};
+use common::{
+    assert_contains, bin, fails, file_names, fresh, fresh_dir, json_lines, ok, read_json,
+};
 
 /// Trains the underflow study's `recipe` for `steps` steps into `dir`, with captures and the
 /// shadow every 50 steps.
@@ -484,8 +486,7 @@ fn the_page_renders_in_a_real_browser() {
 /// neither command replaces a file in its output directory that mixprec did not write.
 #[test]
 fn analyze_writes_the_same_kind_of_page_and_replaces_only_its_own_files() {
-    let root = fresh("analyze");
-    std::fs::create_dir_all(&root).unwrap();
+    let root = fresh_dir("analyze");
     let npy = root.join("grads.npy");
     let values: Vec<f32> = (0..4000).map(|i| 1e-9 * 1.01f32.powi(i % 1500)).collect();
     write_npy(&npy, &[values.len()], TensorData::F32(&values)).unwrap();

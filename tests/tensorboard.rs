@@ -6,7 +6,7 @@
 use std::path::Path;
 
 mod common;
-use common::{bin, fails, file_names, fresh, ok};
+use common::{bin, fails, file_names, fresh, fresh_dir, ok};
 
 const EVENTS: &str = "events.out.tfevents.0.mixprec";
 
@@ -76,8 +76,7 @@ fn a_run_is_one_subdirectory_and_exporting_again_gives_the_same_bytes() {
 
 #[test]
 fn a_grid_exports_each_run_under_its_name() {
-    let root = fresh("grid");
-    std::fs::create_dir_all(&root).unwrap();
+    let root = fresh_dir("grid");
     let base = root.join("base.json");
     std::fs::write(
         &base,

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{bin, fails, fresh, json_lines, ok, read_json, with_config};
+use common::{bin, fails, fresh, fresh_dir, json_lines, ok, read_json, with_config};
 
 /// Trains with `extra` flags after the defaults; `--batch 64` unless `extra` sets the batch.
 fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
@@ -96,8 +96,7 @@ fn same_seed_same_files_whatever_the_threads() {
 
 #[test]
 fn config_file_and_flags() {
-    let dir = fresh("cfg");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cfg");
     let cfg = dir.join("c.json");
     std::fs::write(&cfg, r#"{"recipe": "bf16-master", "steps": 4, "model": "cnn", "cnn": {"channels": 4, "hidden": 8}}"#).unwrap();
     let out = dir.join("run");
@@ -125,8 +124,7 @@ fn config_file_and_flags() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    let dir = fresh("bad");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("bad");
     std::fs::write(dir.join("x"), "occupied").unwrap();
     let config = |name: &str, text: &str| {
         let path = dir.join(name);
@@ -529,8 +527,7 @@ fn every_model_is_the_same_whatever_the_threads() {
         ),
     ];
     for (name, json) in configs {
-        let dir = fresh(&format!("threads-{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir(&format!("threads-{name}"));
         let cfg = dir.join("c.json");
         std::fs::write(&cfg, json).unwrap();
         let outs: Vec<PathBuf> = ["1", "3"]

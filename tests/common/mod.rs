@@ -20,6 +20,13 @@ pub fn fresh(name: &str) -> PathBuf {
     d
 }
 
+/// [`fresh`]'s path for `name`, made (empty).
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let d = fresh(name);
+    std::fs::create_dir_all(&d).expect("a temporary directory");
+    d
+}
+
 /// The standard output of a command that must succeed (its output shown when it does not).
 pub fn ok(out: Output) -> String {
     let (stdout, stderr) = (
