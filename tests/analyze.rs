@@ -507,7 +507,7 @@ fn nothing_to_scale_is_said() {
         let out = analyze_text(p, &[]);
         assert!(out.contains(needle), "{out}");
         assert!(!out.contains("Use a loss scale"), "{out}");
-        let v = analyze_json(&p, &[]);
+        let v = analyze_json(p, &[]);
         assert!(v["recommendation"].is_null(), "{v}");
         assert!(v["tensors"][0]["window"].is_null(), "{v}");
         assert_eq!(v["windows"].as_array().unwrap().len(), 0);

@@ -61,8 +61,7 @@ const VARY: [&str; 6] = [
 ];
 
 fn runs_of(dir: &Path) -> Vec<String> {
-    let names = file_names(&dir.join("runs"));
-    names
+    file_names(&dir.join("runs"))
 }
 
 /// Each run of a grid on 2 threads (one run per thread) is the run `train` makes alone, on 1
