@@ -20,7 +20,9 @@ import os
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
+import pathlib  # noqa: E402
 import platform  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -30,6 +32,11 @@ import torch  # noqa: E402
 
 import mixprec  # noqa: E402
 from mixprec.torch import Recorder, Simulate  # noqa: E402
+
+# The transformer of examples/pytorch_recorder.py: the model the example records is the one
+# measured here.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "examples"))
+from pytorch_recorder import TinyTransformer  # noqa: E402
 
 
 def best(f, repeats=7):
@@ -61,18 +68,6 @@ def quantize_table():
         t_mp = best(lambda: mixprec.quantize(x, fmt))
         rows.append((fmt, t_ml * 1e3, t_mp * 1e3, t_ml / t_mp))
     return rows
-
-
-class TinyTransformer(torch.nn.Module):
-    def __init__(self, vocab=64, d=64, heads=4, layers=2):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, d)
-        layer = torch.nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, batch_first=True)
-        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.head = torch.nn.Linear(d, 2)
-
-    def forward(self, tokens):
-        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
 
 
 def paired_rounds(rounds, block, steps):

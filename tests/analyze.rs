@@ -7,7 +7,10 @@ use mixprec::io::{TensorData, write_npy, write_safetensors};
 use serde_json::Value;
 
 mod common;
-use common::{Files, assert_bad, keys, log_uniform, mixprec, stderr, stdout};
+use common::{
+    Files, analyze_json, analyze_text, assert_bad, assert_contains, json_out, keys, log_uniform,
+    mixprec, stderr, stdout, strs,
+};
 
 /// The slow reference: class counts at scale 2^k, rounding every value.
 fn reference_counts(format: FloatFormat, xs: &[f32], k: i32) -> [u64; 4] {
@@ -210,38 +213,34 @@ fn json_meets_the_contract_and_counts_are_exact() {
 
 #[test]
 fn table_output_is_readable() {
-    let files = Files::new();
-    let (path, _) = files.grads();
-    let o = mixprec(&["analyze", path.to_str().unwrap(), "--format", "bf16"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    for needle in [
-        "small.grad",
-        "large.grad",
-        "tiny",
-        "(all)",
-        "log2 scale",
-        "<- back off to at most",
-        "bf16",
-        "worst first",
-        "This dump comes from a step whose gradients overflowed: 2 of the 8005 values",
-    ] {
-        assert!(out.contains(needle), "{needle} in\n{out}");
-    }
+    let (_files, path) = Files::with_grads();
+    let out = analyze_text(&path, &["--format", "bf16"]);
+    assert_contains(
+        &out,
+        &[
+            "small.grad",
+            "large.grad",
+            "tiny",
+            "(all)",
+            "log2 scale",
+            "<- back off to at most",
+            "bf16",
+            "worst first",
+            "This dump comes from a step whose gradients overflowed: 2 of the 8005 values",
+        ],
+    );
     // Without small.grad's inf and NaN, the step is healthy.
-    let path = path.to_str().unwrap();
-    let o = mixprec(&[
-        "analyze",
-        path,
-        "--format",
-        "bf16",
-        "--tensor",
-        "large.grad",
-        "--tensor",
-        "tiny",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = analyze_text(
+        &path,
+        &[
+            "--format",
+            "bf16",
+            "--tensor",
+            "large.grad",
+            "--tensor",
+            "tiny",
+        ],
+    );
     assert!(out.contains("<- recommended"), "{out}");
     // bf16's range makes scaling unnecessary: say so rather than "use 2^32".
     assert!(
@@ -266,23 +265,14 @@ fn no_single_scale_is_explained() {
         ],
     )
     .unwrap();
-    let o = mixprec(&["analyze", path.to_str().unwrap(), "--max-underflow", "0"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = analyze_text(&path, &["--max-underflow", "0"]);
     assert!(
         out.contains("No single loss scale in 2^0..2^32 works for fp16"),
         "{out}"
     );
     assert!(out.contains("Per-tensor scaling would work"), "{out}");
     assert!(out.contains("bf16 has the window"), "{out}");
-    let o = mixprec(&[
-        "analyze",
-        path.to_str().unwrap(),
-        "--max-underflow",
-        "0",
-        "--json",
-    ]);
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = analyze_json(&path, &["--max-underflow", "0"]);
     assert_eq!(v["recommendation"]["max_log2_scale"], 0);
     let lo = v["recommendation"]["min_log2_scale"].as_i64().unwrap();
     assert!(lo > 0, "{lo}");
@@ -290,36 +280,26 @@ fn no_single_scale_is_explained() {
 
 #[test]
 fn tensor_filter_and_scales() {
-    let files = Files::new();
-    let (path, _) = files.grads();
-    let p = path.to_str().unwrap();
-    let o = mixprec(&[
-        "analyze",
-        p,
-        "--json",
-        "--tensor",
-        "tiny",
-        "--tensor",
-        "large.grad",
-        "--scales=-8..40",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let names: Vec<&str> = v["tensors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let (_files, path) = Files::with_grads();
+    let v = analyze_json(
+        &path,
+        &[
+            "--tensor",
+            "tiny",
+            "--tensor",
+            "large.grad",
+            "--scales=-8..40",
+        ],
+    );
+    let names = strs(&v["tensors"], "name");
     assert_eq!(names, ["large.grad", "tiny"]);
     check_sweep(&v["total"], -8, 40);
     assert_eq!(v["total"]["count"].as_u64().unwrap(), 3003);
     // The space-separated form of a negative range, and a margin.
-    let o = mixprec(&[
-        "analyze", p, "--json", "--scales", "-3..3", "--margin", "2", "--tensor", "tiny",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = analyze_json(
+        &path,
+        &["--scales", "-3..3", "--margin", "2", "--tensor", "tiny"],
+    );
     check_sweep(&v["total"], -3, 3);
     // amax 2e-3 stays finite far beyond 2^3: only the range bounds the window, and 2^0 keeps
     // every value, so no scaling is needed.
@@ -336,15 +316,7 @@ fn npy_input_is_read() {
     let path = files.path("g.npy");
     let xs: Vec<f64> = vec![1e-9, 2e-3, -0.5, 0.0];
     write_npy(&path, &[4], TensorData::F64(&xs)).unwrap();
-    let o = mixprec(&[
-        "analyze",
-        path.to_str().unwrap(),
-        "--json",
-        "--scales",
-        "0..0",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = analyze_json(&path, &["--scales", "0..0"]);
     assert_eq!(v["tensors"][0]["name"], "g");
     let row = &v["tensors"][0]["sweep"][0];
     // 1e-9 underflows fp16 at scale 1 (below 2^-25).
@@ -356,8 +328,7 @@ fn npy_input_is_read() {
 
 #[test]
 fn bad_inputs_get_one_line_and_exit_2() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (files, path) = Files::with_grads();
     let p = path.to_str().unwrap();
     let missing = files.path("missing.safetensors");
     assert_bad(
@@ -408,18 +379,15 @@ fn bad_inputs_get_one_line_and_exit_2() {
 
 #[test]
 fn several_files_at_once() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (files, path) = Files::with_grads();
     let npy = files.path("extra.npy");
     write_npy(&npy, &[2], TensorData::F32(&[1.0, 2.0])).unwrap();
-    let o = mixprec(&[
+    let v = json_out(&[
         "analyze",
         path.to_str().unwrap(),
         npy.to_str().unwrap(),
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["tensors"].as_array().unwrap().len(), 4);
     assert_eq!(v["tensors"][3]["name"], "extra");
     assert_eq!(v["total"]["count"].as_u64().unwrap(), 5002 + 3000 + 3 + 2);
@@ -436,12 +404,6 @@ fn npy_f64(files: &Files, name: &str, xs: &[f64]) -> PathBuf {
     let path = files.path(name);
     write_npy(&path, &[xs.len()], TensorData::F64(xs)).unwrap();
     path
-}
-
-fn json_of(args: &[&str]) -> Value {
-    let o = mixprec(args);
-    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap()
 }
 
 /// The window's top agrees with the sweep printed beside it, and with rounding amax itself:
@@ -500,18 +462,13 @@ fn recommendation_never_overflows_beyond_binary64() {
     // Issue 10, failure 1: amax * 2^k overflowed binary64 and passed the "finite" check.
     let files = Files::new();
     let a = npy_f32(&files, "a.npy", &[1e10, 1e-3]);
-    let v = json_of(&[
-        "analyze",
-        a.to_str().unwrap(),
-        "--json",
-        "--scales=-2000..2000",
-    ]);
+    let v = analyze_json(&a, &["--scales=-2000..2000"]);
     // 1e10 = 1.16 * 2^33: 2^33 * 2^-18 = 32768 is finite in fp16, 2^33 * 2^-17 = 65536 is not.
     assert_eq!(v["recommendation"]["max_log2_scale"], -18);
     assert_eq!(v["recommendation"]["overflow_log2_scale"], -17);
     check_window_against_sweep(&v, FP16, 1e10);
     let b = npy_f64(&files, "b.npy", &[1e300, 1.0]);
-    let v = json_of(&["analyze", b.to_str().unwrap(), "--json"]);
+    let v = analyze_json(&b, &[]);
     assert!(v["recommendation"]["log2_scale"].is_null(), "{v}");
     assert!(v["recommendation"]["max_log2_scale"].is_null(), "{v}");
     assert_eq!(v["recommendation"]["works"], false);
@@ -529,14 +486,7 @@ fn recommendation_never_overflows_beyond_binary64() {
     {
         let p = npy_f64(&files, &format!("x{i}.npy"), &[x]);
         for f in ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "fp32", "e2m1"] {
-            let v = json_of(&[
-                "analyze",
-                p.to_str().unwrap(),
-                "--json",
-                "--format",
-                f,
-                "--scales=-2000..2000",
-            ]);
+            let v = analyze_json(&p, &["--format", f, "--scales=-2000..2000"]);
             check_window_against_sweep(&v, f.parse().unwrap(), x);
         }
     }
@@ -554,12 +504,10 @@ fn nothing_to_scale_is_said() {
             "none of the 4 values is finite and nonzero (2 zero, 2 NaN or infinite)",
         ),
     ] {
-        let o = mixprec(&["analyze", p.to_str().unwrap()]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let out = stdout(&o);
+        let out = analyze_text(p, &[]);
         assert!(out.contains(needle), "{out}");
         assert!(!out.contains("Use a loss scale"), "{out}");
-        let v = json_of(&["analyze", p.to_str().unwrap(), "--json"]);
+        let v = analyze_json(p, &[]);
         assert!(v["recommendation"].is_null(), "{v}");
         assert!(v["tensors"][0]["window"].is_null(), "{v}");
         assert_eq!(v["windows"].as_array().unwrap().len(), 0);
@@ -588,7 +536,7 @@ fn per_tensor_windows_name_the_excluded_tensor() {
     )
     .unwrap();
     let p = path.to_str().unwrap();
-    let v = json_of(&["analyze", p, "--json"]);
+    let v = json_out(&["analyze", p, "--json"]);
     let rec = &v["recommendation"];
     assert_eq!(rec["log2_scale"], 12);
     assert_eq!(rec["works"], true);
@@ -668,7 +616,7 @@ fn several_files_get_a_file_column_and_one_file_twice_is_an_error() {
     assert!(out.contains(pa) && out.contains(pb), "{out}");
     let one = stdout(&mixprec(&["analyze", pa]));
     assert!(!one.contains("  file  "), "{one}");
-    let v = json_of(&["analyze", pa, pb, "--json"]);
+    let v = json_out(&["analyze", pa, pb, "--json"]);
     assert_eq!(v["tensors"][1]["file"], pb);
     // The same file twice, by the same path, another spelling, or a link.
     let other = format!("{}/./a.npy", files.dir.path().display());
@@ -684,7 +632,7 @@ fn loss_scales_are_read_as_powers_of_two() {
     let v = |args: &[&str]| -> Value {
         let mut all = vec!["train", "--print-config", "--recipe", "fp16-dynamic"];
         all.extend_from_slice(args);
-        json_of(&all)
+        json_out(&all)
     };
     for (text, want) in [("2^10", 1024.0), ("2**-2", 0.25), ("65536", 65536.0)] {
         let c = v(&["--loss-scale", text]);
@@ -712,7 +660,7 @@ fn loss_scales_are_read_as_powers_of_two() {
     let mut c = v(&[]);
     c["recipe"]["loss_scaling"]["init_scale"] = Value::from("2^12");
     std::fs::write(&config, c.to_string()).unwrap();
-    let got = json_of(&[
+    let got = json_out(&[
         "train",
         "--print-config",
         "--config",
@@ -724,13 +672,7 @@ fn loss_scales_are_read_as_powers_of_two() {
     );
     // And in --scales.
     let (path, _) = files.grads();
-    let v = json_of(&[
-        "analyze",
-        path.to_str().unwrap(),
-        "--json",
-        "--scales",
-        "2^-2..2^3",
-    ]);
+    let v = analyze_json(&path, &["--scales", "2^-2..2^3"]);
     check_sweep(&v["total"], -2, 3);
 }
 
@@ -749,9 +691,7 @@ fn control_characters_in_names_are_escaped() {
         ],
     )
     .unwrap();
-    let o = mixprec(&["analyze", path.to_str().unwrap()]);
-    let out = stdout(&o);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let out = analyze_text(&path, &[]);
     assert!(!out.contains('\u{1b}'), "{out}");
     assert!(
         out.contains("red\\u{1b}[31m") && out.contains("two\\nlines"),
@@ -764,8 +704,7 @@ fn control_characters_in_names_are_escaped() {
 /// tensor's need.
 #[test]
 fn windows_cut_by_the_range_are_marked() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (_files, path) = Files::with_grads();
     let p = path.to_str().unwrap();
     let out = stdout(&mixprec(&["analyze", p, "--scales", "14..15"]));
     let large = window_row(&out, "large.grad ").unwrap_or_default();

@@ -2,21 +2,13 @@
 //! did not write.
 
 mod common;
-use common::{Files, assert_bad, log_uniform, mixprec, stderr};
-use mixprec::io::{TensorData, write_safetensors};
+use common::{Files, analyze_text, assert_bad, file_names, log_uniform, write_vectors};
 
 #[test]
 fn plots_are_written() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (files, path) = Files::with_grads();
     let dir = files.path("plots");
-    let o = mixprec(&[
-        "analyze",
-        path.to_str().unwrap(),
-        "--plots",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    analyze_text(&path, &["--plots", dir.to_str().unwrap()]);
     for name in ["histogram", "sweep", "heatmap"] {
         let png = std::fs::read(dir.join(format!("{name}.png"))).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
@@ -24,17 +16,13 @@ fn plots_are_written() {
         assert!(svg.starts_with("<svg") && svg.contains("log2"), "{name}");
     }
     // No temporary files left behind.
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let left = file_names(&dir);
     assert_eq!(left.len(), 6, "{left:?}");
 }
 
 #[test]
 fn plots_never_replace_a_file_mixprec_did_not_write() {
-    let files = Files::new();
-    let (path, _) = files.grads();
+    let (files, path) = Files::with_grads();
     let p = path.to_str().unwrap();
     // Not a directory: a regular file, a device.
     let file = files.path("plots.txt");
@@ -65,12 +53,10 @@ fn plots_never_replace_a_file_mixprec_did_not_write() {
     // mixprec's own plots are replaced; a stale heatmap goes when there is one tensor.
     std::fs::remove_file(dir.join("histogram.png")).unwrap();
     for _ in 0..2 {
-        let o = mixprec(&["analyze", p, "--plots", d]);
-        assert!(o.status.success(), "{}", stderr(&o));
+        analyze_text(&path, &["--plots", d]);
     }
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
-    let o = mixprec(&["analyze", p, "--tensor", "tiny", "--plots", d]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    analyze_text(&path, &["--tensor", "tiny", "--plots", d]);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
     assert!(!dir.join("heatmap.png").exists());
 }
@@ -93,23 +79,9 @@ fn heatmap_grows_with_the_tensors() {
             )
         })
         .collect();
-    let refs: Vec<(&str, [usize; 1], TensorData<'_>)> = data
-        .iter()
-        .map(|(n, v)| (n.as_str(), [v.len()], TensorData::F32(v)))
-        .collect();
-    let refs: Vec<(&str, &[usize], TensorData<'_>)> = refs
-        .iter()
-        .map(|(n, s, d)| (*n, s.as_slice(), *d))
-        .collect();
-    write_safetensors(&path, &refs).unwrap();
+    write_vectors(&path, &data);
     let dir = files.path("plots");
-    let o = mixprec(&[
-        "analyze",
-        path.to_str().unwrap(),
-        "--plots",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    analyze_text(&path, &["--plots", dir.to_str().unwrap()]);
     let png = std::fs::read(dir.join("heatmap.png")).unwrap();
     assert_eq!(png_size(&png), (1100, 200 + 16 * 150));
     let svg = std::fs::read_to_string(dir.join("heatmap.svg")).unwrap();

@@ -1,24 +1,39 @@
 //! The real binary: `formats`, `explain` and `quantize`, happy paths and every bad input.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 
-fn mixprec(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
+mod common;
+use common::stochastic;
+
+/// The binary running with `args`, its standard input, output and error piped.
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_mixprec"))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("the binary runs");
+        .expect("the binary runs")
+}
+
+/// Runs the binary with `args` on `stdin` (written on a thread, so that a child that stops
+/// reading, or answers as it reads, cannot block it); returns what the child wrote.
+fn mixprec_bytes(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = spawn(args);
     let mut input = child.stdin.take().unwrap();
-    let text = stdin.to_string();
+    let bytes = stdin.to_vec();
     let writer = std::thread::spawn(move || {
-        let _ = input.write_all(text.as_bytes());
+        let _ = input.write_all(&bytes);
     });
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
     out
+}
+
+fn mixprec(args: &[&str], stdin: &str) -> Output {
+    mixprec_bytes(args, stdin.as_bytes())
 }
 
 fn stdout(o: &Output) -> String {
@@ -27,6 +42,24 @@ fn stdout(o: &Output) -> String {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// The JSON rows `mixprec ARGS` prints, which must succeed.
+fn json_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let o = mixprec(args, "");
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Each of `rows` has exactly the keys `keys` (in any order).
+fn assert_keys(rows: &[serde_json::Value], keys: &[&str]) {
+    for row in rows {
+        let obj = row.as_object().unwrap();
+        assert_eq!(obj.len(), keys.len(), "{row}");
+        for k in keys {
+            assert!(obj.contains_key(*k), "{k}");
+        }
+    }
 }
 
 /// Exit code 2, one line on stderr that mentions `needle`, no panic.
@@ -49,10 +82,7 @@ fn formats_table_and_json() {
     ] {
         assert!(table.contains(name), "{name} missing from\n{table}");
     }
-    let o = mixprec(&["formats", "--json", "fp16", "e4m3fn", "e4m3", "e3m2"], "");
-    assert!(o.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let rows = v.as_array().unwrap();
+    let rows = json_rows(&["formats", "--json", "fp16", "e4m3fn", "e4m3", "e3m2"]);
     assert_eq!(rows.len(), 4);
     let keys = [
         "name",
@@ -69,13 +99,7 @@ fn formats_table_and_json() {
         "has_infinity",
         "has_nan",
     ];
-    for row in rows {
-        let obj = row.as_object().unwrap();
-        assert_eq!(obj.len(), keys.len());
-        for k in keys {
-            assert!(obj.contains_key(k), "{k}");
-        }
-    }
+    assert_keys(&rows, &keys);
     assert_eq!(rows[0]["name"], "fp16");
     assert_eq!(rows[0]["max"], 65504.0);
     assert_eq!(rows[0]["min_subnormal"], 2f64.powi(-24));
@@ -89,9 +113,7 @@ fn formats_table_and_json() {
     assert_eq!(rows[2]["max"], 240.0);
     assert_eq!(rows[2]["has_infinity"], true);
     assert_eq!(rows[3]["epsilon"], 0.25);
-    let all = mixprec(&["formats", "--json"], "");
-    let v: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
-    let all = v.as_array().unwrap();
+    let all = json_rows(&["formats", "--json"]);
     // The 9 element presets, then the 8 block formats with their own keys.
     assert_eq!(all.len(), 9 + 8);
     let fp4 = &all[8];
@@ -109,18 +131,18 @@ fn formats_table_and_json() {
 
 #[test]
 fn formats_bad_name() {
-    assert_bad(&mixprec(&["formats", "fp12"], ""), "unknown format 'fp12'");
-    assert_bad(&mixprec(&["formats", "e9m2"], ""), "unknown format 'e9m2'");
-    assert_bad(
-        &mixprec(&["formats", "e1m1"], ""),
-        "eXmY with X in 2..=8 and Y in 1..=23",
-    );
-    // The message lists every preset (from the list the parser reads).
-    assert_bad(
-        &mixprec(&["explain", "1", "--format", "fp12"], ""),
-        "expected one of fp32, tf32, fp16, bf16, fp8-e4m3, fp8-e5m2, fp6-e2m3, fp6-e3m2, fp4-e2m1, or eXmY",
-    );
-    assert_bad(&mixprec(&["formats", "--bogus"], ""), "--bogus");
+    #[rustfmt::skip]
+    let cases: [(&[&str], &str); 5] = [
+        (&["formats", "fp12"], "unknown format 'fp12'"),
+        (&["formats", "e9m2"], "unknown format 'e9m2'"),
+        (&["formats", "e1m1"], "eXmY with X in 2..=8 and Y in 1..=23"),
+        // The message lists every preset (from the list the parser reads).
+        (&["explain", "1", "--format", "fp12"], "expected one of fp32, tf32, fp16, bf16, fp8-e4m3, fp8-e5m2, fp6-e2m3, fp6-e3m2, fp4-e2m1, or eXmY"),
+        (&["formats", "--bogus"], "--bogus"),
+    ];
+    for (args, needle) in cases {
+        assert_bad(&mixprec(args, ""), needle);
+    }
 }
 
 #[test]
@@ -153,38 +175,20 @@ fn quantize_values_and_bits() {
             "{line}"
         );
     }
-    let o = mixprec(
-        &["quantize", "-f", "fp16", "--output", "bits"],
-        "0.1\n1e-8\nnan\n-inf\n65520\n1\n-0\n",
-    );
-    assert_eq!(
-        stdout(&o),
-        "0x2e66\n0x0000\n0x7e00\n0xfc00\n0x7c00\n0x3c00\n0x8000\n"
-    );
-    let o = mixprec(
-        &["quantize", "-f", "fp8-e4m3", "--output", "bits"],
-        "448\n465\n-1000\n0.0009\n0.001\n",
-    );
-    assert_eq!(stdout(&o), "0x7e\n0x7f\n0xff\n0x00\n0x01\n");
-    let o = mixprec(
-        &["quantize", "-f", "fp8-e4m3", "--overflow", "saturate"],
-        "1000\n-inf\n",
-    );
-    assert_eq!(stdout(&o), "448\n-448\n");
-    let o = mixprec(
-        &["quantize", "-f", "fp16", "--subnormals", "off"],
-        "3e-6\n-3e-6\n7e-5\n",
-    );
-    assert_eq!(stdout(&o), "0\n-0\n0.0000699758529663086\n");
-    let o = mixprec(
-        &["quantize", "-f", "e3m2", "--rounding", "up"],
-        "0.3\n-0.3\n",
-    );
-    assert_eq!(stdout(&o), "0.3125\n-0.25\n");
-    let o = mixprec(&["quantize", "-f", "bf16", "--output", "bits"], "1\n");
-    assert_eq!(stdout(&o), "0x3f80\n");
-    let o = mixprec(&["quantize", "-f", "e2m1", "--output", "bits"], "1\n");
-    assert_eq!(stdout(&o), "0x2\n");
+    #[rustfmt::skip]
+    let cases: [(&[&str], &str, &str); 7] = [
+        (&["-f", "fp16", "--output", "bits"], "0.1\n1e-8\nnan\n-inf\n65520\n1\n-0\n", "0x2e66\n0x0000\n0x7e00\n0xfc00\n0x7c00\n0x3c00\n0x8000\n"),
+        (&["-f", "fp8-e4m3", "--output", "bits"], "448\n465\n-1000\n0.0009\n0.001\n", "0x7e\n0x7f\n0xff\n0x00\n0x01\n"),
+        (&["-f", "fp8-e4m3", "--overflow", "saturate"], "1000\n-inf\n", "448\n-448\n"),
+        (&["-f", "fp16", "--subnormals", "off"], "3e-6\n-3e-6\n7e-5\n", "0\n-0\n0.0000699758529663086\n"),
+        (&["-f", "e3m2", "--rounding", "up"], "0.3\n-0.3\n", "0.3125\n-0.25\n"),
+        (&["-f", "bf16", "--output", "bits"], "1\n", "0x3f80\n"),
+        (&["-f", "e2m1", "--output", "bits"], "1\n", "0x2\n"),
+    ];
+    for (flags, input, want) in cases {
+        let o = mixprec(&[&["quantize"], flags].concat(), input);
+        assert_eq!(stdout(&o), want, "{flags:?}");
+    }
 }
 
 #[test]
@@ -254,20 +258,7 @@ fn quantize_bad_input() {
         );
     }
     // Invalid UTF-8 is a line that is not a number, not a crash.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
-        .args(["quantize"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"1\n\xff\xfe\n")
-        .unwrap();
-    assert_bad(&child.wait_with_output().unwrap(), "line 2");
+    assert_bad(&mixprec_bytes(&["quantize"], b"1\n\xff\xfe\n"), "line 2");
 }
 
 #[test]
@@ -301,13 +292,7 @@ fn quantize_edges_of_the_stream() {
     );
     // A reader that stops early is not an error.
     let input = "1\n".repeat(2_000_000);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mixprec"))
-        .args(["quantize"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn(&["quantize"]);
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(input.as_bytes());
@@ -375,35 +360,17 @@ fn formats_ranges_and_plots() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = mixprec(
-        &[
-            "formats",
-            "--plots",
-            plots.to_str().unwrap(),
-            "--gradients",
-            run.to_str().unwrap(),
-        ],
-        "",
-    );
-    let t = stdout(&o);
+    let with_gradients = |from: &Path| {
+        let (plots, from) = (plots.to_str().unwrap(), from.to_str().unwrap());
+        mixprec(&["formats", "--plots", plots, "--gradients", from], "")
+    };
+    let t = stdout(&with_gradients(&run));
     assert!(
         t.contains("typical gradients (98% of values): 2^-48..2^-24, from gradients of"),
         "{t}"
     );
     assert_bad(&mixprec(&["formats", "--gradients", "x"], ""), "--plots");
-    assert_bad(
-        &mixprec(
-            &[
-                "formats",
-                "--plots",
-                plots.to_str().unwrap(),
-                "--gradients",
-                root.to_str().unwrap(),
-            ],
-            "",
-        ),
-        "not a run directory",
-    );
+    assert_bad(&with_gradients(&root), "not a run directory");
     std::fs::write(root.join("mine.png"), "x").unwrap();
     std::fs::write(plots.join("ranges.png"), "x").unwrap();
     assert_bad(
@@ -472,9 +439,7 @@ fn formats_lists_block_formats() {
             .unwrap_or_else(|| panic!("{name} missing from\n{blocks}"));
         assert!(row.contains(shape) && row.ends_with(scale), "{row}");
     }
-    let o = mixprec(&["formats", "--json"], "");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let rows = v.as_array().unwrap();
+    let rows = json_rows(&["formats", "--json"]);
     let keys = [
         "name",
         "block_rows",
@@ -484,36 +449,26 @@ fn formats_lists_block_formats() {
         "element_min_subnormal",
         "scale",
     ];
-    for row in &rows[9..] {
-        let obj = row.as_object().unwrap();
-        assert_eq!(obj.len(), keys.len(), "{row}");
-        for k in keys {
-            assert!(obj.contains_key(k), "{k}");
-        }
-    }
+    assert_keys(&rows[9..], &keys);
     assert_eq!(rows[9]["name"], "mxfp8-e4m3");
     assert_eq!(rows[14]["name"], "nvfp4");
     assert_eq!(rows[14]["block_cols"], 16);
     assert_eq!(rows[16]["block_rows"], 128);
     assert_eq!(rows[16]["element_max"], 448.0);
     // Names of either kind, in their tables; a tile by any element.
-    let o = mixprec(&["formats", "bf16@4x8", "fp16", "--json"], "");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json_rows(&["formats", "bf16@4x8", "fp16", "--json"]);
     assert_eq!(v[0]["name"], "fp16");
     assert_eq!(v[1]["name"], "bf16@4x8");
     assert_eq!(v[1]["block_cols"], 8);
-    assert_bad(
-        &mixprec(&["formats", "mxfp9"], ""),
-        "unknown format 'mxfp9'",
-    );
-    assert_bad(
-        &mixprec(&["formats", "fp8-e4m3@0x1"], ""),
-        "unknown block format 'fp8-e4m3@0x1'",
-    );
-    assert_bad(
-        &mixprec(&["formats", "nvfp4", "--plots", "/nonexistent/x"], ""),
-        "--plots draws element formats",
-    );
+    #[rustfmt::skip]
+    let cases: [(&[&str], &str); 3] = [
+        (&["formats", "mxfp9"], "unknown format 'mxfp9'"),
+        (&["formats", "fp8-e4m3@0x1"], "unknown block format 'fp8-e4m3@0x1'"),
+        (&["formats", "nvfp4", "--plots", "/nonexistent/x"], "--plots draws element formats"),
+    ];
+    for (args, needle) in cases {
+        assert_bad(&mixprec(args, ""), needle);
+    }
 }
 
 /// The rounded values of `input` through `mixprec quantize ARGS`, one per line.
@@ -551,7 +506,7 @@ fn quantize_block_formats() {
 /// batch partial, stream positions continuing from batch to batch.
 #[test]
 fn quantize_blocks_batch_the_stream() {
-    use mixprec::format::{BlockRounder, RoundOptions, Rounding};
+    use mixprec::format::BlockRounder;
     let values: Vec<f32> = (0..1000)
         .map(|i: i32| ((i * 7919) % 1013 - 500) as f32 * 1.7f32.powi(i % 23 - 11))
         .collect();
@@ -576,14 +531,7 @@ fn quantize_blocks_batch_the_stream() {
             "4",
         ];
         let got = quantized(&args, &input);
-        let rounder = BlockRounder::new(
-            name.parse().unwrap(),
-            RoundOptions {
-                rounding: Rounding::Stochastic,
-                seed: 4,
-                ..RoundOptions::default()
-            },
-        );
+        let rounder = BlockRounder::new(name.parse().unwrap(), stochastic(4));
         let mut want = values.clone();
         for (b, batch) in want.chunks_mut(rows * cols).enumerate() {
             rounder.round_matrix_at(batch, cols, (b * rows * cols) as u64);

@@ -2,52 +2,41 @@
 
 mod common;
 
-use common::{assert_bad, mixprec, stderr, stdout};
+use common::{assert_bad, assert_contains, mixprec, stderr, stdout};
+
+/// What `mixprec explain ARGS` prints.
+fn explain(args: &[&str]) -> String {
+    stdout(&mixprec(&[&["explain"], args].concat()))
+}
 
 #[test]
 fn explain_normal_subnormal_underflow_overflow() {
     let o = mixprec(&["explain", "0.1"]);
     assert!(o.status.success());
     let t = stdout(&o);
-    for s in [
-        "0.0999755859375",
-        "0x2e66",
-        "0 01011 1001100110",
-        "minus bias 15 = -4",
-        "0.10003662109375",
-        "normal",
-    ] {
-        assert!(t.contains(s), "{s} missing from\n{t}");
-    }
-    let t = stdout(&mixprec(&["explain", "3e-6"]));
-    assert!(t.contains("subnormal") && t.contains("0x0032"), "{t}");
-    let t = stdout(&mixprec(&["explain", "1e-8"]));
-    assert!(t.contains("underflow") && t.contains("2^13"), "{t}");
-    let t = stdout(&mixprec(&["explain", "-70000"]));
-    assert!(
-        t.contains("overflow") && t.contains("-inf") && t.contains("0xfc00"),
-        "{t}"
+    assert_contains(
+        &t,
+        &[
+            "0.0999755859375",
+            "0x2e66",
+            "0 01011 1001100110",
+            "minus bias 15 = -4",
+            "0.10003662109375",
+            "normal",
+        ],
     );
-    let t = stdout(&mixprec(&["explain", "1000", "--format", "fp8-e4m3"]));
-    assert!(t.contains("NaN") && t.contains("0x7f"), "{t}");
-    let t = stdout(&mixprec(&[
-        "explain",
-        "1000",
-        "--format",
-        "fp8-e4m3",
-        "--overflow",
-        "saturate",
-    ]));
-    assert!(t.contains("stored      448"), "{t}");
-    let t = stdout(&mixprec(&[
-        "explain",
-        "0.3",
-        "-f",
-        "e3m2",
-        "--rounding",
-        "toward-zero",
-    ]));
-    assert!(t.contains("stored      0.25"), "{t}");
+    #[rustfmt::skip]
+    let cases: [(&[&str], &[&str]); 6] = [
+        (&["3e-6"], &["subnormal", "0x0032"]),
+        (&["1e-8"], &["underflow", "2^13"]),
+        (&["-70000"], &["overflow", "-inf", "0xfc00"]),
+        (&["1000", "--format", "fp8-e4m3"], &["NaN", "0x7f"]),
+        (&["1000", "--format", "fp8-e4m3", "--overflow", "saturate"], &["stored      448"]),
+        (&["0.3", "-f", "e3m2", "--rounding", "toward-zero"], &["stored      0.25"]),
+    ];
+    for (args, says) in cases {
+        assert_contains(&explain(args), says);
+    }
 }
 
 #[test]
@@ -60,39 +49,26 @@ fn explain_bad_input() {
 
 #[test]
 fn explain_with_subnormals_off_and_directed_modes() {
-    let t = stdout(&mixprec(&["explain", "3e-5", "--subnormals", "off"]));
-    assert!(
-        t.contains("0 (0x0000) < x < 0.00006103515625 (0x0400)"),
-        "{t}"
-    );
-    assert!(t.contains("flushed to zero"), "{t}");
-    let t = stdout(&mixprec(&["explain", "5e-8", "--rounding", "toward-zero"]));
-    assert!(
-        t.contains("below the smallest subnormal") && !t.contains("half"),
-        "{t}"
-    );
-    let t = stdout(&mixprec(&["explain", "2.9802322387695312e-8"]));
-    assert!(t.contains("at most half the smallest subnormal"), "{t}");
-    let t = stdout(&mixprec(&[
-        "explain",
-        "1000",
-        "-f",
-        "fp8-e4m3",
-        "--overflow",
-        "saturate",
-    ]));
-    assert!(
-        t.contains("(clamped)") && !t.contains("scaling down"),
-        "{t}"
-    );
-    let t = stdout(&mixprec(&["explain", "1e400"]));
-    assert!(t.contains("beyond binary64's range"), "{t}");
+    // (arguments, what the text says, what it must not say)
+    #[rustfmt::skip]
+    let cases: [(&[&str], &[&str], &str); 5] = [
+        (&["3e-5", "--subnormals", "off"], &["0 (0x0000) < x < 0.00006103515625 (0x0400)", "flushed to zero"], ""),
+        (&["5e-8", "--rounding", "toward-zero"], &["below the smallest subnormal"], "half"),
+        (&["2.9802322387695312e-8"], &["at most half the smallest subnormal"], ""),
+        (&["1000", "-f", "fp8-e4m3", "--overflow", "saturate"], &["(clamped)"], "scaling down"),
+        (&["1e400"], &["beyond binary64's range"], ""),
+    ];
+    for (args, says, never) in cases {
+        let t = explain(args);
+        assert_contains(&t, says);
+        assert!(never.is_empty() || !t.contains(never), "{t}");
+    }
 }
 
 /// Bit patterns are decoded; ties say so (and only ties).
 #[test]
 fn explain_bit_patterns_and_ties() {
-    let t = stdout(&mixprec(&["explain", "0x3c00", "--format", "fp16"]));
+    let t = explain(&["0x3c00", "--format", "fp16"]);
     assert!(
         t.starts_with("bit pattern 0x3c00 of fp16 decodes to 1\n"),
         "{t}"
@@ -101,7 +77,7 @@ fn explain_bit_patterns_and_ties() {
         t.contains("0 01111 0000000000") && t.contains("stored      1\n"),
         "{t}"
     );
-    let t = stdout(&mixprec(&["explain", "0b00000001", "--format", "fp8-e4m3"]));
+    let t = explain(&["0b00000001", "--format", "fp8-e4m3"]);
     assert!(
         t.contains("decodes to 0.001953125") && t.contains("subnormal"),
         "{t}"
@@ -128,7 +104,7 @@ fn explain_bit_patterns_and_ties() {
             "only NaN encoding",
         ),
     ] {
-        let t = stdout(&mixprec(&["explain", pattern, "--format", format]));
+        let t = explain(&[pattern, "--format", format]);
         assert!(t.contains("decodes to NaN"), "{t}");
         assert!(t.contains(bits) && t.contains(kind), "{pattern}: {t}");
     }
@@ -140,7 +116,7 @@ fn explain_bit_patterns_and_ties() {
     // 2049 lies halfway between 2048 and 2050 in fp16: to even, 2048. 2051: to even, 2052.
     for (x, kept) in [("2049", "2048"), ("2051", "2052"), ("464", "448")] {
         let f = if x == "464" { "fp8-e4m3" } else { "fp16" };
-        let t = stdout(&mixprec(&["explain", x, "--format", f]));
+        let t = explain(&[x, "--format", f]);
         assert!(
             t.contains("tie, to even") && t.contains(&format!("kept ({kept}")),
             "{x}: {t}"
@@ -159,7 +135,7 @@ fn explain_bit_patterns_and_ties() {
             "lies past the largest finite value: clamped to 6\n",
         ),
     ] {
-        let t = stdout(&mixprec(&[&["explain"], args].concat()));
+        let t = explain(args);
         assert!(
             t.contains("tie, to even") && t.contains(after),
             "{args:?}: {t}"
@@ -167,11 +143,11 @@ fn explain_bit_patterns_and_ties() {
         assert!(!t.contains("is kept"), "{args:?}: {t}");
     }
     for x in ["2049.5", "0.1", "2048"] {
-        let t = stdout(&mixprec(&["explain", x]));
+        let t = explain(&[x]);
         assert!(!t.contains("tie"), "{x}: {t}");
     }
     // Not nearest-even: no tie is decided.
-    let t = stdout(&mixprec(&["explain", "2049", "--rounding", "toward-zero"]));
+    let t = explain(&["2049", "--rounding", "toward-zero"]);
     assert!(!t.contains("tie"), "{t}");
 }
 

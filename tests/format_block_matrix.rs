@@ -6,12 +6,15 @@
 
 use mixprec::format::{
     BLOCK_PRESETS, BlockFormat, BlockRounder, Event, FP4_E2M1, FP8_E4M3, FloatFormat, MX_PRESETS,
-    MxFormat, Overflow, RoundCounts, RoundOptions, Rounder, Rounding, TileFormat,
+    MxFormat, Overflow, RoundCounts, RoundOptions, Rounder, TileFormat,
 };
 use mixprec::train::Rng;
 
 mod mx_reference;
 use mx_reference::{all_options, awkward_blocks, reference};
+
+mod common;
+use common::stochastic;
 
 /// The f32 rounding of an f64 result.
 fn f(x: f64) -> f64 {
@@ -68,28 +71,35 @@ fn element_rounder(element: FloatFormat, o: RoundOptions) -> Rounder {
     )
 }
 
-/// NVFP4 as Transformer Engine computes it (reference_nvfp4.py, core_nvfp4.cuh,
-/// dequantize_nvfp4.cuh). `wide`: the element's scaling and the dequantisation in f64 (the
-/// f64 path), else in f32.
-fn nvfp4_reference(
+/// What a reference rounds: the options, a matrix of `cols` columns whose first value is at
+/// position `start` of the random stream, and whether the scaling and dequantisation run in
+/// f64 (`wide`: the f64 path) or in f32.
+#[derive(Clone, Copy)]
+struct Input<'a> {
     o: RoundOptions,
-    xs: &[f32],
+    xs: &'a [f32],
     cols: usize,
     start: u64,
     wide: bool,
-) -> (Vec<f64>, RoundCounts) {
+}
+
+impl<'a> Input<'a> {
+    /// The fields, in order.
+    fn parts(self) -> (RoundOptions, &'a [f32], usize, u64, bool) {
+        (self.o, self.xs, self.cols, self.start, self.wide)
+    }
+}
+
+/// NVFP4 as Transformer Engine computes it (reference_nvfp4.py, core_nvfp4.cuh,
+/// dequantize_nvfp4.cuh).
+fn nvfp4_reference(input: Input<'_>) -> (Vec<f64>, RoundCounts) {
+    let (o, xs, cols, start, wide) = input.parts();
     let mut counts = RoundCounts::default();
     if xs.iter().any(|x| !x.is_finite()) {
         counts.nan = xs.len() as u64;
         return (vec![f64::NAN; xs.len()], counts);
     }
-    let e4m3 = Rounder::new(
-        FP8_E4M3,
-        RoundOptions {
-            overflow: Overflow::Saturate,
-            ..RoundOptions::default()
-        },
-    );
+    let e4m3 = element_rounder(FP8_E4M3, RoundOptions::default());
     let elem = element_rounder(FP4_E2M1, o);
     let fmax = f64::from(f32::MAX);
     let amax_t = xs.iter().map(|x| f64::from(x.abs())).fold(0.0, f64::max);
@@ -139,14 +149,8 @@ fn nvfp4_reference(
 }
 
 /// Tiles `tr x tc` with FP32 scales amax / max_elem (DeepSeek-V3), the quotient in f32.
-fn tile_reference(
-    t: TileFormat,
-    o: RoundOptions,
-    xs: &[f32],
-    cols: usize,
-    start: u64,
-    wide: bool,
-) -> (Vec<f64>, RoundCounts) {
+fn tile_reference(t: TileFormat, input: Input<'_>) -> (Vec<f64>, RoundCounts) {
+    let (o, xs, cols, start, wide) = input.parts();
     let (tr, tc) = (t.rows(), t.cols());
     let elem = element_rounder(t.element(), o);
     // The last row may be short.
@@ -192,13 +196,8 @@ fn tile_reference(
 }
 
 /// The MX reference of this file, row by row (blocks restart at each row).
-fn mx_matrix_reference(
-    format: MxFormat,
-    o: RoundOptions,
-    xs: &[f32],
-    cols: usize,
-    start: u64,
-) -> (Vec<f64>, RoundCounts) {
+fn mx_matrix_reference(format: MxFormat, input: Input<'_>) -> (Vec<f64>, RoundCounts) {
+    let (o, xs, cols, start, _) = input.parts();
     let mut out = Vec::new();
     let mut counts = RoundCounts::default();
     for (r, row) in xs.chunks(cols).enumerate() {
@@ -210,19 +209,12 @@ fn mx_matrix_reference(
 }
 
 /// The reference of any block format.
-fn block_reference(
-    format: BlockFormat,
-    o: RoundOptions,
-    xs: &[f32],
-    cols: usize,
-    start: u64,
-    wide: bool,
-) -> (Vec<f64>, RoundCounts) {
+fn block_reference(format: BlockFormat, input: Input<'_>) -> (Vec<f64>, RoundCounts) {
     match format {
         // Exact in f64 (powers of two): the same whether wide or not.
-        BlockFormat::Mx(m) => mx_matrix_reference(m, o, xs, cols, start),
-        BlockFormat::Nvfp4 => nvfp4_reference(o, xs, cols, start, wide),
-        BlockFormat::Tile(t) => tile_reference(t, o, xs, cols, start, wide),
+        BlockFormat::Mx(m) => mx_matrix_reference(m, input),
+        BlockFormat::Nvfp4 => nvfp4_reference(input),
+        BlockFormat::Tile(t) => tile_reference(t, input),
     }
 }
 
@@ -230,7 +222,14 @@ fn block_reference(
 /// columns against the reference.
 fn check_block(format: BlockFormat, o: RoundOptions, xs: &[f32], cols: usize, start: u64) {
     let what = format!("{format} {o:?} cols {cols}");
-    let (want, want_counts) = block_reference(format, o, xs, cols, start, false);
+    let input = Input {
+        o,
+        xs,
+        cols,
+        start,
+        wide: false,
+    };
+    let (want, want_counts) = block_reference(format, input);
     let r = BlockRounder::new(format, o);
     for parallel in [false, true] {
         let mut got = xs.to_vec();
@@ -242,7 +241,13 @@ fn check_block(format: BlockFormat, o: RoundOptions, xs: &[f32], cols: usize, st
         assert_same(&format!("{what} parallel {parallel}"), xs, &got, &want);
         assert_eq!(counts, want_counts, "{what} parallel {parallel}: counts");
     }
-    let (want, want_counts) = block_reference(format, o, xs, cols, start, true);
+    let (want, want_counts) = block_reference(
+        format,
+        Input {
+            wide: true,
+            ..input
+        },
+    );
     let mut got: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
     let counts = r.round_matrix_f64_at(&mut got, cols, start);
     assert_same_f64(&what, xs, &got, &want);
@@ -414,14 +419,7 @@ fn deepseek_tiles_on_a_large_matrix() {
         xs[(130 - r) * cols + 3] = 1e35;
     }
     for name in ["fp8-e4m3@1x128", "fp8-e4m3@128x128"] {
-        for o in [
-            RoundOptions::default(),
-            RoundOptions {
-                rounding: Rounding::Stochastic,
-                seed: 9,
-                ..RoundOptions::default()
-            },
-        ] {
+        for o in [RoundOptions::default(), stochastic(9)] {
             check_block(name.parse().unwrap(), o, &xs, cols, (1 << 32) - 5000);
         }
     }

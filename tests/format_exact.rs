@@ -13,6 +13,9 @@ use mixprec::format::{
     Overflow, RoundOptions, Rounder, Rounding, TF32, stochastic_bits,
 };
 
+mod common;
+use common::stochastic;
+
 /// The grid of nonnegative magnitudes one rounding chooses from, with each point's parity.
 struct Grid {
     points: Vec<f64>,
@@ -372,14 +375,7 @@ fn sign_of_zero_is_kept() {
 #[test]
 fn stochastic_rounding_is_strict_at_the_random_bits() {
     let seed = 0x005e_ed0f_5eed;
-    let r = Rounder::new(
-        FP16,
-        RoundOptions {
-            rounding: Rounding::Stochastic,
-            seed,
-            ..RoundOptions::default()
-        },
-    );
+    let r = Rounder::new(FP16, stochastic(seed));
     let p = |e: i32| 2f64.powi(e);
     let mut indices: Vec<u64> = (0..2000).collect();
     indices.extend([1 << 32, (1 << 32) + 7, 5 << 40, u64::MAX]);

@@ -7,6 +7,9 @@ use mixprec::format::{
 };
 use mixprec::train::Rng;
 
+mod common;
+use common::stochastic;
+
 /// A deterministic spread of f32 bit patterns: random ones (splitmix64), plus values near every
 /// format boundary that matters.
 fn test_patterns(n: usize) -> Vec<f32> {
@@ -196,14 +199,7 @@ fn ocp_small_formats_densely_against_the_scalar_twin() {
 #[test]
 fn stochastic_rounding_is_strict_at_the_random_bits() {
     let seed = 0x005e_ed0f_5eed;
-    let r = Rounder::new(
-        FP16,
-        RoundOptions {
-            rounding: Rounding::Stochastic,
-            seed,
-            ..RoundOptions::default()
-        },
-    );
+    let r = Rounder::new(FP16, stochastic(seed));
     let start = 12_345u64;
     let n = 1usize << 16;
     let h: Vec<f64> = (0..n as u64)
@@ -283,13 +279,7 @@ fn stochastic_rounding_is_strict_at_the_random_bits() {
 #[test]
 fn stochastic_stream_crosses_a_block_boundary() {
     let xs = test_patterns(3_000);
-    let r = Rounder::new(
-        FP16,
-        RoundOptions {
-            rounding: Rounding::Stochastic,
-            ..RoundOptions::default()
-        },
-    );
+    let r = Rounder::new(FP16, stochastic(0));
     let start = (1u64 << 32) - 1000;
     assert_eq!(
         rounded(&r, KernelPath::Auto, &xs, start),

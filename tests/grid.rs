@@ -7,7 +7,7 @@ use std::process::Output;
 use serde_json::Value;
 
 mod common;
-use common::{bin, json_lines, ok, read_json};
+use common::{assert_contains, bin, file_names, json_lines, ok, read_json, with_config};
 
 /// A small, fast base config (digits MLP, a few steps, captures).
 fn base(dir: &Path) -> PathBuf {
@@ -22,16 +22,28 @@ fn base(dir: &Path) -> PathBuf {
 }
 
 fn grid(base: &Path, out: &Path, threads: &str, extra: &[&str]) -> Output {
-    bin()
-        .arg("grid")
-        .arg("--config")
-        .arg(base)
-        .args(extra)
+    with_config("grid", base, extra, out, threads)
+}
+
+/// The final metric of each run in grid.jsonl's `index` whose varied values include `when`'s
+/// (key, value) pairs.
+fn metric_values(index: &[Value], when: &[(&str, &str)]) -> Vec<f64> {
+    index
+        .iter()
+        .filter(|l| when.iter().all(|(k, v)| l["values"][k] == *v))
+        .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
+        .collect()
+}
+
+/// `mixprec report GRID --out OUT`, which must succeed; what it prints.
+fn grid_report(grid: &Path, out: &Path) -> String {
+    ok(bin()
+        .arg("report")
+        .arg(grid)
         .arg("--out")
         .arg(out)
-        .env("RAYON_NUM_THREADS", threads)
         .output()
-        .unwrap()
+        .unwrap())
 }
 
 fn without_time(mut v: Value) -> Value {
@@ -49,12 +61,7 @@ const VARY: [&str; 6] = [
 ];
 
 fn runs_of(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("runs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    file_names(&dir.join("runs"))
 }
 
 /// Each run of a grid on 2 threads (one run per thread) is the run `train` makes alone, on 1
@@ -227,13 +234,7 @@ fn shards_merge_and_a_killed_grid_resumes() {
         std::fs::rename(b.join("runs").join(&name), a.join("runs").join(&name)).unwrap();
     }
     let report = tmp.path().join("report-a");
-    ok(bin()
-        .arg("report")
-        .arg(&a)
-        .arg("--out")
-        .arg(&report)
-        .output()
-        .unwrap());
+    grid_report(&a, &report);
     let r = read_json(&report.join("report.json"));
     assert_eq!(r["unfinished"], Value::Array(vec![]));
     assert_eq!(r["runs"], 6);
@@ -271,11 +272,17 @@ fn shards_merge_and_a_killed_grid_resumes() {
 fn the_report_of_a_grid() {
     let tmp = tempfile::tempdir().unwrap();
     let base = base(tmp.path());
-    let g = tmp.path().join("g");
-    ok(grid(
-        &base,
-        &g,
-        "2",
+    // Runs the grid of `flags` into `name` and reports it into `report-name`: the grid's
+    // directory, the report's, and what `report` printed.
+    let grid_and_report = |name: &str, flags: &[&str]| {
+        let g = tmp.path().join(name);
+        ok(grid(&base, &g, "2", flags));
+        let out = tmp.path().join(format!("report-{name}"));
+        let printed = grid_report(&g, &out);
+        (g, out, printed)
+    };
+    let (g, out, stdout) = grid_and_report(
+        "g",
         &[
             "--vary",
             "recipe=fp32,fp16-master",
@@ -284,15 +291,7 @@ fn the_report_of_a_grid() {
             "--seeds",
             "3",
         ],
-    ));
-    let out = tmp.path().join("report");
-    let stdout = ok(bin()
-        .arg("report")
-        .arg(&g)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    );
     assert!(
         stdout.contains("analyze's loss-scale window for fp16 is 2^"),
         "{stdout}"
@@ -306,12 +305,8 @@ fn the_report_of_a_grid() {
     assert_eq!(cells.len(), 4);
     // Recompute one cell from grid.jsonl.
     let index = json_lines(&g.join("grid.jsonl"));
-    let values = |recipe: &str, scale: &str| -> Vec<f64> {
-        index
-            .iter()
-            .filter(|l| l["values"]["recipe"] == recipe && l["values"]["loss_scale"] == scale)
-            .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
-            .collect()
+    let values = |recipe: &str, scale: &str| {
+        metric_values(&index, &[("recipe", recipe), ("loss_scale", scale)])
     };
     let (master, fp32) = (values("fp16-master", "2^4"), values("fp32", "2^0"));
     assert!(values("fp32", "2^4").is_empty());
@@ -384,11 +379,8 @@ fn the_report_of_a_grid() {
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(page.contains("difference from fp32") && page.contains("fp16-static"));
     // Another x key: the baseline is fp32 at the same number of steps, whose runs differ.
-    let s = tmp.path().join("steps");
-    ok(grid(
-        &base,
-        &s,
-        "2",
+    let (s, out_s, _) = grid_and_report(
+        "steps",
         &[
             "--vary",
             "recipe=fp32,bf16-master",
@@ -397,25 +389,12 @@ fn the_report_of_a_grid() {
             "--seeds",
             "2",
         ],
-    ));
-    let out_s = tmp.path().join("report-steps");
-    ok(bin()
-        .arg("report")
-        .arg(&s)
-        .arg("--out")
-        .arg(&out_s)
-        .output()
-        .unwrap());
+    );
     let r = read_json(&out_s.join("report.json"));
     assert_eq!(r["x_key"], "steps");
     let index = json_lines(&s.join("grid.jsonl"));
-    let metric = |recipe: &str, steps: &str| -> Vec<f64> {
-        index
-            .iter()
-            .filter(|l| l["values"]["recipe"] == recipe && l["values"]["steps"] == steps)
-            .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
-            .collect()
-    };
+    let metric =
+        |recipe: &str, steps: &str| metric_values(&index, &[("recipe", recipe), ("steps", steps)]);
     assert_ne!(metric("fp32", "3"), metric("fp32", "9"));
     for steps in ["3", "9"] {
         let cell = r["cells"]
@@ -430,28 +409,12 @@ fn the_report_of_a_grid() {
     }
     // Only the recipe varies: one comparison per recipe, said with its numbers (the mean over
     // the seeds and the difference from fp32, recomputed from grid.jsonl).
-    let c = tmp.path().join("recipes");
-    ok(grid(
-        &base,
-        &c,
-        "2",
+    let (c, recipes_report, findings) = grid_and_report(
+        "recipes",
         &["--vary", "recipe=fp32,bf16-master", "--seeds", "3"],
-    ));
-    let findings = ok(bin()
-        .arg("report")
-        .arg(&c)
-        .arg("--out")
-        .arg(tmp.path().join("report-recipes"))
-        .output()
-        .unwrap());
+    );
     let index = json_lines(&c.join("grid.jsonl"));
-    let by = |recipe: &str| -> Vec<f64> {
-        index
-            .iter()
-            .filter(|l| l["values"]["recipe"] == recipe)
-            .map(|l| l["summary"]["eval_metric"]["value"].as_f64().unwrap())
-            .collect()
-    };
+    let by = |recipe: &str| metric_values(&index, &[("recipe", recipe)]);
     let (bf16, fp32) = (mean(&by("bf16-master")), mean(&by("fp32")));
     let line = findings
         .lines()
@@ -463,30 +426,20 @@ fn the_report_of_a_grid() {
         "{line}"
     );
     // Its figures are distributions over seeds, captioned by what they show.
-    let page = std::fs::read_to_string(tmp.path().join("report-recipes/index.html")).unwrap();
-    for caption in [
-        "Final test_accuracy of each series over 3 seeds",
-        "Final training loss of each series over 3 seeds",
-    ] {
-        assert!(page.contains(caption), "{caption}");
-    }
+    let page = std::fs::read_to_string(recipes_report.join("index.html")).unwrap();
+    assert_contains(
+        &page,
+        &[
+            "Final test_accuracy of each series over 3 seeds",
+            "Final training loss of each series over 3 seeds",
+        ],
+    );
     assert!(!page.contains("Final final"));
     // Without an fp32 series nothing is compared, and the findings say so.
-    let nb = tmp.path().join("no-baseline");
-    ok(grid(
-        &base,
-        &nb,
-        "2",
+    let (_, out_nb, _) = grid_and_report(
+        "no-baseline",
         &["--vary", "recipe=bf16-master,fp16-dynamic", "--seeds", "2"],
-    ));
-    let out_nb = tmp.path().join("report-no-baseline");
-    ok(bin()
-        .arg("report")
-        .arg(&nb)
-        .arg("--out")
-        .arg(&out_nb)
-        .output()
-        .unwrap());
+    );
     let page = std::fs::read_to_string(out_nb.join("index.html")).unwrap();
     assert!(page.contains("No series of this grid is fp32"), "{page}");
     // A grid is reported alone.

@@ -80,138 +80,103 @@ fn empty_files_and_unknown_extensions() {
 
 #[test]
 fn bad_safetensors() {
-    bad(
-        "short.safetensors",
-        b"\x05\0\0",
-        "truncated safetensors header",
-    );
-    bad(
-        "past.safetensors",
-        &safetensors("{}", b"")[..9],
-        "runs past the end of the file",
-    );
-    bad(
-        "huge.safetensors",
-        &u64::MAX.to_le_bytes(),
-        "not a safetensors file",
-    );
-    bad(
-        "json.safetensors",
-        &safetensors("{not json}", b""),
-        "invalid JSON",
-    );
-    bad(
-        "list.safetensors",
-        &safetensors("[1, 2]", b""),
-        "invalid JSON",
-    );
+    let zeros = |header: &str, n: usize| safetensors(header, &vec![0; n]);
     let one = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
-    bad(
-        "shorter.safetensors",
-        &safetensors(one, &[0; 5]),
-        "data shorter than the header says: 5 bytes",
-    );
-    bad(
-        "longer.safetensors",
-        &safetensors(one, &[0; 12]),
-        "data longer than the header says",
-    );
     let overlap = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#;
-    bad(
-        "overlap.safetensors",
-        &safetensors(overlap, &[0; 12]),
-        "tensor 'b' overlap",
-    );
     let gap = r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
-    bad(
-        "gap.safetensors",
-        &safetensors(gap, &[0; 8]),
-        "data_offsets of tensor 'a'",
-    );
     let out_of_range = r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#;
-    bad(
-        "range.safetensors",
-        &safetensors(out_of_range, &[0; 8]),
-        "describes 16",
-    );
     let mismatch = r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
-    bad(
-        "shape.safetensors",
-        &safetensors(mismatch, &[0; 8]),
-        "do not span its shape",
-    );
     let dtype = r#"{"a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}}"#;
-    bad(
-        "dtype.safetensors",
-        &safetensors(dtype, &[0; 16]),
-        "unknown variant",
-    );
     let overflow = r#"{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}}"#;
-    bad(
-        "overflow.safetensors",
-        &safetensors(overflow, &[0; 8]),
-        "invalid safetensors header",
-    );
     let mut cut = fixture("mixed.safetensors");
     cut.truncate(cut.len() - 1);
-    bad("cut.safetensors", &cut, "data shorter than the header says");
+    for (name, bytes, needle) in [
+        (
+            "short",
+            b"\x05\0\0".to_vec(),
+            "truncated safetensors header",
+        ),
+        (
+            "past",
+            zeros("{}", 0)[..9].to_vec(),
+            "runs past the end of the file",
+        ),
+        (
+            "huge",
+            u64::MAX.to_le_bytes().to_vec(),
+            "not a safetensors file",
+        ),
+        ("json", zeros("{not json}", 0), "invalid JSON"),
+        ("list", zeros("[1, 2]", 0), "invalid JSON"),
+        (
+            "shorter",
+            zeros(one, 5),
+            "data shorter than the header says: 5 bytes",
+        ),
+        ("longer", zeros(one, 12), "data longer than the header says"),
+        ("overlap", zeros(overlap, 12), "tensor 'b' overlap"),
+        ("gap", zeros(gap, 8), "data_offsets of tensor 'a'"),
+        ("range", zeros(out_of_range, 8), "describes 16"),
+        ("shape", zeros(mismatch, 8), "do not span its shape"),
+        ("dtype", zeros(dtype, 16), "unknown variant"),
+        ("overflow", zeros(overflow, 8), "invalid safetensors header"),
+        ("cut", cut, "data shorter than the header says"),
+    ] {
+        bad(&format!("{name}.safetensors"), &bytes, needle);
+    }
 }
 
 #[test]
 fn bad_npy() {
     let good = fixture("f64_2d.npy");
-    bad(
-        "magic.npy",
-        b"PK\x03\x04 this is a zip",
-        "does not start with the magic",
-    );
-    bad("tiny.npy", b"\x93NUM", "truncated .npy header");
-    bad(
-        "nolen.npy",
-        b"\x93NUMPY\x01\x00\x76",
-        "incomplete header length",
-    );
-    bad("header.npy", &good[..40], "truncated .npy header");
-    let mut v9 = good.clone();
-    v9[6] = 9;
-    bad("version.npy", &v9, "unsupported .npy format version 9.0");
-    let mut dict = good.clone();
-    dict[10] = b'[';
-    bad("dict.npy", &dict, "not a Python dict literal");
-    let mut key = good.clone();
-    let at = key.windows(5).position(|w| w == b"shape").unwrap();
-    key[at..at + 5].copy_from_slice(b"shope");
-    bad("key.npy", &key, "no 'shape' key");
-    bad(
-        "short.npy",
-        &good[..good.len() - 8],
-        "data shorter than the header says",
-    );
+    let edited = |at: usize, with: &[u8]| {
+        let mut v = good.clone();
+        v[at..at + with.len()].copy_from_slice(with);
+        v
+    };
+    let shape_at = good.windows(5).position(|w| w == b"shape").unwrap();
     let mut long = good.clone();
     long.extend_from_slice(&[0; 4]);
-    bad("long.npy", &long, "data longer than the header says");
+    for (name, bytes, needle) in [
+        (
+            "magic",
+            b"PK\x03\x04 this is a zip".to_vec(),
+            "does not start with the magic",
+        ),
+        ("tiny", b"\x93NUM".to_vec(), "truncated .npy header"),
+        (
+            "nolen",
+            b"\x93NUMPY\x01\x00\x76".to_vec(),
+            "incomplete header length",
+        ),
+        ("header", good[..40].to_vec(), "truncated .npy header"),
+        (
+            "version",
+            edited(6, &[9]),
+            "unsupported .npy format version 9.0",
+        ),
+        ("dict", edited(10, b"["), "not a Python dict literal"),
+        ("key", edited(shape_at, b"shope"), "no 'shape' key"),
+        (
+            "short",
+            good[..good.len() - 8].to_vec(),
+            "data shorter than the header says",
+        ),
+        ("long", long, "data longer than the header says"),
+    ] {
+        bad(&format!("{name}.npy"), &bytes, needle);
+    }
 }
 
 #[test]
 fn bad_npz() {
     let stored = fixture("stored.npz");
     let compressed = fixture("compressed.npz");
-    bad(
-        "notzip.npz",
-        &fixture("f32.npy"),
-        "not a valid .npz (zip) archive",
-    );
-    bad(
-        "cut.npz",
-        &stored[..stored.len() - 30],
-        "not a valid .npz (zip) archive",
-    );
-
-    // A zip whose entry is not an .npy file.
-    let dir = tempfile::tempdir().unwrap();
-    let make = |entries: &[(&str, &[u8])], method| {
+    // Zips whose entries are not (whole) .npy files.
+    let zip_of = |entries: &[(&str, &[u8])]| {
         let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-        let options = zip::write::SimpleFileOptions::default().compression_method(method);
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
         for (name, bytes) in entries {
             zip.start_file(*name, options).unwrap();
             std::io::Write::write_all(&mut zip, bytes).unwrap();
@@ -219,35 +184,43 @@ fn bad_npz() {
         zip.finish().unwrap().into_inner()
     };
     let npy = fixture("f32.npy");
-    let stored_method = zip::CompressionMethod::Stored;
-    bad(
-        "readme.npz",
-        &make(&[("a.npy", &npy), ("README.txt", b"hi")], stored_method),
-        "entry 'README.txt' is not a .npy file",
-    );
-    bad(
-        "shortentry.npz",
-        &make(&[("a.npy", &npy[..npy.len() - 4])], stored_method),
-        "entry 'a.npy': data shorter than the header says",
-    );
     let mut long = npy.clone();
     long.extend_from_slice(&[0; 8]);
-    bad(
-        "longentry.npz",
-        &make(&[("a.npy", &long)], stored_method),
-        "data longer than the header says (8 bytes",
-    );
-    bad(
-        "headentry.npz",
-        &make(&[("a.npy", &npy[..20])], stored_method),
-        "entry 'a.npy': truncated .npy header",
-    );
-    bad(
-        "magicentry.npz",
-        &make(&[("a.npy", b"\x93NUMPY\x07\x00")], stored_method),
-        "entry 'a.npy': unsupported .npy format version 7.0",
-    );
-    let _ = dir;
+    for (name, bytes, needle) in [
+        ("notzip", npy.clone(), "not a valid .npz (zip) archive"),
+        (
+            "cut",
+            stored[..stored.len() - 30].to_vec(),
+            "not a valid .npz (zip) archive",
+        ),
+        (
+            "readme",
+            zip_of(&[("a.npy", &npy), ("README.txt", b"hi")]),
+            "entry 'README.txt' is not a .npy file",
+        ),
+        (
+            "shortentry",
+            zip_of(&[("a.npy", &npy[..npy.len() - 4])]),
+            "entry 'a.npy': data shorter than the header says",
+        ),
+        (
+            "longentry",
+            zip_of(&[("a.npy", &long)]),
+            "data longer than the header says (8 bytes",
+        ),
+        (
+            "headentry",
+            zip_of(&[("a.npy", &npy[..20])]),
+            "entry 'a.npy': truncated .npy header",
+        ),
+        (
+            "magicentry",
+            zip_of(&[("a.npy", b"\x93NUMPY\x07\x00")]),
+            "entry 'a.npy': unsupported .npy format version 7.0",
+        ),
+    ] {
+        bad(&format!("{name}.npz"), &bytes, needle);
+    }
 
     // Flip one data byte of the stored 'h' entry: only the CRC can tell.
     let mut flipped = stored.clone();

@@ -2,12 +2,12 @@
 //! gives the run's scales and skipped steps exactly (runs whose dynamic scaler moves both ways),
 //! another policy's skips follow from the recorded grad_amax, the page, and bad input.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 mod common;
-use common::{bin, fails, fresh, ok};
+use common::{bin, fails, fresh, json_lines, ok, strs};
 
 fn train(scaler: &str, steps: &str, dir: &Path) {
     ok(bin()
@@ -17,6 +17,14 @@ fn train(scaler: &str, steps: &str, dir: &Path) {
         .arg(dir)
         .output()
         .unwrap());
+}
+
+/// A fresh directory `name` holding, as `run`, a run trained under `scaler` for `steps` steps.
+fn trained_in(name: &str, scaler: &str, steps: &str) -> (PathBuf, PathBuf) {
+    let root = fresh(name);
+    let run = root.join("run");
+    train(scaler, steps, &run);
+    (root, run)
 }
 
 fn replay_json(dir: &Path, policies: &[&str]) -> Value {
@@ -32,10 +40,15 @@ fn replay_json(dir: &Path, policies: &[&str]) -> Value {
 }
 
 fn steps(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
+    json_lines(&dir.join("metrics.jsonl"))
+}
+
+/// The whole numbers of a JSON array.
+fn u64s(v: &Value) -> Vec<u64> {
+    v.as_array()
         .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .iter()
+        .map(|s| s.as_u64().unwrap())
         .collect()
 }
 
@@ -94,13 +107,7 @@ fn replaying_the_runs_own_policy_is_exact() {
         let own = &r["policies"][0];
         assert_eq!(own["policy"], format!("run ({scaler})"));
         assert_eq!(scales(own, recorded.len()), rec_scales, "{scaler}");
-        let skipped: Vec<u64> = own["skipped"]["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_u64().unwrap())
-            .collect();
-        assert_eq!(skipped, rec_skipped, "{scaler}");
+        assert_eq!(u64s(&own["skipped"]["steps"]), rec_skipped, "{scaler}");
         assert_eq!(own["matches_run"], true);
         assert_eq!(r["policies"][1]["matches_run"], false);
     }
@@ -129,13 +136,7 @@ fn a_static_policys_skips_follow_from_grad_amax() {
     let r = replay_json(&dir, &["static:2^19"]);
     let p = &r["policies"][0];
     assert_eq!(p["policy"], "static:2^19", "labelled as given");
-    let got: Vec<u64> = p["skipped"]["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_u64().unwrap())
-        .collect();
-    assert_eq!(got, want);
+    assert_eq!(u64s(&p["skipped"]["steps"]), want);
     assert_eq!(p["above_window"]["steps"], p["skipped"]["steps"]);
     assert_eq!(p["scale_changes"], serde_json::json!([[1, s]]));
     // Captures at steps 1, 50, 100, 150.
@@ -151,16 +152,13 @@ fn a_static_policys_skips_follow_from_grad_amax() {
 
 #[test]
 fn the_table_and_the_page() {
-    let root = fresh("page");
-    let run = root.join("run");
-    train("megatron", "60", &run);
-    let table = ok(bin()
-        .arg("replay")
-        .arg(&run)
-        .args(["--policy", "run", "gradscaler", "keras", "--out"])
-        .arg(root.join("page"))
-        .output()
-        .unwrap());
+    let (root, run) = trained_in("page", "megatron", "60");
+    let into_page = |policies: &[&str]| {
+        let mut c = bin();
+        c.arg("replay").arg(&run).arg("--policy").args(policies);
+        ok(c.arg("--out").arg(root.join("page")).output().unwrap())
+    };
+    let table = into_page(&["run", "gradscaler", "keras"]);
     assert!(table.contains("Open-loop replay"), "{table}");
     assert!(table.contains("run (megatron)"), "{table}");
     for name in ["gradscaler", "keras", "same as the run", "report: "] {
@@ -178,21 +176,13 @@ fn the_table_and_the_page() {
     written.as_object_mut().unwrap().remove("written_by");
     assert_eq!(written, replay_json(&run, &["run", "gradscaler", "keras"]));
     // Again into the same directory: its own files are replaced.
-    ok(bin()
-        .arg("replay")
-        .arg(&run)
-        .args(["--policy", "none", "--out"])
-        .arg(root.join("page"))
-        .output()
-        .unwrap());
+    into_page(&["none"]);
     std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]
 fn bad_input() {
-    let root = fresh("bad");
-    let run = root.join("run");
-    train("gradscaler", "3", &run);
+    let (root, run) = trained_in("bad", "gradscaler", "3");
     let replay = |args: &[&str]| bin().arg("replay").args(args).output().unwrap();
     let r = run.to_str().unwrap();
     let e = fails(replay(&[r]));
@@ -219,12 +209,7 @@ fn bad_input() {
             "gradscaler:init_scale=65536",
         ],
     );
-    let names: Vec<&str> = same["policies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["policy"].as_str().unwrap())
-        .collect();
+    let names = strs(&same["policies"], "policy");
     assert_eq!(
         names,
         [

@@ -2,7 +2,7 @@
 //! `analyze`), unfinished and diverged runs, bad input, escaping, and the page in a real browser.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use mixprec::format::FP16;
 use mixprec::io::{TensorData, write_npy};
@@ -10,7 +10,9 @@ use mixprec::stats::Histogram;
 use serde_json::Value;
 
 mod common;
-use common::{bin, fails, fresh, json_lines, ok, read_json};
+use common::{
+    assert_contains, bin, fails, file_names, fresh, fresh_dir, json_lines, ok, read_json,
+};
 
 /// Trains the underflow study's `recipe` for `steps` steps into `dir`, with captures and the
 /// shadow every 50 steps.
@@ -32,6 +34,17 @@ fn train(recipe: &str, steps: &str, dir: &Path) {
         .unwrap());
 }
 
+/// `mixprec report RUNS.. --out OUT`.
+fn make_report<P: AsRef<std::ffi::OsStr>>(runs: &[P], out: &Path) -> Output {
+    let o = bin()
+        .arg("report")
+        .args(runs)
+        .arg("--out")
+        .arg(out)
+        .output();
+    o.unwrap()
+}
+
 fn is_gradient(site: &Value) -> bool {
     site["tensor"] == "activation_grad" || site["tensor"] == "weight_grad"
 }
@@ -47,13 +60,7 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
     train("fp16-master", "100", &master);
     train("fp16-dynamic", "100", &dynamic);
     let out = root.join("report");
-    let stdout = ok(bin()
-        .arg("report")
-        .args([&fp32, &master, &dynamic])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    let stdout = ok(make_report(&[&fp32, &master, &dynamic], &out));
     let report = read_json(&out.join("report.json"));
     let runs = report["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
@@ -223,13 +230,7 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
     // The same directory for a report of one run: the other runs' figures go, a file of the
     // user's stays, and figures/ holds the new report's figures and that file only.
     std::fs::write(out.join("figures/mine.png"), "not mixprec's").unwrap();
-    ok(bin()
-        .arg("report")
-        .arg(&fp32)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    ok(make_report(&[&fp32], &out));
     let report = read_json(&out.join("report.json"));
     let mut want: Vec<String> = report["figures"]
         .as_array()
@@ -239,11 +240,7 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
         .chain(["mine.png".to_string()])
         .collect();
     want.sort();
-    let mut have: Vec<String> = std::fs::read_dir(out.join("figures"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    have.sort();
+    let have = file_names(&out.join("figures"));
     assert!(want.len() < 2 * figures.len() + 1, "{want:?}");
     assert_eq!(have, want);
     std::fs::remove_dir_all(&root).unwrap();
@@ -263,13 +260,7 @@ fn unfinished_diverged_bad_and_hostile_runs() {
     let cut = metrics.match_indices('\n').nth(39).unwrap().0 + 30;
     std::fs::write(run.join("metrics.jsonl"), &metrics[..cut]).unwrap();
     let out = root.join("killed");
-    let stdout = ok(bin()
-        .arg("report")
-        .arg(&run)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    let stdout = ok(make_report(&[&run], &out));
     assert!(
         stdout.contains(
             "did not finish (killed, crashed or still running): 40 steps were written of 60 planned"
@@ -283,13 +274,7 @@ fn unfinished_diverged_bad_and_hostile_runs() {
     let edited = root.join("edited");
     train("fp16-dynamic", "20", &edited);
     std::fs::write(edited.join("metrics.jsonl"), "").unwrap();
-    let stdout = ok(bin()
-        .arg("report")
-        .arg(&edited)
-        .arg("--out")
-        .arg(root.join("edited-report"))
-        .output()
-        .unwrap());
+    let stdout = ok(make_report(&[&edited], &root.join("edited-report")));
     assert!(
         stdout.contains("summary.json says 20 steps, but metrics.jsonl holds 0"),
         "{stdout}"
@@ -308,62 +293,26 @@ fn unfinished_diverged_bad_and_hostile_runs() {
         .arg(&lstm)
         .output()
         .unwrap());
-    let stdout = ok(bin()
-        .arg("report")
-        .arg(&lstm)
-        .arg("--out")
-        .arg(root.join("lstm-report"))
-        .output()
-        .unwrap());
+    let stdout = ok(make_report(&[&lstm], &root.join("lstm-report")));
     assert!(stdout.contains("fp16-pure diverged"), "{stdout}");
     assert!(
         stdout.contains("the first inf or NaN was stored at step 1 in 0.embedding update"),
         "{stdout}"
     );
 
-    let e = fails(
-        bin()
-            .arg("report")
-            .arg(root.join("nothing"))
-            .arg("--out")
-            .arg(root.join("x"))
-            .output()
-            .unwrap(),
-    );
-    assert!(e.contains("not a run directory"), "{e}");
-    let e = fails(
-        bin()
-            .arg("report")
-            .args([&run, &run])
-            .arg("--out")
-            .arg(root.join("x"))
-            .output()
-            .unwrap(),
-    );
-    assert!(e.contains("given twice"), "{e}");
-    let e = fails(
-        bin()
-            .arg("report")
-            .arg(&run)
-            .args(["--step", "7", "--out"])
-            .arg(root.join("x"))
-            .output()
-            .unwrap(),
-    );
-    assert!(
-        e.contains("step 7 was not captured (capture steps: 1, 50)"),
-        "{e}"
-    );
-    let e = fails(
-        bin()
-            .arg("report")
-            .arg(&run)
-            .args(["--format", "fp17", "--out"])
-            .arg(root.join("x"))
-            .output()
-            .unwrap(),
-    );
-    assert!(e.contains("unknown format 'fp17'"), "{e}");
+    let nothing = root.join("nothing");
+    let (n, r) = (nothing.to_str().unwrap(), run.to_str().unwrap());
+    #[rustfmt::skip]
+    let cases: [(&[&str], &str); 4] = [
+        (&[n], "not a run directory"),
+        (&[r, r], "given twice"),
+        (&[r, "--step", "7"], "step 7 was not captured (capture steps: 1, 50)"),
+        (&[r, "--format", "fp17"], "unknown format 'fp17'"),
+    ];
+    for (args, needle) in cases {
+        let e = fails(make_report(args, &root.join("x")));
+        assert!(e.contains(needle), "{e}");
+    }
 
     // A recipe named by the user with markup in it.
     let config = root.join("hostile.json");
@@ -390,13 +339,7 @@ fn unfinished_diverged_bad_and_hostile_runs() {
         .arg(&hostile)
         .output()
         .unwrap());
-    ok(bin()
-        .arg("report")
-        .arg(&hostile)
-        .arg("--out")
-        .arg(root.join("hostile-report"))
-        .output()
-        .unwrap());
+    ok(make_report(&[&hostile], &root.join("hostile-report")));
     let page = std::fs::read_to_string(root.join("hostile-report/index.html")).unwrap();
     assert!(!page.contains("<script"), "unescaped");
     assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -425,13 +368,7 @@ fn the_page_renders_in_a_real_browser() {
     let root = fresh("browser");
     train("fp16-dynamic", "100", &root.join("run"));
     let out = root.join("report");
-    ok(bin()
-        .arg("report")
-        .arg(root.join("run"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    ok(make_report(&[root.join("run")], &out));
     let index = out.join("index.html");
     let page = std::fs::read_to_string(&index).unwrap();
     // Nothing to fetch: no script, stylesheet, image or frame element, and links only to the
@@ -549,12 +486,20 @@ fn the_page_renders_in_a_real_browser() {
 /// neither command replaces a file in its output directory that mixprec did not write.
 #[test]
 fn analyze_writes_the_same_kind_of_page_and_replaces_only_its_own_files() {
-    let root = fresh("analyze");
-    std::fs::create_dir_all(&root).unwrap();
+    let root = fresh_dir("analyze");
     let npy = root.join("grads.npy");
     let values: Vec<f32> = (0..4000).map(|i| 1e-9 * 1.01f32.powi(i % 1500)).collect();
     write_npy(&npy, &[values.len()], TensorData::F32(&values)).unwrap();
     let out = root.join("page");
+    let analyze_report = || {
+        let o = bin()
+            .arg("analyze")
+            .arg(&npy)
+            .arg("--report")
+            .arg(&out)
+            .output();
+        o.unwrap()
+    };
     let json: Value = serde_json::from_str(&ok(bin()
         .arg("analyze")
         .arg(&npy)
@@ -562,45 +507,26 @@ fn analyze_writes_the_same_kind_of_page_and_replaces_only_its_own_files() {
         .output()
         .unwrap()))
     .unwrap();
-    ok(bin()
-        .arg("analyze")
-        .arg(&npy)
-        .arg("--report")
-        .arg(&out)
-        .output()
-        .unwrap());
+    ok(analyze_report());
     let mut written = read_json(&out.join("report.json"));
     assert_eq!(written["written_by"], "mixprec");
     written.as_object_mut().unwrap().remove("written_by");
     assert_eq!(written, json);
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
-    for part in [
-        "<section id=\"findings\"",
-        "<section id=\"tensors\"",
-        "<figure id=\"histogram\"",
-        "<figure id=\"sweep\"",
-        "Use a loss scale of 2^",
-    ] {
-        assert!(page.contains(part), "{part}");
-    }
-    // Run again: its own files are replaced; a user's index.html is not.
-    ok(bin()
-        .arg("analyze")
-        .arg(&npy)
-        .arg("--report")
-        .arg(&out)
-        .output()
-        .unwrap());
-    std::fs::write(out.join("index.html"), "<p>my notes</p>").unwrap();
-    let e = fails(
-        bin()
-            .arg("analyze")
-            .arg(&npy)
-            .arg("--report")
-            .arg(&out)
-            .output()
-            .unwrap(),
+    assert_contains(
+        &page,
+        &[
+            "<section id=\"findings\"",
+            "<section id=\"tensors\"",
+            "<figure id=\"histogram\"",
+            "<figure id=\"sweep\"",
+            "Use a loss scale of 2^",
+        ],
     );
+    // Run again: its own files are replaced; a user's index.html is not.
+    ok(analyze_report());
+    std::fs::write(out.join("index.html"), "<p>my notes</p>").unwrap();
+    let e = fails(analyze_report());
     assert!(
         e.contains("index.html: exists and was not written by mixprec"),
         "{e}"
@@ -611,15 +537,7 @@ fn analyze_writes_the_same_kind_of_page_and_replaces_only_its_own_files() {
     );
     let run = root.join("run");
     train("fp32", "5", &run);
-    let e = fails(
-        bin()
-            .arg("report")
-            .arg(&run)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap(),
-    );
+    let e = fails(make_report(&[&run], &out));
     assert!(
         e.contains("index.html: exists and was not written by mixprec"),
         "{e}"
@@ -640,13 +558,7 @@ fn a_block_recipe_run_names_its_block_formats() {
         .output()
         .unwrap());
     let out = root.join("report");
-    ok(bin()
-        .arg("report")
-        .arg(&run)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap());
+    ok(make_report(&[&run], &out));
     let report = read_json(&out.join("report.json"));
     let formats = &report["runs"][0]["formats"];
     assert_eq!(formats["gemm_input"], "mxfp8-e4m3", "{formats}");

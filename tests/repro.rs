@@ -10,7 +10,9 @@
 //! metrics.jsonl but `updates_lost` and captures.jsonl, against the binary before the change).
 
 use std::path::Path;
-use std::process::Command;
+
+mod common;
+use common::{stderr, with_config};
 
 /// Name, config, extra flags, FNV-1a 64 of `metrics.jsonl` followed by `captures.jsonl`.
 const PINNED: &[(&str, &str, &[&str], &str)] = &[
@@ -65,31 +67,24 @@ fn run_hash(name: &str, config: &str, flags: &[&str], threads: &str) -> String {
     let cfg = dir.join("config.json");
     std::fs::write(&cfg, config).unwrap();
     let out = dir.join("run");
-    let r = Command::new(env!("CARGO_BIN_EXE_mixprec"))
-        .arg("train")
-        .arg("--config")
-        .arg(&cfg)
-        .args([
-            "--steps",
-            "30",
-            "--batch",
-            "32",
-            "--capture-every",
-            "10",
-            "--seed",
-            "7",
-        ])
-        .args(flags)
-        .arg("--out")
-        .arg(&out)
-        .env("RAYON_NUM_THREADS", threads)
-        .output()
-        .unwrap();
-    assert!(
-        r.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&r.stderr)
+    let defaults = [
+        "--steps",
+        "30",
+        "--batch",
+        "32",
+        "--capture-every",
+        "10",
+        "--seed",
+        "7",
+    ];
+    let r = with_config(
+        "train",
+        &cfg,
+        &[&defaults[..], flags].concat(),
+        &out,
+        threads,
     );
+    assert!(r.status.success(), "{name}: {}", stderr(&r));
     let read = |file: &str| std::fs::read(Path::new(&out).join(file)).unwrap();
     let hash = fnv1a(
         read("metrics.jsonl")

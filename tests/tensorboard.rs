@@ -6,7 +6,7 @@
 use std::path::Path;
 
 mod common;
-use common::{bin, fails, fresh, ok};
+use common::{bin, fails, file_names, fresh, fresh_dir, ok};
 
 const EVENTS: &str = "events.out.tfevents.0.mixprec";
 
@@ -69,19 +69,14 @@ fn a_run_is_one_subdirectory_and_exporting_again_gives_the_same_bytes() {
     );
     ok(export(&[&a], &logdir));
     assert_eq!(std::fs::read(&file).unwrap(), first);
-    let mut names: Vec<String> = std::fs::read_dir(&logdir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = file_names(&logdir);
     assert_eq!(names, ["fp16-a", "fp16-b"], "no staging directory left");
     std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]
 fn a_grid_exports_each_run_under_its_name() {
-    let root = fresh("grid");
-    std::fs::create_dir_all(&root).unwrap();
+    let root = fresh_dir("grid");
     let base = root.join("base.json");
     std::fs::write(
         &base,

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{bin, fresh};
+use common::{bin, fails, fresh, fresh_dir, json_lines, ok, read_json, with_config};
 
 /// Trains with `extra` flags after the defaults; `--batch 64` unless `extra` sets the batch.
 fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
@@ -34,9 +34,20 @@ fn train(out: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `mixprec train ARGS --out OUT` is refused: exit 2, one line that starts with `mixprec: ` and
+/// contains `needle`, and nothing written at `out`.
+fn refused<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S], out: &Path, needle: &str) {
+    let r = bin().arg("train").args(args).arg("--out").arg(out).output();
+    let err = fails(r.unwrap());
+    assert!(
+        err.starts_with("mixprec: ") && err.contains(needle),
+        "{args:?}: {err}"
+    );
+    assert!(!out.exists(), "{args:?}: nothing is written for bad input");
+}
+
 fn summary_without_time(dir: &Path) -> serde_json::Value {
-    let mut v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let mut v = read_json(&dir.join("summary.json"));
     v.as_object_mut().unwrap().remove("wall_seconds");
     v
 }
@@ -46,23 +57,17 @@ fn same_seed_same_files_whatever_the_threads() {
     let (a, b) = (fresh("t1"), fresh("t2"));
     // Wide enough that the GEMMs are split across threads.
     let ra = train(&a, "1", &[]);
-    assert!(
-        ra.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ra.stderr)
-    );
-    let rb = train(&b, "2", &[]);
-    assert!(rb.status.success());
-    let stdout = String::from_utf8_lossy(&ra.stdout);
-    assert!(
-        stdout.contains("fp16-dynamic: 25 steps") && stdout.contains("test_accuracy"),
-        "{stdout}"
-    );
     // Piped: no progress bar on stderr.
     assert!(
         ra.stderr.is_empty(),
         "{}",
         String::from_utf8_lossy(&ra.stderr)
+    );
+    let stdout = ok(ra);
+    ok(train(&b, "2", &[]));
+    assert!(
+        stdout.contains("fp16-dynamic: 25 steps") && stdout.contains("test_accuracy"),
+        "{stdout}"
     );
     for file in ["metrics.jsonl", "captures.jsonl", "config.json"] {
         assert_eq!(
@@ -91,8 +96,7 @@ fn same_seed_same_files_whatever_the_threads() {
 
 #[test]
 fn config_file_and_flags() {
-    let dir = fresh("cfg");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cfg");
     let cfg = dir.join("c.json");
     std::fs::write(&cfg, r#"{"recipe": "bf16-master", "steps": 4, "model": "cnn", "cnn": {"channels": 4, "hidden": 8}}"#).unwrap();
     let out = dir.join("run");
@@ -103,9 +107,8 @@ fn config_file_and_flags() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    ok(r);
+    let config = read_json(&out.join("config.json"));
     assert_eq!(config["steps"], 3);
     assert_eq!(config["model"], "cnn");
     assert_eq!(config["recipe"]["weights"], "bf16");
@@ -121,8 +124,7 @@ fn config_file_and_flags() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    let dir = fresh("bad");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("bad");
     std::fs::write(dir.join("x"), "occupied").unwrap();
     let config = |name: &str, text: &str| {
         let path = dir.join(name);
@@ -172,37 +174,14 @@ fn bad_input_is_one_line_and_exit_2() {
         cases.push((config(&format!("bad{}.json", cases.len()), text), needle));
     }
     for (args, needle) in cases {
-        let r = bin()
-            .arg("train")
-            .args(&args)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&r.stderr);
-        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.starts_with("mixprec: ") && err.contains(needle) && err.trim().lines().count() == 1,
-            "{args:?}: {err}"
-        );
-        assert!(
-            !out.exists(),
-            "{args:?}: nothing is written for a bad config"
-        );
+        refused(&args, &out, needle);
     }
     let r = bin()
         .args(["train", "--steps", "1", "--out"])
         .arg(&dir)
-        .output()
-        .unwrap();
-    assert_eq!(r.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&r.stderr).contains("not empty"));
-    let r = bin()
-        .args(["train", "--model", "rnn", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(r.status.code(), Some(2));
+        .output();
+    assert!(fails(r.unwrap()).contains("not empty"));
+    refused(&["--model", "rnn"], &out, "'rnn'");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -276,12 +255,8 @@ fn print_config_round_trips_through_a_config_file() {
         ])
         .output()
         .unwrap();
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let first = ok(first);
+    let json: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert_eq!(json["steps"], 7);
     assert_eq!(json["recipe"]["name"], "fp16-static");
     // Every key a config file can set, those at their defaults too.
@@ -292,18 +267,13 @@ fn print_config_round_trips_through_a_config_file() {
     );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.json");
-    std::fs::write(&path, &first.stdout).unwrap();
+    std::fs::write(&path, &first).unwrap();
     let second = std::process::Command::new(bin)
         .args(["train", "--print-config", "--config"])
         .arg(&path)
         .output()
         .unwrap();
-    assert!(
-        second.status.success(),
-        "{}",
-        String::from_utf8_lossy(&second.stderr)
-    );
-    assert_eq!(first.stdout, second.stdout);
+    assert_eq!(first, ok(second));
 }
 
 /// The numpy-written fixtures (tests/data/make_train_npy.py).
@@ -312,11 +282,7 @@ fn fixture(name: &str) -> String {
 }
 
 fn metrics_lines(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    json_lines(&dir.join("metrics.jsonl"))
 }
 
 /// The same examples as features (f4, Fortran order) with labels (i1) in a second file, and as
@@ -331,17 +297,9 @@ fn npy_datasets_from_numpy_with_or_without_a_labels_file() {
     );
     // 60 rows: 48 for training, so a batch of 32.
     let ra = train(&a, "1", &["--dataset", &xy, "--batch", "32"]);
-    assert!(
-        ra.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ra.stderr)
-    );
+    ok(ra);
     let rb = train(&b, "1", &["--dataset", &x, "--labels", &y, "--batch", "32"]);
-    assert!(
-        rb.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rb.stderr)
-    );
+    ok(rb);
     for file in ["metrics.jsonl", "captures.jsonl"] {
         assert_eq!(
             std::fs::read(a.join(file)).unwrap(),
@@ -355,14 +313,12 @@ fn npy_datasets_from_numpy_with_or_without_a_labels_file() {
         .as_f64()
         .unwrap();
     assert!(accuracy >= 0.9, "{accuracy}");
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(b.join("config.json")).unwrap()).unwrap();
+    let config = read_json(&b.join("config.json"));
     assert_eq!(
         (config["dataset"].as_str(), config["labels"].as_str()),
         (Some(x.as_str()), Some(y.as_str()))
     );
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(a.join("config.json")).unwrap()).unwrap();
+    let config = read_json(&a.join("config.json"));
     assert!(config.get("labels").is_none(), "{config}");
     for d in [a, b] {
         std::fs::remove_dir_all(d).unwrap();
@@ -405,20 +361,7 @@ fn bad_npy_datasets_are_one_line_and_exit_2() {
         ),
     ];
     for (args, needle) in cases {
-        let r = bin()
-            .arg("train")
-            .args(args)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&r.stderr);
-        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.starts_with("mixprec: ") && err.contains(needle) && err.trim().lines().count() == 1,
-            "{args:?}: {err}"
-        );
-        assert!(!out.exists(), "{args:?}");
+        refused(args, &out, needle);
     }
 }
 
@@ -438,9 +381,8 @@ fn recipe_option_flags_reach_the_config() {
             .arg(&out)
             .output()
             .unwrap();
-        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-        let config: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+        ok(r);
+        let config = read_json(&out.join("config.json"));
         config["recipe"].clone()
     };
     let plain = run("plain", &[]);
@@ -491,7 +433,7 @@ fn stochastic_rounding_is_seeded_and_differs_from_nearest_even() {
         .zip(["stochastic", "stochastic", "nearest-even"])
     {
         let r = train(dir, "2", &["--rounding", mode]);
-        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        ok(r);
     }
     let read = |d: &Path| std::fs::read_to_string(d.join("metrics.jsonl")).unwrap();
     assert_eq!(read(&dirs[0]), read(&dirs[1]));
@@ -516,7 +458,7 @@ fn stochastic_rounding_is_seeded_and_differs_from_nearest_even() {
 fn eval_every_writes_the_test_metric_into_metrics() {
     let dir = fresh("eval-every");
     let r = train(&dir, "1", &["--eval-every", "10"]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    ok(r);
     let lines = metrics_lines(&dir);
     let steps: Vec<u64> = lines
         .iter()
@@ -531,8 +473,7 @@ fn eval_every_writes_the_test_metric_into_metrics() {
         (0.0..=1.0).contains(&eval["value"].as_f64().unwrap()),
         "{eval}"
     );
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    let config = read_json(&dir.join("config.json"));
     assert_eq!(config["eval_every"], 10);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -552,8 +493,7 @@ fn print_config_shows_labels_and_eval_every() {
         .args(["--eval-every", "7", "--rounding", "stochastic"])
         .output()
         .unwrap();
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok(r)).unwrap();
     assert_eq!(
         (json["labels"].as_str(), json["eval_every"].as_u64()),
         (Some("y.npy"), Some(7))
@@ -587,24 +527,15 @@ fn every_model_is_the_same_whatever_the_threads() {
         ),
     ];
     for (name, json) in configs {
-        let dir = fresh(&format!("threads-{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir(&format!("threads-{name}"));
         let cfg = dir.join("c.json");
         std::fs::write(&cfg, json).unwrap();
         let outs: Vec<PathBuf> = ["1", "3"]
             .iter()
             .map(|threads| {
                 let out = dir.join(format!("run-{threads}"));
-                let r = bin()
-                    .arg("train")
-                    .arg("--config")
-                    .arg(&cfg)
-                    .args(["--steps", "12", "--batch", "32", "--capture-every", "4"])
-                    .arg("--out")
-                    .arg(&out)
-                    .env("RAYON_NUM_THREADS", threads)
-                    .output()
-                    .unwrap();
+                let flags = ["--steps", "12", "--batch", "32", "--capture-every", "4"];
+                let r = with_config("train", &cfg, &flags, &out, threads);
                 assert!(
                     r.status.success(),
                     "{name}: {}",
@@ -654,8 +585,7 @@ fn a_short_run_that_skips_every_step_has_not_diverged() {
             && !stdout.contains("DIVERGED"),
         "{stdout}"
     );
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let summary = read_json(&out.join("summary.json"));
     assert_eq!(summary["diverged"], false);
     assert_eq!(summary["skipped_steps"], 10);
     std::fs::remove_dir_all(&out).unwrap();

@@ -230,25 +230,14 @@ mod tests {
     fn mismatched_targets_are_errors() {
         let mut p = Precision::exact();
         let z = Array2::<f64>::zeros((2, 3));
-        assert!(
-            Loss::CrossEntropy
-                .evaluate(&z, Targets::Labels(&[0, 3]), &mut p)
-                .is_err()
-        );
-        assert!(
-            Loss::CrossEntropy
-                .evaluate(&z, Targets::Labels(&[0]), &mut p)
-                .is_err()
-        );
-        assert!(
-            Loss::Mse
-                .evaluate(&z, Targets::Labels(&[0, 1]), &mut p)
-                .is_err()
-        );
-        assert!(
-            Loss::Mse
-                .evaluate(&z, Targets::Values(&Array2::zeros((3, 2))), &mut p)
-                .is_err()
-        );
+        let values = Array2::zeros((3, 2));
+        for (loss, targets) in [
+            (Loss::CrossEntropy, Targets::Labels(&[0, 3])),
+            (Loss::CrossEntropy, Targets::Labels(&[0])),
+            (Loss::Mse, Targets::Labels(&[0, 1])),
+            (Loss::Mse, Targets::Values(&values)),
+        ] {
+            assert!(loss.evaluate(&z, targets, &mut p).is_err(), "{loss:?}");
+        }
     }
 }

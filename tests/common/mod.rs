@@ -20,6 +20,13 @@ pub fn fresh(name: &str) -> PathBuf {
     d
 }
 
+/// [`fresh`]'s path for `name`, made (empty).
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let d = fresh(name);
+    std::fs::create_dir_all(&d).expect("a temporary directory");
+    d
+}
+
 /// The standard output of a command that must succeed (its output shown when it does not).
 pub fn ok(out: Output) -> String {
     let (stdout, stderr) = (
@@ -48,6 +55,25 @@ pub fn mixprec_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     c.output().expect("the binary runs")
 }
 
+/// Runs `mixprec COMMAND --config CONFIG FLAGS.. --out OUT` on `threads` threads.
+pub fn with_config(
+    command: &str,
+    config: &Path,
+    flags: &[&str],
+    out: &Path,
+    threads: &str,
+) -> Output {
+    bin()
+        .args([command, "--config"])
+        .arg(config)
+        .args(flags)
+        .arg("--out")
+        .arg(out)
+        .env("RAYON_NUM_THREADS", threads)
+        .output()
+        .expect("the binary runs")
+}
+
 /// Runs the binary with `args`.
 pub fn mixprec(args: &[&str]) -> Output {
     mixprec_env(args, &[])
@@ -59,6 +85,25 @@ pub fn stdout(o: &Output) -> String {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The JSON value a successful `mixprec ARGS` prints.
+pub fn json_out(args: &[&str]) -> serde_json::Value {
+    let o = mixprec(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("one JSON value")
+}
+
+/// The report a successful `mixprec analyze FILE --json FLAGS..` prints.
+pub fn analyze_json(file: &Path, flags: &[&str]) -> serde_json::Value {
+    json_out(&[&["analyze", file.to_str().unwrap(), "--json"], flags].concat())
+}
+
+/// The table a successful `mixprec analyze FILE FLAGS..` prints.
+pub fn analyze_text(file: &Path, flags: &[&str]) -> String {
+    ok(mixprec(
+        &[&["analyze", file.to_str().unwrap()], flags].concat(),
+    ))
 }
 
 /// `mixprec args` fails on bad input as promised: exit code 2, one line on standard error that
@@ -75,6 +120,13 @@ pub fn assert_bad(args: &[&str], needle: &str) {
     assert!(err.contains(needle), "{args:?}: '{needle}' in {err}");
 }
 
+/// Asserts that `text` contains each of `parts`.
+pub fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "'{part}' missing from\n{text}");
+    }
+}
+
 /// The keys of a JSON object, in order.
 pub fn keys(v: &serde_json::Value) -> Vec<&str> {
     v.as_object()
@@ -82,6 +134,25 @@ pub fn keys(v: &serde_json::Value) -> Vec<&str> {
         .keys()
         .map(String::as_str)
         .collect()
+}
+
+/// The string under `key` in each object of the JSON array `v`.
+pub fn strs<'a>(v: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    v.as_array()
+        .expect("an array")
+        .iter()
+        .map(|o| o[key].as_str().expect("a string"))
+        .collect()
+}
+
+/// The names of the entries of directory `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("a directory")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// A JSON file.
@@ -96,6 +167,15 @@ pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// Stochastic rounding with `seed`, the other options at their defaults.
+pub fn stochastic(seed: u64) -> mixprec::format::RoundOptions {
+    mixprec::format::RoundOptions {
+        rounding: mixprec::format::Rounding::Stochastic,
+        seed,
+        ..mixprec::format::RoundOptions::default()
+    }
 }
 
 /// Deterministic values with magnitudes log-uniform between 2^lo and 2^hi, random signs, and
@@ -127,6 +207,13 @@ impl Files {
         }
     }
 
+    /// A new directory holding [`Files::grads`]'s file, and that file's path.
+    pub fn with_grads() -> (Self, PathBuf) {
+        let files = Files::new();
+        let (path, _) = files.grads();
+        (files, path)
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -141,17 +228,20 @@ impl Files {
             ("tiny", vec![1e-3, -2e-3, 0.0]),
         ];
         let path = self.path("grads.safetensors");
-        let data: Vec<(&str, Vec<usize>, mixprec::io::TensorData<'_>)> = tensors
-            .iter()
-            .map(|(n, v)| (*n, vec![v.len()], mixprec::io::TensorData::F32(v)))
-            .collect();
-        let refs: Vec<(&str, &[usize], mixprec::io::TensorData<'_>)> = data
-            .iter()
-            .map(|(n, s, d)| (*n, s.as_slice(), *d))
-            .collect();
-        mixprec::io::write_safetensors(&path, &refs).expect("written");
+        write_vectors(&path, &tensors);
         (path, tensors)
     }
+}
+
+/// Writes 1-D f32 tensors (name, values) into the safetensors file `path`.
+pub fn write_vectors<S: AsRef<str>>(path: &Path, tensors: &[(S, Vec<f32>)]) {
+    let shapes: Vec<[usize; 1]> = tensors.iter().map(|(_, v)| [v.len()]).collect();
+    let refs: Vec<(&str, &[usize], mixprec::io::TensorData<'_>)> = tensors
+        .iter()
+        .zip(&shapes)
+        .map(|((n, v), s)| (n.as_ref(), &s[..], mixprec::io::TensorData::F32(v)))
+        .collect();
+    mixprec::io::write_safetensors(path, &refs).expect("written");
 }
 
 /// `zip` with `copies` more central-directory records that repeat its first entry's record under

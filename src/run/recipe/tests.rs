@@ -46,6 +46,7 @@ fn only_fp32_with_a_static_power_of_two_scale_is_inert() {
 
 #[test]
 fn presets_say_what_the_table_says() {
+    use Class::{Activation, ActivationGrad, Weight, WeightGrad};
     let pure = Recipe::preset("fp16-pure").unwrap();
     assert_eq!(pure.master_weights, FP16);
     assert_eq!(pure.optimizer_state, FP16);
@@ -68,12 +69,7 @@ fn presets_say_what_the_table_says() {
         .map(|f| f.name()),
         ["fp8-e4m3", "fp8-e4m3", "fp8-e5m2"]
     );
-    for class in [
-        Class::Weight,
-        Class::Activation,
-        Class::ActivationGrad,
-        Class::WeightGrad,
-    ] {
+    for class in [Weight, Activation, ActivationGrad, WeightGrad] {
         assert_eq!(te.format(class), FP32, "{class:?}");
     }
     assert_eq!(te.fp8_scaling, Some(Fp8Scaling::default()));
@@ -192,6 +188,7 @@ fn operand_formats_are_named() {
 /// scaling; the format of a block class is its element format, its name the block format's.
 #[test]
 fn block_presets_cast_only_the_operands() {
+    use Class::{Activation, ActivationGrad, Master, OptimizerState, Weight, WeightGrad};
     let mx = Recipe::preset("mxfp8").unwrap();
     let names = |r: &Recipe| {
         [Class::GemmInput, Class::GemmWeight, Class::GemmGradOutput].map(|c| r.format_name(c))
@@ -201,12 +198,12 @@ fn block_presets_cast_only_the_operands() {
     assert_eq!(mx.fp8_scaling, None);
     assert_eq!(mx.overflow, Overflow::Saturate);
     for class in [
-        Class::Weight,
-        Class::Activation,
-        Class::ActivationGrad,
-        Class::WeightGrad,
-        Class::OptimizerState,
-        Class::Master,
+        Weight,
+        Activation,
+        ActivationGrad,
+        WeightGrad,
+        OptimizerState,
+        Master,
     ] {
         assert_eq!(mx.format(class), FP32, "{class:?}");
         assert_eq!(mx.block_format(class), None, "{class:?}");
@@ -217,12 +214,7 @@ fn block_presets_cast_only_the_operands() {
     assert_eq!(nv.format(Class::GemmInput).name(), "fp4-e2m1");
     assert_eq!(nv.block_format(Class::GemmGradOutput), None);
     assert_eq!(nv.fp8_scaling, None);
-    for class in [
-        Class::Weight,
-        Class::Activation,
-        Class::WeightGrad,
-        Class::Master,
-    ] {
+    for class in [Weight, Activation, WeightGrad, Master] {
         assert_eq!(nv.format(class), FP32, "{class:?}");
     }
 }

@@ -252,15 +252,24 @@ fn events_of(dir: &Path) -> (Vec<u8>, Vec<Event>) {
     (file, records[1..].iter().map(|r| event(r)).collect())
 }
 
+/// A run made by [`run_dir`] in a new temporary directory, exported: the directory, the event
+/// file and its events.
+fn exported(captures: &[u64], finished: bool) -> (tempfile::TempDir, Vec<u8>, Vec<Event>) {
+    let dir = tempfile::tempdir().unwrap();
+    run_dir(dir.path(), captures, finished);
+    let (file, events) = events_of(dir.path());
+    (dir, file, events)
+}
+
+/// The steps of `events`, in order.
+fn steps(events: &[Event]) -> Vec<i64> {
+    events.iter().map(|e| e.step).collect()
+}
+
 #[test]
 fn scalars_per_step_and_histograms_per_capture_in_step_order() {
-    let dir = tempfile::tempdir().unwrap();
-    run_dir(dir.path(), &[1, 4], true);
-    let (_, events) = events_of(dir.path());
-    assert_eq!(
-        events.iter().map(|e| e.step).collect::<Vec<_>>(),
-        [1, 2, 3, 4]
-    );
+    let (_dir, _, events) = exported(&[1, 4], true);
+    assert_eq!(steps(&events), [1, 2, 3, 4]);
     // The run's 2 seconds spread over its 4 steps.
     assert_eq!(
         events.iter().map(|e| e.wall_time).collect::<Vec<_>>(),
@@ -298,9 +307,7 @@ fn scalars_per_step_and_histograms_per_capture_in_step_order() {
 
 #[test]
 fn a_histogram_is_the_captures_bins_with_zeros_first() {
-    let dir = tempfile::tempdir().unwrap();
-    run_dir(dir.path(), &[1], true);
-    let (_, events) = events_of(dir.path());
+    let (_dir, _, events) = exported(&[1], true);
     let h = &events[0].histograms["weight/0.linear"];
     let number = |n: u32| match h.iter().find(|(k, _)| *k == n) {
         Some((_, Field::Fixed64(bits))) => f64::from_bits(*bits),
@@ -343,14 +350,9 @@ fn histogram_proto_edge_cases() {
 
 #[test]
 fn an_unfinished_run_has_wall_time_zero_and_capture_only_steps_are_events() {
-    let dir = tempfile::tempdir().unwrap();
     // A capture at step 6, beyond the last metrics line.
-    run_dir(dir.path(), &[1, 6], false);
-    let (file, events) = events_of(dir.path());
-    assert_eq!(
-        events.iter().map(|e| e.step).collect::<Vec<_>>(),
-        [1, 2, 3, 4, 6]
-    );
+    let (dir, file, events) = exported(&[1, 6], false);
+    assert_eq!(steps(&events), [1, 2, 3, 4, 6]);
     assert!(events.iter().all(|e| e.wall_time == 0.0));
     assert!(events[4].scalars.is_empty());
     assert_eq!(events[4].histograms.len(), 3);

@@ -19,14 +19,32 @@ fn policies(names: &[&str]) -> Vec<(String, LossScaling)> {
 /// overflows there, 2^9 * 100 = 51200 does not) and step 5 (NaN from elsewhere: grad_amax 1 does
 /// not explain it).
 fn recorded() -> Vec<RecordedStep> {
-    (1..=6)
+    run_steps(
+        6,
+        1024.0,
+        &[3, 5],
+        |step| if step == 3 { 100.0 } else { 1.0 },
+        &[],
+    )
+}
+
+/// Steps 1..=n at the static scale `loss_scale`: those in `overflowed` overflowed and were
+/// skipped; grad_amax is `amax(step)`, a lower bound only at the steps in `bounded`.
+fn run_steps(
+    n: u64,
+    loss_scale: f64,
+    overflowed: &[u64],
+    amax: impl Fn(u64) -> f64,
+    bounded: &[u64],
+) -> Vec<RecordedStep> {
+    (1..=n)
         .map(|step| RecordedStep {
             step,
-            loss_scale: 1024.0,
-            overflow: step == 3 || step == 5,
-            skipped: step == 3 || step == 5,
-            grad_amax: Some(if step == 3 { 100.0 } else { 1.0 }),
-            grad_amax_bounded: false,
+            loss_scale,
+            overflow: overflowed.contains(&step),
+            skipped: overflowed.contains(&step),
+            grad_amax: Some(amax(step)),
+            grad_amax_bounded: bounded.contains(&step),
         })
         .collect()
 }
@@ -135,16 +153,7 @@ fn window_edges_and_underflow_at_capture_steps() {
 /// DeepSpeed stops at the minimum scale; the replay says where, and goes no further.
 #[test]
 fn a_policy_that_stops() {
-    let steps: Vec<RecordedStep> = (1..=5)
-        .map(|step| RecordedStep {
-            step,
-            loss_scale: 1.0,
-            overflow: true,
-            skipped: true,
-            grad_amax: Some(1e6),
-            grad_amax_bounded: false,
-        })
-        .collect();
+    let steps = run_steps(5, 1.0, &[1, 2, 3, 4, 5], |_| 1e6, &[]);
     let r = replay(&["deepspeed:init_scale=2"], &steps, &[]);
     let p = &r.policies[0];
     // 2 (absorbed), 2 -> 1, 1: stop.
@@ -180,16 +189,8 @@ fn bounded_steps_are_bounds() {
     // Step 2 overflowed at 2^10 with known values up to 1 (unscaled); step 4 is bounded too but
     // did not overflow at 2^10 (an inf masked before the weight gradients); step 5's bound,
     // 100, overflows from 2^10 on (100 * 2^10 > 65504; 100 * 2^9 = 51200 does not).
-    let steps: Vec<RecordedStep> = (1..=5)
-        .map(|step| RecordedStep {
-            step,
-            loss_scale: 1024.0,
-            overflow: step == 2 || step == 5,
-            skipped: step == 2 || step == 5,
-            grad_amax: Some(if step == 5 { 100.0 } else { 1.0 }),
-            grad_amax_bounded: matches!(step, 2 | 4 | 5),
-        })
-        .collect();
+    let amax = |step| if step == 5 { 100.0 } else { 1.0 };
+    let steps = run_steps(5, 1024.0, &[2, 5], amax, &[2, 4, 5]);
     let r = replay(
         &[
             "static:1024",

@@ -368,41 +368,57 @@ fn power_of_two(rng: &mut Rng, lo: i32, hi: i32) -> f32 {
     2f32.powi(lo + rng.below((hi - lo + 1) as usize) as i32)
 }
 
-#[test]
-fn matches_torch_gradscaler_on_random_overflow_sequences() {
-    let mut rng = Rng::new(14);
+/// On [`SEQUENCES`] random overflow sequences (from the generator seeded with `seed`), each
+/// under a config that `config` draws before it, our scaler and the framework's transcription
+/// (made from the config by `framework`, stepped by `update`) agree at every step.
+fn agrees_on_random_sequences<F>(
+    seed: u64,
+    config: impl Fn(&mut Rng) -> DynamicScaling,
+    framework: impl Fn(&DynamicScaling) -> F,
+    update: fn(&mut F, bool) -> Outcome,
+) {
+    let mut rng = Rng::new(seed);
     for case in 0..SEQUENCES {
-        let d = DynamicScaling {
-            init_scale: power_of_two(&mut rng, 0, 126),
-            growth_interval: 1 + rng.below(6) as u32,
-            ..DynamicScaling::grad_scaler()
-        };
+        let d = config(&mut rng);
         let seq = overflows(&mut rng);
-        let mut torch = TorchGradScaler {
-            scale: d.init_scale,
-            growth_tracker: 0,
-            growth_factor: 2.0,
-            backoff_factor: 0.5,
-            growth_interval: d.growth_interval as i32,
-        };
-        let diff = first_difference(d, &seq, |inf| torch.update(inf));
+        let mut theirs = framework(&d);
+        let diff = first_difference(d, &seq, |inf| update(&mut theirs, inf));
         assert_eq!(diff, None, "case {case}: {d:?}");
     }
 }
 
 #[test]
+fn matches_torch_gradscaler_on_random_overflow_sequences() {
+    agrees_on_random_sequences(
+        14,
+        |rng| DynamicScaling {
+            init_scale: power_of_two(rng, 0, 126),
+            growth_interval: 1 + rng.below(6) as u32,
+            ..DynamicScaling::grad_scaler()
+        },
+        |d| TorchGradScaler {
+            scale: d.init_scale,
+            growth_tracker: 0,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: d.growth_interval as i32,
+        },
+        TorchGradScaler::update,
+    );
+}
+
+#[test]
 fn matches_megatron_on_random_overflow_sequences() {
-    let mut rng = Rng::new(15);
-    for case in 0..SEQUENCES {
-        let d = DynamicScaling {
-            init_scale: power_of_two(&mut rng, 4, 40),
+    agrees_on_random_sequences(
+        15,
+        |rng| DynamicScaling {
+            init_scale: power_of_two(rng, 4, 40),
             growth_interval: 1 + rng.below(6) as u32,
             hysteresis: 1 + rng.below(4) as u32,
-            min_scale: power_of_two(&mut rng, 0, 8),
+            min_scale: power_of_two(rng, 0, 8),
             ..DynamicScaling::megatron()
-        };
-        let seq = overflows(&mut rng);
-        let mut megatron = MegatronScaler {
+        },
+        |d| MegatronScaler {
             scale: f64::from(d.init_scale),
             min_scale: f64::from(d.min_scale),
             growth_factor: 2.0,
@@ -411,28 +427,28 @@ fn matches_megatron_on_random_overflow_sequences() {
             hysteresis: i64::from(d.hysteresis),
             growth_tracker: 0,
             hysteresis_tracker: i64::from(d.hysteresis),
-        };
-        let diff = first_difference(d, &seq, |inf| megatron.update(inf));
-        assert_eq!(diff, None, "case {case}: {d:?}");
-    }
+        },
+        MegatronScaler::update,
+    );
 }
 
 #[test]
 fn matches_deepspeed_on_random_overflow_sequences() {
-    let mut rng = Rng::new(16);
-    for case in 0..SEQUENCES {
-        let min_scale = power_of_two(&mut rng, 0, 8);
-        let d = DynamicScaling {
-            init_scale: min_scale * power_of_two(&mut rng, 0, 12),
-            growth_interval: 1 + rng.below(6) as u32,
-            hysteresis: 1 + rng.below(4) as u32,
-            consecutive_hysteresis: rng.uniform() < 0.5,
-            min_scale,
-            stop_at_min_scale: rng.uniform() < 0.5,
-            ..DynamicScaling::deepspeed()
-        };
-        let seq = overflows(&mut rng);
-        let mut deepspeed = DeepSpeedScaler {
+    agrees_on_random_sequences(
+        16,
+        |rng| {
+            let min_scale = power_of_two(rng, 0, 8);
+            DynamicScaling {
+                init_scale: min_scale * power_of_two(rng, 0, 12),
+                growth_interval: 1 + rng.below(6) as u32,
+                hysteresis: 1 + rng.below(4) as u32,
+                consecutive_hysteresis: rng.uniform() < 0.5,
+                min_scale,
+                stop_at_min_scale: rng.uniform() < 0.5,
+                ..DynamicScaling::deepspeed()
+            }
+        },
+        |d| DeepSpeedScaler {
             cur_scale: f64::from(d.init_scale),
             cur_iter: 0,
             last_overflow_iter: -1,
@@ -442,10 +458,9 @@ fn matches_deepspeed_on_random_overflow_sequences() {
             cur_hysteresis: i64::from(d.hysteresis),
             consecutive_hysteresis: d.consecutive_hysteresis,
             raise_error_at_min_scale: d.stop_at_min_scale,
-        };
-        let diff = first_difference(d, &seq, |inf| deepspeed.update(inf));
-        assert_eq!(diff, None, "case {case}: {d:?}");
-    }
+        },
+        DeepSpeedScaler::update,
+    );
 }
 
 /// The transcriptions tell the rules apart: a test that passed for any rule would prove nothing.
@@ -499,20 +514,18 @@ impl KerasScaler {
 
 #[test]
 fn matches_keras_on_random_overflow_sequences() {
-    let mut rng = Rng::new(17);
-    for case in 0..SEQUENCES {
-        let d = DynamicScaling {
-            init_scale: power_of_two(&mut rng, 0, 100),
+    agrees_on_random_sequences(
+        17,
+        |rng| DynamicScaling {
+            init_scale: power_of_two(rng, 0, 100),
             growth_interval: 1 + rng.below(6) as u32,
             ..DynamicScaling::keras()
-        };
-        let seq = overflows(&mut rng);
-        let mut keras = KerasScaler {
+        },
+        |d| KerasScaler {
             dynamic_scale: d.init_scale,
             step_counter: 0,
             dynamic_growth_steps: i64::from(d.growth_interval),
-        };
-        let diff = first_difference(d, &seq, |inf| keras.update(inf));
-        assert_eq!(diff, None, "case {case}: {d:?}");
-    }
+        },
+        KerasScaler::update,
+    );
 }

@@ -395,6 +395,13 @@ fn cpu_ns(clock: libc::clockid_t) -> f64 {
     t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
 }
 
+/// Keeps in `best` the least CPU time (of `clock`) per value of `n` that `work` has taken.
+fn time_per_value(clock: libc::clockid_t, n: usize, best: &mut f64, work: impl FnOnce()) {
+    let t = cpu_ns(clock);
+    work();
+    *best = best.min((cpu_ns(clock) - t) / n as f64);
+}
+
 /// 2^24 gradient-like values: log-uniform magnitudes over 2^-30..2^10, both signs.
 fn log_uniform_16m() -> Vec<f32> {
     let mut rng = Rng(11);
@@ -412,9 +419,10 @@ fn log_uniform_16m() -> Vec<f32> {
 #[test]
 #[ignore = "a measurement, not a check"]
 fn loop_speed() {
-    let cpu_ns = || cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
     let log_uniform = log_uniform_16m();
-    let n = log_uniform.len();
+    let time = |best: &mut f64, work: &mut dyn FnMut()| {
+        time_per_value(libc::CLOCK_THREAD_CPUTIME_ID, log_uniform.len(), best, work);
+    };
     for format in [FP16, BF16, FP8_E4M3] {
         let mut best = [f64::INFINITY; 3];
         for _ in 0..5 {
@@ -423,15 +431,11 @@ fn loop_speed() {
                 .enumerate()
             {
                 let mut acc = SweepAccumulator::new(format);
-                let t = cpu_ns();
-                acc.add_f32_via(path, &log_uniform);
-                best[i] = best[i].min((cpu_ns() - t) / n as f64);
+                time(&mut best[i], &mut || acc.add_f32_via(path, &log_uniform));
             }
-            let t = cpu_ns();
             let mut h = Histogram::new(2);
-            h.add_f32(&log_uniform);
-            best[2] = best[2].min((cpu_ns() - t) / n as f64);
-            assert_eq!(h.count(), n as u64);
+            time(&mut best[2], &mut || h.add_f32(&log_uniform));
+            assert_eq!(h.count(), log_uniform.len() as u64);
         }
         println!(
             "{format}: f64 terms (AVX2) {:.2} ns/value, today's loop {:.2} ns/value ({:.2}x); histogram s=2 {:.2}",
@@ -488,15 +492,14 @@ fn one_pass_with_histogram_equals_two_passes() {
         }
     }
     // The public entry points are the fused pass of the best build.
-    let mut got = (SweepAccumulator::new(FP16), Histogram::new(2));
+    let fp16 = || (SweepAccumulator::new(FP16), Histogram::new(2));
+    let (mut got, mut want) = (fp16(), fp16());
     got.0.par_add_f32_with_histogram(&xs, &mut got.1);
-    let mut want = (SweepAccumulator::new(FP16), Histogram::new(2));
     want.0.par_add_f32(&xs);
     want.1.par_add_f32(&xs);
     assert!(got == want);
-    let mut got = (SweepAccumulator::new(FP16), Histogram::new(2));
+    let (mut got, mut want) = (fp16(), fp16());
     got.0.par_add_f64_with_histogram(&xs64, &mut got.1);
-    let mut want = (SweepAccumulator::new(FP16), Histogram::new(2));
     want.0.par_add_f64(&xs64);
     want.1.par_add_f64(&xs64);
     assert!(got == want);
@@ -508,9 +511,7 @@ fn one_pass_with_histogram_equals_two_passes() {
 #[test]
 #[ignore = "a measurement, not a check"]
 fn one_pass_speed() {
-    let cpu_ns = || cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
     let log_uniform = log_uniform_16m();
-    let n = log_uniform.len();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
@@ -518,10 +519,9 @@ fn one_pass_speed() {
     for format in [FP16, BF16, FP8_E4M3] {
         let mut best = [f64::INFINITY; 4];
         for _ in 0..7 {
-            let mut time = |i: usize, f: &mut dyn FnMut()| {
-                let t = cpu_ns();
-                f();
-                best[i] = best[i].min((cpu_ns() - t) / n as f64);
+            let mut time = |i: usize, work: &mut dyn FnMut()| {
+                let n = log_uniform.len();
+                time_per_value(libc::CLOCK_PROCESS_CPUTIME_ID, n, &mut best[i], work);
             };
             let (mut acc, mut h) = (SweepAccumulator::new(format), Histogram::new(2));
             time(0, &mut || pool.install(|| acc.par_add_f32(&log_uniform)));

@@ -152,27 +152,14 @@ mod tests {
             let mut w = Param::new("weight", site, Array2::from_elem((1, 2), weight));
             w.sync(&mut p);
             let mut adam = Adam::new(1e-3, 0.9, 0.999, 1e-8);
-            w.grad = Array2::from_shape_vec((1, 2), vec![1.0, 1.0]).unwrap();
-            let first = adam.step(&mut [&mut w], 1.0, &mut p);
-            assert_eq!(
-                first,
-                UpdateStats {
-                    nonzero: 2,
-                    lost: 2
-                },
-                "{recipe}"
-            );
+            let mut step = |grad: [f32; 2]| {
+                w.grad = Array2::from_shape_vec((1, 2), grad.to_vec()).unwrap();
+                let s = adam.step(&mut [&mut w], 1.0, &mut p);
+                (s.nonzero, s.lost)
+            };
+            assert_eq!(step([1.0, 1.0]), (2, 2), "{recipe}");
             // The second weight's gradient is zero; its update (about -6.7e-4) is not.
-            w.grad = Array2::from_shape_vec((1, 2), vec![1.0, 0.0]).unwrap();
-            let second = adam.step(&mut [&mut w], 1.0, &mut p);
-            assert_eq!(
-                second,
-                UpdateStats {
-                    nonzero: 1,
-                    lost: 1
-                },
-                "{recipe}"
-            );
+            assert_eq!(step([1.0, 0.0]), (1, 1), "{recipe}");
             assert_eq!(w.master[[0, 1]], weight, "{recipe}");
         }
     }

@@ -117,6 +117,37 @@ fn run_layer(
     (y, dx, p)
 }
 
+/// Runs `layer` (whose weight is `d.w` and bias `d.b`) under the `preset` recipe, checks that
+/// its output, input gradient and weight gradient are the [`reference`]'s for `formats`, bit for
+/// bit, and returns the precision (for its counts).
+fn reads_what_te_reads(
+    layer: &mut dyn Layer<f32>,
+    d: &Data,
+    preset: &str,
+    formats: (&str, &str, &str),
+) -> Precision {
+    let want = reference(&d.x, &d.w, &d.b, &d.dy, formats);
+    let (y, dx, p) = run_layer(layer, d, &Recipe::preset(preset).unwrap());
+    assert_eq!(y, want.y, "forward");
+    assert_eq!(dx, want.dx, "input gradient");
+    assert_eq!(layer.params()[0].grad, want.dw, "weight gradient");
+    p
+}
+
+/// The values the operand casts stored: (inputs, weights, output gradients).
+fn stored(p: &Precision) -> (usize, usize, usize) {
+    let counts = p.class_counts();
+    let of = |c: Class| counts.get(&c).map_or(0, |s| s.stored as usize);
+    (
+        of(Class::GemmInput),
+        of(Class::GemmWeight),
+        of(Class::GemmGradOutput),
+    )
+}
+
+/// The block formats of mxfp8's operands: (input, weight, output gradient).
+const MXFP8: (&str, &str, &str) = ("mxfp8-e4m3", "mxfp8-e4m3", "mxfp8-e5m2");
+
 fn linear(d: &Data) -> Linear<f32> {
     let mut layer = Linear::new(INPUTS, OUTPUTS, 1.0, 0, &mut Rng::new(1));
     layer.weight.weight = d.w.clone();
@@ -129,26 +160,13 @@ fn linear(d: &Data) -> Linear<f32> {
 #[test]
 fn a_linear_layer_under_nvfp4_reads_what_te_reads() {
     let d = data();
-    let want = reference(&d.x, &d.w, &d.b, &d.dy, ("nvfp4", "nvfp4", "bf16"));
     assert_ne!(rows(&d.w, "nvfp4"), cols(&d.w, "nvfp4"));
     assert_ne!(rows(&d.dy, "bf16"), d.dy);
     let mut layer = linear(&d);
-    let (y, dx, p) = run_layer(&mut layer, &d, &Recipe::preset("nvfp4").unwrap());
-    assert_eq!(y, want.y, "forward");
-    assert_eq!(dx, want.dx, "input gradient");
-    assert_eq!(layer.weight.grad, want.dw, "weight gradient");
-    let counts = p.class_counts();
+    let p = reads_what_te_reads(&mut layer, &d, "nvfp4", ("nvfp4", "nvfp4", "bf16"));
     assert_eq!(
-        counts[&Class::GemmInput].stored,
-        (2 * BATCH * INPUTS) as u64
-    );
-    assert_eq!(
-        counts[&Class::GemmWeight].stored,
-        (2 * OUTPUTS * INPUTS) as u64
-    );
-    assert_eq!(
-        counts[&Class::GemmGradOutput].stored,
-        (BATCH * OUTPUTS) as u64
+        stored(&p),
+        (2 * BATCH * INPUTS, 2 * OUTPUTS * INPUTS, BATCH * OUTPUTS)
     );
     assert!(p.casts_per_product(Class::GemmWeight));
     assert!(!p.casts_per_product(Class::GemmGradOutput));
@@ -158,32 +176,25 @@ fn a_linear_layer_under_nvfp4_reads_what_te_reads() {
 #[test]
 fn a_linear_layer_under_mxfp8_reads_what_te_reads() {
     let d = data();
-    let want = reference(
-        &d.x,
-        &d.w,
-        &d.b,
-        &d.dy,
-        ("mxfp8-e4m3", "mxfp8-e4m3", "mxfp8-e5m2"),
-    );
     // The data tells the axes apart: W cast along its rows is not W cast down its columns,
     // and neither is dy (else a cast along the wrong axis, or one cast reused, would pass).
     assert_ne!(rows(&d.w, "mxfp8-e4m3"), cols(&d.w, "mxfp8-e4m3"));
     assert_ne!(rows(&d.dy, "mxfp8-e5m2"), cols(&d.dy, "mxfp8-e5m2"));
     assert_ne!(rows(&d.x, "mxfp8-e4m3"), cols(&d.x, "mxfp8-e4m3"));
-    let recipe = Recipe::preset("mxfp8").unwrap();
     let mut layer = linear(&d);
-    let (y, dx, p) = run_layer(&mut layer, &d, &recipe);
-    assert_eq!(y, want.y, "forward");
-    assert_eq!(dx, want.dx, "input gradient");
-    assert_eq!(layer.weight.grad, want.dw, "weight gradient");
+    let p = reads_what_te_reads(&mut layer, &d, "mxfp8", MXFP8);
     // The bias gradient sums the uncast dy.
     assert_eq!(layer.bias.grad, d.dy.sum_axis(Axis(0)).insert_axis(Axis(0)));
     // Each cast is a store of its class: every operand twice a step.
+    assert_eq!(
+        stored(&p),
+        (
+            2 * BATCH * INPUTS,
+            2 * OUTPUTS * INPUTS,
+            2 * BATCH * OUTPUTS
+        )
+    );
     let counts = p.class_counts();
-    let stored = |c: Class| counts.get(&c).map_or(0, |s| s.stored);
-    assert_eq!(stored(Class::GemmInput), (2 * BATCH * INPUTS) as u64);
-    assert_eq!(stored(Class::GemmWeight), (2 * OUTPUTS * INPUTS) as u64);
-    assert_eq!(stored(Class::GemmGradOutput), (2 * BATCH * OUTPUTS) as u64);
     // Values spread over 2^16 underflow inside E4M3 blocks (whose range below the block's
     // largest value is about 2^17 with subnormals); the counts say so.
     assert!(counts[&Class::GemmInput].subnormal > 0, "{counts:?}");
@@ -199,11 +210,11 @@ fn a_linear_layer_under_mxfp8_reads_what_te_reads() {
     }
     // backward_params (a first layer: no input gradient) gives the same weight gradient.
     let mut first = linear(&d);
-    let mut p = Precision::new(&recipe, 0);
+    let mut p = Precision::new(&Recipe::preset("mxfp8").unwrap(), 0);
     p.register("first");
     let _ = first.forward(d.x.clone(), &mut p);
     first.backward_params(d.dy.clone(), &mut p);
-    assert_eq!(first.weight.grad, want.dw);
+    assert_eq!(first.weight.grad, layer.weight.grad);
 }
 
 /// A 1x1 convolution on 1x1 images is a Linear layer whose batch is the pixels: the same
@@ -211,13 +222,6 @@ fn a_linear_layer_under_mxfp8_reads_what_te_reads() {
 #[test]
 fn a_convolution_under_mxfp8_reads_what_te_reads() {
     let d = data();
-    let want = reference(
-        &d.x,
-        &d.w,
-        &d.b,
-        &d.dy,
-        ("mxfp8-e4m3", "mxfp8-e4m3", "mxfp8-e5m2"),
-    );
     let shape = ImageShape {
         channels: INPUTS,
         height: 1,
@@ -226,18 +230,14 @@ fn a_convolution_under_mxfp8_reads_what_te_reads() {
     let mut conv = Conv2d::new(shape, OUTPUTS, 1, 0, 1.0, 0, &mut Rng::new(2));
     conv.weight.weight = d.w.clone();
     conv.bias.weight = d.b.clone();
-    let (y, dx, p) = run_layer(&mut conv, &d, &Recipe::preset("mxfp8").unwrap());
-    assert_eq!(y, want.y, "forward");
-    assert_eq!(dx, want.dx, "input gradient");
-    assert_eq!(conv.weight.grad, want.dw, "weight gradient");
-    let counts = p.class_counts();
+    let p = reads_what_te_reads(&mut conv, &d, "mxfp8", MXFP8);
     assert_eq!(
-        counts[&Class::GemmWeight].stored,
-        (2 * OUTPUTS * INPUTS) as u64
-    );
-    assert_eq!(
-        counts[&Class::GemmGradOutput].stored,
-        (2 * BATCH * OUTPUTS) as u64
+        stored(&p),
+        (
+            2 * BATCH * INPUTS,
+            2 * OUTPUTS * INPUTS,
+            2 * BATCH * OUTPUTS
+        )
     );
 }
 
@@ -332,12 +332,9 @@ fn per_tensor_casts_are_made_once() {
     let mut layer = linear(&d);
     let (_, _, p) = run_layer(&mut layer, &d, &Recipe::preset("fp8-hybrid").unwrap());
     assert!(p.block_casts.is_empty());
-    let counts = p.class_counts();
-    assert_eq!(counts[&Class::GemmInput].stored, (BATCH * INPUTS) as u64);
-    assert_eq!(counts[&Class::GemmWeight].stored, (OUTPUTS * INPUTS) as u64);
     assert_eq!(
-        counts[&Class::GemmGradOutput].stored,
-        (BATCH * OUTPUTS) as u64
+        stored(&p),
+        (BATCH * INPUTS, OUTPUTS * INPUTS, BATCH * OUTPUTS)
     );
     for class in Class::ALL {
         assert!(!p.casts_per_product(class), "{class:?}");
