@@ -100,21 +100,12 @@ impl Axis {
 
     fn label(self, v: f64) -> String {
         match self {
-            Axis::Linear => format!("{v:.3}")
-                .trim_end_matches('0')
-                .trim_end_matches('.')
-                .to_string(),
+            Axis::Linear => crate::text::fixed(v, 3),
             Axis::Log10 => {
                 let x = 10f64.powf(v);
                 if (1e-3..1e4).contains(&x) {
                     // Two significant digits, without trailing zeros: 0.032, 0.1, 3.2, 100.
-                    let digits = (1 - x.log10().floor() as i32).max(0) as usize;
-                    let text = format!("{x:.digits$}");
-                    if text.contains('.') {
-                        text.trim_end_matches('0').trim_end_matches('.').to_string()
-                    } else {
-                        text
-                    }
+                    crate::text::fixed(x, (1 - x.log10().floor() as i32).max(0) as usize)
                 } else {
                     format!("{x:.1e}")
                 }
