@@ -26,6 +26,11 @@ pub use sweep::{SWEEP_FLOOR, ScaleSweep, Stack, scale_sweep};
 /// The result of drawing on a backend `DB`.
 pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
+/// A legend entry's swatch: an 18 x 12 rectangle in `style`, at the entry's place.
+pub(crate) fn swatch(style: ShapeStyle) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
+    move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], style)
+}
+
 /// The font of every chart (DejaVu Sans, embedded: [`crate::report`]).
 const FONT: &str = "sans-serif";
 

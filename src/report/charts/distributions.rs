@@ -276,7 +276,7 @@ pub fn grouped_bars<DB: DrawingBackend>(
         chart
             .draw_series(bars)?
             .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
+            .legend(swatch(color.filled()));
         let labels: Vec<_> = values
             .iter()
             .enumerate()
