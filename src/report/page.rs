@@ -325,18 +325,11 @@ fn overflow_without_sites(r: &RunData) -> String {
 }
 
 fn formats_cell(r: &RunData) -> String {
-    [
-        Class::Weight,
-        Class::Activation,
-        Class::ActivationGrad,
-        Class::WeightGrad,
-        Class::OptimizerState,
-        Class::Master,
-    ]
-    .iter()
-    .map(|c| r.formats.get(c).map_or("?", String::as_str))
-    .collect::<Vec<_>>()
-    .join(" / ")
+    Class::STORED
+        .iter()
+        .map(|c| r.formats.get(c).map_or("?", String::as_str))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 fn scaling_cell(config: &Value) -> String {
