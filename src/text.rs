@@ -286,8 +286,8 @@ mod tests {
         assert_eq!(scale_name(65536.0), "2^16");
         assert_eq!(scale_name(1000.0), "1000");
         assert_eq!(magnitude(3.999_999_761_581_421), "3.9999998e0");
-        assert_eq!(fixed(0.0320, 3), "0.032");
-        assert_eq!(fixed(2.0, 3), "2");
-        assert_eq!(fixed(100.0, 0), "100");
+        for (x, decimals, text) in [(0.0320, 3, "0.032"), (2.0, 3, "2"), (100.0, 0, "100")] {
+            assert_eq!(fixed(x, decimals), text);
+        }
     }
 }

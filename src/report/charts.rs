@@ -72,9 +72,18 @@ fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     position: SeriesLabelPosition,
 ) -> DrawResult<DB> {
+    legend_on(chart, position, 0.88)
+}
+
+/// [`legend`] on a white box of opacity `background`.
+pub(crate) fn legend_on<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+    background: f64,
+) -> DrawResult<DB> {
     chart
         .configure_series_labels()
-        .background_style(WHITE.mix(0.88))
+        .background_style(WHITE.mix(background))
         .border_style(BLACK.mix(0.3))
         .label_font((FONT, 15))
         .position(position)

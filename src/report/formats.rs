@@ -11,7 +11,9 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::charts::DrawResult;
-use super::charts::{Axis, Corner, Line, LineChart, NORMAL, SUBNORMAL, run_color, swatch};
+use super::charts::{
+    Axis, Corner, Line, LineChart, NORMAL, SUBNORMAL, legend_on, run_color, swatch,
+};
 use crate::format::FloatFormat;
 use crate::stats::Histogram;
 use crate::{Error, Result};
@@ -315,14 +317,7 @@ pub fn draw_number_lines<DB: DrawingBackend>(
             (FONT, 14),
         )))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.88))
-        .border_style(BLACK.mix(0.3))
-        .label_font((FONT, 15))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
-    Ok(())
+    legend_on(&mut chart, SeriesLabelPosition::UpperRight, 0.88)
 }
 
 /// Draws each span `(from, to, colour, label)` of a row as a rectangle from `bottom` to `top`
@@ -432,14 +427,7 @@ pub fn draw_ranges<DB: DrawingBackend>(
             Text::new(power(r.format.max()), (r.max + 1.0, top - 0.05), style),
         ])?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.3))
-        .label_font((FONT, 15))
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
-    Ok(())
+    legend_on(&mut chart, SeriesLabelPosition::UpperLeft, 0.9)
 }
 
 /// The files [`write_format_plots`] writes.
