@@ -169,3 +169,41 @@ pub enum Error {
 
 /// Shorthand for results whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `Ok` when `x` is positive and finite; otherwise [`Error::InvalidValue`] for `what`, expecting
+/// "a positive finite number" (the check of every scale, rate and multiplier a config gives).
+///
+/// # Errors
+/// [`Error::InvalidValue`] for zero, a negative number, inf or NaN.
+pub(crate) fn positive_finite<T: Copy + Into<f64> + std::fmt::Display>(
+    what: &'static str,
+    x: T,
+) -> Result<()> {
+    let v: f64 = x.into();
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what,
+            value: x.to_string(),
+            expected: "a positive finite number",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positive_finite_takes_only_positive_finite_numbers() {
+        assert!(positive_finite("x", 1e-30f64).is_ok() && positive_finite("x", 3.0f32).is_ok());
+        for bad in [0.0, -0.0, -1.0, f64::INFINITY, f64::NAN] {
+            let e = positive_finite("init_scale", bad).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("invalid init_scale '{bad}': expected a positive finite number")
+            );
+        }
+    }
+}

@@ -103,6 +103,25 @@ pub fn check_plots_dir(dir: &Path) -> Result<()> {
     check_outputs(dir, &ANALYZE_PLOT_FILES, "--plots")
 }
 
+/// Removes the plot `stem.{png,svg}` from `dir` where it is a file: one of a kind this analysis
+/// does not draw, left by an earlier one, so that the directory describes this analysis only.
+/// The caller has seen ([`check_outputs`]) that any file of that name is mixprec's own.
+///
+/// # Errors
+/// [`Error::Io`] naming a file that cannot be removed.
+pub(crate) fn remove_stale_plot(dir: &Path, stem: &str) -> Result<()> {
+    for ext in ["png", "svg"] {
+        let path = dir.join(format!("{stem}.{ext}"));
+        if path.is_file() {
+            std::fs::remove_file(&path).map_err(|e| Error::Io {
+                path: path.clone(),
+                source: e,
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks that the files `names` (relative to `dir`) can be written without replacing anything
 /// mixprec did not write: `dir` is missing or a directory, and each file is missing or carries
 /// mixprec's signature. `flag` names the option in messages.
@@ -151,6 +170,20 @@ pub fn check_outputs<S: AsRef<str>>(dir: &Path, names: &[S], flag: &str) -> Resu
     Ok(())
 }
 
+/// Draws a chart onto `root` (white, then `draw`) and flushes it to the backend's buffer; `path`
+/// names the chart in errors.
+fn render<DB: DrawingBackend>(
+    path: &Path,
+    root: DrawingArea<DB, Shift>,
+    draw: &dyn Fn(&DrawingArea<DB, Shift>) -> DrawOutcome,
+) -> Result<()> {
+    register_font();
+    root.fill(&WHITE)
+        .map_err(|e| draw_error(path, e.to_string()))?;
+    draw(&root).map_err(|e| draw_error(path, e))?;
+    root.present().map_err(|e| draw_error(path, e.to_string()))
+}
+
 pub(crate) fn draw_error(path: &Path, e: String) -> Error {
     Error::Io {
         path: path.to_path_buf(),
@@ -168,17 +201,13 @@ pub fn write_png(
     size: (u32, u32),
     draw: &dyn Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> DrawOutcome,
 ) -> Result<()> {
-    register_font();
     let (w, h) = size;
     let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
-    {
-        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| draw_error(path, e.to_string()))?;
-        draw(&root).map_err(|e| draw_error(path, e))?;
-        root.present()
-            .map_err(|e| draw_error(path, e.to_string()))?;
-    }
+    render(
+        path,
+        BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area(),
+        draw,
+    )?;
     write_atomic(path, |out| {
         let mut enc = png::Encoder::new(out, w, h);
         enc.set_color(png::ColorType::Rgb);
@@ -219,16 +248,12 @@ pub fn render_svg(
     size: (u32, u32),
     draw: &dyn Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawOutcome,
 ) -> Result<String> {
-    register_font();
     let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| draw_error(path, e.to_string()))?;
-        draw(&root).map_err(|e| draw_error(path, e))?;
-        root.present()
-            .map_err(|e| draw_error(path, e.to_string()))?;
-    }
+    render(
+        path,
+        SVGBackend::with_string(&mut svg, size).into_drawing_area(),
+        draw,
+    )?;
     if let Some(end) = svg.find('>') {
         svg.insert_str(end + 1, &format!("\n{SVG_SIGNATURE}"));
     }

@@ -188,6 +188,18 @@ pub fn four_digits(x: f64) -> String {
     }
 }
 
+/// `x` with `decimals` decimals, less its trailing zeros and a bare point: `0.032`, `3.2`,
+/// `100` (an axis's tick labels).
+#[must_use]
+pub fn fixed(x: f64, decimals: usize) -> String {
+    let text = format!("{x:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
 /// A number with its sign, as [`four_digits`] writes it.
 pub struct Signed(pub f64);
 
@@ -274,5 +286,8 @@ mod tests {
         assert_eq!(scale_name(65536.0), "2^16");
         assert_eq!(scale_name(1000.0), "1000");
         assert_eq!(magnitude(3.999_999_761_581_421), "3.9999998e0");
+        for (x, decimals, text) in [(0.0320, 3, "0.032"), (2.0, 3, "2"), (100.0, 0, "100")] {
+            assert_eq!(fixed(x, decimals), text);
+        }
     }
 }

@@ -10,7 +10,7 @@ use super::charts::{
     self, GREY, Line, Log2Histograms, MagnitudeHeatmap, NORMAL, OVERFLOW, RUN_COLORS, SUBNORMAL,
     ScaleSweep, Stack, UNDERFLOW,
 };
-use super::{SIZE, check_plots_dir, heatmap_size, write_png, write_svg};
+use super::{SIZE, check_plots_dir, heatmap_size, remove_stale_plot, write_png, write_svg};
 use crate::analysis::Analysis;
 use crate::format::FloatFormat;
 use crate::stats::{Histogram, Recommendation, Sweep, SweepRow};
@@ -324,16 +324,7 @@ pub fn analyze_plots(dir: &Path, p: &AnalyzePlots<'_>) -> Result<Vec<std::path::
     if p.tensors.len() > 1 {
         charts.push(Chart::Heatmap);
     } else {
-        for ext in ["png", "svg"] {
-            // check_plots_dir saw that any file of this name is mixprec's own.
-            let stale = dir.join(format!("heatmap.{ext}"));
-            if stale.is_file() {
-                std::fs::remove_file(&stale).map_err(|e| Error::Io {
-                    path: stale.clone(),
-                    source: e,
-                })?;
-            }
-        }
+        remove_stale_plot(dir, "heatmap")?;
     }
     let mut written = Vec::new();
     for chart in charts {

@@ -9,7 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::charts::{self, GroupedBars, Log2Histograms, OPEN_ZONE, Zone};
-use super::{SIZE, check_outputs, write_png, write_svg};
+use super::{SIZE, check_outputs, remove_stale_plot, write_png, write_svg};
 use crate::analysis::block::{BlockAnalysis, BlockStats, Scheme};
 use crate::{Error, Result};
 
@@ -175,16 +175,7 @@ pub fn block_plots(dir: &Path, a: &BlockAnalysis) -> Result<Vec<PathBuf>> {
     } else {
         ("block-compare", "block-ratios")
     };
-    for ext in ["png", "svg"] {
-        // check_block_plots_dir saw that any file of this name is mixprec's own.
-        let path = dir.join(format!("{stale}.{ext}"));
-        if path.is_file() {
-            std::fs::remove_file(&path).map_err(|e| Error::Io {
-                path: path.clone(),
-                source: e,
-            })?;
-        }
-    }
+    remove_stale_plot(dir, stale)?;
     let png = dir.join(format!("{name}.png"));
     write_png(&png, SIZE, &|area| draw_one(area, a))?;
     let svg = dir.join(format!("{name}.svg"));

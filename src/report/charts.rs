@@ -26,6 +26,11 @@ pub use sweep::{SWEEP_FLOOR, ScaleSweep, Stack, scale_sweep};
 /// The result of drawing on a backend `DB`.
 pub type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
+/// A legend entry's swatch: an 18 x 12 rectangle in `style`, at the entry's place.
+pub(crate) fn swatch(style: ShapeStyle) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
+    move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], style)
+}
+
 /// The font of every chart (DejaVu Sans, embedded: [`crate::report`]).
 const FONT: &str = "sans-serif";
 
@@ -67,9 +72,18 @@ fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     position: SeriesLabelPosition,
 ) -> DrawResult<DB> {
+    legend_on(chart, position, 0.88)
+}
+
+/// [`legend`] on a white box of opacity `background`.
+pub(crate) fn legend_on<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+    background: f64,
+) -> DrawResult<DB> {
     chart
         .configure_series_labels()
-        .background_style(WHITE.mix(0.88))
+        .background_style(WHITE.mix(background))
         .border_style(BLACK.mix(0.3))
         .label_font((FONT, 15))
         .position(position)
@@ -100,21 +114,12 @@ impl Axis {
 
     fn label(self, v: f64) -> String {
         match self {
-            Axis::Linear => format!("{v:.3}")
-                .trim_end_matches('0')
-                .trim_end_matches('.')
-                .to_string(),
+            Axis::Linear => crate::text::fixed(v, 3),
             Axis::Log10 => {
                 let x = 10f64.powf(v);
                 if (1e-3..1e4).contains(&x) {
                     // Two significant digits, without trailing zeros: 0.032, 0.1, 3.2, 100.
-                    let digits = (1 - x.log10().floor() as i32).max(0) as usize;
-                    let text = format!("{x:.digits$}");
-                    if text.contains('.') {
-                        text.trim_end_matches('0').trim_end_matches('.').to_string()
-                    } else {
-                        text
-                    }
+                    crate::text::fixed(x, (1 - x.log10().floor() as i32).max(0) as usize)
                 } else {
                     format!("{x:.1e}")
                 }

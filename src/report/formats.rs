@@ -7,10 +7,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::charts::DrawResult;
-use super::charts::{Axis, Corner, Line, LineChart, NORMAL, SUBNORMAL, run_color};
+use super::charts::{
+    Axis, Corner, Line, LineChart, NORMAL, SUBNORMAL, legend_on, run_color, swatch,
+};
 use crate::format::FloatFormat;
 use crate::stats::Histogram;
 use crate::{Error, Result};
@@ -295,17 +298,7 @@ pub fn draw_number_lines<DB: DrawingBackend>(
                 "normal zone",
             ),
         ];
-        for (from, to, color, label) in zones {
-            let series = chart.draw_series(std::iter::once(Rectangle::new(
-                [(from, bottom), (to, top)],
-                color.mix(0.15).filled(),
-            )))?;
-            if i == 0 {
-                series.label(label).legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.4).filled())
-                });
-            }
-        }
+        draw_spans(&mut chart, &zones, (bottom, top), (0.15, 0.4), i == 0)?;
         for (values, color) in [(&l.subnormals, SUBNORMAL), (&l.normals, NORMAL)] {
             chart.draw_series(values.iter().map(|&v| {
                 PathElement::new(
@@ -324,13 +317,30 @@ pub fn draw_number_lines<DB: DrawingBackend>(
             (FONT, 14),
         )))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.88))
-        .border_style(BLACK.mix(0.3))
-        .label_font((FONT, 15))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
+    legend_on(&mut chart, SeriesLabelPosition::UpperRight, 0.88)
+}
+
+/// Draws each span `(from, to, colour, label)` of a row as a rectangle from `bottom` to `top`
+/// filled with its colour at opacity `fill`; with `legend`, each with its legend entry (a
+/// swatch at opacity `legend_fill`).
+fn draw_spans<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    spans: &[(f64, f64, RGBColor, &str)],
+    (bottom, top): (f64, f64),
+    (fill, legend_fill): (f64, f64),
+    legend: bool,
+) -> DrawResult<DB> {
+    for &(from, to, color, label) in spans {
+        let series = chart.draw_series(std::iter::once(Rectangle::new(
+            [(from, bottom), (to, top)],
+            color.mix(fill).filled(),
+        )))?;
+        if legend {
+            series
+                .label(label)
+                .legend(swatch(color.mix(legend_fill).filled()));
+        }
+    }
     Ok(())
 }
 
@@ -381,9 +391,7 @@ pub fn draw_ranges<DB: DrawingBackend>(
                 b.hi,
                 b.source
             ))
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.4).filled())
-            });
+            .legend(swatch(color.mix(0.4).filled()));
     }
     for (i, r) in ranges.iter().enumerate() {
         let (top, bottom) = (rows - i as f64 - 0.25, rows - i as f64 - 0.75);
@@ -391,17 +399,7 @@ pub fn draw_ranges<DB: DrawingBackend>(
             (r.min_subnormal, r.min_normal, SUBNORMAL, "subnormal range"),
             (r.min_normal, r.max, NORMAL, "normal range"),
         ];
-        for (from, to, color, label) in segments {
-            let series = chart.draw_series(std::iter::once(Rectangle::new(
-                [(from, bottom), (to, top)],
-                color.mix(0.75).filled(),
-            )))?;
-            if i == 0 {
-                series.label(label).legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.75).filled())
-                });
-            }
-        }
+        draw_spans(&mut chart, &segments, (bottom, top), (0.75, 0.75), i == 0)?;
         let label = |x: f64| {
             if x.fract() == 0.0 {
                 format!("2^{x:.0}")
@@ -429,14 +427,7 @@ pub fn draw_ranges<DB: DrawingBackend>(
             Text::new(power(r.format.max()), (r.max + 1.0, top - 0.05), style),
         ])?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.3))
-        .label_font((FONT, 15))
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
-    Ok(())
+    legend_on(&mut chart, SeriesLabelPosition::UpperLeft, 0.9)
 }
 
 /// The files [`write_format_plots`] writes.

@@ -136,6 +136,16 @@ pub(crate) fn document(title: &str, body: Markup) -> Markup {
     }
 }
 
+/// A numbered section of a page: `id` for links, `title` its heading, then `body`.
+pub(crate) fn section(id: &str, title: &str, body: Markup) -> Markup {
+    html! {
+        section id=(id) {
+            h2 { (title) }
+            (body)
+        }
+    }
+}
+
 /// A figure: its SVG inline (from a file mixprec rendered: trusted markup whose text plotters
 /// escapes), the caption, links to its files.
 pub(crate) fn figure_markup(id: &str, svg: &str, caption: &str) -> Markup {

@@ -10,7 +10,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::charts::run_color;
-use super::html::{Figure, css, document, figure_markup, write_json, write_page, write_report};
+use super::html::{
+    Figure, css, document, figure_markup, section, write_json, write_page, write_report,
+};
 use super::runs::RunData;
 use crate::analysis::Analysis;
 use crate::run::Class;
@@ -93,10 +95,7 @@ impl Report {
                                 }
                             }
                         }
-                        section id="curves" {
-                            h2 { "2. Loss, metric and loss scale" }
-                            (figure(3))
-                        }
+                        (section("curves", "2. Loss, metric and loss scale", figure(3)))
                         section id="runs" {
                             h2 { "3. Runs" }
                             (self.runs_table())
@@ -104,29 +103,15 @@ impl Report {
                                 p { "The runs differ in: " (self.differing_config_keys.join(", ")) "." }
                             }
                         }
-                        section id="information" {
-                            h2 { "4. Information lost and preserved" }
+                        (section("information", "4. Information lost and preserved", html! {
                             p { "What rounding did to the gradients stored at each capture step (activation and weight gradients of every layer), and per layer the share that underflowed to zero. With an FP32 shadow, the share of each layer's FP32 gradient norm that the run lost (zero in the run, not in FP32), whatever the layer where it was lost." }
                             (self.classes_table())
                             (figure(4))
-                        }
-                        section id="figure3" {
-                            h2 { "5. Activation gradients against the format (the paper's Figure 3)" }
-                            (figure(5))
-                        }
-                        section id="window" {
-                            h2 { "6. The loss-scale window over training" }
-                            (self.window_text())
-                            (figure(6))
-                        }
-                        section id="swamping" {
-                            h2 { "7. Swamping: updates lost to the master weights' precision" }
-                            (figure(7))
-                        }
-                        section id="nonfinite" {
-                            h2 { "8. Non-finite events" }
-                            (self.nonfinite_table())
-                        }
+                        }))
+                        (section("figure3", "5. Activation gradients against the format (the paper's Figure 3)", figure(5)))
+                        (section("window", "6. The loss-scale window over training", html! { (self.window_text()) (figure(6)) }))
+                        (section("swamping", "7. Swamping: updates lost to the master weights' precision", figure(7)))
+                        (section("nonfinite", "8. Non-finite events", self.nonfinite_table()))
                         footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the run directories: " (self.runs.iter().map(|r| r.dir.as_str()).collect::<Vec<_>>().join(", ")) ". The numbers are in report.json." } }
             },
         )
@@ -340,18 +325,11 @@ fn overflow_without_sites(r: &RunData) -> String {
 }
 
 fn formats_cell(r: &RunData) -> String {
-    [
-        Class::Weight,
-        Class::Activation,
-        Class::ActivationGrad,
-        Class::WeightGrad,
-        Class::OptimizerState,
-        Class::Master,
-    ]
-    .iter()
-    .map(|c| r.formats.get(c).map_or("?", String::as_str))
-    .collect::<Vec<_>>()
-    .join(" / ")
+    Class::STORED
+        .iter()
+        .map(|c| r.formats.get(c).map_or("?", String::as_str))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 fn scaling_cell(config: &Value) -> String {

@@ -48,6 +48,18 @@ impl Class {
         Class::GemmGradOutput,
     ];
 
+    /// The classes a recipe stores in a format of its own (its fields `weights` to
+    /// `master_weights`), in the order of [`Class::ALL`]: every class but the update, never
+    /// stored, and the GEMM operands, cast from stored tensors.
+    pub const STORED: [Class; 6] = [
+        Class::Weight,
+        Class::Activation,
+        Class::ActivationGrad,
+        Class::WeightGrad,
+        Class::OptimizerState,
+        Class::Master,
+    ];
+
     /// Position in [`Class::ALL`].
     #[must_use]
     pub fn index(self) -> usize {

@@ -45,6 +45,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::positive_finite;
+
 /// How the loss is scaled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
@@ -196,17 +198,9 @@ impl LossScaling {
         };
         match *self {
             LossScaling::None => Ok(()),
-            LossScaling::Static { scale } => {
-                if scale.is_finite() && scale > 0.0 {
-                    Ok(())
-                } else {
-                    bad("loss scale", scale, "a positive finite number")
-                }
-            }
+            LossScaling::Static { scale } => positive_finite("loss scale", scale),
             LossScaling::Dynamic(d) => {
-                if !(d.init_scale.is_finite() && d.init_scale > 0.0) {
-                    return bad("init_scale", d.init_scale, "a positive finite number");
-                }
+                positive_finite("init_scale", d.init_scale)?;
                 if !(d.growth_factor.is_finite() && d.growth_factor >= 1.0) {
                     return bad("growth_factor", d.growth_factor, "a finite number >= 1");
                 }

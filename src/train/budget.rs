@@ -154,31 +154,39 @@ pub fn check(config: &TrainConfig, data: &Dataset) -> crate::Result<()> {
         config.batch,
         count(e.activations)
     );
-    if e.memory > limits.memory_mib as f64 * MIB {
-        return Err(Error::DoesNotFit {
-            what: "model size".into(),
-            problem: format!(
-                "about {} of memory ({counts}), over the limit of {}",
-                bytes(e.memory),
-                bytes(limits.memory_mib as f64 * MIB)
-            ),
-            allow: "use a smaller model or batch, or a higher limit (--max-memory MIB, config key limits.memory_mib)",
-        });
-    }
-    if e.captures > limits.captures_mib as f64 * MIB {
-        return Err(Error::DoesNotFit {
-            what: "captures".into(),
-            problem: format!(
-                "about {} of captures.jsonl ({} storage sites, {} captures), over the limit of {}",
-                bytes(e.captures),
-                count(e.sites),
-                config.steps / config.capture_every.max(1) + 1,
-                bytes(limits.captures_mib as f64 * MIB)
-            ),
-            allow: "use fewer layers or captures (--capture-every), or a higher limit (--max-captures MIB, config key limits.captures_mib)",
-        });
-    }
-    Ok(())
+    // Memory and captures fail alike: an estimate (of what, with its detail) over its limit.
+    let within = |what: &str, estimate: f64, limit_mib: u64, of_detail: String, allow| {
+        if estimate > limit_mib as f64 * MIB {
+            return Err(Error::DoesNotFit {
+                what: what.into(),
+                problem: format!(
+                    "about {} of {of_detail}, over the limit of {}",
+                    bytes(estimate),
+                    bytes(limit_mib as f64 * MIB)
+                ),
+                allow,
+            });
+        }
+        Ok(())
+    };
+    within(
+        "model size",
+        e.memory,
+        limits.memory_mib,
+        format!("memory ({counts})"),
+        "use a smaller model or batch, or a higher limit (--max-memory MIB, config key limits.memory_mib)",
+    )?;
+    within(
+        "captures",
+        e.captures,
+        limits.captures_mib,
+        format!(
+            "captures.jsonl ({} storage sites, {} captures)",
+            count(e.sites),
+            config.steps / config.capture_every.max(1) + 1
+        ),
+        "use fewer layers or captures (--capture-every), or a higher limit (--max-captures MIB, config key limits.captures_mib)",
+    )
 }
 
 /// A count for a message: `27.2M`, `3.5e18`, `950`.

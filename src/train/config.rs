@@ -28,7 +28,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
-use crate::error::Error;
+use crate::error::{Error, positive_finite};
 use crate::format::{Overflow, Rounding};
 use crate::run::recipe::{Accumulation, Recipe};
 use crate::scaling::scaler::LossScaling;
@@ -376,13 +376,7 @@ impl TrainConfig {
         if self.batch == 0 {
             return bad("batch", "0".into(), "at least 1");
         }
-        if !(self.loss_multiplier.is_finite() && self.loss_multiplier > 0.0) {
-            return bad(
-                "loss_multiplier",
-                self.loss_multiplier.to_string(),
-                "a positive finite number",
-            );
-        }
+        positive_finite("loss_multiplier", self.loss_multiplier)?;
         if self.shadow_every > 0 && self.model == ModelKind::Gan {
             return bad(
                 "shadow_every",

@@ -59,6 +59,15 @@ impl<T: Real> Param<T> {
         }
     }
 
+    /// Sets the gradient to `grad` and stores it as this parameter's weight gradient (the store
+    /// names the parameter; the current tensor name is cleared after).
+    pub(crate) fn set_grad(&mut self, grad: Array2<T>, p: &mut Precision) {
+        self.grad = grad;
+        p.set_tensor(self.name);
+        p.store_array(Class::WeightGrad, &mut self.grad);
+        p.set_tensor("");
+    }
+
     /// Rounds the master copy to its format and refreshes the weight copy from it (at
     /// initialisation, and after every update).
     pub fn sync(&mut self, p: &mut Precision) {

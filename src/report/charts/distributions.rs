@@ -78,12 +78,7 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
     let digits = ((-(x1 - x0).log10()).ceil() as i32 + 1).clamp(0, 8) as usize;
     let x_label = |v: f64| {
         if axis == Axis::Linear {
-            let text = format!("{v:.digits$}");
-            if text.contains('.') {
-                text.trim_end_matches('0').trim_end_matches('.').to_string()
-            } else {
-                text
-            }
+            crate::text::fixed(v, digits)
         } else {
             axis.label(v)
         }
@@ -281,7 +276,7 @@ pub fn grouped_bars<DB: DrawingBackend>(
         chart
             .draw_series(bars)?
             .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
+            .legend(swatch(color.filled()));
         let labels: Vec<_> = values
             .iter()
             .enumerate()

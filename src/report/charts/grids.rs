@@ -168,7 +168,7 @@ pub fn stacked_shares<DB: DrawingBackend>(
         chart
             .draw_series(rects)?
             .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.filled()));
+            .legend(swatch(color.filled()));
     }
     legend(&mut chart, SeriesLabelPosition::LowerRight)
 }

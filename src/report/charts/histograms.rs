@@ -179,9 +179,7 @@ pub fn log2_histograms<DB: DrawingBackend>(
                 color.mix(0.16).filled(),
             )))?
             .label(&z.label)
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.4).filled())
-            });
+            .legend(swatch(color.mix(0.4).filled()));
     }
     for (name, color, b) in &c.series {
         let color = *color;

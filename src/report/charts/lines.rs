@@ -134,9 +134,7 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
                 color.mix(0.18).filled(),
             )))?
             .label(&b.name)
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 6), (x + 18, y + 6)], color.mix(0.3).filled())
-            });
+            .legend(swatch(color.mix(0.3).filled()));
     }
     // Solid curves first, dashed ones on top (a dash shows what lies under it).
     let order = c

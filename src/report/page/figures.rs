@@ -139,29 +139,23 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
                     .collect(),
             }),
         });
-        out.push(Figure {
-            id: format!("underflow-{i}"),
-            section: 4,
-            caption: format!("{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.", r.name),
-            chart: Chart::Heatmap(layer_grid(
-                format!("{}: underflow share per layer", r.name),
-                "values that underflowed (%)",
-                r.captures.iter().flat_map(|c| {
-                    c.gradients.iter().map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
-                }),
-            )),
-        });
+        out.push(layer_figure(
+            format!("underflow-{i}"),
+            format!("{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.", r.name),
+            format!("{}: underflow share per layer", r.name),
+            "values that underflowed (%)",
+            r.captures.iter().flat_map(|c| {
+                c.gradients.iter().map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
+            }),
+        ));
         if !r.shadow.is_empty() {
-            out.push(Figure {
-                id: format!("shadow-{i}"),
-                section: 4,
-                caption: format!("{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).", r.name),
-                chart: Chart::Heatmap(layer_grid(
-                    format!("{}: gradient norm lost against FP32", r.name),
-                    "FP32 gradient norm lost (%)",
-                    r.shadow.iter().map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
-                )),
-            });
+            out.push(layer_figure(
+                format!("shadow-{i}"),
+                format!("{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).", r.name),
+                format!("{}: gradient norm lost against FP32", r.name),
+                "FP32 gradient norm lost (%)",
+                r.shadow.iter().map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
+            ));
         }
     }
     for (i, r) in runs.iter().enumerate() {
@@ -257,13 +251,16 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
     out
 }
 
-/// A layers x steps map from `(step, layer, class, value)` points: one row per layer and class
-/// and one column per step, in the order they first appear; NaN where a pair has no point.
-pub(crate) fn layer_grid<'a>(
+/// Section 4's figure `id`: a layers x steps map from `(step, layer, class, value)` points, one
+/// row per layer and class and one column per step, in the order they first appear; NaN where
+/// a pair has no point.
+fn layer_figure<'a>(
+    id: String,
+    caption: String,
     title: String,
     value_desc: &str,
     points: impl Iterator<Item = (u64, &'a str, Class, f64)>,
-) -> Heatmap {
+) -> Figure {
     let mut rows: Vec<(&str, Class)> = Vec::new();
     let mut cols: Vec<u64> = Vec::new();
     let mut cells: Vec<(usize, usize, f64)> = Vec::new();
@@ -285,15 +282,20 @@ pub(crate) fn layer_grid<'a>(
     for (row, col, value) in cells {
         values[row][col] = value;
     }
-    Heatmap {
-        title,
-        value_desc: value_desc.to_string(),
-        rows: rows
-            .iter()
-            .map(|(l, c)| format!("{l} {}", c.name()))
-            .collect(),
-        cols,
-        values,
+    Figure {
+        id,
+        section: 4,
+        caption,
+        chart: Chart::Heatmap(Heatmap {
+            title,
+            value_desc: value_desc.to_string(),
+            rows: rows
+                .iter()
+                .map(|(l, c)| format!("{l} {}", c.name()))
+                .collect(),
+            cols,
+            values,
+        }),
     }
 }
 

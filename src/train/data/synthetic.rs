@@ -32,19 +32,36 @@ pub fn blobs(seed: u64) -> Dataset {
 /// noise of 0.1 on each coordinate): not linearly separable, needs a hidden layer.
 #[must_use]
 pub fn spirals(seed: u64) -> Dataset {
-    let mut rng = Rng::derive(seed, 0x5917);
+    polar_set("spirals", seed, 0x5917, 2, 0.1, |c, rng| {
+        let t = rng.uniform();
+        let angle = t * 3.0 * std::f64::consts::PI + c as f64 * std::f64::consts::PI;
+        (0.2 + 0.8 * t, angle)
+    })
+}
+
+/// `TOTAL` points in the plane drawn from `seed` (with the set's own `salt`), split as every
+/// synthetic set: point `i`, of class `i % classes`, at the polar coordinates `(radius, angle)`
+/// that `polar(class, rng)` draws, plus Gaussian noise of standard deviation `noise` on each
+/// coordinate.
+fn polar_set(
+    name: &str,
+    seed: u64,
+    salt: u64,
+    classes: usize,
+    noise: f64,
+    polar: impl Fn(usize, &mut Rng) -> (f64, f64),
+) -> Dataset {
+    let mut rng = Rng::derive(seed, salt);
     let mut x = Array2::zeros((TOTAL, 2));
     let mut y = Vec::with_capacity(TOTAL);
     for i in 0..TOTAL {
-        let c = i % 2;
-        let t = rng.uniform();
-        let angle = t * 3.0 * std::f64::consts::PI + c as f64 * std::f64::consts::PI;
-        let r = 0.2 + 0.8 * t;
-        x[[i, 0]] = (r * libm::cos(angle) + 0.1 * rng.normal()) as f32;
-        x[[i, 1]] = (r * libm::sin(angle) + 0.1 * rng.normal()) as f32;
+        let c = i % classes;
+        let (r, angle) = polar(c, &mut rng);
+        x[[i, 0]] = (r * libm::cos(angle) + noise * rng.normal()) as f32;
+        x[[i, 1]] = (r * libm::sin(angle) + noise * rng.normal()) as f32;
         y.push(c);
     }
-    Dataset::split("spirals", &x, &y, TRAIN, seed)
+    Dataset::split(name, &x, &y, TRAIN, seed)
 }
 
 /// Tokens of the `recall` sequence task.
@@ -75,17 +92,12 @@ pub const RING_STD: f64 = 0.05;
 /// is the mode.
 #[must_use]
 pub fn ring(seed: u64) -> Dataset {
-    let mut rng = Rng::derive(seed, 0x7196);
-    let mut x = Array2::zeros((TOTAL, 2));
-    let mut y = Vec::with_capacity(TOTAL);
-    for i in 0..TOTAL {
-        let k = i % RING_MODES;
-        let angle = std::f64::consts::TAU * k as f64 / RING_MODES as f64;
-        x[[i, 0]] = (RING_RADIUS * libm::cos(angle) + RING_STD * rng.normal()) as f32;
-        x[[i, 1]] = (RING_RADIUS * libm::sin(angle) + RING_STD * rng.normal()) as f32;
-        y.push(k);
-    }
-    Dataset::split("ring", &x, &y, TRAIN, seed)
+    polar_set("ring", seed, 0x7196, RING_MODES, RING_STD, |k, _| {
+        (
+            RING_RADIUS,
+            std::f64::consts::TAU * k as f64 / RING_MODES as f64,
+        )
+    })
 }
 
 #[cfg(test)]

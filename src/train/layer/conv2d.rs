@@ -2,6 +2,7 @@
 
 use ndarray::{Array2, Axis};
 
+use super::linear::{forward_product, param_grads};
 use super::{Layer, Param, init_uniform};
 use crate::run::Class;
 use crate::train::precision::Precision;
@@ -151,25 +152,7 @@ impl<T: Real> Conv2d<T> {
                 }
             }
         }
-        // The bias gradient sums the uncast output gradient; the products read it cast.
-        // dW = dy_colsᵀ cols sums over the pixels, axis 0 of both.
-        let dy_operand = p.operand(
-            Class::GemmGradOutput,
-            "grad_output",
-            dy_cols.view(),
-            Axis(0),
-        );
-        let dy_gemm = dy_operand.as_ref().unwrap_or(&dy_cols);
-        let cols_block = p.block_operand(Class::GemmInput, "input", cols.view(), Axis(0));
-        let cols_gemm = cols_block.as_ref().unwrap_or(&cols);
-        self.weight.grad = p.matmul(dy_gemm.t(), cols_gemm.view(), Class::WeightGrad);
-        p.set_tensor(self.weight.name);
-        p.store_array(Class::WeightGrad, &mut self.weight.grad);
-        self.bias.grad = p.sum_rows(dy_cols.view(), Class::WeightGrad);
-        p.set_tensor(self.bias.name);
-        p.store_array(Class::WeightGrad, &mut self.bias.grad);
-        p.set_tensor("");
-        let per_tensor = dy_operand.filter(|_| !p.casts_per_product(Class::GemmGradOutput));
+        let per_tensor = param_grads(&mut self.weight, &mut self.bias, &cols, &dy_cols, p);
         Some((cols, per_tensor.unwrap_or(dy_cols)))
     }
 }
@@ -188,24 +171,8 @@ impl<T: Real> Layer<T> for Conv2d<T> {
         ));
         self.for_each_tap(batch, |n, row, col, idx| cols[[row, col]] = x[[n, idx]]);
         // With operand casts, the im2col matrix is the product's input (kept cast for backward
-        // when cast per tensor). out = cols Wᵀ sums over (c, i, j), axis 1 of both.
-        let cols_operand = p.operand(Class::GemmInput, "input", cols.view(), Axis(1));
-        let weight_operand = p.operand(
-            Class::GemmWeight,
-            self.weight.name,
-            self.weight.weight.view(),
-            Axis(1),
-        );
-        let w = weight_operand.as_ref().unwrap_or(&self.weight.weight);
-        let mut y_cols = p.matmul(
-            cols_operand.as_ref().unwrap_or(&cols).view(),
-            w.t(),
-            Class::Activation,
-        );
-        let cols = match cols_operand {
-            Some(cast) if !p.casts_per_product(Class::GemmInput) => cast,
-            _ => cols,
-        };
+        // when cast per tensor), its columns (c, i, j) the inputs.
+        let (mut y_cols, cols, _) = forward_product(cols, &self.weight, p);
         y_cols += &self.bias.weight;
         // (n, y, x) x channel  ->  n x (channel, y, x)
         let hw = o.height * o.width;
@@ -374,14 +341,18 @@ mod tests {
     use super::*;
     use crate::train::layer::check::{check_layer, random};
 
+    fn image(channels: usize, height: usize, width: usize) -> ImageShape {
+        ImageShape {
+            channels,
+            height,
+            width,
+        }
+    }
+
     #[test]
     fn flatten_gradient_check() {
         let mut rng = Rng::new(12);
-        let shape = ImageShape {
-            channels: 2,
-            height: 3,
-            width: 2,
-        };
+        let shape = image(2, 3, 2);
         let x = random((3, shape.len()), &mut rng);
         check_layer(&mut Flatten { shape }, &x, 13);
     }
@@ -390,11 +361,7 @@ mod tests {
     fn conv_gradient_check() {
         let mut rng = Rng::new(11);
         for (c, h, w, oc, k, pad) in [(1, 4, 4, 2, 3, 1), (2, 5, 3, 3, 2, 0), (1, 1, 1, 1, 1, 0)] {
-            let shape = ImageShape {
-                channels: c,
-                height: h,
-                width: w,
-            };
+            let shape = image(c, h, w);
             let mut layer = Conv2d::<f64>::new(shape, oc, k, pad, 1.0, 0, &mut rng);
             layer.bias.weight = random((1, oc), &mut rng);
             let x = random((2, shape.len()), &mut rng);
@@ -405,11 +372,7 @@ mod tests {
     #[test]
     fn conv_matches_a_direct_loop() {
         let mut rng = Rng::new(13);
-        let shape = ImageShape {
-            channels: 2,
-            height: 4,
-            width: 3,
-        };
+        let shape = image(2, 4, 3);
         let mut layer = Conv2d::<f64>::new(shape, 2, 3, 1, 1.0, 0, &mut rng);
         let x = random((1, shape.len()), &mut rng);
         let mut p = Precision::exact();
@@ -444,20 +407,12 @@ mod tests {
     #[test]
     fn maxpool_gradient_check_and_values() {
         let mut rng = Rng::new(14);
-        let shape = ImageShape {
-            channels: 2,
-            height: 4,
-            width: 5,
-        };
+        let shape = image(2, 4, 5);
         let x = random((3, shape.len()), &mut rng);
         check_layer(&mut MaxPool2d::new(shape, 2), &x, 15);
         let mut p = Precision::exact();
         p.register("m");
-        let one = ImageShape {
-            channels: 1,
-            height: 2,
-            width: 2,
-        };
+        let one = image(1, 2, 2);
         let y = MaxPool2d::new(one, 2).forward(ndarray::arr2(&[[1.0f64, -3.0, 7.0, 2.0]]), &mut p);
         assert_eq!(y, ndarray::arr2(&[[7.0]]));
     }

@@ -75,10 +75,7 @@ impl<T: Real> Layer<T> for Embedding<T> {
                 }
             }
         }
-        self.table.grad = grad;
-        p.set_tensor(self.table.name);
-        p.store_array(Class::WeightGrad, &mut self.table.grad);
-        p.set_tensor("");
+        self.table.set_grad(grad, p);
         Array2::zeros((dy.nrows(), cols))
     }
 

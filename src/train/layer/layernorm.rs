@@ -71,13 +71,10 @@ impl<T: Real> Layer<T> for LayerNorm<T> {
             return dy;
         };
         let prod = &dy * xhat;
-        self.gamma.grad = p.sum_rows(prod.view(), Class::WeightGrad);
-        p.set_tensor(self.gamma.name);
-        p.store_array(Class::WeightGrad, &mut self.gamma.grad);
-        self.beta.grad = p.sum_rows(dy.view(), Class::WeightGrad);
-        p.set_tensor(self.beta.name);
-        p.store_array(Class::WeightGrad, &mut self.beta.grad);
-        p.set_tensor("");
+        self.gamma
+            .set_grad(p.sum_rows(prod.view(), Class::WeightGrad), p);
+        self.beta
+            .set_grad(p.sum_rows(dy.view(), Class::WeightGrad), p);
         let g = &dy * &self.gamma.weight;
         let d = T::of(g.ncols().max(1) as f64);
         let mean_g = g.sum_axis(Axis(1)) / d;

@@ -61,20 +61,62 @@ impl<T: Real> Linear<T> {
             self.bias.grad.fill(T::zero());
             return None;
         };
-        // dW = dyᵀ x sums over the batch, axis 0 of both.
-        let dy_operand = p.operand(Class::GemmGradOutput, "grad_output", dy.view(), Axis(0));
-        let dy_gemm = dy_operand.as_ref().unwrap_or(dy);
-        let x_block = p.block_operand(Class::GemmInput, "input", x.view(), Axis(0));
-        let x_gemm = x_block.as_ref().unwrap_or(x);
-        self.weight.grad = p.matmul(dy_gemm.t(), x_gemm.view(), Class::WeightGrad);
-        p.set_tensor(self.weight.name);
-        p.store_array(Class::WeightGrad, &mut self.weight.grad);
-        self.bias.grad = p.sum_rows(dy.view(), Class::WeightGrad);
-        p.set_tensor(self.bias.name);
-        p.store_array(Class::WeightGrad, &mut self.bias.grad);
-        p.set_tensor("");
-        dy_operand.filter(|_| !p.casts_per_product(Class::GemmGradOutput))
+        param_grads(&mut self.weight, &mut self.bias, x, dy, p)
     }
+}
+
+/// `y = x Wᵀ` (a linear layer's product, and a convolution's over its im2col matrix) with the
+/// recipe's operand casts, unrounded. Returns `y`, the input as the weight-gradient product
+/// reads it (the forward cast when cast per tensor, otherwise `x`), and the weight's cast when
+/// cast per tensor.
+pub(super) fn forward_product<T: Real>(
+    x: Array2<T>,
+    weight: &Param<T>,
+    p: &mut Precision,
+) -> (Array2<T>, Array2<T>, Option<Array2<T>>) {
+    // y = x Wᵀ sums over the inputs, axis 1 of both.
+    let x_operand = p.operand(Class::GemmInput, "input", x.view(), Axis(1));
+    let w_operand = p.operand(
+        Class::GemmWeight,
+        weight.name,
+        weight.weight.view(),
+        Axis(1),
+    );
+    let w = w_operand.as_ref().unwrap_or(&weight.weight);
+    let y = p.matmul(
+        x_operand.as_ref().unwrap_or(&x).view(),
+        w.t(),
+        Class::Activation,
+    );
+    let input = match x_operand {
+        Some(cast) if !p.casts_per_product(Class::GemmInput) => cast,
+        _ => x,
+    };
+    (
+        y,
+        input,
+        w_operand.filter(|_| !p.casts_per_product(Class::GemmWeight)),
+    )
+}
+
+/// Sets the gradients of `weight` and `bias` in `y = x Wᵀ + b` from `dy` and returns `dy` as
+/// cast for them when the recipe casts it per tensor (the input-gradient product reads the same
+/// cast). The bias gradient sums the uncast `dy`; the product reads it cast.
+pub(super) fn param_grads<T: Real>(
+    weight: &mut Param<T>,
+    bias: &mut Param<T>,
+    x: &Array2<T>,
+    dy: &Array2<T>,
+    p: &mut Precision,
+) -> Option<Array2<T>> {
+    // dW = dyᵀ x sums over the rows (examples, or pixels), axis 0 of both.
+    let dy_operand = p.operand(Class::GemmGradOutput, "grad_output", dy.view(), Axis(0));
+    let dy_gemm = dy_operand.as_ref().unwrap_or(dy);
+    let x_block = p.block_operand(Class::GemmInput, "input", x.view(), Axis(0));
+    let x_gemm = x_block.as_ref().unwrap_or(x);
+    weight.set_grad(p.matmul(dy_gemm.t(), x_gemm.view(), Class::WeightGrad), p);
+    bias.set_grad(p.sum_rows(dy.view(), Class::WeightGrad), p);
+    dy_operand.filter(|_| !p.casts_per_product(Class::GemmGradOutput))
 }
 
 impl<T: Real> Layer<T> for Linear<T> {
@@ -83,21 +125,8 @@ impl<T: Real> Layer<T> for Linear<T> {
     }
 
     fn forward(&mut self, x: Array2<T>, p: &mut Precision) -> Array2<T> {
-        // y = x Wᵀ sums over the inputs, axis 1 of both.
-        let x_operand = p.operand(Class::GemmInput, "input", x.view(), Axis(1));
-        let w_operand = p.operand(
-            Class::GemmWeight,
-            self.weight.name,
-            self.weight.weight.view(),
-            Axis(1),
-        );
-        let w = w_operand.as_ref().unwrap_or(&self.weight.weight);
-        let mut y = p.matmul(
-            x_operand.as_ref().unwrap_or(&x).view(),
-            w.t(),
-            Class::Activation,
-        );
-        self.weight_operand = w_operand.filter(|_| !p.casts_per_product(Class::GemmWeight));
+        let (mut y, input, weight_operand) = forward_product(x, &self.weight, p);
+        self.weight_operand = weight_operand;
         let cols = y.ncols();
         let bias = self.bias.weight.as_slice().filter(|b| !b.is_empty());
         match (y.as_slice_mut(), bias) {
@@ -117,10 +146,7 @@ impl<T: Real> Layer<T> for Linear<T> {
                 p.store_array(Class::Activation, &mut y);
             }
         }
-        self.input = Some(match x_operand {
-            Some(cast) if !p.casts_per_product(Class::GemmInput) => cast,
-            _ => x,
-        });
+        self.input = Some(input);
         y
     }
 
@@ -176,6 +202,29 @@ mod tests {
             let x = random((batch, inputs), &mut rng);
             check_layer(&mut layer, &x, 2);
         }
+    }
+
+    /// Under per-tensor operand casts (`fp8-hybrid`) the layer keeps the input and the weight
+    /// as the forward product read them, cast, for the backward products.
+    #[test]
+    fn backward_reads_the_forward_casts() {
+        let recipe = crate::run::recipe::Recipe::preset("fp8-hybrid").unwrap();
+        let mut layer = Linear::<f32>::new(3, 2, 1.0, 0, &mut Rng::new(5));
+        let x = Array2::from_shape_fn((4, 3), |(i, j)| 0.3 + (i * 3 + j) as f32 * 0.0137);
+        let fresh = || {
+            let mut p = Precision::new(&recipe, 0);
+            p.register("l");
+            p.begin_step();
+            p
+        };
+        let mut cast = fresh();
+        let x_cast = cast.operand(Class::GemmInput, "input", x.view(), Axis(1));
+        let w = layer.weight.weight.view();
+        let w_cast = cast.operand(Class::GemmWeight, "weight", w, Axis(1));
+        assert!(x_cast.as_ref().is_some_and(|c| *c != x));
+        let _ = layer.forward(x, &mut fresh());
+        assert_eq!(layer.input, x_cast);
+        assert_eq!(layer.weight_operand, w_cast);
     }
 
     #[test]

@@ -199,10 +199,7 @@ impl<T: Real> Layer<T> for Lstm<T> {
             (&mut self.wh, dwh),
             (&mut self.bias, db),
         ] {
-            param.grad = grad;
-            p.set_tensor(param.name);
-            p.store_array(Class::WeightGrad, &mut param.grad);
-            p.set_tensor("");
+            param.set_grad(grad, p);
         }
         dx
     }

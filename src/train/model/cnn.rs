@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Cost, Sequential};
-use crate::error::Error;
+use crate::error::{Error, positive_finite};
 use crate::train::layer::{Activation, ActivationLayer, Conv2d, Flatten, ImageShape, MaxPool2d};
 use crate::train::precision::Precision;
 use crate::train::real::Real;
@@ -74,13 +74,7 @@ impl CnnConfig {
                 expected: "channels and hidden at least 1",
             });
         }
-        if !(self.init_scale.is_finite() && self.init_scale > 0.0) {
-            return Err(Error::InvalidValue {
-                what: "init_scale",
-                value: self.init_scale.to_string(),
-                expected: "a positive finite number",
-            });
-        }
+        positive_finite("init_scale", self.init_scale)?;
         Ok(ImageShape {
             channels: 1,
             height: side,

@@ -279,6 +279,11 @@ mod tests {
         assert!(gan.precision.layers().iter().any(|l| l == "d.4.linear"));
     }
 
+    /// The master weights of every parameter of `net`, in order.
+    fn masters(net: &Sequential<f32>) -> Vec<Array2<f32>> {
+        net.params().iter().map(|q| q.master.clone()).collect()
+    }
+
     fn sgd_gan(recipe: &str) -> GanTrainer {
         let p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
         let opt = OptimizerConfig::Sgd {
@@ -316,12 +321,7 @@ mod tests {
     fn the_generator_step_makes_its_points_look_more_real() {
         let mut gan = sgd_gan("fp32");
         let real = ring(0).train_x.slice(ndarray::s![..64, ..]).to_owned();
-        let before: Vec<Array2<f32>> = gan
-            .generator
-            .params()
-            .iter()
-            .map(|q| q.master.clone())
-            .collect();
+        let before = masters(&gan.generator);
         gan.step(&real).unwrap();
         let z = Array2::from_shape_fn((256, 8), |(i, j)| ((i * 8 + j) as f32 * 0.37).sin());
         let fake_loss = |gan: &mut GanTrainer| {
@@ -361,23 +361,16 @@ mod tests {
             q.master.mapv_inplace(|v| v * f);
             q.sync(&mut gan.precision);
         }
-        let g0: Vec<Array2<f32>> = gan
-            .generator
-            .params()
-            .iter()
-            .map(|q| q.master.clone())
-            .collect();
+        let g0 = masters(&gan.generator);
         let d0 = gan.discriminator.params()[0].master.clone();
         let scale = gan.scaler.scale();
         let r = gan.step(&real).unwrap();
         assert!(r.overflow && r.skipped);
-        let g1: Vec<Array2<f32>> = gan
-            .generator
-            .params()
-            .iter()
-            .map(|q| q.master.clone())
-            .collect();
-        assert_eq!(g1, g0, "the generator's update is skipped");
+        assert_eq!(
+            masters(&gan.generator),
+            g0,
+            "the generator's update is skipped"
+        );
         assert_ne!(
             gan.discriminator.params()[0].master,
             d0,

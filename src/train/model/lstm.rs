@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Cost, Sequential};
-use crate::error::Error;
+use crate::error::{Error, positive_finite};
 use crate::train::layer::{Embedding, Lstm};
 use crate::train::precision::Precision;
 use crate::train::real::Real;
@@ -66,13 +66,7 @@ impl LstmConfig {
                 expected: "embed, hidden and vocabulary at least 1",
             });
         }
-        if !(self.init_scale.is_finite() && self.init_scale > 0.0) {
-            return Err(Error::InvalidValue {
-                what: "init_scale",
-                value: self.init_scale.to_string(),
-                expected: "a positive finite number",
-            });
-        }
+        positive_finite("init_scale", self.init_scale)?;
         let mut model = Sequential::new();
         let site = model.next_site("embedding", p);
         model.push(

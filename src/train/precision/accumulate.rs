@@ -56,7 +56,12 @@ fn chains<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>, rounder: &Rounder) -> Arr
     let ((m, k), n) = (a.dim(), b.ncols());
     // Row-major, whatever the layout of the view.
     let b: Vec<f64> = b.iter().map(|&v| v.to_f64()).collect();
-    let nearest = Nearest::new(rounder);
+    let right = Right {
+        b: &b,
+        n,
+        rounder,
+        nearest: Nearest::new(rounder),
+    };
     let mut c = Array2::<f64>::zeros((m, n));
     if n == 0 {
         return c;
@@ -64,7 +69,7 @@ fn chains<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>, rounder: &Rounder) -> Arr
     let row = |(i, c_row): (usize, &mut [f64])| {
         let x: Vec<f64> = a.row(i).iter().map(|&v| v.to_f64()).collect();
         for (block, sums) in c_row.chunks_mut(COLUMNS).enumerate() {
-            advance(&x, &b, n, block * COLUMNS, sums, rounder, nearest.as_ref());
+            advance(&right, &x, block * COLUMNS, sums);
         }
     };
     let c_slice = c.as_slice_mut().unwrap_or_default();
@@ -76,50 +81,46 @@ fn chains<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>, rounder: &Rounder) -> Arr
     c
 }
 
-/// Runs the chains of columns `j0..j0 + sums.len()` of one row over all `x.len()` terms (`b`:
-/// the `k x n` right operand, row-major), compiled with AVX2 where the CPU has it (same bits:
-/// every operation is correctly rounded either way).
-fn advance(
-    x: &[f64],
-    b: &[f64],
+/// What every row's chains share: the right operand and the rounding.
+struct Right<'a> {
+    /// The `k x n` right operand, row-major.
+    b: &'a [f64],
+    /// Its columns.
     n: usize,
-    j0: usize,
-    sums: &mut [f64],
-    rounder: &Rounder,
-    nearest: Option<&Nearest>,
-) {
+    /// The rounder every running sum goes through.
+    rounder: &'a Rounder,
+    /// Its branch-free twin, where it has one.
+    nearest: Option<Nearest>,
+}
+
+/// Runs the chains of columns `j0..j0 + sums.len()` of one row over all `x.len()` terms,
+/// compiled with AVX2 where the CPU has it (same bits: every operation is correctly rounded
+/// either way).
+fn advance(right: &Right<'_>, x: &[f64], j0: usize, sums: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if crate::isa::Isa::best() >= crate::isa::Isa::Avx2 {
         // SAFETY: the CPU has AVX2 (run-time detection).
-        return unsafe { advance_avx2(x, b, n, j0, sums, rounder, nearest) };
+        return unsafe { advance_avx2(right, x, j0, sums) };
     }
-    advance_any(x, b, n, j0, sums, rounder, nearest);
+    advance_any(right, x, j0, sums);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn advance_avx2(
-    x: &[f64],
-    b: &[f64],
-    n: usize,
-    j0: usize,
-    sums: &mut [f64],
-    rounder: &Rounder,
-    nearest: Option<&Nearest>,
-) {
-    advance_any(x, b, n, j0, sums, rounder, nearest);
+unsafe fn advance_avx2(right: &Right<'_>, x: &[f64], j0: usize, sums: &mut [f64]) {
+    advance_any(right, x, j0, sums);
 }
 
 #[inline(always)]
-fn advance_any(
-    x: &[f64],
-    b: &[f64],
-    n: usize,
-    j0: usize,
-    sums: &mut [f64],
-    rounder: &Rounder,
-    nearest: Option<&Nearest>,
-) {
+fn advance_any(right: &Right<'_>, x: &[f64], j0: usize, sums: &mut [f64]) {
+    // The fields in locals, which the loop keeps in registers.
+    let Right {
+        b,
+        n,
+        rounder,
+        ref nearest,
+    } = *right;
+    let nearest = nearest.as_ref();
     let width = sums.len();
     let mut unrounded = [0.0f64; COLUMNS];
     let unrounded = &mut unrounded[..width];
