@@ -40,25 +40,26 @@ def transformer():
     return module.TinyTransformer
 
 
-def loop(policy, out=None):
-    """The example's loop (smaller batches, fewer steps) under ``policy``: a GradScaler with
-    the given arguments (recorded into ``out`` when given), or a static scale with the
-    GradScaler's own check (``torch._amp_foreach_non_finite_check_and_unscale_`` on the
-    weights' gradients) and skip. Returns the skipped steps."""
+def loop(policy, out=None, steps=STEPS, batch=BATCH, seed=0):
+    """The example's loop (by default smaller batches, fewer steps; model seed ``seed``, data
+    seed ``seed + 1``) under ``policy``: a GradScaler with the given arguments (recorded into
+    ``out`` when given), or a static scale with the GradScaler's own check
+    (``torch._amp_foreach_non_finite_check_and_unscale_`` on the weights' gradients) and skip.
+    Returns the skipped steps."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same sums on every machine's thread count
     try:
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         model = transformer()()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        g = torch.Generator().manual_seed(1)
+        g = torch.Generator().manual_seed(seed + 1)
         scaler = torch.amp.GradScaler("cpu", **policy) if isinstance(policy, dict) else None
         rec = None
         if out is not None:
             rec = Recorder(model, out=out, format="fp16", every=10, optimizer=opt, scaler=scaler)
         skipped = []
-        for step in range(1, STEPS + 1):
-            x = torch.randint(0, 64, (BATCH, 16), generator=g)
+        for step in range(1, steps + 1):
+            x = torch.randint(0, 64, (batch, 16), generator=g)
             y = (x.float().mean(dim=1) > 31.5).long()
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.float16):
