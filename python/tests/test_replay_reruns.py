@@ -98,10 +98,15 @@ def replay(cli, run, policies):
     return {p["policy"]: p for p in whole["policies"]}, whole
 
 
-def window_top(cli, run, page):
+def reported(cli, run, page):
+    """The run's entry in the report.json of its report, written to ``page``."""
     done = cli("report", str(run), "--out", str(page))
     assert done.returncode == 0, done.stderr
-    return json.loads((page / "report.json").read_text())["runs"][0]["window_top"]
+    return json.loads((page / "report.json").read_text())["runs"][0]
+
+
+def window_top(cli, run, page):
+    return reported(cli, run, page)["window_top"]
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +162,26 @@ def test_replay_of_a_run_that_backed_off_bounds_its_overflow_steps(tmp_path, cli
     # Far above every bound: decided; at 2^16 nothing decides the backing-off steps.
     decided = {name: undecided for name, _, undecided, _ in table}
     assert decided["static:2^22"] == [] and decided["static:2^16"] == recorded
+
+
+def test_the_window_top_for_a_rerun_holds_where_the_recorded_top_overflows(tmp_path, cli):
+    """The recorded top is the recorded trajectory's: seed 2, recorded from 2^24, tops out at
+    2^17 with its largest gradient 0.05 bits below fp16's max there, and a rerun at static 2^17
+    (no back-off, so another trajectory) overflows at step 23. The top for a rerun, a binade
+    lower from the run's own step-to-step spread, holds; replay (open loop) cannot see step 23."""
+    run = tmp_path / "run"
+    loop({"init_scale": 2.0**24}, out=run, seed=2)
+    entry = reported(cli, run, tmp_path / "page")
+    top, _ = entry["window_top"]
+    rerun_top = entry["window_rerun_top"]
+    assert top == 17 and rerun_top["headroom"] < 0.1 < rerun_top["excess"]
+    assert (rerun_top["log2_scale"], rerun_top["margin"]) == (16, 1)
+    assert loop(2.0**top, seed=2) == [23]
+    assert loop(2.0 ** rerun_top["log2_scale"], seed=2) == []
+    replayed, _ = replay(cli, run, ["static:2^17"])
+    assert replayed["static:2^17"]["skipped"]["steps"] == []
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert "so the top for a rerun is 2^16. GradScaler(init_scale=2.0**16) starts inside" in page
 
 
 if __name__ == "__main__":
