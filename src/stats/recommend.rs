@@ -271,7 +271,11 @@ impl AmaxSpread {
             self.m2 += delta * (d - self.mean);
         }
         self.steps += 1;
-        self.peak = if self.steps == 1 { amax } else { self.peak.max(amax) };
+        self.peak = if self.steps == 1 {
+            amax
+        } else {
+            self.peak.max(amax)
+        };
         self.last = Some((step, a));
     }
 
@@ -592,10 +596,16 @@ mod tests {
         assert_eq!(spread(&tight).rerun_top(FP16, 15).unwrap().margin, 0);
         // Only consecutive steps pair up; fewer than two pairs measure nothing; zero, inf and
         // NaN are not amaxes.
-        let gapped = [(1, 0.25), (3, 0.5), (4, 0.0), (5, f64::NAN), (6, 0.25), (7, 0.125)];
+        let gapped = [
+            (1, 0.25),
+            (3, 0.5),
+            (4, 0.0),
+            (5, f64::NAN),
+            (6, 0.25),
+            (7, 0.125),
+        ];
         assert_eq!(spread(&gapped).rerun_top(FP16, 17), None);
         let r = spread(&[(1, 0.25), (2, 0.5), (4, 0.25), (5, 0.125)]).rerun_top(FP16, 15);
         assert!((r.unwrap().step_sd - 1.0).abs() < 1e-12);
     }
-
 }

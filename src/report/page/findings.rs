@@ -550,7 +550,7 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
         } else {
             let _ = write!(
                 s,
-                " That is below the windows' low edge 2^{bottom}: no static scale is safe for a rerun; GradScaler(init_scale=2.0**{top}) starts inside and halves back inside when it overflows."
+                " That is below the windows' low edge 2^{bottom}: for a rerun, at those odds, no one static scale lies in every window; GradScaler(init_scale=2.0**{top}) starts inside and halves back inside when it overflows."
             );
         }
     } else {
