@@ -4,8 +4,9 @@ loop) under others, each of which is also rerun from the same seed (closed loop)
 
 What the recorder writes per step (the unscaled amax of the values the backward pass formed in
 float16, exact or a bound) must make replay's skipped steps those of the reruns, and the report's
-window top (from every step) a scale that does not overflow when rerun. Run as a script, it
-prints the table the README quotes.
+top for a rerun (the window's top from every step, less the margin the run's own step-to-step
+spread of amax asks for) a scale that does not overflow when rerun, where the recorded top can.
+Run as a script, it prints the table the README quotes.
 """
 
 import importlib.util
@@ -196,9 +197,11 @@ if __name__ == "__main__":
     for label, policy in (("gradscaler (2^16)", {}), ("gradscaler from 2^24", {"init_scale": 2.0**24})):
         with tempfile.TemporaryDirectory() as tmp:
             recorded, whole, table, run = rows(cli, pathlib.Path(tmp), policy, reruns_)
-            top = window_top(cli, run, pathlib.Path(tmp) / "page")
+            entry = reported(cli, run, pathlib.Path(tmp) / "page")
+            top, rerun_top = entry["window_top"], entry["window_rerun_top"]
             print(f"recorded under {label}: skipped {recorded}, bounded steps "
-                  f"{whole['bounded_steps']}, window top 2^{top[0]} (step {top[1]})")
+                  f"{whole['bounded_steps']}, window top 2^{top[0]} (step {top[1]}), "
+                  f"for a rerun 2^{rerun_top['log2_scale']}")
             def steps(xs):
                 return f"{len(xs)} {xs}" if len(xs) <= 10 else f"{len(xs)} (steps {xs[0]}-{xs[-1]})"
 
