@@ -177,6 +177,8 @@ def test_the_window_top_for_a_rerun_holds_where_the_recorded_top_overflows(tmp_p
     rerun_top = entry["window_rerun_top"]
     assert top == 17 and rerun_top["headroom"] < 0.1 < rerun_top["excess"]
     assert (rerun_top["log2_scale"], rerun_top["margin"]) == (16, 1)
+    # The spread is of the exact steps only: a bounded step's amax is a bound, not a draw.
+    assert entry["bounded_steps"] > 0 and rerun_top["steps"] == STEPS - entry["bounded_steps"]
     assert loop(2.0**top, seed=2) == [23]
     assert loop(2.0 ** rerun_top["log2_scale"], seed=2) == []
     replayed, _ = replay(cli, run, ["static:2^17"])
