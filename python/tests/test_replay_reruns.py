@@ -4,8 +4,9 @@ loop) under others, each of which is also rerun from the same seed (closed loop)
 
 What the recorder writes per step (the unscaled amax of the values the backward pass formed in
 float16, exact or a bound) must make replay's skipped steps those of the reruns, and the report's
-window top (from every step) a scale that does not overflow when rerun. Run as a script, it
-prints the table the README quotes.
+top for a rerun (the window's top from every step, less the margin the run's own step-to-step
+spread of amax asks for) a scale that does not overflow when rerun, where the recorded top can.
+Run as a script, it prints the table the README quotes.
 """
 
 import importlib.util
@@ -40,25 +41,26 @@ def transformer():
     return module.TinyTransformer
 
 
-def loop(policy, out=None):
-    """The example's loop (smaller batches, fewer steps) under ``policy``: a GradScaler with
-    the given arguments (recorded into ``out`` when given), or a static scale with the
-    GradScaler's own check (``torch._amp_foreach_non_finite_check_and_unscale_`` on the
-    weights' gradients) and skip. Returns the skipped steps."""
+def loop(policy, out=None, steps=STEPS, batch=BATCH, seed=0):
+    """The example's loop (by default smaller batches, fewer steps; model seed ``seed``, data
+    seed ``seed + 1``) under ``policy``: a GradScaler with the given arguments (recorded into
+    ``out`` when given), or a static scale with the GradScaler's own check
+    (``torch._amp_foreach_non_finite_check_and_unscale_`` on the weights' gradients) and skip.
+    Returns the skipped steps."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same sums on every machine's thread count
     try:
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         model = transformer()()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        g = torch.Generator().manual_seed(1)
+        g = torch.Generator().manual_seed(seed + 1)
         scaler = torch.amp.GradScaler("cpu", **policy) if isinstance(policy, dict) else None
         rec = None
         if out is not None:
             rec = Recorder(model, out=out, format="fp16", every=10, optimizer=opt, scaler=scaler)
         skipped = []
-        for step in range(1, STEPS + 1):
-            x = torch.randint(0, 64, (BATCH, 16), generator=g)
+        for step in range(1, steps + 1):
+            x = torch.randint(0, 64, (batch, 16), generator=g)
             y = (x.float().mean(dim=1) > 31.5).long()
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.float16):
@@ -97,10 +99,15 @@ def replay(cli, run, policies):
     return {p["policy"]: p for p in whole["policies"]}, whole
 
 
-def window_top(cli, run, page):
+def reported(cli, run, page):
+    """The run's entry in the report.json of its report, written to ``page``."""
     done = cli("report", str(run), "--out", str(page))
     assert done.returncode == 0, done.stderr
-    return json.loads((page / "report.json").read_text())["runs"][0]["window_top"]
+    return json.loads((page / "report.json").read_text())["runs"][0]
+
+
+def window_top(cli, run, page):
+    return reported(cli, run, page)["window_top"]
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +165,28 @@ def test_replay_of_a_run_that_backed_off_bounds_its_overflow_steps(tmp_path, cli
     assert decided["static:2^22"] == [] and decided["static:2^16"] == recorded
 
 
+def test_the_window_top_for_a_rerun_holds_where_the_recorded_top_overflows(tmp_path, cli):
+    """The recorded top is the recorded trajectory's: seed 2, recorded from 2^24, tops out at
+    2^17 with its largest gradient 0.05 bits below fp16's max there, and a rerun at static 2^17
+    (no back-off, so another trajectory) overflows at step 23. The top for a rerun, a binade
+    lower from the run's own step-to-step spread, holds; replay (open loop) cannot see step 23."""
+    run = tmp_path / "run"
+    loop({"init_scale": 2.0**24}, out=run, seed=2)
+    entry = reported(cli, run, tmp_path / "page")
+    top, _ = entry["window_top"]
+    rerun_top = entry["window_rerun_top"]
+    assert top == 17 and rerun_top["headroom"] < 0.1 < rerun_top["excess"]
+    assert (rerun_top["log2_scale"], rerun_top["margin"]) == (16, 1)
+    # The spread is of the exact steps only: a bounded step's amax is a bound, not a draw.
+    assert entry["bounded_steps"] > 0 and rerun_top["steps"] == STEPS - entry["bounded_steps"]
+    assert loop(2.0**top, seed=2) == [23]
+    assert loop(2.0 ** rerun_top["log2_scale"], seed=2) == []
+    replayed, _ = replay(cli, run, ["static:2^17"])
+    assert replayed["static:2^17"]["skipped"]["steps"] == []
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert "so the top for a rerun is 2^16. GradScaler(init_scale=2.0**16) starts inside" in page
+
+
 if __name__ == "__main__":
     import tempfile
 
@@ -170,9 +199,11 @@ if __name__ == "__main__":
     for label, policy in (("gradscaler (2^16)", {}), ("gradscaler from 2^24", {"init_scale": 2.0**24})):
         with tempfile.TemporaryDirectory() as tmp:
             recorded, whole, table, run = rows(cli, pathlib.Path(tmp), policy, reruns_)
-            top = window_top(cli, run, pathlib.Path(tmp) / "page")
+            entry = reported(cli, run, pathlib.Path(tmp) / "page")
+            top, rerun_top = entry["window_top"], entry["window_rerun_top"]
             print(f"recorded under {label}: skipped {recorded}, bounded steps "
-                  f"{whole['bounded_steps']}, window top 2^{top[0]} (step {top[1]})")
+                  f"{whole['bounded_steps']}, window top 2^{top[0]} (step {top[1]}), "
+                  f"for a rerun 2^{rerun_top['log2_scale']}")
             def steps(xs):
                 return f"{len(xs)} {xs}" if len(xs) <= 10 else f"{len(xs)} (steps {xs[0]}-{xs[-1]})"
 

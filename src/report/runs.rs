@@ -11,6 +11,7 @@ use crate::format::{FP16, FP32, FloatFormat};
 use crate::run::Class;
 use crate::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary};
 use crate::scaling::replay::{OverflowModel, RecordedStep, high_edge, verdict};
+use crate::stats::recommend::{AmaxSpread, RerunTop};
 use crate::stats::{Histogram, Recommendation};
 
 /// Points kept per curve; longer runs keep every `2^j`-th step.
@@ -256,6 +257,11 @@ pub struct RunData {
     /// at too), and the first step that has it. Steps whose inf or NaN no scale explains (a
     /// non-finite loss) say nothing of it.
     pub window_top: Option<(i32, u64)>,
+    /// The window's top for a rerun, which trains along its own trajectory: [`Self::window_top`]
+    /// less the margin the run's own step-to-step spread of `grad_amax` asks for
+    /// ([`AmaxSpread`], from the steps whose `grad_amax` is exact). `None` with fewer than two
+    /// pairs of consecutive such steps, or no window top.
+    pub window_rerun_top: Option<RerunTop>,
     /// Steps whose `grad_amax` is only a lower bound (`grad_amax_bounded`): their high edge is
     /// an upper bound.
     pub bounded_steps: u64,
@@ -319,6 +325,7 @@ impl RunData {
             nonfinite: Vec::new(),
             captures: Vec::new(),
             window_top: None,
+            window_rerun_top: None,
             bounded_steps: 0,
             histograms: None,
             update_ratios: None,
@@ -365,9 +372,17 @@ impl RunData {
         // The steps after the captures: each capture step's high edge is its step's.
         let own_format = own_format(&run);
         let mut nonfinite: BTreeMap<(String, Class), NonfiniteSite> = BTreeMap::new();
+        let mut spread = AmaxSpread::default();
         for record in run.steps()? {
-            data.add_step(&record?, own_format, &mut nonfinite);
+            let record = record?;
+            if let Some(a) = record.grad_amax.filter(|_| !record.grad_amax_bounded) {
+                spread.add(record.step, a);
+            }
+            data.add_step(&record, own_format, &mut nonfinite);
         }
+        data.window_rerun_top = data
+            .window_top
+            .and_then(|(top, _)| spread.rerun_top(data.grad_format, top));
         data.nonfinite = nonfinite.into_values().collect();
         data.nonfinite.sort_by_key(|s| std::cmp::Reverse(s.steps));
         for curve in [

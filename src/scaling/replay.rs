@@ -7,6 +7,14 @@
 //! training that followed). Where it must be exact it is: replaying the policy the run used gives
 //! the run's scales and skipped steps, step for step ([`PolicyReplay::matches_run`]).
 //!
+//! One departure from the recorded trajectory is known exactly: a policy that has skipped every
+//! step so far still holds the initial weights. Once the recorded run has taken a step, its
+//! gradients are no longer those of the initial weights, so such a policy is judged instead by
+//! the recorded steps taken at the initial weights (every step up to and including the run's
+//! first update: the same weights, other batches). A static scale that overflows from the start
+//! never trains, and its reruns skip every step even where the trained run's gradients would
+//! have fitted.
+//!
 //! ```text
 //! overflow at scale S  =  grad_amax * S rounds past the format's max          (overflows)
 //!                         or the run recorded inf/NaN that grad_amax does not explain (a NaN
@@ -16,6 +24,10 @@
 //!                         scale that overflowed (same format); fits at the recorded scale when
 //!                         it did not overflow; anywhere else undecided: counted, and stepped as
 //!                         if it fit (what the values known say)
+//! initial weights      =  a policy whose every step so far was skipped, after the run's first
+//!                         update: the verdict of the run's steps at the initial weights where
+//!                         those that decide agree, else undecided; a policy that went on past an
+//!                         undecided step holds either: undecided where the two verdicts differ
 //! skipped              =  overflow, under any loss scaling (the scaler's own rule)
 //! above the window     =  grad_amax * S overflows
 //! below the window     =  S < 2^k_min, k_min the low edge from the last capture step's
@@ -33,7 +45,7 @@ use crate::stats::Histogram;
 use crate::stats::recommend::overflow_log2_scale;
 
 /// What replay says of itself, in every output.
-pub const OPEN_LOOP: &str = "Open-loop replay: every policy sees the recorded run's gradients at every step, as if its own skipped steps and scales had not changed the training that followed; only the policy the run used is exact.";
+pub const OPEN_LOOP: &str = "Open-loop replay: every policy sees the recorded run's gradients at every step, as if its own skipped steps and scales had not changed the training that followed (but a policy that has skipped every step so far, whose weights are still the initial ones, is judged by the run's steps at the initial weights); only the policy the run used is exact.";
 
 /// Steps listed per kind of event; the counts are always whole.
 pub const MAX_EVENTS: usize = 2000;
@@ -109,6 +121,41 @@ pub fn verdict(
         _ => Verdict::Undecided,
     };
     (verdict, false)
+}
+
+/// What the recorded steps `initial`, all taken at the initial weights, say of overflow at
+/// `scale` for weights that are still the initial ones: the [`verdict`] of those that decide,
+/// where they agree (an overflow at every scale only where each is), else undecided.
+#[must_use]
+pub fn initial_verdict(
+    run: OverflowModel,
+    judged: OverflowModel,
+    initial: &[RecordedStep],
+    scale: f64,
+) -> (Verdict, bool) {
+    let mut decided = initial
+        .iter()
+        .map(|r| verdict(run, judged, r, scale))
+        .filter(|(v, _)| *v != Verdict::Undecided);
+    let Some(first) = decided.next() else {
+        return (Verdict::Undecided, false);
+    };
+    decided
+        .try_fold(first, |(v, every), (w, e)| {
+            (v == w).then_some((v, every && e))
+        })
+        .unwrap_or((Verdict::Undecided, false))
+}
+
+/// What a policy knows of its weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Weights {
+    /// Still the initial ones: every step so far was skipped.
+    Initial,
+    /// Updated.
+    Moved,
+    /// Either: it went on past an undecided step while it held the initial weights.
+    Unknown,
 }
 
 /// The largest log2 scale known not to overflow a step whose largest gradient is `grad_amax`
@@ -191,8 +238,9 @@ pub struct PolicyReplay {
     pub above_window: Events,
     /// Steps whose scale is below the window's low edge (from the last capture step).
     pub below_window: Events,
-    /// Bounded steps whose overflow at its scale the recorded bound does not decide (stepped
-    /// as if they fit).
+    /// Steps whose overflow at its scale the record does not decide (stepped as if they fit): a
+    /// bounded step's bound, or, for a policy that may still hold the initial weights, the run's
+    /// steps at the initial weights and the step's own record disagree.
     pub undecided: Events,
     /// At each capture step, the share of gradient values that underflow at its scale.
     pub underflow: Vec<Underflow>,
@@ -254,6 +302,13 @@ pub struct Replayer {
     run: OverflowModel,
     replay: Replay,
     scalers: Vec<Option<LossScaler>>,
+    /// Per policy, what it knows of its weights.
+    weights: Vec<Weights>,
+    /// The recorded steps taken at the initial weights (up to and including the run's first
+    /// update).
+    initial: Vec<RecordedStep>,
+    /// Whether the recorded run has updated its weights (at an earlier step).
+    run_moved: bool,
     /// The last capture: (step, its loss scale, pooled gradients, low edge).
     capture: Option<(u64, f64, Histogram, Option<i32>)>,
 }
@@ -297,6 +352,9 @@ impl Replayer {
                 .iter()
                 .map(|(_, p)| Some(LossScaler::new(*p)))
                 .collect(),
+            weights: vec![Weights::Initial; policies.len()],
+            initial: Vec::new(),
+            run_moved: false,
             capture: None,
         }
     }
@@ -332,7 +390,11 @@ impl Replayer {
                 max_log2_scale: high,
             });
         }
-        for (p, scaler) in self.replay.policies.iter_mut().zip(&mut self.scalers) {
+        if !self.run_moved {
+            self.initial.push(*r);
+        }
+        let policies = self.replay.policies.iter_mut().zip(&mut self.scalers);
+        for ((p, scaler), weights) in policies.zip(&mut self.weights) {
             let Some(s) = scaler else { continue };
             let scale = f64::from(s.scale());
             if p.scale_changes
@@ -341,7 +403,21 @@ impl Replayer {
             {
                 p.scale_changes.push((r.step, scale));
             }
-            let (v, every_scale) = verdict(run, judged, r, scale);
+            let own = verdict(run, judged, r, scale);
+            // While the run holds its initial weights, its record is exact for a policy that
+            // does too; after its first update, not for one that still holds them.
+            let (v, every_scale) = match (*weights, self.run_moved) {
+                (Weights::Moved, _) | (_, false) => own,
+                (Weights::Initial, true) => initial_verdict(run, judged, &self.initial, scale),
+                (Weights::Unknown, true) => {
+                    let held = initial_verdict(run, judged, &self.initial, scale);
+                    if held.0 == own.0 {
+                        own
+                    } else {
+                        (Verdict::Undecided, false)
+                    }
+                }
+            };
             let overflow = v == Verdict::Overflow;
             if overflow && !every_scale {
                 p.above_window.add(r.step);
@@ -368,6 +444,10 @@ impl Replayer {
                 Ok(skipped) => {
                     if skipped {
                         p.skipped.add(r.step);
+                    } else if v == Verdict::Undecided && *weights == Weights::Initial {
+                        *weights = Weights::Unknown;
+                    } else if v != Verdict::Undecided {
+                        *weights = Weights::Moved;
                     }
                     p.matches_run &= scale == r.loss_scale && skipped == r.skipped;
                 }
@@ -378,6 +458,7 @@ impl Replayer {
                 }
             }
         }
+        self.run_moved |= !r.skipped;
     }
 
     /// The replay.

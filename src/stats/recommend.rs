@@ -200,6 +200,108 @@ pub fn overflow_log2_scale(format: FloatFormat, amax: f64) -> Option<i32> {
     Some(format.emax() - e + 1 - i32::from(top))
 }
 
+/// The chance that a rerun's largest gradient exceeds the recorded run's by more than
+/// [`RerunTop::excess`], under [`AmaxSpread`]'s model: one in twenty.
+pub const RERUN_RISK: f64 = 0.05;
+
+/// The statistics of a run's per-step gradient amax that say how far a rerun's may differ,
+/// gathered one step at a time (memory independent of the run's length). Only steps whose amax
+/// is exact belong here (not a bound).
+///
+/// A rerun (another loss scale, other skipped steps, another seed) trains along its own
+/// trajectory, so its largest gradient is another draw, not the recorded one. The model, with
+/// `a_t = log2 amax_t`:
+///
+/// ```text
+/// a_t        = trend_t + noise_t, noise independent between steps, sd s
+/// d_t        = a_(t+1) - a_t over consecutive steps: sd  sigma_d = s * sqrt(2)  (a slow trend cancels)
+/// max of n   ~ Gumbel with scale  beta = s / sqrt(2 ln n) = sigma_d / (2 sqrt(ln n))   (Gaussian noise)
+/// rerun      = the same trend, independent noise: (rerun's max - run's max) ~ Logistic(0, beta)
+/// excess     = beta * ln((1 - RERUN_RISK) / RERUN_RISK)      exceeded with probability RERUN_RISK
+/// rerun top  = min(recorded top, the largest k keeping  amax_max * 2^excess * 2^k  finite)
+/// ```
+///
+/// Independent noise is the conservative case: a rerun on the same batches shares some of it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AmaxSpread {
+    steps: usize,
+    last: Option<(u64, f64)>,
+    peak: f64,
+    // Welford's running mean and sum of squared deviations of the consecutive differences.
+    diffs: usize,
+    mean: f64,
+    m2: f64,
+}
+
+/// The window's top for a rerun ([`AmaxSpread::rerun_top`]): the recorded top less the margin
+/// a rerun's own largest gradient needs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RerunTop {
+    /// The largest `k` whose scale `2^k` a rerun's largest gradient overflows with probability
+    /// at most [`RERUN_RISK`] (under the model): the recorded top less `margin`.
+    pub log2_scale: i32,
+    /// Binades below the recorded top (0 when the recorded peak leaves room for `excess`).
+    pub margin: i32,
+    /// How far above the recorded run's largest gradient (log2) a rerun's reaches with
+    /// probability [`RERUN_RISK`].
+    pub excess: f64,
+    /// How far the recorded run's largest gradient, scaled by the recorded top, lies below the
+    /// format's largest value (log2).
+    pub headroom: f64,
+    /// The standard deviation of `log2 amax` between consecutive steps.
+    pub step_sd: f64,
+    /// The steps with an exact amax.
+    pub steps: usize,
+}
+
+impl AmaxSpread {
+    /// Adds step `step`'s exact, unscaled amax (ignored unless finite and positive).
+    pub fn add(&mut self, step: u64, amax: f64) {
+        if !(amax.is_finite() && amax > 0.0) {
+            return;
+        }
+        let a = amax.log2();
+        if let Some((s, prev)) = self.last
+            && step == s + 1
+        {
+            let d = a - prev;
+            self.diffs += 1;
+            let delta = d - self.mean;
+            self.mean += delta / self.diffs as f64;
+            self.m2 += delta * (d - self.mean);
+        }
+        self.steps += 1;
+        self.peak = if self.steps == 1 {
+            amax
+        } else {
+            self.peak.max(amax)
+        };
+        self.last = Some((step, a));
+    }
+
+    /// The top for a rerun below the recorded window top `2^top` in `format`; `None` with fewer
+    /// than two pairs of consecutive steps (no spread to measure).
+    #[must_use]
+    pub fn rerun_top(&self, format: FloatFormat, top: i32) -> Option<RerunTop> {
+        if self.diffs < 2 {
+            return None;
+        }
+        let step_sd = (self.m2 / self.diffs as f64).sqrt();
+        let beta = step_sd / (2.0 * (self.steps as f64).ln().sqrt());
+        let excess = beta * ((1.0 - RERUN_RISK) / RERUN_RISK).ln();
+        let edge = |amax: f64| overflow_log2_scale(format, amax).map(|k| k - 1);
+        let log2_scale = edge(self.peak * excess.exp2())?.min(top);
+        Some(RerunTop {
+            log2_scale,
+            margin: top - log2_scale,
+            excess,
+            headroom: (format.max() * pow2(-top) / self.peak).log2(),
+            step_sd,
+            steps: self.steps,
+        })
+    }
+}
+
 /// What a tensor, or a wider format, would do on its own: its name and recommendation.
 #[derive(Clone, Debug)]
 pub struct Alternative {
@@ -451,5 +553,59 @@ mod tests {
         #[allow(clippy::reversed_empty_ranges)]
         let s = sweep(&[1.0], 3..=2);
         assert_eq!(recommend(&s, 0, 0.001).log2_scale, None);
+    }
+
+    /// The consecutive differences' sd by two passes, the slow reference.
+    fn two_pass_sd(xs: &[(u64, f64)]) -> f64 {
+        let d: Vec<f64> = xs
+            .windows(2)
+            .filter(|w| w[1].0 == w[0].0 + 1)
+            .map(|w| w[1].1.log2() - w[0].1.log2())
+            .collect();
+        let mean = d.iter().sum::<f64>() / d.len() as f64;
+        (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / d.len() as f64).sqrt()
+    }
+
+    #[test]
+    fn a_rerun_top_leaves_room_for_the_steps_spread() {
+        let spread = |xs: &[(u64, f64)]| {
+            let mut s = AmaxSpread::default();
+            for &(t, a) in xs {
+                s.add(t, a);
+            }
+            s
+        };
+        // 2^-3, 2^-2, ... over 101 steps: differences +-1 bit, sd 1.
+        let alternating: Vec<(u64, f64)> = (1..=101)
+            .map(|t| (t, if t % 2 == 0 { 0.25 } else { 0.125 }))
+            .collect();
+        let r = spread(&alternating).rerun_top(FP16, 17).unwrap();
+        assert!((r.step_sd - 1.0).abs() < 1e-12, "{r:?}");
+        let excess = 19f64.ln() / (2.0 * 101f64.ln().sqrt());
+        assert!((r.excess - excess).abs() < 1e-12 && excess > 0.68 && excess < 0.69);
+        // 0.25 * 2^17 = 32768: a binade of headroom, more than the excess.
+        assert!((r.headroom - (65504f64 / 32768.0).log2()).abs() < 1e-12);
+        assert_eq!((r.log2_scale, r.margin, r.steps), (17, 0, 101));
+        // A peak 0.07 bits below fp16's max at 2^17: a rerun needs a binade more.
+        let mut tight = alternating.clone();
+        tight[50].1 = 0.25 * 1.9;
+        let r = spread(&tight).rerun_top(FP16, 17).unwrap();
+        assert!((r.step_sd - two_pass_sd(&tight)).abs() < 1e-12);
+        assert_eq!((r.log2_scale, r.margin), (16, 1));
+        // A recorded top already below the peak's (a bounded step's) stands.
+        assert_eq!(spread(&tight).rerun_top(FP16, 15).unwrap().margin, 0);
+        // Only consecutive steps pair up; fewer than two pairs measure nothing; zero, inf and
+        // NaN are not amaxes.
+        let gapped = [
+            (1, 0.25),
+            (3, 0.5),
+            (4, 0.0),
+            (5, f64::NAN),
+            (6, 0.25),
+            (7, 0.125),
+        ];
+        assert_eq!(spread(&gapped).rerun_top(FP16, 17), None);
+        let r = spread(&[(1, 0.25), (2, 0.5), (4, 0.25), (5, 0.125)]).rerun_top(FP16, 15);
+        assert!((r.unwrap().step_sd - 1.0).abs() < 1e-12);
     }
 }

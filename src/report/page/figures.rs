@@ -379,7 +379,7 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
         id: "window".into(),
         section: 6,
         caption: format!(
-            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section 6 gives comes from every step). Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
+            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section 6 gives comes from every step). The edges are this run's: section 6 also gives the top for a rerun, whose own trajectory can reach larger gradients. Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
             threshold_percent(MATCH_MAX_UNDERFLOW)
         ),

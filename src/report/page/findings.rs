@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::report::runs::{RunData, WINDOW_SCALES};
 use crate::run::Class;
-use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
+use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, RERUN_RISK, RerunTop};
 use crate::text::threshold_percent;
 
 /// A sentence of the findings, and the figure that shows it.
@@ -478,6 +478,25 @@ fn bounded_note(r: &RunData) -> String {
     )
 }
 
+/// In words, the window's top for a rerun against this run's top `2^top`: how far a rerun's
+/// largest gradient may exceed this run's, and the margin that asks for.
+fn rerun_clause(s: &mut String, top: i32, t: &RerunTop) {
+    let _ = write!(
+        s,
+        " A rerun trains along its own trajectory: from this run's spread of log2 grad_amax between consecutive steps (sd {:.2} over {} steps), a rerun's largest gradient exceeds this run's by {:.2} bits or more one time in {:.0}; at 2^{top} this run's had {:.2} bits to spare below the format's largest value, ",
+        t.step_sd,
+        t.steps,
+        t.excess,
+        1.0 / RERUN_RISK,
+        t.headroom
+    );
+    if t.margin == 0 {
+        s.push_str("so the top holds for a rerun.");
+    } else {
+        let _ = write!(s, "so the top for a rerun is 2^{}.", t.log2_scale);
+    }
+}
+
 /// In words: where the scaler was against the window, and GradScaler settings that keep it;
 /// whether leaving it cost anything against an FP32 run of `runs`; the capture steps with an
 /// empty window (no band in the figure).
@@ -515,10 +534,25 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
     if bottom <= top {
         let _ = write!(
             s,
-            ". One scale lay in every window (the captures' low edges, every step's high edge{}): 2^{bottom}..2^{top}. GradScaler(init_scale=2.0**{top}) starts inside; with growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
+            ". One scale lay in every window of this run (the captures' low edges, every step's high edge{}): 2^{bottom}..2^{top}.",
             bounded_note(r),
-            r.steps_read
         );
+        let start = r.window_rerun_top.map_or(top, |t| t.log2_scale);
+        if let Some(t) = r.window_rerun_top {
+            rerun_clause(&mut s, top, &t);
+        }
+        if bottom <= start {
+            let _ = write!(
+                s,
+                " GradScaler(init_scale=2.0**{start}) starts inside; with growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
+                r.steps_read
+            );
+        } else {
+            let _ = write!(
+                s,
+                " That is below the windows' low edge 2^{bottom}: for a rerun, at those odds, no one static scale lies in every window; GradScaler(init_scale=2.0**{top}) starts inside and halves back inside when it overflows."
+            );
+        }
     } else {
         let _ = write!(
             s,

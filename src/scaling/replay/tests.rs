@@ -234,3 +234,48 @@ fn high_edges() {
     assert_eq!(high_edge(FP16, None, Some(1024.0)), Some(9));
     assert_eq!(high_edge(FP16, None, None), None);
 }
+
+/// A policy that has skipped every step still holds the initial weights: once the run has taken
+/// its first update, it is judged by the run's steps at the initial weights, not by the trained
+/// run's smaller gradients; one that went on past an undecided step may hold either, and is
+/// undecided where the two verdicts differ.
+#[test]
+fn a_policy_that_never_stepped_holds_the_initial_weights() {
+    // Step 1 overflowed at 2^20 with known values up to 0.01 (bounded); step 2, at 2^17, is
+    // the run's first update (0.2: 2^17 * 0.2 = 26214 fits, 2^19 * 0.2 = 104858 does not);
+    // from step 3 the trained run's gradients are smaller (0.05: 2^19 * 0.05 = 26214 fits).
+    let steps: Vec<RecordedStep> = (1..=5)
+        .map(|step| RecordedStep {
+            step,
+            loss_scale: if step == 1 {
+                2f64.powi(20)
+            } else {
+                2f64.powi(17)
+            },
+            overflow: step == 1,
+            skipped: step == 1,
+            grad_amax: Some(match step {
+                1 => 0.01,
+                2 => 0.2,
+                _ => 0.05,
+            }),
+            grad_amax_bounded: step == 1,
+        })
+        .collect();
+    let r = replay(&["static:2^20", "static:2^19", "static:2^17"], &steps, &[]);
+    let [high, unknown, low] = &r.policies[..] else {
+        panic!()
+    };
+    // 2^20 overflows at steps 1 (its recorded scale) and 2 (0.2 * 2^20): it never steps, and
+    // the initial weights' steps (1 and 2, both overflowing) decide the rest, where the trained
+    // run's 0.05 * 2^20 = 52429 would fit.
+    assert_eq!(high.skipped.steps, vec![1, 2, 3, 4, 5]);
+    assert_eq!(high.undecided.count, 0);
+    // 2^19: step 1 undecided (stepped as if it fit: the weights may have moved), step 2
+    // overflows; from step 3 the initial weights say overflow, the trained run fits: undecided.
+    assert_eq!(unknown.skipped.steps, vec![2]);
+    assert_eq!(unknown.undecided.steps, vec![1, 3, 4, 5]);
+    // 2^17: step 1 undecided, step 2 fits and steps: from there the run's own record.
+    assert_eq!(low.skipped.count, 0);
+    assert_eq!(low.undecided.steps, vec![1]);
+}
