@@ -100,12 +100,7 @@ impl OptimizerConfig {
             }
         };
         let lr = self.lr();
-        check(
-            lr.is_finite() && lr > 0.0,
-            "learning rate",
-            lr,
-            "a positive finite number",
-        )?;
+        crate::error::positive_finite("learning rate", lr)?;
         match *self {
             OptimizerConfig::Sgd { momentum, .. } => check(
                 (0.0..1.0).contains(&momentum),
@@ -295,4 +290,24 @@ pub fn apply_update<T: Real>(
         param.store_master_and_weight(p, false);
     }
     stats
+}
+
+/// One weight matrix of `shape`, every element `value`, registered as site "w" with the
+/// precision of `recipe` (a preset name, or "exact" for [`Precision::exact`]): the optimizers'
+/// tests' setup.
+#[cfg(test)]
+fn one_weight<T: Real>(
+    recipe: &str,
+    shape: (usize, usize),
+    value: T,
+) -> (Precision, usize, Param<T>) {
+    let mut p = if recipe == "exact" {
+        Precision::exact()
+    } else {
+        let recipe = crate::run::recipe::Recipe::preset(recipe).expect("a preset");
+        Precision::new(&recipe, 0)
+    };
+    let site = p.register("w");
+    let w = Param::new("weight", site, Array2::from_elem(shape, value));
+    (p, site, w)
 }

@@ -93,14 +93,12 @@ impl<T: Real> Optimizer<T> for Adam<T> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::one_weight;
     use super::*;
-    use crate::run::recipe::Recipe;
 
     #[test]
     fn first_steps_match_the_formula() {
-        let mut p = Precision::exact();
-        let site = p.register("w");
-        let mut w = Param::new("weight", site, Array2::from_elem((1, 2), 0.0f64));
+        let (mut p, _, mut w) = one_weight("exact", (1, 2), 0.0f64);
         let mut adam = Adam::new(0.01, 0.9, 0.999, 1e-8);
         let (mut m, mut v, mut x) = ([0.0f64; 2], [0.0f64; 2], [0.0f64; 2]);
         for (t, g) in [[1.0, -2.0], [0.5, 3.0], [-1.0, 0.0]]
@@ -122,9 +120,7 @@ mod tests {
 
     #[test]
     fn epsilon_underflows_in_fp16_state_and_a_zero_gradient_gives_nan() {
-        let mut p = Precision::new(&Recipe::preset("fp16-pure").unwrap(), 0);
-        let site = p.register("w");
-        let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 1.0f32));
+        let (mut p, site, mut w) = one_weight("fp16-pure", (1, 1), 1.0f32);
         w.sync(&mut p);
         p.begin_step();
         // g = 0: m = v = 0 and eps = 0 in fp16, so the update is 0/0.
@@ -132,9 +128,7 @@ mod tests {
         assert_eq!(p.counts(site, Class::OptimizerState).underflow, 1);
         assert!(w.master[[0, 0]].is_nan());
         // With FP32 state the same step leaves the weight alone.
-        let mut p = Precision::new(&Recipe::preset("fp16-master").unwrap(), 0);
-        let site = p.register("w");
-        let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 1.0f32));
+        let (mut p, _, mut w) = one_weight("fp16-master", (1, 1), 1.0f32);
         Adam::new(1e-3, 0.9, 0.999, 1e-8).step(&mut [&mut w], 1.0, &mut p);
         assert_eq!(w.master[[0, 0]], 1.0);
     }
@@ -147,9 +141,7 @@ mod tests {
     #[test]
     fn only_weights_with_a_gradient_count_as_swamped() {
         for (recipe, weight) in [("fp16-pure", 1000.0f32), ("fp32", 1_048_576.0)] {
-            let mut p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
-            let site = p.register("w");
-            let mut w = Param::new("weight", site, Array2::from_elem((1, 2), weight));
+            let (mut p, _, mut w) = one_weight(recipe, (1, 2), weight);
             w.sync(&mut p);
             let mut adam = Adam::new(1e-3, 0.9, 0.999, 1e-8);
             let mut step = |grad: [f32; 2]| {

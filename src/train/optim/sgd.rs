@@ -71,14 +71,12 @@ impl<T: Real> Optimizer<T> for Sgd<T> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::one_weight;
     use super::*;
-    use crate::run::recipe::Recipe;
 
     #[test]
     fn momentum_matches_the_recurrence() {
-        let mut p = Precision::exact();
-        let site = p.register("w");
-        let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 1.0f64));
+        let (mut p, _, mut w) = one_weight("exact", (1, 1), 1.0f64);
         let mut sgd = Sgd::new(0.1, 0.9);
         let mut want = 1.0;
         let mut v = 0.0;
@@ -97,9 +95,7 @@ mod tests {
     /// above the tie at 1 + 2^-11, and the weight would stay 1.
     #[test]
     fn fp16_weights_take_one_rounding_of_the_fused_update() {
-        let mut p = Precision::new(&Recipe::preset("fp16-pure").unwrap(), 0);
-        let site = p.register("w");
-        let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 1.0f32));
+        let (mut p, site, mut w) = one_weight("fp16-pure", (1, 1), 1.0f32);
         w.sync(&mut p);
         w.grad.fill(-1.0);
         let lr = 2f64.powi(-11) + 2f64.powi(-22);
@@ -121,9 +117,7 @@ mod tests {
     /// The share of lost updates is lost / nonzero.
     #[test]
     fn capture_records_weight_over_update_and_the_lost_share() {
-        let mut p = Precision::new(&Recipe::preset("fp32").unwrap(), 0);
-        let site = p.register("w");
-        let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 4.0f32));
+        let (mut p, site, mut w) = one_weight("fp32", (1, 1), 4.0f32);
         w.grad.fill(1.0);
         p.set_observer(Some(crate::train::capture::Observer::default()));
         Sgd::new(0.125, 0.0).step(&mut [&mut w], 1.0, &mut p);
@@ -140,9 +134,7 @@ mod tests {
     #[test]
     fn updates_below_half_an_ulp_are_lost_in_fp16_but_not_with_fp32_master() {
         for (recipe, lost) in [("fp16-pure", 1), ("fp16-master", 0)] {
-            let mut p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
-            let site = p.register("w");
-            let mut w = Param::new("weight", site, Array2::from_elem((1, 1), 1.0f32));
+            let (mut p, _, mut w) = one_weight(recipe, (1, 1), 1.0f32);
             w.sync(&mut p);
             w.grad.fill(1.0);
             // 1e-4 < 2^-11 (half an fp16 ulp at 1).
@@ -157,9 +149,7 @@ mod tests {
     #[test]
     fn updates_below_half_an_f32_ulp_are_lost_with_fp32_master_too() {
         for recipe in ["fp16-pure", "fp16-master", "fp32"] {
-            let mut p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
-            let site = p.register("w");
-            let mut w = Param::new("weight", site, Array2::from_elem((1, 3), 1.0f32));
+            let (mut p, _, mut w) = one_weight(recipe, (1, 3), 1.0f32);
             w.master[[0, 2]] = 2f32.powi(-20);
             w.sync(&mut p);
             w.grad = Array2::from_shape_vec((1, 3), vec![1.0, 0.0, 1.0]).unwrap();
