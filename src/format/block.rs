@@ -239,18 +239,7 @@ impl fmt::Display for BlockFormat {
     }
 }
 
-impl TryFrom<String> for BlockFormat {
-    type Error = Error;
-    fn try_from(s: String) -> Result<Self, Error> {
-        s.parse()
-    }
-}
-
-impl From<BlockFormat> for String {
-    fn from(f: BlockFormat) -> String {
-        f.name()
-    }
-}
+crate::names::try_from_string!(BlockFormat, into String);
 
 /// Rounds matrices into a block-scaled format.
 ///
