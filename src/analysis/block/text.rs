@@ -8,7 +8,8 @@
 
 use std::io::Write;
 
-use super::{BlockAnalysis, BlockStats, BlockTensor, ElementRange, Scheme};
+use super::{BlockAnalysis, BlockStats, ElementRange, Scheme};
+use crate::analysis::text::TensorColumns;
 use crate::text::{magnitude, percent, percent_of, table};
 
 /// An edge `[lo, hi]` of an [`ElementRange`] in words: `18..19`, or `18.81` when both agree.
@@ -82,29 +83,8 @@ pub fn scheme_words(s: &Scheme) -> String {
 /// # Errors
 /// Whatever writing to `out` reports.
 pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<()> {
-    let several = a.several_files();
-    let with_file = |t: &BlockTensor, mut row: Vec<String>| {
-        row.insert(0, t.name.clone());
-        if several {
-            row.insert(1, t.file.display().to_string());
-        }
-        row
-    };
-    let head = |cols: &[&str]| {
-        let mut h = vec!["tensor".to_string()];
-        if several {
-            h.push("file".to_string());
-        }
-        h.extend(cols.iter().map(ToString::to_string));
-        h
-    };
-    let all = |cells: Vec<String>| {
-        let mut row = vec!["(all)".to_string()];
-        if several {
-            row.push(String::new());
-        }
-        row.extend(cells);
-        row
+    let cols = TensorColumns {
+        several_files: a.several_files(),
     };
 
     writeln!(
@@ -118,8 +98,9 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
         .map(|t| {
             let shape: Vec<String> = t.shape.iter().map(ToString::to_string).collect();
             let first = t.schemes.first();
-            with_file(
-                t,
+            cols.row(
+                &t.name,
+                &t.file,
                 vec![
                     t.dtype.to_string(),
                     format!("[{}]", shape.join(", ")),
@@ -132,7 +113,7 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
             )
         })
         .collect();
-    let h = head(&[
+    let h = cols.head(&[
         "dtype",
         "shape",
         "rows x cols",
@@ -141,7 +122,7 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
         "nonfinite",
         "amax",
     ]);
-    owned_table(out, &h, &rows)?;
+    table(out, &h, &rows)?;
     for s in &a.skipped {
         writeln!(
             out,
@@ -169,15 +150,15 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
         let mut rows: Vec<Vec<String>> = a
             .tensors
             .iter()
-            .map(|t| with_file(t, share_cells(&t.schemes[0])))
+            .map(|t| cols.row(&t.name, &t.file, share_cells(&t.schemes[0])))
             .collect();
         if a.tensors.len() > 1 {
-            rows.push(all(share_cells(&a.total[0])));
+            rows.push(cols.all(share_cells(&a.total[0])));
         }
-        owned_table(out, &head(&share_cols), &rows)?;
+        table(out, &cols.head(&share_cols), &rows)?;
         write_ratios(out, scheme, &a.total[0])
     } else {
-        write_comparison(out, a, &share_cols, &with_file, &head)
+        write_comparison(out, a, &share_cols, cols)
     }
 }
 
@@ -226,8 +207,7 @@ fn write_comparison(
     out: &mut dyn Write,
     a: &BlockAnalysis,
     share_cols: &[&str],
-    with_file: &dyn Fn(&BlockTensor, Vec<String>) -> Vec<String>,
-    head: &dyn Fn(&[&str]) -> Vec<String>,
+    cols: TensorColumns,
 ) -> std::io::Result<()> {
     let n = a.total.first().map_or(0, |s| s.finite_nonzero);
     writeln!(
@@ -258,13 +238,14 @@ fn write_comparison(
          nonzero values):\n"
     )?;
     let names: Vec<String> = a.schemes.iter().map(Scheme::name).collect();
-    let cols: Vec<&str> = names.iter().map(String::as_str).collect();
+    let scheme_cols: Vec<&str> = names.iter().map(String::as_str).collect();
     let rows: Vec<Vec<String>> = a
         .tensors
         .iter()
         .map(|t| {
-            with_file(
-                t,
+            cols.row(
+                &t.name,
+                &t.file,
                 t.schemes
                     .iter()
                     .map(|s| percent_of(s.underflow, s.finite_nonzero))
@@ -272,10 +253,5 @@ fn write_comparison(
             )
         })
         .collect();
-    owned_table(out, &head(&cols), &rows)
-}
-
-/// [`table`] with an owned header.
-fn owned_table(out: &mut dyn Write, h: &[String], rows: &[Vec<String>]) -> std::io::Result<()> {
-    table(out, &h.iter().map(String::as_str).collect::<Vec<_>>(), rows)
+    table(out, &cols.head(&scheme_cols), &rows)
 }
