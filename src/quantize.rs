@@ -260,45 +260,31 @@ mod tests {
         [line(b'1', MAX_LINE + 1), line(b'2', MAX_LINE + 2)].concat()
     }
 
+    /// Both paths (element and block) on `text`: each one's result and what it wrote.
+    fn both(text: &[u8]) -> Vec<(crate::Result<()>, Vec<u8>)> {
+        let rounder = Rounder::new(FP16, RoundOptions::default());
+        let blocks = BlockRounder::new("mxfp8-e4m3".parse().unwrap(), RoundOptions::default());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let ea = quantize(&rounder, false, &mut BufReader::new(text), &mut a);
+        let eb = quantize_blocks(&blocks, 1, 4, &mut BufReader::new(text), &mut b);
+        vec![(ea, a), (eb, b)]
+    }
+
     #[test]
     fn a_line_over_the_limit_is_an_error_after_the_lines_before() {
-        let rounder = Rounder::new(FP16, RoundOptions::default());
-        let mut out = Vec::new();
-        let e = quantize(&rounder, false, &mut BufReader::new(&input()[..]), &mut out);
-        assert!(
-            matches!(
-                e,
-                Err(Error::LineTooLong {
-                    line: 2,
-                    limit: MAX_LINE
-                })
-            ),
-            "{e:?}"
-        );
-        assert_eq!(out, b"1\n");
-        let blocks = BlockRounder::new("mxfp8-e4m3".parse().unwrap(), RoundOptions::default());
-        let mut out = Vec::new();
-        let e = quantize_blocks(&blocks, 1, 4, &mut BufReader::new(&input()[..]), &mut out);
-        assert!(
-            matches!(
-                e,
-                Err(Error::LineTooLong {
-                    line: 2,
-                    limit: MAX_LINE
-                })
-            ),
-            "{e:?}"
-        );
-        assert_eq!(out, b"1\n");
+        for (e, out) in both(&input()) {
+            let too_long =
+                matches!(e, Err(Error::LineTooLong { line: 2, limit }) if limit == MAX_LINE);
+            assert!(too_long, "{e:?}");
+            assert_eq!(out, b"1\n");
+        }
     }
 
     #[test]
     fn a_byte_order_mark_starts_only_the_first_line() {
-        let rounder = Rounder::new(FP16, RoundOptions::default());
-        let mut out = Vec::new();
-        let text = b"\xef\xbb\xbf1\n\xef\xbb\xbf2\n";
-        let e = quantize(&rounder, false, &mut BufReader::new(&text[..]), &mut out);
-        assert!(matches!(e, Err(Error::NotANumber { line: 2, .. })), "{e:?}");
-        assert_eq!(out, b"1\n");
+        for (e, out) in both(b"\xef\xbb\xbf1\n\xef\xbb\xbf2\n") {
+            assert!(matches!(e, Err(Error::NotANumber { line: 2, .. })), "{e:?}");
+            assert_eq!(out, b"1\n");
+        }
     }
 }
