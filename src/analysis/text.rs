@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{Advice, Analysis, Limit, Window};
+use super::{Advice, Analysis, Limit, TensorAnalysis, Window};
 use crate::stats::{Alternative, Recommendation, explain};
 use crate::text::{magnitude, percent, percent_of, printable, table};
 
@@ -337,24 +337,16 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
         out,
         "Tensors (count, zeros, nonfinite: numbers of values; amax, min |x|: magnitudes):\n"
     )?;
-    let mut rows: Vec<Vec<String>> = a
-        .tensors
-        .iter()
-        .map(|t| {
-            cols.row(
-                &t.name,
-                &t.file,
-                vec![
-                    t.dtype.to_string(),
-                    t.count.to_string(),
-                    t.zeros.to_string(),
-                    t.nonfinite.to_string(),
-                    t.amax.map_or("-".into(), magnitude),
-                    t.min_nonzero.map_or("-".into(), magnitude),
-                ],
-            )
-        })
-        .collect();
+    let mut rows = cols.rows(&a.tensors, |t| {
+        vec![
+            t.dtype.to_string(),
+            t.count.to_string(),
+            t.zeros.to_string(),
+            t.nonfinite.to_string(),
+            t.amax.map_or("-".into(), magnitude),
+            t.min_nonzero.map_or("-".into(), magnitude),
+        ]
+    });
     if a.tensors.len() > 1 {
         rows.push(cols.all(vec![
             String::new(),
@@ -425,12 +417,8 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
                     (true, Some(k)) => format!("holds {k}"),
                     (true, None) => String::new(),
                 };
-                let t = &a.tensors[w.index];
-                cols.row(
-                    &t.name,
-                    &t.file,
-                    vec![low, high, w.window.overflow_log2_scale.to_string(), note],
-                )
+                let cells = vec![low, high, w.window.overflow_log2_scale.to_string(), note];
+                cols.row(&a.tensors[w.index], cells)
             })
             .collect();
         table(
@@ -470,13 +458,8 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
             _ => vec!["-".to_string(); 6],
         }
     };
-    let mut rows: Vec<Vec<String>> = order
-        .iter()
-        .map(|&i| {
-            let t = &a.tensors[i];
-            cols.row(&t.name, &t.file, share_cells(&t.sweep))
-        })
-        .collect();
+    let tensors = order.iter().map(|&i| &a.tensors[i]);
+    let mut rows = cols.rows(tensors, |t| share_cells(&t.sweep));
     if a.tensors.len() > 1 {
         rows.push(cols.all(share_cells(&a.total.sweep)));
     }
@@ -557,6 +540,18 @@ fn row_shares(row: &crate::stats::SweepRow, n: u64) -> Vec<String> {
     ]
 }
 
+/// A tensor as the leading columns of a table show it.
+pub(super) trait Labeled {
+    /// Its name in its file, and the file.
+    fn name_and_file(&self) -> (&str, &Path);
+}
+
+impl Labeled for TensorAnalysis {
+    fn name_and_file(&self) -> (&str, &Path) {
+        (&self.name, &self.file)
+    }
+}
+
 /// The leading columns of a per-tensor table: `tensor`, and `file` when the tensors come from
 /// several files (the block tables have the same).
 #[derive(Clone, Copy)]
@@ -577,8 +572,18 @@ impl TensorColumns {
     }
 
     /// A tensor's row: its name (and file), then `cells`.
-    pub(super) fn row(self, name: &str, file: &Path, cells: Vec<String>) -> Vec<String> {
+    pub(super) fn row(self, t: &impl Labeled, cells: Vec<String>) -> Vec<String> {
+        let (name, file) = t.name_and_file();
         self.lead(name.to_string(), || file.display().to_string(), cells)
+    }
+
+    /// A row per tensor of `tensors`, in their order: [`TensorColumns::row`] with `cells(t)`.
+    pub(super) fn rows<'t, T: Labeled + 't>(
+        self,
+        tensors: impl IntoIterator<Item = &'t T>,
+        mut cells: impl FnMut(&T) -> Vec<String>,
+    ) -> Vec<Vec<String>> {
+        tensors.into_iter().map(|t| self.row(t, cells(t))).collect()
     }
 
     /// The row of all tensors together: `(all)` (and an empty file cell), then `cells`.

@@ -7,9 +7,10 @@
 //! and the share of values lost per tensor and scheme.
 
 use std::io::Write;
+use std::path::Path;
 
-use super::{BlockAnalysis, BlockStats, ElementRange, Scheme};
-use crate::analysis::text::TensorColumns;
+use super::{BlockAnalysis, BlockStats, BlockTensor, ElementRange, Scheme};
+use crate::analysis::text::{Labeled, TensorColumns};
 use crate::text::{magnitude, percent, percent_of, table};
 
 /// An edge `[lo, hi]` of an [`ElementRange`] in words: `18..19`, or `18.81` when both agree.
@@ -78,6 +79,12 @@ pub fn scheme_words(s: &Scheme) -> String {
     }
 }
 
+impl Labeled for BlockTensor {
+    fn name_and_file(&self) -> (&str, &Path) {
+        (&self.name, &self.file)
+    }
+}
+
 /// Writes the tables (what `mixprec analyze` prints for a block format or `--compare-blocks`).
 ///
 /// # Errors
@@ -92,27 +99,19 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
         "Tensors (count, zeros, nonfinite: numbers of values; amax: magnitude; rows x cols: as \
          the blocks see it, leading axes folded into rows):\n"
     )?;
-    let rows: Vec<Vec<String>> = a
-        .tensors
-        .iter()
-        .map(|t| {
-            let shape: Vec<String> = t.shape.iter().map(ToString::to_string).collect();
-            let first = t.schemes.first();
-            cols.row(
-                &t.name,
-                &t.file,
-                vec![
-                    t.dtype.to_string(),
-                    format!("[{}]", shape.join(", ")),
-                    format!("{} x {}", t.rows, t.cols),
-                    first.map_or(0, |s| s.values).to_string(),
-                    first.map_or(0, |s| s.zeros).to_string(),
-                    first.map_or(0, |s| s.nonfinite).to_string(),
-                    t.amax.map_or("-".into(), magnitude),
-                ],
-            )
-        })
-        .collect();
+    let rows = cols.rows(&a.tensors, |t| {
+        let shape: Vec<String> = t.shape.iter().map(ToString::to_string).collect();
+        let first = t.schemes.first();
+        vec![
+            t.dtype.to_string(),
+            format!("[{}]", shape.join(", ")),
+            format!("{} x {}", t.rows, t.cols),
+            first.map_or(0, |s| s.values).to_string(),
+            first.map_or(0, |s| s.zeros).to_string(),
+            first.map_or(0, |s| s.nonfinite).to_string(),
+            t.amax.map_or("-".into(), magnitude),
+        ]
+    });
     let h = cols.head(&[
         "dtype",
         "shape",
@@ -147,11 +146,7 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
              values; energy lost: % of its squared norm; rel. error: % of its norm):\n",
             scheme_words(scheme)
         )?;
-        let mut rows: Vec<Vec<String>> = a
-            .tensors
-            .iter()
-            .map(|t| cols.row(&t.name, &t.file, share_cells(&t.schemes[0])))
-            .collect();
+        let mut rows = cols.rows(&a.tensors, |t| share_cells(&t.schemes[0]));
         if a.tensors.len() > 1 {
             rows.push(cols.all(share_cells(&a.total[0])));
         }
@@ -239,19 +234,11 @@ fn write_comparison(
     )?;
     let names: Vec<String> = a.schemes.iter().map(Scheme::name).collect();
     let scheme_cols: Vec<&str> = names.iter().map(String::as_str).collect();
-    let rows: Vec<Vec<String>> = a
-        .tensors
-        .iter()
-        .map(|t| {
-            cols.row(
-                &t.name,
-                &t.file,
-                t.schemes
-                    .iter()
-                    .map(|s| percent_of(s.underflow, s.finite_nonzero))
-                    .collect(),
-            )
-        })
-        .collect();
+    let rows = cols.rows(&a.tensors, |t| {
+        t.schemes
+            .iter()
+            .map(|s| percent_of(s.underflow, s.finite_nonzero))
+            .collect()
+    });
     table(out, &cols.head(&scheme_cols), &rows)
 }
