@@ -98,6 +98,30 @@ impl Default for AnalysisOptions {
 }
 
 impl AnalysisOptions {
+    /// The options, checked ([`AnalysisOptions::validate`]): the one way the command line and
+    /// the Python binding build them.
+    ///
+    /// # Errors
+    /// As [`AnalysisOptions::validate`].
+    pub fn checked(
+        format: FloatFormat,
+        (lo, hi): (i32, i32),
+        margin: i32,
+        max_underflow: f64,
+        tensors: Vec<String>,
+    ) -> Result<Self> {
+        let options = AnalysisOptions {
+            format,
+            lo,
+            hi,
+            margin,
+            max_underflow,
+            tensors,
+        };
+        options.validate()?;
+        Ok(options)
+    }
+
     /// Checks the ranges.
     ///
     /// # Errors

@@ -336,18 +336,7 @@ impl FromStr for FloatFormat {
     }
 }
 
-impl TryFrom<String> for FloatFormat {
-    type Error = Error;
-    fn try_from(s: String) -> Result<Self, Error> {
-        s.parse()
-    }
-}
-
-impl From<FloatFormat> for String {
-    fn from(f: FloatFormat) -> String {
-        f.name()
-    }
-}
+crate::names::try_from_string!(FloatFormat, into String);
 
 impl fmt::Display for FloatFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -255,6 +255,9 @@ impl TensorData<'_> {
     }
 }
 
+/// What [`scan`] does with each chunk of a tensor's values (the readers of each format get it).
+pub(crate) type Visit<'a> = &'a mut dyn FnMut(&TensorInfo, Values<'_>);
+
 /// Visits the values of every supported tensor in `path` whose name passes `want`.
 ///
 /// The format is chosen by the extension (`.safetensors`, `.npy`, `.npz`, any case). `visit` is
@@ -382,6 +385,13 @@ pub(crate) struct Stamp {
 }
 
 impl Stamp {
+    /// Opens `path` for reading (see [`open_regular`]), with its stamp.
+    pub(crate) fn open(path: &Path) -> Result<(std::fs::File, Stamp)> {
+        let file = open_regular(path)?;
+        let stamp = Stamp::of(path, &file)?;
+        Ok((file, stamp))
+    }
+
     /// The stamp of the open `file`.
     pub(crate) fn of(path: &Path, file: &std::fs::File) -> Result<Stamp> {
         let meta = file.metadata().map_err(|e| io_error(path, e))?;

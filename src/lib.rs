@@ -12,6 +12,7 @@ pub mod error;
 pub mod format;
 pub mod io;
 pub(crate) mod isa;
+pub(crate) mod names;
 pub mod quantize;
 pub mod report;
 pub mod run;

@@ -41,10 +41,6 @@ pub fn quantize_blocks<R: Read>(
     input: &mut BufReader<R>,
     out: &mut dyn Write,
 ) -> crate::Result<()> {
-    let io_in = |source| Error::Io {
-        path: "standard input".into(),
-        source,
-    };
     let batch_len = rows * cols;
     let mut values: Vec<f32> = Vec::with_capacity(batch_len.min(1 << 20));
     let mut line = Vec::with_capacity(64);
@@ -53,15 +49,12 @@ pub fn quantize_blocks<R: Read>(
     let mut error = None;
     loop {
         line.clear();
-        let n = (&mut *input)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .map_err(io_in)?;
+        let (n, too_long) = read_line(input, &mut line)?;
         if n == 0 {
             break;
         }
         line_no += 1;
-        if n > MAX_LINE && line.last() != Some(&b'\n') {
+        if too_long {
             error = Some(Error::LineTooLong {
                 line: line_no,
                 limit: MAX_LINE,
@@ -70,7 +63,7 @@ pub fn quantize_blocks<R: Read>(
         }
         let mut text = line.strip_suffix(b"\n").unwrap_or(&line);
         if line_no == 1 {
-            text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
+            text = strip_bom(text);
         }
         let Some(x) = std::str::from_utf8(text)
             .ok()
@@ -111,12 +104,8 @@ fn write_batch(
         text.push(b'\n');
     }
     values.clear();
-    let io = |source| Error::Io {
-        path: "standard output".into(),
-        source,
-    };
-    out.write_all(&text).map_err(io)?;
-    out.flush().map_err(io)
+    out.write_all(&text).map_err(stdout_error)?;
+    out.flush().map_err(stdout_error)
 }
 
 /// Rounds every line of `input` and writes one line per value to `out`.
@@ -134,14 +123,6 @@ pub fn quantize<R: Read>(
     input: &mut BufReader<R>,
     out: &mut dyn Write,
 ) -> crate::Result<()> {
-    let io_in = |source| Error::Io {
-        path: "standard input".into(),
-        source,
-    };
-    let io = |source| Error::Io {
-        path: "standard output".into(),
-        source,
-    };
     let mut batch = Vec::with_capacity(BATCH_BYTES + MAX_LINE + 1);
     let mut first_line = 1u64;
     let mut too_long = None;
@@ -150,11 +131,8 @@ pub fn quantize<R: Read>(
         let mut lines = 0u64;
         while batch.len() < BATCH_BYTES {
             let start = batch.len();
-            let n = (&mut *input)
-                .take(MAX_LINE as u64 + 1)
-                .read_until(b'\n', &mut batch)
-                .map_err(io_in)?;
-            if n > MAX_LINE && batch.last() != Some(&b'\n') {
+            let (n, too_long_line) = read_line(input, &mut batch)?;
+            if too_long_line {
                 batch.truncate(start);
                 too_long = Some(Error::LineTooLong {
                     line: first_line + lines,
@@ -172,8 +150,7 @@ pub fn quantize<R: Read>(
         }
         let mut text = batch.strip_suffix(b"\n").unwrap_or(&batch);
         if first_line == 1 {
-            // A byte-order mark is not part of the first number.
-            text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
+            text = strip_bom(text);
         }
         let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
         let rendered: Vec<(Vec<u8>, Option<Error>)> = lines
@@ -185,16 +162,43 @@ pub fn quantize<R: Read>(
             })
             .collect();
         for (text, error) in rendered {
-            out.write_all(&text).map_err(io)?;
+            out.write_all(&text).map_err(stdout_error)?;
             if let Some(e) = error {
                 return Err(e);
             }
         }
-        out.flush().map_err(io)?;
+        out.flush().map_err(stdout_error)?;
         first_line += lines.len() as u64;
         if let Some(e) = too_long {
             return Err(e);
         }
+    }
+}
+
+/// Appends the next line of `input` (with its newline) to `buf`, reading at most one byte past
+/// [`MAX_LINE`]: the bytes read (0 at the end of the input), and whether the line is too long.
+fn read_line<R: Read>(input: &mut BufReader<R>, buf: &mut Vec<u8>) -> crate::Result<(usize, bool)> {
+    let n = input
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', buf)
+        .map_err(|source| Error::Io {
+            path: "standard input".into(),
+            source,
+        })?;
+    Ok((n, n > MAX_LINE && buf.last() != Some(&b'\n')))
+}
+
+/// The first line without its byte-order mark, which is not part of the first number.
+#[must_use]
+fn strip_bom(text: &[u8]) -> &[u8] {
+    text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text)
+}
+
+/// Writing the results failed.
+fn stdout_error(source: std::io::Error) -> Error {
+    Error::Io {
+        path: "standard output".into(),
+        source,
     }
 }
 
@@ -242,5 +246,45 @@ fn shorten(text: &[u8]) -> String {
         format!("{}...", s.chars().take(40).collect::<String>())
     } else {
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{FP16, RoundOptions};
+
+    /// Line 1 holds `MAX_LINE` bytes before its newline (accepted); line 2 one byte more.
+    fn input() -> Vec<u8> {
+        let line = |digit: u8, len: usize| [vec![b'0'; len - 2], vec![digit, b'\n']].concat();
+        [line(b'1', MAX_LINE + 1), line(b'2', MAX_LINE + 2)].concat()
+    }
+
+    /// Both paths (element and block) on `text`: each one's result and what it wrote.
+    fn both(text: &[u8]) -> Vec<(crate::Result<()>, Vec<u8>)> {
+        let rounder = Rounder::new(FP16, RoundOptions::default());
+        let blocks = BlockRounder::new("mxfp8-e4m3".parse().unwrap(), RoundOptions::default());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let ea = quantize(&rounder, false, &mut BufReader::new(text), &mut a);
+        let eb = quantize_blocks(&blocks, 1, 4, &mut BufReader::new(text), &mut b);
+        vec![(ea, a), (eb, b)]
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_an_error_after_the_lines_before() {
+        for (e, out) in both(&input()) {
+            let too_long =
+                matches!(e, Err(Error::LineTooLong { line: 2, limit }) if limit == MAX_LINE);
+            assert!(too_long, "{e:?}");
+            assert_eq!(out, b"1\n");
+        }
+    }
+
+    #[test]
+    fn a_byte_order_mark_starts_only_the_first_line() {
+        for (e, out) in both(b"\xef\xbb\xbf1\n\xef\xbb\xbf2\n") {
+            assert!(matches!(e, Err(Error::NotANumber { line: 2, .. })), "{e:?}");
+            assert_eq!(out, b"1\n");
+        }
     }
 }

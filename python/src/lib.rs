@@ -128,6 +128,20 @@ fn with_views<T: Float, R: Send>(
     Ok(py.detach(|| f(Some(src), dst)))
 }
 
+/// Rounds `src` into `dst` (`dst` in place when `src` is `None`), element by element or by
+/// blocks as `target` says.
+fn round_target_views<T: Float>(
+    target: Target,
+    options: RoundOptions,
+    src: Option<ArrayViewD<'_, T>>,
+    dst: ArrayViewMutD<'_, T>,
+) -> RoundCounts {
+    match target {
+        Target::Element(format) => round_views(&Rounder::new(format, options), src, dst),
+        Target::Block(format) => round_block_views(&BlockRounder::new(format, options), src, dst),
+    }
+}
+
 /// Rounds `src` (or `dst` itself) into `dst` with a block format: blocks along the last axis
 /// (tiles over the last two, leading axes folded into rows), values in C order, through one
 /// contiguous buffer.
@@ -167,28 +181,14 @@ fn quantize_into<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let target: Target = format.parse().map_err(py_err)?;
     let options = round_options(rounding, overflow, subnormals, seed)?;
-    let (f32_out, f64_out) = (
-        out.cast::<PyArrayDyn<f32>>().is_ok(),
-        out.cast::<PyArrayDyn<f64>>().is_ok(),
-    );
-    let counts = match target {
-        Target::Element(format) if f32_out => with_views::<f32, _>(py, x, out, |s, d| {
-            round_views(&Rounder::new(format, options), s, d)
-        })?,
-        Target::Element(format) if f64_out => with_views::<f64, _>(py, x, out, |s, d| {
-            round_views(&Rounder::new(format, options), s, d)
-        })?,
-        Target::Block(format) if f32_out => with_views::<f32, _>(py, x, out, |s, d| {
-            round_block_views(&BlockRounder::new(format, options), s, d)
-        })?,
-        Target::Block(format) if f64_out => with_views::<f64, _>(py, x, out, |s, d| {
-            round_block_views(&BlockRounder::new(format, options), s, d)
-        })?,
-        _ => {
-            return Err(PyTypeError::new_err(
-                "out: expected a numpy float32 or float64 array",
-            ));
-        }
+    let counts = if out.cast::<PyArrayDyn<f32>>().is_ok() {
+        with_views::<f32, _>(py, x, out, |s, d| round_target_views(target, options, s, d))?
+    } else if out.cast::<PyArrayDyn<f64>>().is_ok() {
+        with_views::<f64, _>(py, x, out, |s, d| round_target_views(target, options, s, d))?
+    } else {
+        return Err(PyTypeError::new_err(
+            "out: expected a numpy float32 or float64 array",
+        ));
     };
     counts_dict(py, counts)
 }
@@ -313,15 +313,8 @@ fn analyze_json(
     }
     let format: FloatFormat = format.parse().map_err(py_err)?;
     let (lo, hi) = parse_log2_scales(scales).map_err(py_err)?;
-    let options = AnalysisOptions {
-        format,
-        lo,
-        hi,
-        margin,
-        max_underflow,
-        tensors: Vec::new(),
-    };
-    options.validate().map_err(py_err)?;
+    let options = AnalysisOptions::checked(format, (lo, hi), margin, max_underflow, Vec::new())
+        .map_err(py_err)?;
     let analysis = py.detach(move || {
         let inputs: Vec<TensorInput> = views
             .into_iter()

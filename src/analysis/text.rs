@@ -9,6 +9,7 @@
 //! ```
 
 use std::io::Write;
+use std::path::Path;
 
 use super::{Advice, Analysis, Limit, TensorAnalysis, Window};
 use crate::stats::{Alternative, Recommendation, explain};
@@ -18,17 +19,7 @@ use crate::text::{magnitude, percent, percent_of, printable, table};
 #[must_use]
 pub fn window_words(w: &Window, max_underflow: f64) -> String {
     let pct = crate::text::threshold_percent(max_underflow);
-    match (w.min_log2_scale, w.max_log2_scale) {
-        (Some(lo), Some(hi)) if lo <= hi => format!("2^{lo}..2^{hi}"),
-        (Some(lo), Some(hi)) => {
-            format!("none (needs 2^{lo} to keep small values, overflows above 2^{hi})")
-        }
-        (None, Some(hi)) => {
-            format!("none (underflow stays above {pct} in the range; overflows above 2^{hi})")
-        }
-        (Some(lo), None) => format!("none (needs 2^{lo}, but amax overflows at every scale)"),
-        (None, None) => "none".to_string(),
-    }
+    crate::stats::recommend::window_words(w.min_log2_scale, w.max_log2_scale, &pct, "the range")
 }
 
 /// The recommendation in words, with the numbers: the window and why, what to give
@@ -338,62 +329,37 @@ fn excluded_words(a: &Analysis, r: &Advice) -> String {
 /// # Errors
 /// Whatever writing to `out` reports.
 pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
-    let several = a.several_files();
-    let with_file = |t: &TensorAnalysis, mut row: Vec<String>| {
-        row.insert(0, t.name.clone());
-        if several {
-            row.insert(1, t.file.display().to_string());
-        }
-        row
-    };
-    let head = |cols: &[&'static str]| {
-        let mut h = vec!["tensor"];
-        if several {
-            h.push("file");
-        }
-        h.extend_from_slice(cols);
-        h
+    let cols = TensorColumns {
+        several_files: a.several_files(),
     };
 
     writeln!(
         out,
         "Tensors (count, zeros, nonfinite: numbers of values; amax, min |x|: magnitudes):\n"
     )?;
-    let mut rows: Vec<Vec<String>> = a
-        .tensors
-        .iter()
-        .map(|t| {
-            with_file(
-                t,
-                vec![
-                    t.dtype.to_string(),
-                    t.count.to_string(),
-                    t.zeros.to_string(),
-                    t.nonfinite.to_string(),
-                    t.amax.map_or("-".into(), magnitude),
-                    t.min_nonzero.map_or("-".into(), magnitude),
-                ],
-            )
-        })
-        .collect();
+    let mut rows = cols.rows(&a.tensors, |t| {
+        vec![
+            t.dtype.to_string(),
+            t.count.to_string(),
+            t.zeros.to_string(),
+            t.nonfinite.to_string(),
+            t.amax.map_or("-".into(), magnitude),
+            t.min_nonzero.map_or("-".into(), magnitude),
+        ]
+    });
     if a.tensors.len() > 1 {
-        let mut all = vec!["(all)".to_string()];
-        if several {
-            all.push(String::new());
-        }
-        all.extend([
+        rows.push(cols.all(vec![
             String::new(),
             a.total.count.to_string(),
             a.total.zeros.to_string(),
             a.total.nonfinite.to_string(),
             a.total.amax.map_or("-".into(), magnitude),
             a.total.min_nonzero.map_or("-".into(), magnitude),
-        ]);
-        rows.push(all);
+        ]));
     }
     table(
         out,
-        &head(&["dtype", "count", "zeros", "nonfinite", "amax", "min |x|"]),
+        &cols.head(&["dtype", "count", "zeros", "nonfinite", "amax", "min |x|"]),
         &rows,
     )?;
     for s in &a.skipped {
@@ -451,15 +417,13 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
                     (true, Some(k)) => format!("holds {k}"),
                     (true, None) => String::new(),
                 };
-                with_file(
-                    &a.tensors[w.index],
-                    vec![low, high, w.window.overflow_log2_scale.to_string(), note],
-                )
+                let cells = vec![low, high, w.window.overflow_log2_scale.to_string(), note];
+                cols.row(&a.tensors[w.index], cells)
             })
             .collect();
         table(
             out,
-            &head(&["lowest k", "highest k", "overflows from k", "recommended k"]),
+            &cols.head(&["lowest k", "highest k", "overflows from k", "recommended k"]),
             &rows,
         )?;
         if at_edge {
@@ -494,17 +458,10 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
             _ => vec!["-".to_string(); 6],
         }
     };
-    let mut rows: Vec<Vec<String>> = order
-        .iter()
-        .map(|&i| with_file(&a.tensors[i], share_cells(&a.tensors[i].sweep)))
-        .collect();
+    let tensors = order.iter().map(|&i| &a.tensors[i]);
+    let mut rows = cols.rows(tensors, |t| share_cells(&t.sweep));
     if a.tensors.len() > 1 {
-        let mut all = vec!["(all)".to_string()];
-        if several {
-            all.push(String::new());
-        }
-        all.extend(share_cells(&a.total.sweep));
-        rows.push(all);
+        rows.push(cols.all(share_cells(&a.total.sweep)));
     }
     let share_cols = [
         "underflow",
@@ -514,7 +471,7 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
         "energy lost",
         "rel. error",
     ];
-    table(out, &head(&share_cols), &rows)?;
+    table(out, &cols.head(&share_cols), &rows)?;
 
     let n = a.total.sweep.finite_nonzero();
     writeln!(
@@ -583,6 +540,67 @@ fn row_shares(row: &crate::stats::SweepRow, n: u64) -> Vec<String> {
     ]
 }
 
+/// A tensor as the leading columns of a table show it.
+pub(super) trait Labeled {
+    /// Its name in its file, and the file.
+    fn name_and_file(&self) -> (&str, &Path);
+}
+
+impl Labeled for TensorAnalysis {
+    fn name_and_file(&self) -> (&str, &Path) {
+        (&self.name, &self.file)
+    }
+}
+
+/// The leading columns of a per-tensor table: `tensor`, and `file` when the tensors come from
+/// several files (the block tables have the same).
+#[derive(Clone, Copy)]
+pub(super) struct TensorColumns {
+    /// Whether there is a file column.
+    pub(super) several_files: bool,
+}
+
+impl TensorColumns {
+    /// The header: the leading columns, then `cols`.
+    pub(super) fn head<'a>(self, cols: &[&'a str]) -> Vec<&'a str> {
+        let mut h = vec!["tensor"];
+        if self.several_files {
+            h.push("file");
+        }
+        h.extend_from_slice(cols);
+        h
+    }
+
+    /// A tensor's row: its name (and file), then `cells`.
+    pub(super) fn row(self, t: &impl Labeled, cells: Vec<String>) -> Vec<String> {
+        let (name, file) = t.name_and_file();
+        self.lead(name.to_string(), || file.display().to_string(), cells)
+    }
+
+    /// A row per tensor of `tensors`, in their order: [`TensorColumns::row`] with `cells(t)`.
+    pub(super) fn rows<'t, T: Labeled + 't>(
+        self,
+        tensors: impl IntoIterator<Item = &'t T>,
+        mut cells: impl FnMut(&T) -> Vec<String>,
+    ) -> Vec<Vec<String>> {
+        tensors.into_iter().map(|t| self.row(t, cells(t))).collect()
+    }
+
+    /// The row of all tensors together: `(all)` (and an empty file cell), then `cells`.
+    pub(super) fn all(self, cells: Vec<String>) -> Vec<String> {
+        self.lead("(all)".to_string(), String::new, cells)
+    }
+
+    fn lead(self, first: String, file: impl FnOnce() -> String, cells: Vec<String>) -> Vec<String> {
+        let mut row = vec![first];
+        if self.several_files {
+            row.push(file());
+        }
+        row.extend(cells);
+        row
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,5 +626,26 @@ mod tests {
             let s = percent_of(part, whole);
             assert!(s != "0" && !s.starts_with("100"), "{s}");
         }
+    }
+
+    #[test]
+    fn windows_in_words() {
+        let words = |lo, hi| {
+            let w = Window {
+                min_log2_scale: lo,
+                max_log2_scale: hi,
+                overflow_log2_scale: 20,
+                works: false,
+            };
+            window_words(&w, 0.001)
+        };
+        assert_eq!(words(Some(-3), Some(4)), "2^-3..2^4");
+        let needs = "none (needs 2^5 to keep small values, overflows above 2^4)";
+        assert_eq!(words(Some(5), Some(4)), needs);
+        let stays = "none (underflow stays above 0.1% in the range; overflows above 2^4)";
+        assert_eq!(words(None, Some(4)), stays);
+        let amax = "none (needs 2^5, but amax overflows at every scale)";
+        assert_eq!(words(Some(5), None), amax);
+        assert_eq!(words(None, None), "none");
     }
 }

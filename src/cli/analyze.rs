@@ -197,16 +197,13 @@ impl Args {
                 value: self.max_underflow.clone(),
                 expected: "a fraction from 0 to 1, e.g. 0.001",
             })?;
-        let options = AnalysisOptions {
+        AnalysisOptions::checked(
             format,
-            lo,
-            hi,
+            (lo, hi),
             margin,
             max_underflow,
-            tensors: self.tensors.clone(),
-        };
-        options.validate()?;
-        Ok(options)
+            self.tensors.clone(),
+        )
     }
 }
 
@@ -236,13 +233,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.report {
         mixprec::report::page::write_analysis(dir, &a)?;
     }
-    if args.json {
-        warn_skipped(&a.skipped);
-        writeln!(out, "{}", serde_json::to_string(&a)?)?;
-    } else {
-        text::write_tables(out, &a)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    print(args, out, &a, &a.skipped, text::write_tables)
 }
 
 /// The block-scaled analysis: tables, JSON, plots.
@@ -258,11 +249,23 @@ fn run_blocks(
     if let Some(dir) = &args.plots {
         mixprec::report::block::block_plots(dir, &a)?;
     }
+    print(args, out, &a, &a.skipped, block::text::write_tables)
+}
+
+/// Prints `a`: as JSON with `--json` (the tables' "skipped" lines then go to stderr), else as
+/// its tables.
+fn print<T: serde::Serialize>(
+    args: &Args,
+    out: &mut dyn Write,
+    a: &T,
+    skipped: &[TensorInfo],
+    write_tables: fn(&mut dyn Write, &T) -> std::io::Result<()>,
+) -> anyhow::Result<ExitCode> {
     if args.json {
-        warn_skipped(&a.skipped);
-        writeln!(out, "{}", serde_json::to_string(&a)?)?;
+        warn_skipped(skipped);
+        writeln!(out, "{}", serde_json::to_string(a)?)?;
     } else {
-        block::text::write_tables(out, &a)?;
+        write_tables(out, a)?;
     }
     Ok(ExitCode::SUCCESS)
 }

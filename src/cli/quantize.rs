@@ -3,7 +3,7 @@
 use std::io::{BufReader, Write};
 use std::process::ExitCode;
 
-use super::round_args::{OptionArgs, Target, parse_target};
+use super::round_args::{OptionArgs, Target, parse};
 use mixprec::format::{BlockRounder, Rounder};
 use mixprec::quantize::{BATCH_BYTES, MAX_BATCH, quantize, quantize_blocks};
 
@@ -30,7 +30,7 @@ pub struct Args {
     /// mxfp4 (OCP MX: 32 values share a power-of-two scale), nvfp4 (16 fp4-e2m1 values share an
     /// e4m3 scale, under an fp32 scale per batch), or ELEMENT@RxC (tiles of R rows by C columns
     /// with an fp32 scale amax/max: fp8-e4m3@1x128, fp8-e4m3@128x128).
-    #[arg(long, short = 'f', value_name = "F", default_value = "fp16", value_parser = parse_target)]
+    #[arg(long, short = 'f', value_name = "F", default_value = "fp16", value_parser = parse::<Target>)]
     format: Target,
     #[command(flatten)]
     options: OptionArgs,

@@ -1,4 +1,7 @@
-//! The rounding flags that `explain` and `quantize` share.
+//! The rounding flags that `explain` and `quantize` share, and clap's parser for any value
+//! read by its `FromStr`.
+
+use std::str::FromStr;
 
 use mixprec::format::{FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
 
@@ -9,7 +12,7 @@ pub struct RoundArgs {
     /// 448), fp8-e5m2 (IEEE-like, max 57344), fp6-e2m3, fp6-e3m2, fp4-e2m1 (OCP MX elements: no
     /// infinities or NaN, saturating; max 7.5, 28, 6), or eXmY (IEEE-like; e4m3 has max 240 and
     /// is not fp8-e4m3, e2m1 has max 3 and is not fp4-e2m1).
-    #[arg(long, short = 'f', value_name = "F", default_value = "fp16", value_parser = parse_format)]
+    #[arg(long, short = 'f', value_name = "F", default_value = "fp16", value_parser = parse::<FloatFormat>)]
     pub format: FloatFormat,
     #[command(flatten)]
     pub options: OptionArgs,
@@ -19,11 +22,11 @@ pub struct RoundArgs {
 #[derive(Debug, clap::Args)]
 pub struct OptionArgs {
     /// Rounding mode: nearest-even, toward-zero, up, down or stochastic.
-    #[arg(long, short = 'r', value_name = "R", default_value = "nearest-even", value_parser = parse_rounding)]
+    #[arg(long, short = 'r', value_name = "R", default_value = "nearest-even", value_parser = parse::<Rounding>)]
     pub rounding: Rounding,
     /// Overflow rule: ieee (infinity, NaN for fp8-e4m3, +-max for fp6/fp4; directed roundings
     /// toward zero give the largest finite value) or saturate (always clamp to +-max).
-    #[arg(long, value_name = "RULE", default_value = "ieee", value_parser = parse_overflow)]
+    #[arg(long, value_name = "RULE", default_value = "ieee", value_parser = parse::<Overflow>)]
     pub overflow: Overflow,
     /// Subnormal results: on, or off (flush results below the smallest normal to zero).
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
@@ -56,20 +59,8 @@ impl RoundArgs {
 
 pub use mixprec::format::Target;
 
-/// [`Target`]'s parser, for clap.
-pub fn parse_target(s: &str) -> Result<Target, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
-}
-
-fn parse_format(s: &str) -> Result<FloatFormat, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
-}
-
-fn parse_rounding(s: &str) -> Result<Rounding, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
-}
-
-fn parse_overflow(s: &str) -> Result<Overflow, String> {
+/// A value read by its `FromStr`, for clap (which adds the flag to the library's message).
+pub fn parse<T: FromStr<Err = mixprec::Error>>(s: &str) -> Result<T, String> {
     s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 

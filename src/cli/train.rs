@@ -11,6 +11,8 @@ use mixprec::scaling::scaler::LossScaling;
 use mixprec::train::config::{ModelKind, Overrides, TrainConfig};
 use mixprec::train::run;
 
+use super::round_args::parse;
+
 /// Train a model under a precision recipe and write a run directory (config.json, metrics.jsonl,
 /// captures.jsonl, summary.json). Flags override the config file.
 #[derive(Debug, clap::Args)]
@@ -19,7 +21,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE.json")]
     config: Option<PathBuf>,
     /// Model: mlp, cnn, lstm or gan.
-    #[arg(long, value_parser = parse_model)]
+    #[arg(long, value_parser = parse::<ModelKind>)]
     model: Option<ModelKind>,
     /// Data set: digits, blobs, spirals, recall (a sequence task), ring (for the GAN), a CSV
     /// file (features, then an integer label), a .npz with arrays x (features) and y (labels), or
@@ -34,18 +36,18 @@ pub struct Args {
     recipe: Option<String>,
     /// Rounding mode at every storage point (overrides the recipe's): nearest-even, stochastic,
     /// toward-zero, up or down.
-    #[arg(long, value_name = "MODE", value_parser = parse_rounding)]
+    #[arg(long, value_name = "MODE", value_parser = parse::<Rounding>)]
     rounding: Option<Rounding>,
     /// Where matrix-product sums are kept (overrides the recipe's): fp32, or storage (rounded to
     /// the output's format after every addition; slow).
-    #[arg(long, value_name = "fp32|storage", value_parser = parse_accumulation)]
+    #[arg(long, value_name = "fp32|storage", value_parser = parse::<Accumulation>)]
     accumulation: Option<Accumulation>,
     /// Overflow rule at every storage point (overrides the recipe's): ieee (infinity) or
     /// saturate (clamp to the largest finite value).
-    #[arg(long, value_name = "ieee|saturate", value_parser = parse_overflow)]
+    #[arg(long, value_name = "ieee|saturate", value_parser = parse::<Overflow>)]
     overflow: Option<Overflow>,
     // The help lists the policies from their table.
-    #[arg(long, value_name = "NAME", value_parser = parse_scaler, help = format!(
+    #[arg(long, value_name = "NAME", value_parser = parse::<LossScaling>, help = format!(
         "Loss scaler (replaces the recipe's): {}; a dynamic one takes changes to its parameters \
          after a colon (deepspeed:consecutive_hysteresis=true, gradscaler:growth_interval=50). \
          Config key `scaler`",
@@ -114,32 +116,12 @@ fn parse_lr(s: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_model(s: &str) -> Result<ModelKind, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
-}
-
 fn parse_loss_scale(s: &str) -> Result<f32, String> {
     // clap already names the flag and the value: keep only the reason.
     mixprec::format::parse_loss_scale("--loss-scale", s).map_err(|e| match e {
         mixprec::Error::BadScale { problem, .. } => problem,
         e => e.to_string(),
     })
-}
-
-fn parse_scaler(s: &str) -> Result<LossScaling, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
-}
-
-fn parse_rounding(s: &str) -> Result<Rounding, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
-}
-
-fn parse_accumulation(s: &str) -> Result<Accumulation, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
-}
-
-fn parse_overflow(s: &str) -> Result<Overflow, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
 }
 
 /// Runs the command.

@@ -239,18 +239,7 @@ impl fmt::Display for BlockFormat {
     }
 }
 
-impl TryFrom<String> for BlockFormat {
-    type Error = Error;
-    fn try_from(s: String) -> Result<Self, Error> {
-        s.parse()
-    }
-}
-
-impl From<BlockFormat> for String {
-    fn from(f: BlockFormat) -> String {
-        f.name()
-    }
-}
+crate::names::try_from_string!(BlockFormat, into String);
 
 /// Rounds matrices into a block-scaled format.
 ///
@@ -347,27 +336,15 @@ impl BlockRounder {
     /// # Panics
     /// As [`BlockRounder::round_matrix_at`].
     pub fn round_matrix_f64_at(&self, xs: &mut [f64], cols: usize, start: u64) -> RoundCounts {
-        let plan = match self.format {
-            BlockFormat::Mx(f) => Plan::Mx(f),
-            BlockFormat::Tile(t) => Plan::Tile(t),
-            BlockFormat::Nvfp4 => {
-                let amax = f32::from_bits(
-                    xs.iter()
-                        .map(|x| (x.abs() as f32).to_bits() & 0x7fff_ffff)
-                        .max()
-                        .unwrap_or(0),
-                );
-                match Nvfp4TensorScale::new(amax) {
-                    Some(t) => Plan::Nvfp4(t),
-                    None => {
-                        xs.fill(f64::NAN);
-                        return RoundCounts {
-                            nan: xs.len() as u64,
-                            ..RoundCounts::default()
-                        };
-                    }
-                }
-            }
+        let amax = || {
+            xs.iter()
+                .map(|x| (x.abs() as f32).to_bits() & 0x7fff_ffff)
+                .max()
+                .unwrap_or(0)
+        };
+        let Some(plan) = self.plan(amax) else {
+            xs.fill(f64::NAN);
+            return all_nan(xs.len());
         };
         apply::round_f64(&plan, &self.element, xs, cols, start)
     }
@@ -382,33 +359,42 @@ impl BlockRounder {
         parallel: bool,
         tensor_amax: Option<u32>,
     ) -> RoundCounts {
-        let plan = match self.format {
-            BlockFormat::Mx(f) => Plan::Mx(f),
-            BlockFormat::Tile(t) => Plan::Tile(t),
-            BlockFormat::Nvfp4 => {
-                let amax = if let Some(amax) = tensor_amax {
-                    amax
-                } else if parallel {
-                    use rayon::prelude::*;
-                    xs.par_chunks(1 << 16)
-                        .map(apply::amax_bits)
-                        .max()
-                        .unwrap_or(0)
-                } else {
-                    apply::amax_bits(xs)
-                };
-                match Nvfp4TensorScale::new(f32::from_bits(amax)) {
-                    Some(t) => Plan::Nvfp4(t),
-                    None => {
-                        xs.fill(f32::NAN);
-                        return RoundCounts {
-                            nan: xs.len() as u64,
-                            ..RoundCounts::default()
-                        };
-                    }
-                }
+        let amax = || {
+            if let Some(amax) = tensor_amax {
+                amax
+            } else if parallel {
+                use rayon::prelude::*;
+                xs.par_chunks(1 << 16)
+                    .map(apply::amax_bits)
+                    .max()
+                    .unwrap_or(0)
+            } else {
+                apply::amax_bits(xs)
             }
         };
+        let Some(plan) = self.plan(amax) else {
+            xs.fill(f32::NAN);
+            return all_nan(xs.len());
+        };
         apply::round_f32(&plan, &self.element, xs, cols, start, parallel)
+    }
+
+    /// How to round into the format; `amax` (f32 bits of a magnitude) is asked for NVFP4's
+    /// tensor scale only. `None` when that amax gives no tensor scale (it is infinite or NaN):
+    /// every value is then NaN.
+    fn plan(&self, amax: impl FnOnce() -> u32) -> Option<Plan> {
+        Some(match self.format {
+            BlockFormat::Mx(f) => Plan::Mx(f),
+            BlockFormat::Tile(t) => Plan::Tile(t),
+            BlockFormat::Nvfp4 => Plan::Nvfp4(Nvfp4TensorScale::new(f32::from_bits(amax()))?),
+        })
+    }
+}
+
+/// The counts of rounding `n` values that all became NaN.
+fn all_nan(n: usize) -> RoundCounts {
+    RoundCounts {
+        nan: n as u64,
+        ..RoundCounts::default()
     }
 }

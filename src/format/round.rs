@@ -4,19 +4,16 @@
 //! directly into the target format (rounding through f32 first would round twice and be wrong
 //! just above ties).
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 use super::{Encoding, FloatFormat, pow2, random};
-use crate::error::Error;
 
 /// How a value between two neighbours of the format is rounded.
 ///
-/// Read from text (a flag, or a config file through serde) by its [`FromStr`] alone, so a name
-/// accepted on the command line is accepted in a file; written by its [`Display`](fmt::Display)
-/// name, which serde's kebab-case name equals.
+/// Read from text (a flag, or a config file through serde) by its
+/// [`FromStr`](std::str::FromStr) alone, so a name accepted on the command line is accepted in a
+/// file; written by its [`Display`](std::fmt::Display) name, which serde's kebab-case name
+/// equals. Both come from one table of names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum Rounding {
@@ -43,7 +40,8 @@ pub enum Rounding {
 }
 
 /// What happens to a value whose rounded magnitude exceeds the format's largest finite value.
-/// Read by its [`FromStr`] from flags and config files alike, as [`Rounding`] is.
+/// Read by its [`FromStr`](std::str::FromStr) from flags and config files alike, as
+/// [`Rounding`] is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum Overflow {
@@ -271,70 +269,15 @@ impl Rounding {
     ];
 }
 
-impl FromStr for Rounding {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s.to_ascii_lowercase().as_str() {
-            "nearest-even" | "nearest" | "rne" => Ok(Rounding::NearestEven),
-            "toward-zero" | "rz" | "truncate" => Ok(Rounding::TowardZero),
-            "up" | "ru" => Ok(Rounding::Up),
-            "down" | "rd" => Ok(Rounding::Down),
-            "stochastic" | "sr" => Ok(Rounding::Stochastic),
-            _ => Err(Error::InvalidValue {
-                what: "rounding mode",
-                value: s.to_string(),
-                expected: "nearest-even, toward-zero, up, down or stochastic",
-            }),
-        }
-    }
-}
+crate::names::name_table!(Rounding, "rounding mode", any case, {
+    NearestEven => "nearest-even" | "nearest" | "rne",
+    TowardZero => "toward-zero" | "rz" | "truncate",
+    Up => "up" | "ru",
+    Down => "down" | "rd",
+    Stochastic => "stochastic" | "sr",
+});
 
-impl TryFrom<String> for Rounding {
-    type Error = Error;
-    fn try_from(s: String) -> Result<Self, Error> {
-        s.parse()
-    }
-}
-
-impl fmt::Display for Rounding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Rounding::NearestEven => "nearest-even",
-            Rounding::TowardZero => "toward-zero",
-            Rounding::Up => "up",
-            Rounding::Down => "down",
-            Rounding::Stochastic => "stochastic",
-        })
-    }
-}
-
-impl FromStr for Overflow {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s.to_ascii_lowercase().as_str() {
-            "ieee" => Ok(Overflow::Ieee),
-            "saturate" => Ok(Overflow::Saturate),
-            _ => Err(Error::InvalidValue {
-                what: "overflow rule",
-                value: s.to_string(),
-                expected: "ieee or saturate",
-            }),
-        }
-    }
-}
-
-impl TryFrom<String> for Overflow {
-    type Error = Error;
-    fn try_from(s: String) -> Result<Self, Error> {
-        s.parse()
-    }
-}
-
-impl fmt::Display for Overflow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Overflow::Ieee => "ieee",
-            Overflow::Saturate => "saturate",
-        })
-    }
-}
+crate::names::name_table!(Overflow, "overflow rule", any case, {
+    Ieee => "ieee",
+    Saturate => "saturate",
+});

@@ -164,6 +164,19 @@ impl Io {
     }
 }
 
+/// `round` on every [`PAR_CHUNK`] of `xs` (as positions `start..` of the stream) on all threads,
+/// the counts added up: the same whatever the number of threads.
+fn par_chunks<T: Send>(
+    xs: &mut [T],
+    start: u64,
+    round: impl Fn(&mut [T], u64) -> RoundCounts + Sync,
+) -> RoundCounts {
+    xs.par_chunks_mut(PAR_CHUNK)
+        .enumerate()
+        .map(|(i, chunk)| round(chunk, start + (i * PAR_CHUNK) as u64))
+        .reduce(RoundCounts::default, Add::add)
+}
+
 impl Rounder {
     /// Rounds `xs` in place as the first values of a stream (positions `0..xs.len()`); see
     /// [`Rounder::round_f32_slice_at`] to round later parts of a stream.
@@ -236,10 +249,7 @@ impl Rounder {
     /// must move `start` on (or change the seed), or each element meets the same random bits
     /// every time.
     pub fn par_round_f32_slice_at(&self, xs: &mut [f32], start: u64) -> RoundCounts {
-        xs.par_chunks_mut(PAR_CHUNK)
-            .enumerate()
-            .map(|(i, chunk)| self.round_f32_slice_at(chunk, start + (i * PAR_CHUNK) as u64))
-            .reduce(RoundCounts::default, Add::add)
+        par_chunks(xs, start, |chunk, at| self.round_f32_slice_at(chunk, at))
     }
 
     /// [`Rounder::round_f32_into`] on all threads; the result is the same whatever their
@@ -284,10 +294,7 @@ impl Rounder {
     /// [`Rounder::round_f64_slice_at`] on all threads; the result is the same whatever their
     /// number.
     pub fn par_round_f64_slice_at(&self, xs: &mut [f64], start: u64) -> RoundCounts {
-        xs.par_chunks_mut(PAR_CHUNK)
-            .enumerate()
-            .map(|(i, chunk)| self.round_f64_slice_at(chunk, start + (i * PAR_CHUNK) as u64))
-            .reduce(RoundCounts::default, Add::add)
+        par_chunks(xs, start, |chunk, at| self.round_f64_slice_at(chunk, at))
     }
 
     /// One chunk of at most [`CHUNK`] values.

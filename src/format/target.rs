@@ -55,18 +55,7 @@ impl fmt::Display for Target {
     }
 }
 
-impl TryFrom<String> for Target {
-    type Error = Error;
-    fn try_from(s: String) -> crate::Result<Self> {
-        s.parse()
-    }
-}
-
-impl From<Target> for String {
-    fn from(t: Target) -> String {
-        t.to_string()
-    }
-}
+crate::names::try_from_string!(Target, into String);
 
 impl From<FloatFormat> for Target {
     fn from(f: FloatFormat) -> Self {

@@ -90,21 +90,30 @@ mod tests {
     use super::*;
     use crate::io::test_dir_names as entries;
 
-    #[test]
-    fn replaces_the_file_and_leaves_no_temporary() {
+    /// A directory holding `out.txt`, which holds "old".
+    fn old_file() -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.txt");
         std::fs::write(&path, "old").unwrap();
-        write_atomic(&path, |out| out.write_all(b"new contents")).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new contents");
+        (dir, path)
+    }
+
+    /// What `out.txt` holds, once checked to be the only file left (no temporary).
+    fn only_file(dir: &tempfile::TempDir, path: &Path) -> String {
         assert_eq!(entries(dir.path()), ["out.txt"]);
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn replaces_the_file_and_leaves_no_temporary() {
+        let (dir, path) = old_file();
+        write_atomic(&path, |out| out.write_all(b"new contents")).unwrap();
+        assert_eq!(only_file(&dir, &path), "new contents");
     }
 
     #[test]
     fn a_failed_write_keeps_the_old_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out.txt");
-        std::fs::write(&path, "old").unwrap();
+        let (dir, path) = old_file();
         let err = write_atomic(&path, |out| {
             out.write_all(b"half")?;
             Err(std::io::Error::other("disk on fire"))
@@ -112,8 +121,7 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("disk on fire"), "{err}");
         assert!(err.to_string().contains("out.txt"), "{err}");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
-        assert_eq!(entries(dir.path()), ["out.txt"]);
+        assert_eq!(only_file(&dir, &path), "old");
     }
 
     #[test]

@@ -13,8 +13,8 @@ use std::path::Path;
 
 use super::decode::{Decoder, visit_stream};
 use super::{
-    Scan, Stamp, TensorData, TensorInfo, Values, bad_file, check_shape, open_regular, read_at,
-    read_failed, write_atomic, write_le,
+    Scan, Stamp, TensorData, TensorInfo, Visit, bad_file, check_shape, read_at, read_failed,
+    write_atomic, write_le,
 };
 use crate::{Error, Result};
 
@@ -25,13 +25,8 @@ pub use read::{NpyArray, NpyValues, read_npy};
 const ALIGN: usize = 64;
 
 /// See [`super::scan`]. The tensor is named by the file stem.
-pub(super) fn scan(
-    path: &Path,
-    want: &dyn Fn(&str) -> bool,
-    visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
-) -> Result<Scan> {
-    let mut file = open_regular(path)?;
-    let before = Stamp::of(path, &file)?;
+pub(super) fn scan(path: &Path, want: &dyn Fn(&str) -> bool, visit: Visit<'_>) -> Result<Scan> {
+    let (mut file, before) = Stamp::open(path)?;
     let len = before.len();
     // The longest header there can be, or the whole file if it is shorter.
     let mut prefix = vec![0; len.min((12 + header::MAX_DICT) as u64) as usize];
@@ -174,6 +169,7 @@ fn encode_header(descr: &str, shape: &[usize]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::Values;
 
     #[test]
     fn header_is_aligned_and_parses_back() {

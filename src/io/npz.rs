@@ -17,15 +17,11 @@ use std::path::Path;
 
 use super::decode::{Decoder, visit_stream};
 use super::npy::header;
-use super::{Scan, Stamp, TensorInfo, Values, bad_file, open_regular};
+use super::{Scan, Stamp, TensorInfo, Visit, bad_file};
 use crate::{Error, Result};
 
 /// See [`super::scan`]. Each entry is named by its name in the archive without `.npy`.
-pub(super) fn scan(
-    path: &Path,
-    want: &dyn Fn(&str) -> bool,
-    visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
-) -> Result<Scan> {
+pub(super) fn scan(path: &Path, want: &dyn Fn(&str) -> bool, visit: Visit<'_>) -> Result<Scan> {
     let mut archive = open_archive(path)?;
     let mut found = Scan::default();
     let mut decoder = Decoder::default();
@@ -99,8 +95,8 @@ pub(super) fn scan(
 /// [`Error::Io`] when it cannot be opened; [`Error::BadFile`] when it is not a zip archive, or
 /// its directory is refused (overlapping entries, a name given twice).
 pub(crate) fn open_archive(path: &Path) -> Result<zip::ZipArchive<BufReader<std::fs::File>>> {
-    let file = open_regular(path)?;
-    let len = Stamp::of(path, &file)?.len();
+    let (file, stamp) = Stamp::open(path)?;
+    let len = stamp.len();
     let mut reader = BufReader::new(file);
     directory::read(&mut reader, len)
         .map_err(|problem| bad_file(path, format!("not a valid .npz (zip) archive: {problem}")))?;

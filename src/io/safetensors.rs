@@ -14,8 +14,8 @@ use ::safetensors::{SafeTensorError, SafeTensors};
 
 use super::decode::{Decoder, Elem, Kind, visit_stream};
 use super::{
-    Dtype, Scan, Stamp, TensorData, TensorInfo, Values, bad_file, check_shape, duplicate_key,
-    open_regular, read_at, read_failed, write_atomic, write_le,
+    Dtype, Scan, Stamp, TensorData, TensorInfo, Visit, bad_file, check_shape, duplicate_key,
+    read_at, read_failed, write_atomic, write_le,
 };
 use crate::{Error, Result};
 
@@ -23,13 +23,8 @@ use crate::{Error, Result};
 const N_LEN: usize = 8;
 
 /// See [`super::scan`].
-pub(super) fn scan(
-    path: &Path,
-    want: &dyn Fn(&str) -> bool,
-    visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
-) -> Result<Scan> {
-    let mut file = open_regular(path)?;
-    let before = Stamp::of(path, &file)?;
+pub(super) fn scan(path: &Path, want: &dyn Fn(&str) -> bool, visit: Visit<'_>) -> Result<Scan> {
+    let (mut file, before) = Stamp::open(path)?;
     let standin = header_standin(&mut file, before.len())
         .map_err(|e| read_failed(path, &file, &before, e))?;
     if let Some(name) = duplicate_key(header_text(&standin)) {
@@ -226,6 +221,7 @@ pub(super) fn element_size(data: TensorData<'_>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::Values;
 
     /// Each visited tensor's name and values, widened to f64.
     type Seen = Vec<(String, Vec<f64>)>;

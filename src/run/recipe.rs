@@ -90,37 +90,10 @@ pub enum Accumulation {
     Storage,
 }
 
-impl FromStr for Accumulation {
-    type Err = Error;
-    /// The serde names: `fp32` or `storage`.
-    fn from_str(s: &str) -> crate::Result<Self> {
-        match s {
-            "fp32" => Ok(Accumulation::Fp32),
-            "storage" => Ok(Accumulation::Storage),
-            _ => Err(Error::InvalidValue {
-                what: "accumulation",
-                value: s.to_string(),
-                expected: "fp32 or storage",
-            }),
-        }
-    }
-}
-
-impl TryFrom<String> for Accumulation {
-    type Error = Error;
-    fn try_from(s: String) -> crate::Result<Self> {
-        s.parse()
-    }
-}
-
-impl std::fmt::Display for Accumulation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Accumulation::Fp32 => "fp32",
-            Accumulation::Storage => "storage",
-        })
-    }
-}
+crate::names::name_table!(Accumulation, "accumulation", exact case, {
+    Fp32 => "fp32",
+    Storage => "storage",
+});
 
 /// Which operations run in FP32 whatever the storage formats (what mixed-precision frameworks
 /// keep in FP32 by default). Setting a field to `false` rounds that operation's results to the

@@ -311,6 +311,23 @@ pub struct Alternative {
     pub recommendation: Recommendation,
 }
 
+/// A window of log2 scales `lo..hi` in words: `2^lo..2^hi`, or why it is empty. `pct` is the
+/// underflow threshold as printed; `range` names the scales tried (`the range`, `2^-8..2^24`).
+#[must_use]
+pub fn window_words(lo: Option<i32>, hi: Option<i32>, pct: &str, range: &str) -> String {
+    match (lo, hi) {
+        (Some(lo), Some(hi)) if lo <= hi => format!("2^{lo}..2^{hi}"),
+        (Some(lo), Some(hi)) => {
+            format!("none (needs 2^{lo} to keep small values, overflows above 2^{hi})")
+        }
+        (None, Some(hi)) => {
+            format!("none (underflow stays above {pct} in {range}; overflows above 2^{hi})")
+        }
+        (Some(lo), None) => format!("none (needs 2^{lo}, but amax overflows at every scale)"),
+        (None, None) => "none".to_string(),
+    }
+}
+
 /// A plain-words explanation of a recommendation: the window when one exists, otherwise why no
 /// single scale works and what would (per-tensor scaling, with each tensor's own window, and the
 /// wider formats whose window is not empty), with the numbers.
@@ -334,17 +351,8 @@ pub fn explain(
     } else {
         format!(" with {margin} bits of headroom")
     };
-    let window = |r: &Recommendation| match (r.min_log2_scale, r.max_log2_scale) {
-        (Some(lo), Some(hi)) if lo <= hi => format!("2^{lo}..2^{hi}"),
-        (Some(lo), Some(hi)) => {
-            format!("none (needs 2^{lo} to keep small values, overflows above 2^{hi})")
-        }
-        (None, Some(hi)) => {
-            format!("none (underflow stays above {pct} in {range}; overflows above 2^{hi})")
-        }
-        (Some(lo), None) => format!("none (needs 2^{lo}, but amax overflows at every scale)"),
-        (None, None) => "none".to_string(),
-    };
+    let window =
+        |r: &Recommendation| window_words(r.min_log2_scale, r.max_log2_scale, &pct, &range);
     if let (true, Some(k)) = (rec.works(), rec.log2_scale) {
         let lost = total.row(k).map_or(0, |r| r.underflow);
         return format!(

@@ -22,7 +22,6 @@
 //! last column); the key is written only when set.
 
 use std::path::Path;
-use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -33,7 +32,8 @@ use crate::format::{Overflow, Rounding};
 use crate::run::recipe::{Accumulation, Recipe};
 use crate::scaling::scaler::LossScaling;
 
-/// Which model to train. Read by its [`FromStr`] from flags and config files alike.
+/// Which model to train. Read by its [`FromStr`](std::str::FromStr) from flags and config files
+/// alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum ModelKind {
@@ -48,29 +48,12 @@ pub enum ModelKind {
     Gan,
 }
 
-impl FromStr for ModelKind {
-    type Err = Error;
-    fn from_str(s: &str) -> crate::Result<Self> {
-        match s {
-            "mlp" => Ok(ModelKind::Mlp),
-            "cnn" => Ok(ModelKind::Cnn),
-            "lstm" => Ok(ModelKind::Lstm),
-            "gan" => Ok(ModelKind::Gan),
-            _ => Err(Error::InvalidValue {
-                what: "model",
-                value: s.to_string(),
-                expected: "mlp, cnn, lstm or gan",
-            }),
-        }
-    }
-}
-
-impl TryFrom<String> for ModelKind {
-    type Error = Error;
-    fn try_from(s: String) -> crate::Result<Self> {
-        s.parse()
-    }
-}
+crate::names::name_table!(ModelKind, "model", exact case, {
+    Mlp => "mlp",
+    Cnn => "cnn",
+    Lstm => "lstm",
+    Gan => "gan",
+});
 
 /// The limits a run must fit in; config key `limits`, flags `--max-memory`, `--max-captures`
 /// and `--sparse-labels`.

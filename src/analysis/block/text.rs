@@ -7,8 +7,10 @@
 //! and the share of values lost per tensor and scheme.
 
 use std::io::Write;
+use std::path::Path;
 
 use super::{BlockAnalysis, BlockStats, BlockTensor, ElementRange, Scheme};
+use crate::analysis::text::{Labeled, TensorColumns};
 use crate::text::{magnitude, percent, percent_of, table};
 
 /// An edge `[lo, hi]` of an [`ElementRange`] in words: `18..19`, or `18.81` when both agree.
@@ -77,34 +79,19 @@ pub fn scheme_words(s: &Scheme) -> String {
     }
 }
 
+impl Labeled for BlockTensor {
+    fn name_and_file(&self) -> (&str, &Path) {
+        (&self.name, &self.file)
+    }
+}
+
 /// Writes the tables (what `mixprec analyze` prints for a block format or `--compare-blocks`).
 ///
 /// # Errors
 /// Whatever writing to `out` reports.
 pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<()> {
-    let several = a.several_files();
-    let with_file = |t: &BlockTensor, mut row: Vec<String>| {
-        row.insert(0, t.name.clone());
-        if several {
-            row.insert(1, t.file.display().to_string());
-        }
-        row
-    };
-    let head = |cols: &[&str]| {
-        let mut h = vec!["tensor".to_string()];
-        if several {
-            h.push("file".to_string());
-        }
-        h.extend(cols.iter().map(ToString::to_string));
-        h
-    };
-    let all = |cells: Vec<String>| {
-        let mut row = vec!["(all)".to_string()];
-        if several {
-            row.push(String::new());
-        }
-        row.extend(cells);
-        row
+    let cols = TensorColumns {
+        several_files: a.several_files(),
     };
 
     writeln!(
@@ -112,27 +99,20 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
         "Tensors (count, zeros, nonfinite: numbers of values; amax: magnitude; rows x cols: as \
          the blocks see it, leading axes folded into rows):\n"
     )?;
-    let rows: Vec<Vec<String>> = a
-        .tensors
-        .iter()
-        .map(|t| {
-            let shape: Vec<String> = t.shape.iter().map(ToString::to_string).collect();
-            let first = t.schemes.first();
-            with_file(
-                t,
-                vec![
-                    t.dtype.to_string(),
-                    format!("[{}]", shape.join(", ")),
-                    format!("{} x {}", t.rows, t.cols),
-                    first.map_or(0, |s| s.values).to_string(),
-                    first.map_or(0, |s| s.zeros).to_string(),
-                    first.map_or(0, |s| s.nonfinite).to_string(),
-                    t.amax.map_or("-".into(), magnitude),
-                ],
-            )
-        })
-        .collect();
-    let h = head(&[
+    let rows = cols.rows(&a.tensors, |t| {
+        let shape: Vec<String> = t.shape.iter().map(ToString::to_string).collect();
+        let first = t.schemes.first();
+        vec![
+            t.dtype.to_string(),
+            format!("[{}]", shape.join(", ")),
+            format!("{} x {}", t.rows, t.cols),
+            first.map_or(0, |s| s.values).to_string(),
+            first.map_or(0, |s| s.zeros).to_string(),
+            first.map_or(0, |s| s.nonfinite).to_string(),
+            t.amax.map_or("-".into(), magnitude),
+        ]
+    });
+    let h = cols.head(&[
         "dtype",
         "shape",
         "rows x cols",
@@ -141,7 +121,7 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
         "nonfinite",
         "amax",
     ]);
-    owned_table(out, &h, &rows)?;
+    table(out, &h, &rows)?;
     for s in &a.skipped {
         writeln!(
             out,
@@ -166,18 +146,14 @@ pub fn write_tables(out: &mut dyn Write, a: &BlockAnalysis) -> std::io::Result<(
              values; energy lost: % of its squared norm; rel. error: % of its norm):\n",
             scheme_words(scheme)
         )?;
-        let mut rows: Vec<Vec<String>> = a
-            .tensors
-            .iter()
-            .map(|t| with_file(t, share_cells(&t.schemes[0])))
-            .collect();
+        let mut rows = cols.rows(&a.tensors, |t| share_cells(&t.schemes[0]));
         if a.tensors.len() > 1 {
-            rows.push(all(share_cells(&a.total[0])));
+            rows.push(cols.all(share_cells(&a.total[0])));
         }
-        owned_table(out, &head(&share_cols), &rows)?;
+        table(out, &cols.head(&share_cols), &rows)?;
         write_ratios(out, scheme, &a.total[0])
     } else {
-        write_comparison(out, a, &share_cols, &with_file, &head)
+        write_comparison(out, a, &share_cols, cols)
     }
 }
 
@@ -226,8 +202,7 @@ fn write_comparison(
     out: &mut dyn Write,
     a: &BlockAnalysis,
     share_cols: &[&str],
-    with_file: &dyn Fn(&BlockTensor, Vec<String>) -> Vec<String>,
-    head: &dyn Fn(&[&str]) -> Vec<String>,
+    cols: TensorColumns,
 ) -> std::io::Result<()> {
     let n = a.total.first().map_or(0, |s| s.finite_nonzero);
     writeln!(
@@ -258,24 +233,12 @@ fn write_comparison(
          nonzero values):\n"
     )?;
     let names: Vec<String> = a.schemes.iter().map(Scheme::name).collect();
-    let cols: Vec<&str> = names.iter().map(String::as_str).collect();
-    let rows: Vec<Vec<String>> = a
-        .tensors
-        .iter()
-        .map(|t| {
-            with_file(
-                t,
-                t.schemes
-                    .iter()
-                    .map(|s| percent_of(s.underflow, s.finite_nonzero))
-                    .collect(),
-            )
-        })
-        .collect();
-    owned_table(out, &head(&cols), &rows)
-}
-
-/// [`table`] with an owned header.
-fn owned_table(out: &mut dyn Write, h: &[String], rows: &[Vec<String>]) -> std::io::Result<()> {
-    table(out, &h.iter().map(String::as_str).collect::<Vec<_>>(), rows)
+    let scheme_cols: Vec<&str> = names.iter().map(String::as_str).collect();
+    let rows = cols.rows(&a.tensors, |t| {
+        t.schemes
+            .iter()
+            .map(|s| percent_of(s.underflow, s.finite_nonzero))
+            .collect()
+    });
+    table(out, &cols.head(&scheme_cols), &rows)
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
 
 use super::super::decode::{Decoder, Elem};
-use super::super::{CHUNK, Dtype, Stamp, Values, bad_file, open_regular, read_failed};
+use super::super::{CHUNK, Dtype, Stamp, Values, bad_file, read_failed};
 use super::split_header;
 use crate::Result;
 
@@ -115,8 +115,7 @@ impl NpyArray {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_npy(path: &Path) -> Result<NpyArray> {
-    let mut file = open_regular(path)?;
-    let before = Stamp::of(path, &file)?;
+    let (mut file, before) = Stamp::open(path)?;
     let mut bytes = Vec::with_capacity(usize::try_from(before.len()).unwrap_or(0));
     file.read_to_end(&mut bytes)
         .map_err(|e| read_failed(path, &file, &before, e))?;
