@@ -188,7 +188,7 @@ fn operand_formats_are_named() {
 /// scaling; the format of a block class is its element format, its name the block format's.
 #[test]
 fn block_presets_cast_only_the_operands() {
-    use Class::{Activation, ActivationGrad, Master, OptimizerState, Weight, WeightGrad};
+    use Class::{Activation, Master, Weight, WeightGrad};
     let mx = Recipe::preset("mxfp8").unwrap();
     let names = |r: &Recipe| {
         [Class::GemmInput, Class::GemmWeight, Class::GemmGradOutput].map(|c| r.format_name(c))
@@ -197,14 +197,7 @@ fn block_presets_cast_only_the_operands() {
     assert_eq!(mx.format(Class::GemmGradOutput).name(), "fp8-e5m2");
     assert_eq!(mx.fp8_scaling, None);
     assert_eq!(mx.overflow, Overflow::Saturate);
-    for class in [
-        Weight,
-        Activation,
-        ActivationGrad,
-        WeightGrad,
-        OptimizerState,
-        Master,
-    ] {
+    for class in Class::STORED {
         assert_eq!(mx.format(class), FP32, "{class:?}");
         assert_eq!(mx.block_format(class), None, "{class:?}");
     }
