@@ -40,8 +40,16 @@ macro_rules! or_list {
     };
 }
 
+/// Names as a command line's value name, as a `&'static str`: `a|b|c`.
+macro_rules! pipe_list {
+    ($a:literal $(, $rest:literal)*) => {
+        concat!($a $(, "|", $rest)*)
+    };
+}
+
 /// `FromStr`, `TryFrom<String>` and `Display` of a fieldless enum from one table: each variant
-/// with its name (what `Display` writes, serde's kebab-case name) and the aliases also read.
+/// with its name (what `Display` writes, serde's kebab-case name) and the aliases also read,
+/// and the names listed for help texts (`NAMES`: `a, b or c`; `CHOICES`: `a|b|c`).
 /// `any case` reads names in any case; `exact case` only as written. An unknown name is
 /// [`Error::InvalidValue`](crate::error::Error::InvalidValue) listing the names (not the
 /// aliases).
@@ -65,6 +73,13 @@ macro_rules! name_table {
 
         $crate::names::try_from_string!($ty);
 
+        impl $ty {
+            /// The names, in words (`a, b or c`), for help texts and messages.
+            pub const NAMES: &'static str = $crate::names::or_list!($($name),+);
+            /// The names as a command line's value name (`a|b|c`).
+            pub const CHOICES: &'static str = $crate::names::pipe_list!($($name),+);
+        }
+
         impl std::fmt::Display for $ty {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(match self {
@@ -81,7 +96,7 @@ macro_rules! name_table {
     };
 }
 
-pub(crate) use {name_table, or_list, try_from_string};
+pub(crate) use {name_table, or_list, pipe_list, try_from_string};
 
 #[cfg(test)]
 mod tests {
@@ -116,6 +131,14 @@ mod tests {
         check(&rules, &["ieee", "saturate"], "ieee or saturate");
         let sums = [Accumulation::Fp32, Accumulation::Storage];
         check(&sums, &["fp32", "storage"], "fp32 or storage");
+        // The help texts' lists come from the same tables.
+        assert_eq!(
+            Rounding::NAMES,
+            "nearest-even, toward-zero, up, down or stochastic"
+        );
+        assert_eq!(Overflow::CHOICES, "ieee|saturate");
+        assert_eq!(Accumulation::CHOICES, "fp32|storage");
+        assert_eq!(ModelKind::NAMES, "mlp, cnn, lstm or gan");
         let models = [
             ModelKind::Mlp,
             ModelKind::Cnn,

@@ -21,8 +21,9 @@ pub struct RoundArgs {
 /// The rounding options besides the format, as flags.
 #[derive(Debug, clap::Args)]
 pub struct OptionArgs {
-    /// Rounding mode: nearest-even, toward-zero, up, down or stochastic.
-    #[arg(long, short = 'r', value_name = "R", default_value = "nearest-even", value_parser = parse::<Rounding>)]
+    // The help lists the modes from their table.
+    #[arg(long, short = 'r', value_name = "R", default_value = "nearest-even", value_parser = parse::<Rounding>,
+          help = format!("Rounding mode: {}", Rounding::NAMES))]
     pub rounding: Rounding,
     /// Overflow rule: ieee (infinity, NaN for fp8-e4m3, +-max for fp6/fp4; directed roundings
     /// toward zero give the largest finite value) or saturate (always clamp to +-max).

@@ -20,8 +20,8 @@ pub struct Args {
     /// A JSON config file (`--print-config` shows every key); flags override its values.
     #[arg(long, value_name = "FILE.json")]
     config: Option<PathBuf>,
-    /// Model: mlp, cnn, lstm or gan.
-    #[arg(long, value_parser = parse::<ModelKind>)]
+    // The help lists the models from their table.
+    #[arg(long, value_parser = parse::<ModelKind>, help = format!("Model: {}", ModelKind::NAMES))]
     model: Option<ModelKind>,
     /// Data set: digits, blobs, spirals, recall (a sequence task), ring (for the GAN), a CSV
     /// file (features, then an integer label), a .npz with arrays x (features) and y (labels), or
@@ -34,17 +34,19 @@ pub struct Args {
     // The help lists the presets from their table.
     #[arg(long, value_name = "NAME", help = format!("Precision recipe: {}", PRESET_NAMES.join(", ")))]
     recipe: Option<String>,
-    /// Rounding mode at every storage point (overrides the recipe's): nearest-even, stochastic,
-    /// toward-zero, up or down.
-    #[arg(long, value_name = "MODE", value_parser = parse::<Rounding>)]
+    // The help lists the modes from their table.
+    #[arg(long, value_name = "MODE", value_parser = parse::<Rounding>, help = format!(
+        "Rounding mode at every storage point (overrides the recipe's): {}",
+        Rounding::NAMES
+    ))]
     rounding: Option<Rounding>,
     /// Where matrix-product sums are kept (overrides the recipe's): fp32, or storage (rounded to
     /// the output's format after every addition; slow).
-    #[arg(long, value_name = "fp32|storage", value_parser = parse::<Accumulation>)]
+    #[arg(long, value_name = Accumulation::CHOICES, value_parser = parse::<Accumulation>)]
     accumulation: Option<Accumulation>,
     /// Overflow rule at every storage point (overrides the recipe's): ieee (infinity) or
     /// saturate (clamp to the largest finite value).
-    #[arg(long, value_name = "ieee|saturate", value_parser = parse::<Overflow>)]
+    #[arg(long, value_name = Overflow::CHOICES, value_parser = parse::<Overflow>)]
     overflow: Option<Overflow>,
     // The help lists the policies from their table.
     #[arg(long, value_name = "NAME", value_parser = parse::<LossScaling>, help = format!(
