@@ -142,6 +142,9 @@ pub enum Corner {
     /// Lower right, in room made under the data (the y axis extended), so that the legend
     /// covers nothing.
     BelowData,
+    /// The first of upper right and lower right where the legend's box covers no point of
+    /// the data, else [`Corner::BelowData`]: for curves that may end anywhere.
+    Free,
 }
 
 /// One histogram of a [`Log2Histograms`]: legend, colour, bars `(log2 lower, log2 upper,

@@ -65,21 +65,22 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
             .filter_map(|&(x, y)| Some((x_axis.map(x)?, axis.map(y)?)))
             .collect()
     };
-    let all_y = c
-        .lines
-        .iter()
-        .chain(&c.marks)
-        .flat_map(|l| mapped(&l.points))
-        .chain(c.bands.iter().flat_map(|b| {
-            let edges: Vec<(f64, f64)> = b
-                .points
-                .iter()
-                .flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)])
-                .collect();
-            mapped(&edges)
-        }));
+    let all_points = || {
+        c.lines
+            .iter()
+            .chain(&c.marks)
+            .flat_map(|l| mapped(&l.points))
+            .chain(c.bands.iter().flat_map(|b| {
+                let edges: Vec<(f64, f64)> = b
+                    .points
+                    .iter()
+                    .flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)])
+                    .collect();
+                mapped(&edges)
+            }))
+    };
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for (x, y) in all_y {
+    for (x, y) in all_points() {
         x0 = x0.min(x);
         x1 = x1.max(x);
         y0 = y0.min(y);
@@ -98,9 +99,29 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         let mid = (y0 + y1) / 2.0;
         (y0, y1) = (mid - 1.0, mid + 1.0);
     }
-    if c.legend == Corner::BelowData {
+    let entries = c.lines.len() + c.bands.len() + c.marks.len();
+    let corner = match c.legend {
+        Corner::Free => {
+            // The legend's box as shares of the plot (about 21 pixels an entry, 8 a character
+            // of the longest name, inside the label areas and margins below), with a margin.
+            let (w, h) = root.dim_in_pixel();
+            let longest = c
+                .lines
+                .iter()
+                .chain(&c.marks)
+                .map(|l| l.name.chars().count());
+            let longest = longest
+                .chain(c.bands.iter().map(|b| b.name.chars().count()))
+                .max();
+            let box_w =
+                (60 + 8 * longest.unwrap_or(0)) as f64 / f64::from(w.saturating_sub(122).max(1));
+            let box_h = (21 * entries + 34) as f64 / f64::from(h.saturating_sub(120).max(1));
+            free_corner(&all_points, (x0, x1), (y0, y1), (box_w, box_h))
+        }
+        fixed => fixed,
+    };
+    if corner == Corner::BelowData {
         // About 21 pixels per legend entry of a plot about 520 high.
-        let entries = c.lines.len() + c.bands.len() + c.marks.len();
         let share = ((21 * entries + 24) as f64 / 520.0).min(0.6);
         y0 -= (y1 - y0) * share / (1.0 - share);
     }
@@ -180,16 +201,56 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
     }
     legend(
         &mut chart,
-        match c.legend {
-            Corner::UpperRight => SeriesLabelPosition::UpperRight,
-            Corner::LowerRight | Corner::BelowData => SeriesLabelPosition::LowerRight,
+        if corner == Corner::UpperRight {
+            SeriesLabelPosition::UpperRight
+        } else {
+            SeriesLabelPosition::LowerRight
         },
     )
+}
+
+/// Upper right if no point (in axis coordinates) falls in a legend box of `share` of the plot
+/// `x` by `y` there, else lower right if none falls there, else under the data.
+fn free_corner<I: Iterator<Item = (f64, f64)>>(
+    points: &impl Fn() -> I,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+    share: (f64, f64),
+) -> Corner {
+    let (bx, by) = (x1 - (x1 - x0) * share.0, (y1 - y0) * share.1);
+    let covered =
+        |top: bool| points().any(|(x, y)| x >= bx && if top { y >= y1 - by } else { y <= y0 + by });
+    if !covered(true) {
+        Corner::UpperRight
+    } else if !covered(false) {
+        Corner::LowerRight
+    } else {
+        Corner::BelowData
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The legend goes to the first corner the data leaves free: a loss that falls leaves the
+    /// upper right; one that ends high, the lower right; curves ending at both, neither.
+    #[test]
+    fn a_free_corner_is_one_the_data_leaves_free() {
+        let corner = |pts: &[(f64, f64)]| {
+            free_corner(
+                &|| pts.iter().copied(),
+                (0.0, 10.0),
+                (0.0, 10.0),
+                (0.3, 0.3),
+            )
+        };
+        assert_eq!(corner(&[(0.0, 10.0), (10.0, 1.0)]), Corner::UpperRight);
+        assert_eq!(corner(&[(0.0, 1.0), (10.0, 9.0)]), Corner::LowerRight);
+        assert_eq!(corner(&[(10.0, 9.0), (10.0, 1.0)]), Corner::BelowData);
+        // A point left of the box covers nothing.
+        assert_eq!(corner(&[(6.0, 10.0), (6.0, 0.0)]), Corner::UpperRight);
+    }
 
     /// The y labels of a drawn chart's SVG, in order.
     fn y_labels(c: &LineChart) -> Vec<String> {

@@ -48,7 +48,7 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
             lines: lines_of(runs, |r| curve(&r.loss.points)),
             bands: vec![],
             marks: vec![],
-            legend: Corner::UpperRight,
+            legend: Corner::Free,
         }),
     });
     if runs.iter().any(|r| !r.eval.is_empty()) {
@@ -69,7 +69,7 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
                 lines: lines_of(runs, |r| curve(&r.eval)),
                 bands: vec![],
                 marks: vec![],
-                legend: Corner::LowerRight,
+                legend: Corner::Free,
             }),
         });
     }
