@@ -185,6 +185,12 @@ def test_the_window_top_for_a_rerun_holds_where_the_recorded_top_overflows(tmp_p
     assert replayed["static:2^17"]["skipped"]["steps"] == []
     page = (tmp_path / "page" / "index.html").read_text()
     assert "so the top for a rerun is 2^16. GradScaler(init_scale=2.0**16) starts inside" in page
+    # The window figure draws it as a level; section 7 says the recorder counts no swamping
+    # (and draws no empty chart).
+    svg = (tmp_path / "page" / "figures" / "window.svg").read_text()
+    assert "top for a rerun, 2^16" in svg
+    assert "No run in this report recorded updates lost to swamping" in page
+    assert not (tmp_path / "page" / "figures" / "updates-lost.svg").exists()
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ impl Chart {
             // Rows stay readable with many layers: the map grows instead.
             Chart::Heatmap(h) => (super::SIZE.0, (200 + 22 * h.rows.len() as u32).max(420)),
             Chart::Dots(d) => (super::SIZE.0, (260 + 70 * d.rows.len() as u32).max(420)),
+            // A long legend (many runs) gets room of its own instead of covering the data.
+            Chart::Lines(l) => (super::SIZE.0, l.height_for_legend(super::SIZE.1)),
             _ => super::SIZE,
         }
     }

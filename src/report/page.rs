@@ -110,7 +110,12 @@ impl Report {
                         }))
                         (section("figure3", "5. Activation gradients against the format (the paper's Figure 3)", figure(5)))
                         (section("window", "6. The loss-scale window over training", html! { (self.window_text()) (figure(6)) }))
-                        (section("swamping", "7. Swamping: updates lost to the master weights' precision", figure(7)))
+                        (section("swamping", "7. Swamping: updates lost to the master weights' precision", html! {
+                            @if self.runs.iter().all(|r| r.updates_lost.points.is_empty()) {
+                                p { "No run in this report recorded updates lost to swamping (metrics.jsonl's updates_lost; the PyTorch recorder does not count them)." }
+                            }
+                            (figure(7))
+                        }))
                         (section("nonfinite", "8. Non-finite events", self.nonfinite_table()))
                         footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the run directories: " (self.runs.iter().map(|r| r.dir.as_str()).collect::<Vec<_>>().join(", ")) ". The numbers are in report.json." } }
             },

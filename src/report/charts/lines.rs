@@ -54,6 +54,30 @@ pub struct LineChart {
     pub legend: Corner,
 }
 
+/// Pixels of one legend entry.
+const LEGEND_ROW: usize = 21;
+/// Pixels of a chart's height outside its plot (title, x labels, margins).
+const PLOT_INSET: u32 = 130;
+/// The largest share of the plot's height a legend under the data takes.
+const MAX_LEGEND_SHARE: f64 = 0.6;
+
+impl LineChart {
+    /// Entries of the legend: curves, bands and marks.
+    #[must_use]
+    pub fn legend_entries(&self) -> usize {
+        self.lines.len() + self.bands.len() + self.marks.len()
+    }
+
+    /// The height a chart drawn at least `height` high needs so that its
+    /// legend, under the data, takes at most [`MAX_LEGEND_SHARE`] of the plot: `height` for
+    /// a legend of a dozen entries, more for a long one (a report of many runs).
+    #[must_use]
+    pub fn height_for_legend(&self, height: u32) -> u32 {
+        let legend = (LEGEND_ROW * self.legend_entries() + 24) as f64;
+        height.max(PLOT_INSET + (legend / MAX_LEGEND_SHARE).ceil() as u32)
+    }
+}
+
 /// Draws a [`LineChart`].
 ///
 /// # Errors
@@ -99,12 +123,12 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         let mid = (y0 + y1) / 2.0;
         (y0, y1) = (mid - 1.0, mid + 1.0);
     }
-    let entries = c.lines.len() + c.bands.len() + c.marks.len();
+    let entries = c.legend_entries();
+    let (w, h) = root.dim_in_pixel();
     let corner = match c.legend {
         Corner::Free => {
             // The legend's box as shares of the plot (about 21 pixels an entry, 8 a character
             // of the longest name, inside the label areas and margins below), with a margin.
-            let (w, h) = root.dim_in_pixel();
             let longest = c
                 .lines
                 .iter()
@@ -115,14 +139,16 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
                 .max();
             let box_w =
                 (60 + 8 * longest.unwrap_or(0)) as f64 / f64::from(w.saturating_sub(122).max(1));
-            let box_h = (21 * entries + 34) as f64 / f64::from(h.saturating_sub(120).max(1));
+            let box_h =
+                (LEGEND_ROW * entries + 34) as f64 / f64::from(h.saturating_sub(120).max(1));
             free_corner(&all_points, (x0, x1), (y0, y1), (box_w, box_h))
         }
         fixed => fixed,
     };
     if corner == Corner::BelowData {
-        // About 21 pixels per legend entry of a plot about 520 high.
-        let share = ((21 * entries + 24) as f64 / 520.0).min(0.6);
+        // The plot is the chart less about 130 pixels of title, labels and margins.
+        let plot = f64::from(h.saturating_sub(PLOT_INSET).max(1));
+        let share = ((LEGEND_ROW * entries + 24) as f64 / plot).min(MAX_LEGEND_SHARE);
         y0 -= (y1 - y0) * share / (1.0 - share);
     }
     let mut chart = ChartBuilder::on(root)
@@ -250,6 +276,35 @@ mod tests {
         assert_eq!(corner(&[(10.0, 9.0), (10.0, 1.0)]), Corner::BelowData);
         // A point left of the box covers nothing.
         assert_eq!(corner(&[(6.0, 10.0), (6.0, 0.0)]), Corner::UpperRight);
+    }
+
+    /// A dozen entries fit under the data of a 650-pixel chart; a longer legend makes the
+    /// chart taller, keeping the legend to at most 60% of the plot.
+    #[test]
+    fn a_long_legend_makes_the_chart_taller() {
+        let line = |i: usize| Line {
+            name: format!("run {i}"),
+            color: run_color(i),
+            points: vec![(0.0, 1.0)],
+            dashed: false,
+        };
+        let chart = |n: usize| LineChart {
+            title: String::new(),
+            x_desc: String::new(),
+            x_axis: Axis::Linear,
+            y_desc: String::new(),
+            axis: Axis::Linear,
+            lines: (0..n).map(line).collect(),
+            bands: vec![],
+            marks: vec![],
+            legend: Corner::BelowData,
+        };
+        assert_eq!(chart(13).height_for_legend(650), 650);
+        let h = chart(35).height_for_legend(650);
+        assert!(
+            h > 650 && (21 * 35 + 24) as f64 <= 0.6 * f64::from(h - 130) + 1.0,
+            "{h}"
+        );
     }
 
     /// The y labels of a drawn chart's SVG, in order.

@@ -232,6 +232,9 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
             }),
         });
     }
+    if runs.iter().all(|r| r.updates_lost.points.is_empty()) {
+        return out;
+    }
     out.push(Figure {
         id: "updates-lost".into(),
         section: 7,
@@ -369,9 +372,23 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
                     "{}: window top from every step, 2^{k} at step {step}",
                     r.name
                 ),
-                color: run_color(i),
+                // Grey, so that it is not read as one of the run's skipped steps.
+                color: charts::GREY,
                 points: vec![(step as f64, 2f64.powi(k))],
                 dashed: false,
+            });
+        }
+        // The top for a rerun, where it lies below the recorded one: a level across the run.
+        let steps = r.loss_scale.points.first().zip(r.loss_scale.points.last());
+        if let (Some(top), Some(((first, _), (last, _)))) = (r.window_rerun_top, steps)
+            && top.margin > 0
+        {
+            let level = 2f64.powi(top.log2_scale);
+            lines.push(Line {
+                name: format!("{}: top for a rerun, 2^{}", r.name, top.log2_scale),
+                color: run_color(i),
+                points: vec![(*first as f64, level), (*last as f64, level)],
+                dashed: true,
             });
         }
     }
@@ -379,7 +396,7 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
         id: "window".into(),
         section: 6,
         caption: format!(
-            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section 6 gives comes from every step). The edges are this run's: section 6 also gives the top for a rerun, whose own trajectory can reach larger gradients. Dashed: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
+            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section 6 gives comes from every step; grey). The edges are this run's; a dashed level is the top for a rerun (section 6), whose own trajectory can reach larger gradients, where it lies below them. Dashed curve: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
             threshold_percent(MATCH_MAX_UNDERFLOW)
         ),
