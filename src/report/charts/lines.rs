@@ -69,7 +69,7 @@ impl LineChart {
     }
 
     /// The height a chart drawn at least `height` high needs so that its
-    /// legend, under the data, takes at most [`MAX_LEGEND_SHARE`] of the plot: `height` for
+    /// legend, under the data, takes at most 60% of the plot: `height` for
     /// a legend of a dozen entries, more for a long one (a report of many runs).
     #[must_use]
     pub fn height_for_legend(&self, height: u32) -> u32 {
