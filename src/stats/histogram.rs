@@ -56,7 +56,9 @@ const E_MAX: i32 = 1023;
 /// assert_eq!(bins, [(1.0, 1), (1.5, 1), (2.0, 0), (3.0, 1)]);
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "HistogramData")]
+// The derives make inherent `Histogram::serialize`/`deserialize`; the trait impls below call
+// them, the deserializer then checking what it read.
+#[serde(remote = "Self")]
 pub struct Histogram {
     sub_bins_log2: u32,
     /// Index of `bins[0]` (see the module docs); 0 when `bins` is empty.
@@ -74,57 +76,48 @@ pub struct Histogram {
     sum_sq: f64,
 }
 
-/// The serialized fields, checked before they become a [`Histogram`].
-#[derive(Deserialize)]
-struct HistogramData {
-    sub_bins_log2: u32,
-    first_bin: i32,
-    bins: Vec<u64>,
-    zeros: u64,
-    nan: u64,
-    pos_inf: u64,
-    neg_inf: u64,
-    negatives: u64,
-    amax: f64,
-    min_nonzero: Option<f64>,
-    sum_abs: f64,
-    sum_sq: f64,
+impl Serialize for Histogram {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Histogram::serialize(self, serializer)
+    }
 }
 
-impl TryFrom<HistogramData> for Histogram {
-    type Error = String;
-    fn try_from(d: HistogramData) -> Result<Self, String> {
-        let s = d.sub_bins_log2;
+impl<'de> Deserialize<'de> for Histogram {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Histogram::deserialize(deserializer)?
+            .checked()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Histogram {
+    /// The histogram, if its fields are consistent (what deserializing one checks).
+    fn checked(mut self) -> Result<Self, String> {
+        let s = self.sub_bins_log2;
         if s > MAX_SUB_BINS_LOG2 {
             return Err(format!("sub_bins_log2 {s} exceeds {MAX_SUB_BINS_LOG2}"));
         }
         let lo = i64::from(E_MIN) << s;
         let hi = (i64::from(E_MAX + 1) << s) - 1;
-        let last = i64::from(d.first_bin) + d.bins.len() as i64 - 1;
-        if !d.bins.is_empty() && (i64::from(d.first_bin) < lo || last > hi) {
-            return Err(format!("bins {}..={last} outside {lo}..={hi}", d.first_bin));
+        let last = i64::from(self.first_bin) + self.bins.len() as i64 - 1;
+        if !self.bins.is_empty() && (i64::from(self.first_bin) < lo || last > hi) {
+            return Err(format!(
+                "bins {}..={last} outside {lo}..={hi}",
+                self.first_bin
+            ));
         }
-        if d.bins.first() == Some(&0) || d.bins.last() == Some(&0) {
+        if self.bins.first() == Some(&0) || self.bins.last() == Some(&0) {
             return Err("bins must start and end with a nonzero count".into());
         }
         // Sums of huge f64 values may legitimately be +inf.
-        if !(d.amax.is_finite() && d.amax >= 0.0 && d.sum_abs >= 0.0 && d.sum_sq >= 0.0) {
+        if !(self.amax.is_finite() && self.amax >= 0.0 && self.sum_abs >= 0.0 && self.sum_sq >= 0.0)
+        {
             return Err("amax must be finite, amax and sums nonnegative".into());
         }
-        Ok(Histogram {
-            sub_bins_log2: s,
-            first_bin: if d.bins.is_empty() { 0 } else { d.first_bin },
-            bins: d.bins,
-            zeros: d.zeros,
-            nan: d.nan,
-            pos_inf: d.pos_inf,
-            neg_inf: d.neg_inf,
-            negatives: d.negatives,
-            amax: d.amax,
-            min_nonzero: d.min_nonzero,
-            sum_abs: d.sum_abs,
-            sum_sq: d.sum_sq,
-        })
+        if self.bins.is_empty() {
+            self.first_bin = 0;
+        }
+        Ok(self)
     }
 }
 

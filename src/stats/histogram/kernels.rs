@@ -59,43 +59,37 @@ pub(crate) trait Bits: Copy + Send + Sync {
     fn widen(u: Self::U) -> f64;
 }
 
-impl Bits for f32 {
-    type U = u32;
-    const EXP_BITS: u32 = 8;
-    const MAN_BITS: u32 = 23;
-    const ABS: u32 = 0x7fff_ffff;
-    const INF: u32 = 0x7f80_0000;
-    const MIN_NORMAL: u32 = 0x0080_0000;
-    const ZERO: u32 = 0;
-    const MAX: u32 = u32::MAX;
-    #[inline(always)]
-    fn bits(self) -> u32 {
-        self.to_bits()
-    }
-    #[inline(always)]
-    fn widen(u: u32) -> f64 {
-        f64::from(f32::from_bits(u))
-    }
+/// `Bits` of a float type `$t` with patterns `$u`, `$exp` exponent and `$man` fraction bits.
+macro_rules! bits {
+    ($t:ty, $u:ty, $exp:expr, $man:expr) => {
+        impl Bits for $t {
+            type U = $u;
+            const EXP_BITS: u32 = $exp;
+            const MAN_BITS: u32 = $man;
+            const ABS: $u = <$u>::MAX >> 1;
+            const INF: $u = ((1 << $exp) - 1) << $man;
+            const MIN_NORMAL: $u = 1 << $man;
+            const ZERO: $u = 0;
+            const MAX: $u = <$u>::MAX;
+            #[inline(always)]
+            fn bits(self) -> $u {
+                self.to_bits()
+            }
+            #[inline(always)]
+            fn widen(u: $u) -> f64 {
+                f64::from(<$t>::from_bits(u))
+            }
+        }
+    };
 }
 
-impl Bits for f64 {
-    type U = u64;
-    const EXP_BITS: u32 = 11;
-    const MAN_BITS: u32 = 52;
-    const ABS: u64 = !(1 << 63);
-    const INF: u64 = 0x7ff0_0000_0000_0000;
-    const MIN_NORMAL: u64 = 1 << 52;
-    const ZERO: u64 = 0;
-    const MAX: u64 = u64::MAX;
-    #[inline(always)]
-    fn bits(self) -> u64 {
-        self.to_bits()
-    }
-    #[inline(always)]
-    fn widen(u: u64) -> f64 {
-        f64::from_bits(u)
-    }
-}
+bits!(f32, u32, 8, 23);
+bits!(f64, u64, 11, 52);
+
+// The layouts as the formats spell them.
+const _: () = assert!(<f32 as Bits>::INF == 0x7f80_0000 && <f32 as Bits>::ABS == 0x7fff_ffff);
+const _: () =
+    assert!(<f64 as Bits>::INF == 0x7ff0_0000_0000_0000 && <f64 as Bits>::ABS == !(1 << 63));
 
 /// Sets of bin counters a chunk is spread over.
 const LANES: usize = 8;

@@ -254,18 +254,18 @@ fn chunk_any<T: Sample>(
             // p = 21, the widest format of the f32 terms (28 is also fp32's width, p = 23,
             // which takes the f64 terms).
             28 => fill32::<28>(acc, &consts, &mut lanes, lo, xs),
-            _ => fill_any(acc, &consts, &mut lanes, lo, xs),
+            _ => fill(acc, &consts, &mut lanes, lo, xs, s),
         }
     } else if terms == Terms::Generic {
-        fill_any(acc, &consts, &mut lanes, lo, xs);
+        fill(acc, &consts, &mut lanes, lo, xs, s);
     } else {
         // Slot counts of e5m2/e4m3 (p = 2, 3), bf16 (7), fp16/tf32 (10) and fp32 (23).
         match s {
-            8 => fill::<T, 8>(acc, &consts, &mut lanes, lo, xs),
-            12 => fill::<T, 12>(acc, &consts, &mut lanes, lo, xs),
-            16 => fill::<T, 16>(acc, &consts, &mut lanes, lo, xs),
-            28 => fill::<T, 28>(acc, &consts, &mut lanes, lo, xs),
-            _ => fill_any(acc, &consts, &mut lanes, lo, xs),
+            8 => fill(acc, &consts, &mut lanes, lo, xs, 8),
+            12 => fill(acc, &consts, &mut lanes, lo, xs, 12),
+            16 => fill(acc, &consts, &mut lanes, lo, xs, 16),
+            28 => fill(acc, &consts, &mut lanes, lo, xs, 28),
+            _ => fill(acc, &consts, &mut lanes, lo, xs, s),
         }
     }
     part.rows = fold(&lanes, lo, n, p, s);
@@ -442,20 +442,25 @@ fn key(z: usize, a: usize, b: usize, frac: u64, hist_s: u32) -> usize {
     (z | a << 1 | b << 2) << HIST_MAX_S | (frac >> (52 - hist_s)) as usize
 }
 
-/// The accumulation loop with `S` slots known at compile time.
+/// The most slots per value: [`slots`] of the widest format (23 mantissa bits).
+const MAX_SLOTS: usize = 28;
+
+/// The accumulation loop of `s` slots per value (inlined where `s` is a constant, so the slot
+/// loop runs as whole vectors).
 #[inline(always)]
-fn fill<T: Sample, const S: usize>(
+fn fill<T: Sample>(
     acc: &SweepAccumulator,
     k: &Consts,
     lanes: &mut Lanes,
     lo: i32,
     xs: &[T],
+    s: usize,
 ) {
-    let mut grid = [0.0; S];
-    grid.copy_from_slice(&k.grid);
-    let mut masks = [[0.0; S]; 4];
+    // The constants in local arrays, where the compiler keeps them in registers.
+    let (mut grid, mut masks) = ([0.0; MAX_SLOTS], [[0.0; MAX_SLOTS]; 4]);
+    grid[..s].copy_from_slice(&k.grid);
     for (m, src) in masks.iter_mut().zip(&k.masks) {
-        m.copy_from_slice(src);
+        m[..s].copy_from_slice(src);
     }
     for (i, &x) in xs.iter().enumerate() {
         let a = x.abs_bits64();
@@ -469,38 +474,11 @@ fn fill<T: Sample, const S: usize>(
         lanes.counts[r][key(z, usize::from(frac >= acc.t_a), b, frac, lanes.hist_s)] += 1;
         let f = f64::from_bits(frac | ONE_BITS);
         let mask = &masks[z * 2 + b];
-        let row: Option<&mut [f64; S]> = lanes
-            .slots_mut()
-            .get_mut(r * S..(r + 1) * S)
-            .and_then(|s| s.try_into().ok());
-        if let Some(row) = row {
-            for j in 0..S {
+        if let Some(row) = lanes.slots_mut().get_mut(r * s..(r + 1) * s) {
+            for j in 0..s {
                 let d = f - ((f + grid[j]) - grid[j]);
                 row[j] += d * d * mask[j];
             }
-        }
-    }
-}
-
-/// [`fill`] for any slot count.
-fn fill_any<T: Sample>(acc: &SweepAccumulator, k: &Consts, lanes: &mut Lanes, lo: i32, xs: &[T]) {
-    let s = k.grid.len();
-    for (i, &x) in xs.iter().enumerate() {
-        let a = x.abs_bits64();
-        if a == 0 || a >= INF {
-            continue;
-        }
-        let (e, frac) = split(a);
-        let z = usize::from(frac == 0);
-        let b = usize::from(frac >= acc.t_b);
-        let r = (e - lo) as usize * LANES + i % LANES;
-        lanes.counts[r][key(z, usize::from(frac >= acc.t_a), b, frac, lanes.hist_s)] += 1;
-        let f = f64::from_bits(frac | ONE_BITS);
-        let mask = &k.masks[z * 2 + b];
-        let row = &mut lanes.slots_mut()[r * s..(r + 1) * s];
-        for j in 0..s {
-            let d = f - ((f + k.grid[j]) - k.grid[j]);
-            row[j] += d * d * mask[j];
         }
     }
 }
