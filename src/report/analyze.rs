@@ -8,7 +8,7 @@ use plotters::prelude::*;
 
 use super::charts::{
     self, GREY, Line, Log2Histograms, MagnitudeHeatmap, NORMAL, OVERFLOW, RUN_COLORS, SUBNORMAL,
-    ScaleSweep, Stack, UNDERFLOW,
+    ScaleSweep, Stack, Stroke, UNDERFLOW,
 };
 use super::{SIZE, check_plots_dir, heatmap_size, remove_stale_plot, write_png, write_svg};
 use crate::analysis::Analysis;
@@ -122,7 +122,7 @@ impl<'a> AnalyzePlots<'a> {
                 .iter()
                 .map(|r| (f64::from(r.log2_scale), get(r)))
                 .collect(),
-            dashed: false,
+            stroke: Stroke::Solid,
         };
         let (lo, hi) = match (s.rows.first(), s.rows.last()) {
             (Some(a), Some(b)) => (f64::from(a.log2_scale), f64::from(b.log2_scale)),
@@ -141,7 +141,7 @@ impl<'a> AnalyzePlots<'a> {
                     (lo - 0.5, self.max_underflow),
                     (hi + 0.5, self.max_underflow),
                 ],
-                dashed: true,
+                stroke: Stroke::Dashed,
             },
         ];
         ScaleSweep {

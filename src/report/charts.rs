@@ -20,7 +20,7 @@ pub use grids::{
     Heatmap, MagnitudeHeatmap, StackedShares, heatmap, magnitude_heatmap, stacked_shares,
 };
 pub use histograms::{Log2Histograms, OPEN_ZONE, Zone, bars, format_zones, log2_histograms};
-pub use lines::{Band, Line, LineChart, lines};
+pub use lines::{Band, Line, LineChart, Stroke, lines};
 pub use sweep::{SWEEP_FLOOR, ScaleSweep, Stack, scale_sweep};
 
 /// The result of drawing on a backend `DB`.
@@ -66,6 +66,8 @@ pub const NORMAL: RGBColor = RGBColor(0, 158, 115);
 pub const OVERFLOW: RGBColor = RGBColor(204, 121, 167);
 /// Values before scaling, marks and reference ticks.
 pub const GREY: RGBColor = RGBColor(90, 90, 90);
+/// What no outcome class counts (values zero or not finite before rounding).
+pub const LIGHT_GREY: RGBColor = RGBColor(205, 205, 205);
 
 /// Draws the legend of `chart`'s labelled series at `position`, on a light box.
 fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(

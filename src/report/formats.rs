@@ -12,7 +12,7 @@ use plotters::prelude::*;
 
 use super::charts::DrawResult;
 use super::charts::{
-    Axis, Corner, Line, LineChart, NORMAL, SUBNORMAL, legend_on, run_color, swatch,
+    Axis, Corner, Line, LineChart, NORMAL, SUBNORMAL, Stroke, legend_on, run_color, swatch,
 };
 use crate::format::FloatFormat;
 use crate::stats::Histogram;
@@ -222,7 +222,7 @@ pub fn spacing_chart(formats: &[FloatFormat]) -> LineChart {
                 name: format!("{f}: {} mantissa bits", f.man_bits()),
                 color: run_color(i),
                 points: spacing(*f),
-                dashed: false,
+                stroke: Stroke::Solid,
             })
             .collect(),
         bands: Vec::new(),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use maud::{Markup, html};
 use serde::Serialize;
 
-use super::charts::{Axis, Band, Corner, Line, LineChart, run_color};
+use super::charts::{Axis, Band, Corner, Line, LineChart, Stroke, run_color};
 use super::html::{Chart, Figure, breakable, document, figure_markup, write_report};
 use super::runs::{judged_format, recorded_step};
 use crate::format::{FP32, FloatFormat, Overflow};
@@ -161,7 +161,7 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
                 format!(" (same scales as {}: drawn over it)", q.policy)
             });
         lines.push(Line {
-            dashed: !same.is_empty(),
+            stroke: Stroke::dashed_if(!same.is_empty()),
             name: format!("{}{same}", p.policy),
             color: run_color(i),
             points,
@@ -176,7 +176,7 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
                     .iter()
                     .filter_map(|&s| Some((s as f64, p.scale_at(s)?)))
                     .collect(),
-                dashed: false,
+                stroke: Stroke::Solid,
             });
         }
     }

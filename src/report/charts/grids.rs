@@ -130,29 +130,45 @@ pub fn stacked_shares<DB: DrawingBackend>(
     c: &StackedShares,
 ) -> DrawResult<DB> {
     let n = c.steps.len().max(1);
-    let steps = c.steps.clone();
+    // Room above 100% for the legend (about 21 pixels an entry of a plot about 520 high), so
+    // that it covers no bar; no tick labels there.
+    let share = ((21 * c.layers.len() + 24) as f64 / 520.0).min(0.6);
+    let top = 100.0 / (1.0 - share);
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0..n as f64, 0.0..100.0)?;
+        .build_cartesian_2d(0.0..n as f64, 0.0..top)?;
     chart
         .configure_mesh()
         .disable_mesh()
         .x_desc("capture step")
         .y_desc("share of values stored (%)")
-        .x_labels(n.min(12))
-        .x_label_formatter(&|x| {
-            steps
-                .get(x.floor() as usize)
-                .map(ToString::to_string)
-                .unwrap_or_default()
+        .x_labels(0)
+        .y_label_formatter(&|y| {
+            if *y > 100.0 + 1e-9 {
+                String::new()
+            } else {
+                format!("{y:.0}")
+            }
         })
-        .y_label_formatter(&|y| format!("{y:.0}"))
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
         .draw()?;
+    // The steps under their bars (the x axis is categorical), at most about 12 of them.
+    let every = n.div_ceil(12);
+    for (i, step) in c.steps.iter().enumerate().filter(|(i, _)| i % every == 0) {
+        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+        root.draw(&Text::new(
+            step.to_string(),
+            (px, py + 8),
+            TextStyle::from((FONT, 15).into_font()).pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Top,
+            )),
+        ))?;
+    }
     let mut base = vec![0.0; n];
     for (name, color, shares) in &c.layers {
         let color = *color;
@@ -170,7 +186,7 @@ pub fn stacked_shares<DB: DrawingBackend>(
             .label(name)
             .legend(swatch(color.filled()));
     }
-    legend(&mut chart, SeriesLabelPosition::LowerRight)
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 /// Shares of each row's values per octave of magnitude (rows: tensors; columns: the binary

@@ -16,8 +16,31 @@ pub struct Line {
     pub color: RGBColor,
     /// `(x, y)`, in data units (the axis maps y).
     pub points: Vec<(f64, f64)>,
-    /// Drawn dashed (a reference, or a curve that others may cover), on top of the solid ones.
-    pub dashed: bool,
+    /// How it is drawn; dashed and dotted curves go on top of the solid ones.
+    pub stroke: Stroke,
+}
+
+/// How a [`Line`] is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stroke {
+    /// A run's own curve.
+    Solid,
+    /// A reference, or a curve that others may cover.
+    Dashed,
+    /// A second kind of reference beside dashed ones (a prediction).
+    Dotted,
+}
+
+impl Stroke {
+    /// [`Stroke::Dashed`] when `dashed`, else [`Stroke::Solid`].
+    #[must_use]
+    pub fn dashed_if(dashed: bool) -> Self {
+        if dashed {
+            Stroke::Dashed
+        } else {
+            Stroke::Solid
+        }
+    }
 }
 
 /// A band between two curves, `(x, low, high)` in data units.
@@ -117,7 +140,13 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         x1 = x0 + 1.0;
     }
     let pad = ((y1 - y0) * 0.06).max(if axis == Axis::Linear { 1e-3 } else { 0.5 });
-    let (mut y0, mut y1) = (y0 - pad, y1 + pad);
+    // A linear axis of data that are never negative (shares, losses) stops at 0.
+    let floor = if axis == Axis::Linear && y0 >= 0.0 {
+        0.0
+    } else {
+        f64::MIN
+    };
+    let (mut y0, mut y1) = ((y0 - pad).max(floor), y1 + pad);
     if axis == Axis::Log2 && y1 - y0 < 2.0 {
         // At least two whole powers of two on the axis, so that a flat curve has labels.
         let mid = (y0 + y1) / 2.0;
@@ -145,6 +174,8 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         }
         fixed => fixed,
     };
+    // The data's lowest label; the room made under it for a legend has none.
+    let data_y0 = y0;
     if corner == Corner::BelowData {
         // The plot is the chart less about 130 pixels of title, labels and margins.
         let plot = f64::from(h.saturating_sub(PLOT_INSET).max(1));
@@ -165,7 +196,13 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         .x_desc(&c.x_desc)
         .y_desc(&c.y_desc)
         .x_label_formatter(&|x| x_axis.label(*x))
-        .y_label_formatter(&|y| axis.label(*y))
+        .y_label_formatter(&|y| {
+            if *y < data_y0 - 1e-9 {
+                String::new()
+            } else {
+                axis.label(*y)
+            }
+        })
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
         .draw()?;
@@ -183,31 +220,40 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
             .label(&b.name)
             .legend(swatch(color.mix(0.3).filled()));
     }
-    // Solid curves first, dashed ones on top (a dash shows what lies under it).
+    // Solid curves first, dashed and dotted ones on top (a dash shows what lies under it).
     let order = c
         .lines
         .iter()
-        .filter(|l| !l.dashed)
-        .chain(c.lines.iter().filter(|l| l.dashed));
+        .filter(|l| l.stroke == Stroke::Solid)
+        .chain(c.lines.iter().filter(|l| l.stroke != Stroke::Solid));
     for l in order {
         let color = l.color;
         let style = color.stroke_width(2);
-        let drawn = if l.dashed {
-            chart.draw_series(DashedLineSeries::new(mapped(&l.points), 9, 6, style))?
-        } else {
-            chart.draw_series(LineSeries::new(mapped(&l.points), style))?
+        let drawn = match l.stroke {
+            Stroke::Solid => chart.draw_series(LineSeries::new(mapped(&l.points), style))?,
+            Stroke::Dashed => {
+                chart.draw_series(DashedLineSeries::new(mapped(&l.points), 9, 6, style))?
+            }
+            Stroke::Dotted => chart.draw_series(DashedLineSeries::new(
+                mapped(&l.points),
+                2,
+                5,
+                color.stroke_width(3),
+            ))?,
         };
-        let dashed = l.dashed;
+        let stroke = l.stroke;
         drawn.label(&l.name).legend(move |(x, y)| {
-            // A dash, a gap and a dash; one stroke for a solid curve.
-            let (a, b) = if dashed {
-                (x + 7, x + 11)
-            } else {
-                (x + 18, x + 18)
+            // Its pattern over 18 pixels, in four pieces: one stroke, a dash and a dash, or
+            // four dots.
+            let [p, q, r, t] = match stroke {
+                Stroke::Solid => [(0, 18); 4],
+                Stroke::Dashed => [(0, 7), (11, 18), (11, 18), (11, 18)],
+                Stroke::Dotted => [(0, 2), (5, 7), (10, 12), (15, 17)],
             };
-            EmptyElement::at((0, 0))
-                + PathElement::new(vec![(x, y), (a, y)], color.stroke_width(3))
-                + PathElement::new(vec![(b, y), (x + 18, y)], color.stroke_width(3))
+            let piece = |(a, b): (i32, i32)| {
+                PathElement::new(vec![(x + a, y), (x + b, y)], color.stroke_width(3))
+            };
+            EmptyElement::at((0, 0)) + piece(p) + piece(q) + piece(r) + piece(t)
         });
         // A line of one point (a run that diverged at its first step) draws nothing: a dot.
         if let [point] = mapped(&l.points)[..] {
@@ -286,7 +332,7 @@ mod tests {
             name: format!("run {i}"),
             color: run_color(i),
             points: vec![(0.0, 1.0)],
-            dashed: false,
+            stroke: Stroke::Solid,
         };
         let chart = |n: usize| LineChart {
             title: String::new(),
@@ -323,6 +369,60 @@ mod tests {
             .collect()
     }
 
+    /// Every label of a drawn chart's SVG.
+    fn labels(c: &LineChart) -> Vec<String> {
+        let mut svg = String::new();
+        {
+            crate::report::register_font();
+            let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
+            lines(&root, c).unwrap();
+            root.present().unwrap();
+        }
+        svg.split("</text>")
+            .filter_map(|t| Some(t.rsplit('>').next()?.trim().to_string()))
+            .collect()
+    }
+
+    /// A share (never negative) gets no axis below 0, and the room made under the data for a
+    /// legend has no labels (on a log axis they would read as scales the runs had).
+    #[test]
+    fn no_labels_below_the_data() {
+        let chart = |axis, points: Vec<(f64, f64)>, legend| LineChart {
+            title: String::new(),
+            x_desc: "step".into(),
+            x_axis: Axis::Linear,
+            y_desc: String::new(),
+            axis,
+            lines: vec![Line {
+                name: "run".into(),
+                color: run_color(0),
+                points,
+                stroke: Stroke::Solid,
+            }],
+            bands: vec![],
+            marks: vec![],
+            legend,
+        };
+        let share = (0..50)
+            .map(|i| (f64::from(i), f64::from(i % 7) * 1e-3))
+            .collect();
+        let got = labels(&chart(Axis::Linear, share, Corner::UpperRight));
+        assert!(got.iter().any(|l| l == "0"), "{got:?}");
+        assert!(!got.iter().any(|l| l.starts_with('-')), "{got:?}");
+        let scale = (0..50)
+            .map(|i| (f64::from(i), 2f64.powi(10 + i % 5)))
+            .collect();
+        let got = labels(&chart(Axis::Log2, scale, Corner::BelowData));
+        let powers: Vec<i32> = got
+            .iter()
+            .filter_map(|l| l.strip_prefix("2^")?.parse().ok())
+            .collect();
+        assert!(
+            powers.contains(&10) && powers.iter().all(|&k| k >= 10),
+            "{got:?}"
+        );
+    }
+
     /// A constant loss scale (2^16, or 2^0) gets one whole-power label per tick, never the
     /// same label twice or `2^-0`.
     #[test]
@@ -338,7 +438,7 @@ mod tests {
                     name: "run".into(),
                     color: run_color(0),
                     points: (0..50).map(|i| (f64::from(i), scale)).collect(),
-                    dashed: false,
+                    stroke: Stroke::Solid,
                 }],
                 bands: vec![],
                 marks: vec![],

@@ -5,7 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{DrawResult, FONT, Line};
+use super::{DrawResult, FONT, Line, Stroke};
 
 /// One class of a [`ScaleSweep`]'s stacked bars: legend, colour, and per scale `(k, from, to)`,
 /// the bar at the log2 scale `k` from `from` to `to` percent.
@@ -126,7 +126,7 @@ fn tails<DB: DrawingBackend>(
             .iter()
             .map(|&(x, y)| (x, y.max(SWEEP_FLOOR)))
             .collect();
-        if line.dashed {
+        if line.stroke != Stroke::Solid {
             chart.draw_series(DashedLineSeries::new(pts, 8, 6, line.color.stroke_width(2)))?;
         } else {
             let color = line.color;

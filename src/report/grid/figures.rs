@@ -1,7 +1,9 @@
 //! The grid report's figures: the final metric and loss against the x key, or their distribution
 //! over seeds when nothing but the series varies.
 
-use crate::report::charts::{Axis, Band, Corner, DotChart, DotRow, Line, LineChart, run_color};
+use crate::report::charts::{
+    Axis, Band, Corner, DotChart, DotRow, Line, LineChart, Stroke, run_color,
+};
 use crate::report::html::{Chart, Figure};
 use crate::run::grid::LOSS_SCALE;
 use crate::stats::seeds::MeanCi;
@@ -77,7 +79,7 @@ impl GridReport {
                     },
                     color: run_color(i),
                     points,
-                    dashed: reference,
+                    stroke: Stroke::dashed_if(reference),
                 });
                 if !band.is_empty() {
                     bands.push(Band {
@@ -141,7 +143,7 @@ impl GridReport {
                         name: format!("predicted: matches fp32 from 2^{k}"),
                         color: WINDOW_COLOR,
                         points: vec![(x, y0), (x, y1)],
-                        dashed: true,
+                        stroke: Stroke::Dashed,
                     });
                     caption += &format!(
                         " Dashed grey: the scale from which training is predicted to match fp32, from the fp32 runs' weight gradients (2^{k})."

@@ -1,8 +1,8 @@
 //! The figures of a run page, from the runs' data, in the order of the page's sections.
 
 use crate::report::charts::{
-    self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Zone,
-    run_color,
+    self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Stroke,
+    Zone, run_color,
 };
 use crate::report::html::{Chart, Figure};
 use crate::report::runs::RunData;
@@ -23,7 +23,7 @@ pub(crate) fn lines_of(runs: &[RunData], f: impl Fn(&RunData) -> Vec<(f64, f64)>
             color: run_color(i),
             points: f(r),
             // The fp32 baseline on top, dashed: a run that matches it does not hide it.
-            dashed: r.is_fp32(),
+            stroke: Stroke::dashed_if(r.is_fp32()),
         })
         .collect()
 }
@@ -89,7 +89,7 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| !r.skip_marks.is_empty())
-                .map(|(i, r)| Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks), dashed: false })
+                .map(|(i, r)| Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks), stroke: Stroke::Solid })
                 .collect(),
             // Scales sit at the top (2^16) and the bottom (2^0): the legend goes under the data.
             legend: Corner::BelowData,
@@ -116,19 +116,22 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
                 }
             }
             let n = t[0].max(1.0);
-            [t[1] / n, t[2] / n, t[3] / n, t[4] / n]
+            let stored = [t[1] / n, t[2] / n, t[3] / n, t[4] / n];
+            let rest = (1.0 - stored.iter().sum::<f64>()).max(0.0);
+            [stored[0], stored[1], stored[2], stored[3], rest]
         };
-        let shares: Vec<[f64; 4]> = r.captures.iter().map(grad).collect();
+        let shares: Vec<[f64; 5]> = r.captures.iter().map(grad).collect();
         let outcomes = [
             ("underflow (became 0)", charts::UNDERFLOW),
             ("subnormal", charts::SUBNORMAL),
             ("normal", charts::NORMAL),
             ("overflow", charts::OVERFLOW),
+            ("zero or inf/NaN before rounding", charts::LIGHT_GREY),
         ];
         out.push(Figure {
             id: format!("shares-{i}"),
             section: 4,
-            caption: format!("{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); the rest of the 100% were zero before rounding, or inf/NaN.", r.name, r.counted_formats.get(&Class::ActivationGrad).map_or("?", String::as_str)),
+            caption: format!("{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); in grey, the values that were zero, inf or NaN before rounding.", r.name, r.counted_formats.get(&Class::ActivationGrad).map_or("?", String::as_str)),
             chart: Chart::Stacked(StackedShares {
                 title: format!("{}: gradients stored, by outcome", r.name),
                 steps: steps.clone(),
@@ -243,12 +246,15 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
             title: "Updates lost to swamping".into(),
             x_desc: "step".into(),
             x_axis: Axis::Linear,
-            y_desc: "updates lost (share of nonzero updates)".into(),
+            y_desc: "updates lost (% of nonzero updates)".into(),
             axis: Axis::Linear,
-            lines: lines_of(runs, |r| curve(&r.updates_lost.points)),
+            lines: lines_of(runs, |r| {
+                let percent = r.updates_lost.points.iter().map(|&(s, v)| (s, 100.0 * v));
+                curve(&percent.collect::<Vec<_>>())
+            }),
             bands: vec![],
             marks: vec![],
-            legend: Corner::UpperRight,
+            legend: Corner::Free,
         }),
     });
     out
@@ -310,6 +316,32 @@ pub(crate) fn per_layer(hists: &[(String, Histogram)], shift: f64) -> Vec<charts
         .collect()
 }
 
+/// Curves of several runs that coincide (the same points, stroke and words after the run's
+/// name: two runs at the same loss scale or top) as one grey curve named for all of them, which
+/// would otherwise hide one another.
+fn merge_coinciding(curves: Vec<Line>) -> Vec<Line> {
+    let mut out: Vec<Line> = Vec::new();
+    for c in curves {
+        let words = |l: &Line| l.name.split_once(": ").map(|(_, w)| w.to_string());
+        let same = out.iter_mut().find(|o| {
+            o.points == c.points
+                && o.stroke == c.stroke
+                && words(o).is_some()
+                && words(o) == words(&c)
+        });
+        match same {
+            Some(o) => {
+                let (runs, w) = o.name.split_once(": ").unwrap_or_default();
+                let run = c.name.split_once(": ").map_or("", |(r, _)| r);
+                o.name = format!("{runs}, {run}: {w}");
+                o.color = charts::GREY;
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
 pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
     let mut bands = Vec::new();
     let mut lines = Vec::new();
@@ -335,26 +367,30 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
             .iter()
             .filter_map(|c| Some((c.step as f64, 2f64.powi(c.predicted_min_log2_scale?))))
             .collect();
-        if !predicted.is_empty() {
+        if let Some(&(_, last)) = predicted.last() {
             lines.push(Line {
-                name: format!("{}: predicted to match fp32 from", r.name),
+                name: format!(
+                    "{}: predicted to match fp32 from (2^{} at the end)",
+                    r.name,
+                    last.log2()
+                ),
                 color: run_color(i),
                 points: predicted,
-                dashed: true,
+                stroke: Stroke::Dotted,
             });
         }
         lines.push(Line {
             name: format!("{}: loss scale", r.name),
             color: run_color(i),
             points: curve(&r.loss_scale.points),
-            dashed: false,
+            stroke: Stroke::Solid,
         });
         if !r.skip_marks.is_empty() {
             marks.push(Line {
                 name: format!("{}: skipped", r.name),
                 color: run_color(i),
                 points: curve(&r.skip_marks),
-                dashed: false,
+                stroke: Stroke::Solid,
             });
         }
         // The window's top comes from every step: mark it where no capture step's band shows
@@ -375,7 +411,7 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
                 // Grey, so that it is not read as one of the run's skipped steps.
                 color: charts::GREY,
                 points: vec![(step as f64, 2f64.powi(k))],
-                dashed: false,
+                stroke: Stroke::Solid,
             });
         }
         // The top for a rerun, where it lies below the recorded one: a level across the run.
@@ -388,15 +424,16 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
                 name: format!("{}: top for a rerun, 2^{}", r.name, top.log2_scale),
                 color: run_color(i),
                 points: vec![(*first as f64, level), (*last as f64, level)],
-                dashed: true,
+                stroke: Stroke::Dashed,
             });
         }
     }
+    let (lines, marks) = (merge_coinciding(lines), merge_coinciding(marks));
     Figure {
         id: "window".into(),
         section: 6,
         caption: format!(
-            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section 6 gives comes from every step; grey). The edges are this run's; a dashed level is the top for a rerun (section 6), whose own trajectory can reach larger gradients, where it lies below them. Dashed curve: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
+            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section 6 gives comes from every step; grey). The edges are this run's; a dashed level is the top for a rerun (section 6), whose own trajectory can reach larger gradients, where it lies below them. Dotted curve: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
             threshold_percent(MATCH_MAX_UNDERFLOW)
         ),
@@ -411,5 +448,44 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
             marks,
             legend: Corner::BelowData,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two runs' curves that coincide become one grey curve named for both; a curve with other
+    /// points, another stroke or other words stays its run's.
+    #[test]
+    fn coinciding_curves_are_drawn_once_for_all_their_runs() {
+        let line = |name: &str, i: usize, y: f64, stroke| Line {
+            name: name.into(),
+            color: run_color(i),
+            points: vec![(1.0, y), (9.0, y)],
+            stroke,
+        };
+        let merged = merge_coinciding(vec![
+            line("fp32: top for a rerun, 2^34", 0, 34.0, Stroke::Dashed),
+            line("fp32: loss scale", 0, 1.0, Stroke::Solid),
+            line("bf16: top for a rerun, 2^34", 1, 34.0, Stroke::Dashed),
+            line("fp16: top for a rerun, 2^34", 2, 34.0, Stroke::Solid),
+            line("fp8: top for a rerun, 2^33", 3, 33.0, Stroke::Dashed),
+            line("fp16: loss scale", 2, 1.0, Stroke::Solid),
+            line("fp16: predicted", 2, 1.0, Stroke::Solid),
+        ]);
+        let names: Vec<&str> = merged.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "fp32, bf16: top for a rerun, 2^34",
+                "fp32, fp16: loss scale",
+                "fp16: top for a rerun, 2^34",
+                "fp8: top for a rerun, 2^33",
+                "fp16: predicted",
+            ]
+        );
+        assert_eq!(merged[0].color, charts::GREY);
+        assert_eq!(merged[2].color, run_color(2));
     }
 }
