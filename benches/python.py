@@ -37,15 +37,8 @@ from mixprec.torch import Recorder, Simulate  # noqa: E402
 # measured here.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "examples"))
 from pytorch_recorder import TinyTransformer  # noqa: E402
-
-
-def best(f, repeats=7):
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times)
+# The benches' timer, benches/timing.py beside this script (its folder is on the path).
+from timing import best  # noqa: E402
 
 
 def quantize_table():

@@ -56,8 +56,8 @@
 //! # Writing
 //! [`write_atomic`] writes through a temporary file in the same directory and renames it over the
 //! target, so a reader sees either the old file or the complete new one. [`write_safetensors`] and
-//! [`write_npy`] use it. [`tensorboard`] encodes TensorBoard's event files (the record format,
-//! scalars and histograms).
+//! [`write_npy`] use it; [`npy_header`] is `write_npy`'s header, for a `.npy` written in pieces.
+//! [`tensorboard`] encodes TensorBoard's event files (the record format, scalars and histograms).
 
 mod atomic;
 mod decode;
@@ -77,7 +77,7 @@ pub(crate) use json::{
     duplicate_key, from_value as json_from_value, parse as parse_json, tracked as json_tracked,
 };
 pub(crate) use npy::read_npy_bytes;
-pub use npy::{NpyArray, NpyValues, read_npy, write_npy};
+pub use npy::{NpyArray, NpyValues, npy_header, read_npy, write_npy};
 
 /// A `.npy` file (version 1.0) written by hand for tests: header `descr`, `shape` (Python tuple
 /// text, e.g. `"(2, 3)"`), order, then `data` as given (which may disagree with the header).

@@ -33,14 +33,7 @@ fn analyze_a_1_gib_file_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.npy");
     let n: u64 = 1 << 28; // 1 GiB of f32 zeros, as a sparse file: no disk space used
-    let mut dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n},), }}");
-    while (10 + dict.len() + 1) % 64 != 0 {
-        dict.push(' ');
-    }
-    dict.push('\n');
-    let mut head = b"\x93NUMPY\x01\x00".to_vec();
-    head.extend_from_slice(&(dict.len() as u16).to_le_bytes());
-    head.extend_from_slice(dict.as_bytes());
+    let head = mixprec::io::npy_header("<f4", &[n as usize]);
     let mut file = std::fs::File::create(&path).unwrap();
     file.write_all(&head).unwrap();
     // One nonzero value at the very end, so the whole file is read.

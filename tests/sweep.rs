@@ -42,7 +42,8 @@ enum Out {
 
 struct Case {
     name: &'static str,
-    args: &'static [&'static str],
+    /// The arguments, separated by spaces (none of them holds one).
+    args: &'static str,
     stdin: In,
     stdout: Out,
     code: i32,
@@ -50,444 +51,126 @@ struct Case {
     fragment: &'static str,
 }
 
-const fn case(
-    name: &'static str,
-    args: &'static [&'static str],
-    code: i32,
-    fragment: &'static str,
-) -> Case {
+/// A bad input: exit 2, `fragment` in the one line on standard error.
+const fn bad(name: &'static str, args: &'static str, fragment: &'static str) -> Case {
     Case {
         name,
         args,
         stdin: In::Nothing,
         stdout: Out::Pipe,
-        code,
+        code: 2,
         fragment,
     }
 }
 
-const fn with_in(c: Case, stdin: In) -> Case {
-    Case { stdin, ..c }
+/// A good input: exit 0, `fragment` in standard output.
+const fn good(name: &'static str, args: &'static str, fragment: &'static str) -> Case {
+    Case {
+        code: 0,
+        ..bad(name, args, fragment)
+    }
 }
 
-const fn with_out(c: Case, stdout: Out) -> Case {
-    Case { stdout, ..c }
+impl Case {
+    const fn stdin(self, stdin: In) -> Case {
+        Case { stdin, ..self }
+    }
+
+    const fn stdout(self, stdout: Out) -> Case {
+        Case { stdout, ..self }
+    }
 }
 
 /// The table. Issue 10's items first, in its order, then the probe's classic bad inputs and a
 /// few good ones (so that the table also shows the commands still work).
+#[rustfmt::skip]
 const CASES: &[Case] = &[
     // Failure 2: no bound on model size.
-    case(
-        "train-width-1e9",
-        &["train", "--config", "{d}/width.json", "--out", "{d}/run"],
-        2,
-        "e19 B of memory",
-    ),
-    case(
-        "train-depth-1e5",
-        &["train", "--config", "{d}/depth.json", "--out", "{d}/run"],
-        2,
-        "over the limit of 4.0 GiB",
-    ),
-    case(
-        "train-captures",
-        &[
-            "train",
-            "--config",
-            "{d}/deep.json",
-            "--capture-every",
-            "1",
-            "--max-memory",
-            "100000",
-            "--out",
-            "{d}/run",
-        ],
-        2,
-        "of captures.jsonl",
-    ),
-    case(
-        "train-stray-label",
-        &[
-            "train",
-            "--dataset",
-            "{d}/stray.csv",
-            "--batch",
-            "16",
-            "--out",
-            "{d}/run",
-        ],
-        2,
-        "stray.csv: 4 distinct values, but the largest, 999999, makes 1000000 classes",
-    ),
+    bad("train-width-1e9", "train --config {d}/width.json --out {d}/run", "e19 B of memory"),
+    bad("train-depth-1e5", "train --config {d}/depth.json --out {d}/run",
+        "over the limit of 4.0 GiB"),
+    bad("train-captures",
+        "train --config {d}/deep.json --capture-every 1 --max-memory 100000 --out {d}/run",
+        "of captures.jsonl"),
+    bad("train-stray-label", "train --dataset {d}/stray.csv --batch 16 --out {d}/run",
+        "stray.csv: 4 distinct values, but the largest, 999999, makes 1000000 classes"),
     // Failure 3: quantize line cap.
-    with_in(
-        case(
-            "quantize-dev-zero",
-            &["quantize"],
-            2,
-            "input line 1: longer than 65536 bytes",
-        ),
-        In::File("/dev/zero"),
-    ),
-    with_in(
-        case(
-            "quantize-long-line-3",
-            &["quantize"],
-            2,
-            "input line 3: longer than",
-        ),
-        In::TextThenZeros("1\n2\n", 70_000),
-    ),
+    bad("quantize-dev-zero", "quantize", "input line 1: longer than 65536 bytes")
+        .stdin(In::File("/dev/zero")),
+    bad("quantize-long-line-3", "quantize", "input line 3: longer than")
+        .stdin(In::TextThenZeros("1\n2\n", 70_000)),
     // Failure 5: a FIFO.
-    case(
-        "analyze-fifo",
-        &["analyze", "{d}/fifo.npy"],
-        2,
-        "not a regular file",
-    ),
-    case(
-        "train-fifo-csv",
-        &["train", "--dataset", "{d}/fifo.csv", "--out", "{d}/run"],
-        2,
-        "not a regular file",
-    ),
+    bad("analyze-fifo", "analyze {d}/fifo.npy", "not a regular file"),
+    bad("train-fifo-csv", "train --dataset {d}/fifo.csv --out {d}/run", "not a regular file"),
     // Failure 6: CSV features not finite in f32.
-    case(
-        "train-csv-1e39",
-        &[
-            "train",
-            "--dataset",
-            "{d}/huge.csv",
-            "--batch",
-            "2",
-            "--out",
-            "{d}/run",
-        ],
-        2,
-        "line 3, column 2: feature 1e39 is not a finite f32",
-    ),
-    case(
-        "train-csv-nan",
-        &[
-            "train",
-            "--dataset",
-            "{d}/nan.csv",
-            "--batch",
-            "2",
-            "--out",
-            "{d}/run",
-        ],
-        2,
-        "line 2, column 1: feature nan",
-    ),
+    bad("train-csv-1e39", "train --dataset {d}/huge.csv --batch 2 --out {d}/run",
+        "line 3, column 2: feature 1e39 is not a finite f32"),
+    bad("train-csv-nan", "train --dataset {d}/nan.csv --batch 2 --out {d}/run",
+        "line 2, column 1: feature nan"),
     // Failure 7: a zip bomb.
-    case(
-        "analyze-npz-bomb",
-        &["analyze", "{d}/bomb.npz"],
-        2,
-        "overlap in the file",
-    ),
-    case(
-        "train-npz-bomb",
-        &["train", "--dataset", "{d}/bomb.npz", "--out", "{d}/run"],
-        2,
-        "overlap in the file",
-    ),
+    bad("analyze-npz-bomb", "analyze {d}/bomb.npz", "overlap in the file"),
+    bad("train-npz-bomb", "train --dataset {d}/bomb.npz --out {d}/run", "overlap in the file"),
     // Unclear or silent.
-    case(
-        "train-csv-short-row",
-        &[
-            "train",
-            "--dataset",
-            "{d}/short.csv",
-            "--batch",
-            "2",
-            "--out",
-            "{d}/run",
-        ],
-        2,
-        "line 3: the row is short: 2 values, expected 3",
-    ),
-    case(
-        "analyze-safetensors-dup-key",
-        &["analyze", "{d}/dup.safetensors"],
-        2,
-        "the key 'w' appears more than once",
-    ),
-    with_out(
-        case(
-            "train-stdout-full",
-            &[
-                "train",
-                "--steps",
-                "2",
-                "--batch",
-                "16",
-                "--out",
-                "{d}/run-full",
-            ],
-            2,
-            "standard output: No space left on device",
-        ),
-        Out::Full,
-    ),
+    bad("train-csv-short-row", "train --dataset {d}/short.csv --batch 2 --out {d}/run",
+        "line 3: the row is short: 2 values, expected 3"),
+    bad("analyze-safetensors-dup-key", "analyze {d}/dup.safetensors",
+        "the key 'w' appears more than once"),
+    bad("train-stdout-full", "train --steps 2 --batch 16 --out {d}/run-full",
+        "standard output: No space left on device").stdout(Out::Full),
     // Issue 25: a caller's own /dev/null, opened read-write (subprocess.DEVNULL), is not a
     // closed standard output: the run trains and its report is written.
-    with_out(
-        case(
-            "train-stdout-devnull-read-write",
-            &[
-                "train",
-                "--steps",
-                "2",
-                "--batch",
-                "16",
-                "--out",
-                "{d}/run-devnull",
-            ],
-            0,
-            "{d}/run-devnull/summary.json",
-        ),
-        Out::DevNullReadWrite,
-    ),
-    with_out(
-        case(
-            "report-stdout-devnull-read-write",
-            &["report", "{d}/run-devnull", "--out", "{d}/page-devnull"],
-            0,
-            "{d}/page-devnull/index.html",
-        ),
-        Out::DevNullReadWrite,
-    ),
-    with_out(
-        case(
-            "formats-stdout-closed",
-            &["formats"],
-            2,
-            "standard output is closed",
-        ),
-        Out::Closed,
-    ),
-    with_in(
-        with_out(
-            case(
-                "quantize-stdout-full",
-                &["quantize"],
-                2,
-                "standard output: No space left",
-            ),
-            Out::Full,
-        ),
-        In::Text("1\n2\n"),
-    ),
-    case(
-        "train-batch-too-large",
-        &["train", "--batch", "1000000", "--out", "{d}/run"],
-        2,
-        "larger than the 1400 training examples of digits",
-    ),
-    case(
-        "train-print-config-lr-nan",
-        &["train", "--print-config", "--lr", "nan"],
-        2,
-        "invalid learning rate 'nan'",
-    ),
-    case(
-        "train-lr-inf",
-        &["train", "--lr", "inf", "--out", "{d}/run"],
-        2,
-        "invalid learning rate 'inf'",
-    ),
-    case(
-        "analyze-npz-dup-name",
-        &["analyze", "{d}/twice.npz"],
-        2,
-        "the entry name 'a.npy' appears more than once",
-    ),
-    case(
-        "train-recipe-rne-in-json",
-        &["train", "--print-config", "--config", "{d}/rne.json"],
-        0,
-        "\"rounding\": \"nearest-even\"",
-    ),
-    case(
-        "train-recipe-typo-key",
-        &["train", "--print-config", "--config", "{d}/rouding.json"],
-        2,
-        "unknown field `rouding`",
-    ),
-    case(
-        "train-recipe-bad-format",
-        &["train", "--print-config", "--config", "{d}/e9m1.json"],
-        2,
-        "unknown format 'e9m1'",
-    ),
+    good("train-stdout-devnull-read-write", "train --steps 2 --batch 16 --out {d}/run-devnull",
+        "{d}/run-devnull/summary.json").stdout(Out::DevNullReadWrite),
+    good("report-stdout-devnull-read-write", "report {d}/run-devnull --out {d}/page-devnull",
+        "{d}/page-devnull/index.html").stdout(Out::DevNullReadWrite),
+    bad("formats-stdout-closed", "formats", "standard output is closed").stdout(Out::Closed),
+    bad("quantize-stdout-full", "quantize", "standard output: No space left")
+        .stdin(In::Text("1\n2\n")).stdout(Out::Full),
+    bad("train-batch-too-large", "train --batch 1000000 --out {d}/run",
+        "larger than the 1400 training examples of digits"),
+    bad("train-print-config-lr-nan", "train --print-config --lr nan",
+        "invalid learning rate 'nan'"),
+    bad("train-lr-inf", "train --lr inf --out {d}/run", "invalid learning rate 'inf'"),
+    bad("analyze-npz-dup-name", "analyze {d}/twice.npz",
+        "the entry name 'a.npy' appears more than once"),
+    good("train-recipe-rne-in-json", "train --print-config --config {d}/rne.json",
+        "\"rounding\": \"nearest-even\""),
+    bad("train-recipe-typo-key", "train --print-config --config {d}/rouding.json",
+        "unknown field `rouding`"),
+    bad("train-recipe-bad-format", "train --print-config --config {d}/e9m1.json",
+        "unknown format 'e9m1'"),
     // The probe's classic bad inputs.
-    with_in(
-        case(
-            "quantize-not-a-number",
-            &["quantize"],
-            2,
-            "input line 2: 'abc' is not a number",
-        ),
-        In::Text("1\nabc\n"),
-    ),
-    case(
-        "quantize-bad-format",
-        &["quantize", "--format", "e9m1"],
-        2,
-        "unknown format 'e9m1'",
-    ),
-    case(
-        "explain-bad-rounding",
-        &["explain", "1", "--rounding", "sideways"],
-        2,
-        "invalid rounding mode 'sideways'",
-    ),
-    case(
-        "formats-unknown",
-        &["formats", "fp12"],
-        2,
-        "unknown format 'fp12'",
-    ),
-    case("no-command", &[], 2, "missing command"),
-    case(
-        "analyze-missing",
-        &["analyze", "{d}/none.npy"],
-        2,
-        "none.npy",
-    ),
-    case(
-        "analyze-directory",
-        &["analyze", "{d}/adir.npy"],
-        2,
-        "is a directory",
-    ),
-    case(
-        "analyze-empty",
-        &["analyze", "{d}/empty.npy"],
-        2,
-        "the file is empty",
-    ),
-    case(
-        "analyze-extension",
-        &["analyze", "{d}/width.json"],
-        2,
-        "expected a .safetensors, .npy or .npz extension",
-    ),
-    case(
-        "analyze-truncated-npy",
-        &["analyze", "{d}/cut.npy"],
-        2,
-        "data shorter than the header says",
-    ),
-    case(
-        "analyze-not-zip",
-        &["analyze", "{d}/text.npz"],
-        2,
-        "not a valid .npz (zip) archive",
-    ),
-    case(
-        "analyze-safetensors-garbage",
-        &["analyze", "{d}/garbage.safetensors"],
-        2,
-        "safetensors",
-    ),
-    case(
-        "train-unknown-dataset",
-        &["train", "--dataset", "mnist", "--out", "{d}/run"],
-        2,
-        "dataset 'mnist'",
-    ),
-    case(
-        "train-missing-csv",
-        &["train", "--dataset", "{d}/none.csv", "--out", "{d}/run"],
-        2,
-        "none.csv",
-    ),
-    case(
-        "train-steps-0",
-        &["train", "--steps", "0", "--out", "{d}/run"],
-        2,
-        "invalid steps '0'",
-    ),
-    case(
-        "train-config-unknown-key",
-        &["train", "--config", "{d}/stepz.json", "--out", "{d}/run"],
-        2,
-        "unknown field `stepz`",
-    ),
-    case(
-        "train-config-not-json",
-        &["train", "--config", "{d}/text.npz", "--out", "{d}/run"],
-        2,
-        "text.npz",
-    ),
-    case(
-        "train-bad-model",
-        &["train", "--model", "rnn", "--out", "{d}/run"],
-        2,
-        "invalid model 'rnn'",
-    ),
-    case(
-        "train-max-memory-raises",
-        &[
-            "train",
-            "--config",
-            "{d}/depth.json",
-            "--max-memory",
-            "1",
-            "--out",
-            "{d}/run",
-        ],
-        2,
-        "over the limit of 1 MiB",
-    ),
+    bad("quantize-not-a-number", "quantize", "input line 2: 'abc' is not a number")
+        .stdin(In::Text("1\nabc\n")),
+    bad("quantize-bad-format", "quantize --format e9m1", "unknown format 'e9m1'"),
+    bad("explain-bad-rounding", "explain 1 --rounding sideways",
+        "invalid rounding mode 'sideways'"),
+    bad("formats-unknown", "formats fp12", "unknown format 'fp12'"),
+    bad("no-command", "", "missing command"),
+    bad("analyze-missing", "analyze {d}/none.npy", "none.npy"),
+    bad("analyze-directory", "analyze {d}/adir.npy", "is a directory"),
+    bad("analyze-empty", "analyze {d}/empty.npy", "the file is empty"),
+    bad("analyze-extension", "analyze {d}/width.json",
+        "expected a .safetensors, .npy or .npz extension"),
+    bad("analyze-truncated-npy", "analyze {d}/cut.npy", "data shorter than the header says"),
+    bad("analyze-not-zip", "analyze {d}/text.npz", "not a valid .npz (zip) archive"),
+    bad("analyze-safetensors-garbage", "analyze {d}/garbage.safetensors", "safetensors"),
+    bad("train-unknown-dataset", "train --dataset mnist --out {d}/run", "dataset 'mnist'"),
+    bad("train-missing-csv", "train --dataset {d}/none.csv --out {d}/run", "none.csv"),
+    bad("train-steps-0", "train --steps 0 --out {d}/run", "invalid steps '0'"),
+    bad("train-config-unknown-key", "train --config {d}/stepz.json --out {d}/run",
+        "unknown field `stepz`"),
+    bad("train-config-not-json", "train --config {d}/text.npz --out {d}/run", "text.npz"),
+    bad("train-bad-model", "train --model rnn --out {d}/run", "invalid model 'rnn'"),
+    bad("train-max-memory-raises", "train --config {d}/depth.json --max-memory 1 --out {d}/run",
+        "over the limit of 1 MiB"),
     // Good inputs still work.
-    case("formats-ok", &["formats", "fp16"], 0, "65504"),
-    with_in(
-        case("quantize-ok", &["quantize"], 0, "0.0999755859375"),
-        In::Text("0.1\n"),
-    ),
-    case(
-        "analyze-ok",
-        &["analyze", "{d}/ok.npy"],
-        0,
-        "Use a loss scale",
-    ),
-    case(
-        "train-ok",
-        &[
-            "train",
-            "--steps",
-            "2",
-            "--batch",
-            "16",
-            "--capture-every",
-            "1",
-            "--out",
-            "{d}/run-ok",
-        ],
-        0,
-        "2 steps",
-    ),
-    case(
-        "train-csv-ok",
-        &[
-            "train",
-            "--dataset",
-            "{d}/ok.csv",
-            "--batch",
-            "2",
-            "--steps",
-            "2",
-            "--out",
-            "{d}/run-csv",
-        ],
-        0,
-        "2 steps",
-    ),
+    good("formats-ok", "formats fp16", "65504"),
+    good("quantize-ok", "quantize", "0.0999755859375").stdin(In::Text("0.1\n")),
+    good("analyze-ok", "analyze {d}/ok.npy", "Use a loss scale"),
+    good("train-ok", "train --steps 2 --batch 16 --capture-every 1 --out {d}/run-ok", "2 steps"),
+    good("train-csv-ok", "train --dataset {d}/ok.csv --batch 2 --steps 2 --out {d}/run-csv",
+        "2 steps"),
 ];
 
 /// The binary under test.
@@ -587,7 +270,7 @@ fn make_files(d: &Path) {
 fn run(c: &Case, d: &Path) -> Result<(), String> {
     let args: Vec<String> = c
         .args
-        .iter()
+        .split_whitespace()
         .map(|a| a.replace("{d}", &d.display().to_string()))
         .collect();
     let mut cmd = Command::new(bin());

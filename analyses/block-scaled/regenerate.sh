@@ -4,17 +4,8 @@
 # along each product's sum) over 5 seeds (100 runs), one grid per family, and its report under
 # reports/block-scaled/.
 set -euo pipefail
+"$(dirname "$0")/../family-grids.sh" block-scaled fp32,bf16-master,fp8-hybrid,mxfp8,nvfp4
 cd "$(dirname "$0")/../.."
-cargo build --release --quiet
-bin=target/release/mixprec
-for family in mlp:low-precision cnn:cnn lstm:lstm gan:gan; do
-    name=${family%%:*}
-    config=analyses/${family#*:}/fp32.json
-    "$bin" grid --config "$config" --vary recipe=fp32,bf16-master,fp8-hybrid,mxfp8,nvfp4 \
-        --seeds 5 --out "target/grid-block-scaled-$name"
-    rm -rf "reports/block-scaled/$name"
-    "$bin" report "target/grid-block-scaled-$name" --out "reports/block-scaled/$name"
-done
 # The table of analyses/README.md, from the reports.
 python3 - <<'PY'
 import json

@@ -10,23 +10,19 @@ underflows, which slow some converters down) and standard normal. torch's round 
 `.to(dtype).to(torch.float32)` on a tensor sharing the numpy buffer, with one torch thread.
 """
 import argparse
+import pathlib
 import platform
-import time
+import sys
 
 import ml_dtypes
 import numpy as np
 import torch
 
+# The benches' timer, benches/timing.py.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from timing import best  # noqa: E402
+
 N = 1 << 24
-
-
-def best(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def cases(x, out):

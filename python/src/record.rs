@@ -168,18 +168,16 @@ impl Capture {
     }
 }
 
-fn add_typed<T: Stored>(
+/// `f` of the values of the numpy array `values` of `T` (read where they lie, or copied into C
+/// order when strided), run without the GIL.
+fn read_array<T: Element + Copy + Sync, R: Send>(
     py: Python<'_>,
     values: &Bound<'_, PyAny>,
-    site: &mut SiteCapture,
-    r: &Rounder,
-) -> PyResult<()> {
+    f: impl FnOnce(&[T]) -> R + Send,
+) -> PyResult<R> {
     let a = values.cast::<PyArrayDyn<T>>()?.try_readonly()?;
     let view = a.as_array();
-    let (h, counts) = (&mut site.values, &mut site.rounding);
-    let c = py.detach(|| with_slice(view, |xs| T::add(xs, h, r, &mut Vec::new())));
-    *counts += c;
-    Ok(())
+    Ok(py.detach(|| with_slice(view, f)))
 }
 
 #[pymethods]
@@ -203,39 +201,36 @@ impl Capture {
     fn add(
         &mut self,
         py: Python<'_>,
-        layer: String,
+        layer: &str,
         tensor: &str,
-        part: Option<String>,
+        part: Option<&str>,
         values: &Bound<'_, PyAny>,
         kind: &str,
     ) -> PyResult<()> {
         let (r, format) = (self.rounder, self.format);
-        let site = self.site(&layer, tensor, part.as_deref())?;
+        let site = self.site(layer, tensor, part)?;
         // The counts are of rounding into the capture's format, whatever the recipe stores
         // this class in (the report labels them so).
         site.rounded_into = Some(format);
-        match kind {
+        let h = &mut site.values;
+        let counts = match kind {
             "float" if values.cast::<PyArrayDyn<f32>>().is_ok() => {
-                add_typed::<f32>(py, values, site, &r)
+                read_array(py, values, |xs| f32::add(xs, h, &r, &mut Vec::new()))
             }
             "float" if values.cast::<PyArrayDyn<f64>>().is_ok() => {
-                add_typed::<f64>(py, values, site, &r)
+                read_array(py, values, |xs| f64::add(xs, h, &r, &mut Vec::new()))
             }
             "f16" | "bf16" => {
-                let a = values.cast::<PyArrayDyn<i16>>()?.try_readonly()?;
-                let view = a.as_array();
                 let half = if kind == "f16" { Half::F16 } else { Half::Bf16 };
-                let (h, counts) = (&mut site.values, &mut site.rounding);
-                let c =
-                    py.detach(|| with_slice(view, |xs| add_half(xs, half, h, &r, &mut Vec::new())));
-                *counts += c;
-                Ok(())
+                read_array(py, values, |xs| add_half(xs, half, h, &r, &mut Vec::new()))
             }
             _ => Err(PyTypeError::new_err(format!(
                 "values: expected a float32/float64 array (kind 'float') or an int16 array \
                  (kind 'f16' or 'bf16'), got kind '{kind}'"
             ))),
-        }
+        }?;
+        site.rounding += counts;
+        Ok(())
     }
 
     /// Adds the float32 values of `values` (as a storage point held them before rounding) to
@@ -245,15 +240,16 @@ impl Capture {
     fn add_stored(
         &mut self,
         py: Python<'_>,
-        layer: String,
+        layer: &str,
         tensor: &str,
-        part: Option<String>,
+        part: Option<&str>,
         values: &Bound<'_, PyAny>,
         rounding: (u64, u64, u64, u64, u64),
     ) -> PyResult<()> {
+        // The array is checked before the site is made, so a bad one adds no empty site.
         let a = values.cast::<PyArrayDyn<f32>>()?.try_readonly()?;
         let view = a.as_array();
-        let site = self.site(&layer, tensor, part.as_deref())?;
+        let site = self.site(layer, tensor, part)?;
         let h = &mut site.values;
         py.detach(|| with_slice(view, |xs| h.par_add_f32(xs)));
         site.rounding += round_counts(rounding);

@@ -8,6 +8,7 @@ subnormals on and off, several seeds, float32 and float64 inputs and several sha
 """
 
 import itertools
+import pathlib
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ BLOCKS = [
 ]
 MODES = ["nearest-even", "toward-zero", "up", "down", "stochastic"]
 SEEDS = [0, 7, 2**64 - 1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
 
 
@@ -224,24 +226,30 @@ def test_tile_quotients_in_f32_subnormals():
             same(x, fmt, rounding, "ieee", False, 1)
 
 
+def known_stream():
+    """The rows of tests/data/stochastic_bits.txt, the stream's known values (computed apart from
+    the code; random.rs's tests read them too): ``{"key": [(seed, hi, splitmix64)], "bits":
+    [(seed, index, bits)]}``."""
+    rows = {"key": [], "bits": []}
+    for line in (ROOT / "tests" / "data" / "stochastic_bits.txt").read_text().splitlines():
+        words = line.split()
+        if words and words[0] in rows:
+            rows[words[0]].append(tuple(int(w, 0) for w in words[1:]))
+    return rows
+
+
 def test_stochastic_bits_known_values():
-    """random.rs's known values (computed apart from the Rust), across 2^32 boundaries."""
-    for seed, index, bits in [
-        (0, 0, 0x588BEF90),
-        (0, 1, 0x092F2145),
-        (0, 2, 0x1A2B47EA),
-        (0, 1 << 32, 0x07145B75),
-        (7, 1 << 40, 0x31E9DDE1),
-        (7, (1 << 40) + 12345, 0x6037EDF8),
-        (0x5EED, 0xFFFFFFFF, 0x1587F1F7),
-        (2**64 - 1, 2**64 - 1, 0x47CCBF30),
-    ]:
+    """The stream's known values, across 2^32 boundaries."""
+    known = known_stream()
+    assert (len(known["key"]), len(known["bits"])) == (2, 8), "rows of stochastic_bits.txt"
+    for seed, hi, z in known["key"]:
+        assert _block_key(seed, hi) == ((z & 0xFFFFFFFF) | 1, z >> 32), (seed, hi)
+    for seed, index, bits in known["bits"]:
         got = _stochastic_bits(seed, index, 1, torch.device("cpu"))
         assert got.tolist() == [bits], (seed, index)
     # A stretch that crosses a key boundary draws each position's own key.
     stretch = _stochastic_bits(0, (1 << 32) - 2, 4, torch.device("cpu")).tolist()
-    assert stretch[2] == 0x07145B75
-    assert _block_key(0, 0) == (0x7B1DCDAF | 1, 0xE220A839)
+    assert stretch[2] == next(b for s, i, b in known["bits"] if (s, i) == (0, 1 << 32))
 
 
 def test_stochastic_threshold():

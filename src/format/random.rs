@@ -93,29 +93,45 @@ mod tests {
         }
     }
 
-    /// Known values, computed apart from this code. The block key is SplitMix64's output: seeded
-    /// with 0, SplitMix64 (Vigna's `splitmix64.c`) gives 0xe220a8397b1dcdaf then
-    /// 0x6e789e6aa1b965f4, which are the keys of blocks 0 and 1 of seed 0. The bits were
-    /// computed by a separate transcription (Python) of the formula in [`stochastic_bits`]'s
-    /// doc, with `triple32` as published in Wellons' hash-prospector (shifts 17, 11, 15, 14;
-    /// multipliers 0xed5ad4bb, 0xac4c1b51, 0x31848bab).
+    /// Known values, computed apart from this code (the file says how), shared with the Python
+    /// tests of the torch path's transcription of the stream.
+    const KNOWN: &str = include_str!("../../tests/data/stochastic_bits.txt");
+
+    /// The rows of [`KNOWN`] that start with `kind` (`key` or `bits`), their numbers decimal
+    /// or `0x` hexadecimal.
+    fn known(kind: &str) -> Vec<[u64; 3]> {
+        let number = |w: &str| match w.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+            None => w.parse().unwrap(),
+        };
+        KNOWN
+            .lines()
+            .filter_map(|line| line.strip_prefix(kind)?.strip_prefix(' '))
+            .map(|row| {
+                let n: Vec<u64> = row.split_whitespace().map(number).collect();
+                n.try_into().unwrap()
+            })
+            .collect()
+    }
+
     #[test]
     fn known_values() {
-        for (hi, z) in [(0, 0xe220_a839_7b1d_cdafu64), (1, 0x6e78_9e6a_a1b9_65f4)] {
-            let key = BlockKey::new(0, hi);
+        let (keys, bits) = (known("key"), known("bits"));
+        assert_eq!(
+            (keys.len(), bits.len()),
+            (2, 8),
+            "rows of stochastic_bits.txt"
+        );
+        for [seed, hi, z] in keys {
+            let key = BlockKey::new(seed, hi);
             assert_eq!((key.mul, key.xor), (z as u32 | 1, (z >> 32) as u32), "{hi}");
         }
-        for (seed, index, bits) in [
-            (0, 0, 0x588b_ef90),
-            (0, 1, 0x092f_2145),
-            (0, 2, 0x1a2b_47ea),
-            (0, 1 << 32, 0x0714_5b75),
-            (7, 1 << 40, 0x31e9_dde1),
-            (7, (1 << 40) + 12345, 0x6037_edf8),
-            (0x5eed, 0xffff_ffff, 0x1587_f1f7),
-            (u64::MAX, u64::MAX, 0x47cc_bf30),
-        ] {
-            assert_eq!(stochastic_bits(seed, index), bits, "{seed} {index}");
+        for [seed, index, want] in bits {
+            assert_eq!(
+                u64::from(stochastic_bits(seed, index)),
+                want,
+                "{seed} {index}"
+            );
         }
     }
 }

@@ -127,15 +127,18 @@ pub fn write_npy(path: &Path, shape: &[usize], data: TensorData<'_>) -> Result<(
             });
         }
     };
-    let head = encode_header(descr, shape);
+    let head = npy_header(descr, shape);
     write_atomic(path, |out| {
         out.write_all(&head)?;
         write_le(out, data)
     })
 }
 
-/// The magic, version, length and padded dict of a C-order array.
-fn encode_header(descr: &str, shape: &[usize]) -> Vec<u8> {
+/// The header of a C-order `.npy` of `shape` whose values are numpy's `descr` (`<f4`, `<f8`,
+/// ...): the magic, version, length and padded dict that [`write_npy`] writes before the values.
+/// For a file written in pieces: this header, then the values as little-endian bytes.
+#[must_use]
+pub fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let dims = match shape {
         [n] => format!("({n},)"),
         _ => {
@@ -174,7 +177,7 @@ mod tests {
     #[test]
     fn header_is_aligned_and_parses_back() {
         for shape in [&[][..], &[7], &[2, 3, 0], &[1; 40]] {
-            let h = encode_header("<f4", shape);
+            let h = npy_header("<f4", shape);
             assert_eq!(h.len() % ALIGN, 0);
             assert_eq!(h.last(), Some(&b'\n'));
             let prelude = header::prelude_len(&h).unwrap();
@@ -184,7 +187,7 @@ mod tests {
             assert_eq!(parsed.shape, shape);
         }
         let long = vec![1usize; 30_000];
-        let h = encode_header("<f8", &long);
+        let h = npy_header("<f8", &long);
         assert_eq!(h[6], 2, "a long header needs version 2.0");
         let n = header::dict_len(&h[..12]).unwrap();
         assert_eq!(header::parse(&h[12..12 + n]).unwrap().shape.len(), 30_000);

@@ -4,11 +4,25 @@
 use super::*;
 use crate::scaling::scaler::LossScaler;
 
-/// A trace: `(n, overflow, scale)`: `n` steps that all overflow (or none does), each skipped
-/// exactly when it overflows (and there is loss scaling), with the scale `scale` after the last
-/// of them. A clean segment changes the scale at most on its last step (growth comes after a
-/// count of clean steps), so the scale before it is checked on each of its other steps.
-fn check(name: &str, trace: &[(u32, bool, f32)]) {
+/// A segment of a trace: `n` steps that all overflow (or none does), and the scale after the
+/// last of them.
+type Segment = (u32, bool, f32);
+
+/// `n` steps that overflow, then the scale `scale`.
+const fn over(n: u32, scale: f32) -> Segment {
+    (n, true, scale)
+}
+
+/// `n` clean steps, then the scale `scale`.
+const fn clean(n: u32, scale: f32) -> Segment {
+    (n, false, scale)
+}
+
+/// Steps `name`'s scaler through `trace`: each step is skipped exactly when it overflows (and
+/// there is loss scaling), and each segment ends at its scale. A clean segment changes the
+/// scale at most on its last step (growth comes after a count of clean steps), so the scale
+/// before it is checked on each of its other steps.
+fn check(name: &str, trace: &[Segment]) {
     let policy: LossScaling = name.parse().unwrap();
     let mut s = LossScaler::new(policy);
     let mut step = 0;
@@ -37,19 +51,11 @@ const P: fn(i32) -> f32 = |k| 2f32.powi(k);
 /// overflow halves and resets the tracker; the 2000th clean step in a row doubles.
 #[test]
 fn gradscaler_trace() {
-    check(
-        "gradscaler",
-        &[
-            (1, true, P(15)),
-            (1999, false, P(15)),
-            (1, false, P(16)),
-            (1500, false, P(16)),
-            (1, true, P(15)),
-            (2000, false, P(16)),
-            (2, true, P(14)),
-            (2000, false, P(15)),
-        ],
-    );
+    #[rustfmt::skip]
+    check("gradscaler", &[
+        over(1, P(15)), clean(1999, P(15)), clean(1, P(16)), clean(1500, P(16)), over(1, P(15)),
+        clean(2000, P(16)), over(2, P(14)), clean(2000, P(15)),
+    ]);
 }
 
 /// Megatron-LM (`DynamicGradScaler.update`, `megatron/core/optimizer/grad_scaler.py`, with
@@ -57,23 +63,13 @@ fn gradscaler_trace() {
 /// second backs off; clean steps do not restore the budget, growth does (after 1000).
 #[test]
 fn megatron_trace() {
-    check(
-        "megatron",
-        &[
-            (1, true, P(32)),
-            (1, true, P(31)),
-            (1, true, P(30)),
-            (5, false, P(30)),
-            (1, true, P(29)),
-            (999, false, P(29)),
-            (1, false, P(30)),
-            (1, true, P(30)),
-            (1, true, P(29)),
-            // Down to the floor of 1, and no lower.
-            (29, true, 1.0),
-            (3, true, 1.0),
-        ],
-    );
+    #[rustfmt::skip]
+    check("megatron", &[
+        over(1, P(32)), over(1, P(31)), over(1, P(30)), clean(5, P(30)), over(1, P(29)),
+        clean(999, P(29)), clean(1, P(30)), over(1, P(30)), over(1, P(29)),
+        // Down to the floor of 1, and no lower.
+        over(29, 1.0), over(3, 1.0),
+    ]);
 }
 
 /// DeepSpeed (`DynamicLossScaler.update_scale`, `deepspeed/runtime/fp16/loss_scaler.py`, with
@@ -82,40 +78,24 @@ fn megatron_trace() {
 /// 2001, ...; the budget comes back at growth.
 #[test]
 fn deepspeed_trace() {
-    check(
-        "deepspeed",
-        &[
-            (1, true, P(16)),
-            (1, true, P(15)),
-            (1, true, P(14)),
-            (1000, false, P(14)),
-            (1, false, P(15)),
-            (999, false, P(15)),
-            (1, false, P(16)),
-            (1, true, P(16)),
-            (1, true, P(15)),
-        ],
-    );
+    #[rustfmt::skip]
+    check("deepspeed", &[
+        over(1, P(16)), over(1, P(15)), over(1, P(14)), clean(1000, P(14)), clean(1, P(15)),
+        clean(999, P(15)), clean(1, P(16)), over(1, P(16)), over(1, P(15)),
+    ]);
     // From the start (`last_overflow_iter = -1`): the first growth is at clean step 1001 too.
-    check("deepspeed", &[(1000, false, P(16)), (1, false, P(17))]);
+    #[rustfmt::skip]
+    check("deepspeed", &[clean(1000, P(16)), clean(1, P(17))]);
     // `consecutive_hysteresis`: a clean step restores the budget, so isolated overflows never
     // back off; two in a row do.
-    check(
-        "deepspeed:consecutive_hysteresis=true",
-        &[
-            (1, true, P(16)),
-            (1, false, P(16)),
-            (1, true, P(16)),
-            (1, false, P(16)),
-            (1, true, P(16)),
-            (1, true, P(15)),
-        ],
-    );
+    #[rustfmt::skip]
+    check("deepspeed:consecutive_hysteresis=true", &[
+        over(1, P(16)), clean(1, P(16)), over(1, P(16)), clean(1, P(16)), over(1, P(16)),
+        over(1, P(15)),
+    ]);
     // Without it, the same sequence backs off on the second isolated overflow.
-    check(
-        "deepspeed",
-        &[(1, true, P(16)), (1, false, P(16)), (1, true, P(15))],
-    );
+    #[rustfmt::skip]
+    check("deepspeed", &[over(1, P(16)), clean(1, P(16)), over(1, P(15))]);
     // At the minimum, an overflow stops the run (`raise_error_at_min_scale`).
     let mut s = LossScaler::new("deepspeed:init_scale=2".parse().unwrap());
     for want in [2.0, 1.0] {
@@ -130,28 +110,21 @@ fn deepspeed_trace() {
 /// row) and halves, with no floor, on a non-finite one.
 #[test]
 fn keras_trace() {
-    check(
-        "keras",
-        &[
-            (1999, false, P(15)),
-            (1, false, P(16)),
-            (1, true, P(15)),
-            (1, true, P(14)),
-            (1999, false, P(14)),
-            (1, false, P(15)),
-            (20, true, P(-5)),
-        ],
-    );
+    #[rustfmt::skip]
+    check("keras", &[
+        clean(1999, P(15)), clean(1, P(16)), over(1, P(15)), over(1, P(14)), clean(1999, P(14)),
+        clean(1, P(15)), over(20, P(-5)),
+    ]);
 }
 
 #[test]
 fn static_and_none_traces() {
-    check(
-        "static:2^10",
-        &[(1, true, 1024.0), (5, false, 1024.0), (2, true, 1024.0)],
-    );
-    check("static:1000", &[(1, true, 1000.0), (3000, false, 1000.0)]);
-    check("none", &[(1, true, 1.0), (3000, false, 1.0)]);
+    #[rustfmt::skip]
+    check("static:2^10", &[over(1, 1024.0), clean(5, 1024.0), over(2, 1024.0)]);
+    #[rustfmt::skip]
+    check("static:1000", &[over(1, 1000.0), clean(3000, 1000.0)]);
+    #[rustfmt::skip]
+    check("none", &[over(1, 1.0), clean(3000, 1.0)]);
 }
 
 /// The presets are the frameworks' defaults (a planted change of any number fails here or in
