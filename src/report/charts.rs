@@ -131,6 +131,16 @@ impl Axis {
             Axis::Log2 => String::new(),
         }
     }
+
+    /// [`Axis::label`] for a tick of the data's range `lo..=hi`; none in the room a legend
+    /// takes above or below it (there a label would read as a value the data reach).
+    fn label_within(self, v: f64, lo: f64, hi: f64) -> String {
+        if (lo - 1e-9..=hi + 1e-9).contains(&v) {
+            self.label(v)
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// A corner of a chart.

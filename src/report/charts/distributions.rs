@@ -235,13 +235,7 @@ pub fn grouped_bars<DB: DrawingBackend>(
         .y_desc(&c.y_desc)
         // No tick labels in the legend's room above the data: on a log axis of percentages
         // they would read as shares above 100%.
-        .y_label_formatter(&|y| {
-            if *y > top + 1e-9 {
-                String::new()
-            } else {
-                axis.label(*y)
-            }
-        })
+        .y_label_formatter(&|y| axis.label_within(*y, f64::MIN, top))
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
         .draw()?;

@@ -146,13 +146,7 @@ pub fn stacked_shares<DB: DrawingBackend>(
         .x_desc("capture step")
         .y_desc("share of values stored (%)")
         .x_labels(0)
-        .y_label_formatter(&|y| {
-            if *y > 100.0 + 1e-9 {
-                String::new()
-            } else {
-                format!("{y:.0}")
-            }
-        })
+        .y_label_formatter(&|y| Axis::Linear.label_within(*y, 0.0, 100.0))
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
         .draw()?;

@@ -196,13 +196,7 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         .x_desc(&c.x_desc)
         .y_desc(&c.y_desc)
         .x_label_formatter(&|x| x_axis.label(*x))
-        .y_label_formatter(&|y| {
-            if *y < data_y0 - 1e-9 {
-                String::new()
-            } else {
-                axis.label(*y)
-            }
-        })
+        .y_label_formatter(&|y| axis.label_within(*y, data_y0, f64::MAX))
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
         .draw()?;
@@ -353,22 +347,6 @@ mod tests {
         );
     }
 
-    /// The y labels of a drawn chart's SVG, in order.
-    fn y_labels(c: &LineChart) -> Vec<String> {
-        let mut svg = String::new();
-        {
-            crate::report::register_font();
-            let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
-            lines(&root, c).unwrap();
-            root.present().unwrap();
-        }
-        svg.split("</text>")
-            .filter_map(|t| Some(t.rsplit('>').next()?.trim()))
-            .filter(|t| t.starts_with("2^"))
-            .map(str::to_string)
-            .collect()
-    }
-
     /// Every label of a drawn chart's SVG.
     fn labels(c: &LineChart) -> Vec<String> {
         let mut svg = String::new();
@@ -421,6 +399,14 @@ mod tests {
             powers.contains(&10) && powers.iter().all(|&k| k >= 10),
             "{got:?}"
         );
+    }
+
+    /// The `2^k` labels of a drawn chart's SVG, in order.
+    fn y_labels(c: &LineChart) -> Vec<String> {
+        labels(c)
+            .into_iter()
+            .filter(|t| t.starts_with("2^"))
+            .collect()
     }
 
     /// A constant loss scale (2^16, or 2^0) gets one whole-power label per tick, never the
