@@ -107,7 +107,7 @@ pub struct Args {
     /// against the format's zones, the sweep, and with several tensors a heatmap (block formats:
     /// block-ratios, the log2(|x| / block amax) histogram; --compare-blocks: block-compare). A plot file
     /// already there is replaced only if mixprec wrote it; any other file of that name is left
-    /// alone and the command fails before analysing anything.
+    /// alone and the command fails before analyzing anything.
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Write a report into this directory (created if missing): index.html, one self-contained

@@ -20,11 +20,13 @@ use crate::{Error, Result};
 
 mod figures;
 mod findings;
+mod window;
 
 use figures::figures;
 pub use findings::failed_to_train;
-use findings::window_sentence;
 pub(crate) use findings::{Finding, findings};
+use window::window_sentence;
+pub use window::{Fit, WindowAdvice};
 
 /// A report of one or more runs.
 #[derive(Clone, Debug, Serialize)]
