@@ -237,3 +237,18 @@ fn a_config_dataset_path_is_said_to_be_relative_to_the_current_directory() {
         .output()
         .unwrap());
 }
+
+/// Help texts say what the code does, in the project's spelling.
+#[test]
+fn help_says_what_the_code_does() {
+    // Help wraps its lines: read it as one.
+    let demo = ok(mixprec(&["demo", "--help"])).replace('\n', " ");
+    assert!(demo.contains("analyze the captured gradients") && !demo.contains("analyse"));
+    // The grid runs one run per thread from as many runs as threads (workers = min(threads,
+    // runs), each with threads / workers threads).
+    let grid = ok(mixprec(&["grid", "--help"])).replace('\n', " ");
+    assert!(
+        grid.contains("one run per thread when there are at least as many runs as threads"),
+        "{grid}"
+    );
+}

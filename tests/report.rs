@@ -643,6 +643,11 @@ fn capture_steps_without_a_finite_gradient_have_no_window() {
             "At 2 of 4 capture steps (steps 1, 20) every gradient value stored was zero, inf or NaN: no finite gradient, no window, and no band in the figure.",
         ],
     );
+    // No evaluation but the last: no metric chart, and the heading says only what is drawn.
+    assert!(
+        page.contains("2. Loss and loss scale") && !page.contains("Loss, metric"),
+        "the heading of section 2"
+    );
     // -24 is only the bottom of the search range.
     assert!(!page.contains("was 2^-24.."), "a made-up window");
 

@@ -12,7 +12,8 @@ use mixprec::train::grid::{self, Event, GridSpec, RunState, Shard};
 
 /// Train a grid of runs: every combination of the --vary values, times --seeds seeds, each an
 /// ordinary run directory under DIR/runs/ (as `mixprec train` writes it), in parallel (one run
-/// per thread when there are more runs than threads; RAYON_NUM_THREADS sets the threads), plus
+/// per thread when there are at least as many runs as threads, the threads divided among the runs
+/// otherwise; RAYON_NUM_THREADS sets the threads), plus
 /// DIR/grid.jsonl (one line per finished run: varied values, seed, summary). A killed grid
 /// resumes where it stopped: run the same command again. `mixprec report DIR` reports on it.
 #[derive(Debug, clap::Args)]
