@@ -71,6 +71,15 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
             && text.contains("the dynamic scaler's run, at 2^16, matched fp32."),
         "{text}"
     );
+    // The README quotes this output verbatim (at the default --out).
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let quoted = text.replace(&out.display().to_string(), "mixprec-demo");
+    assert!(
+        readme.contains(&format!("```text\n{quoted}```")),
+        "the README's quote of the demo:\n{quoted}"
+    );
     let index = out.join("report").join("index.html");
     assert!(
         text.contains(&format!("Report: {}", index.display())),
