@@ -193,10 +193,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 "--dataset",
             ),
             (
-                args.labels
-                    .is_none()
-                    .then(|| config.labels.as_deref())
-                    .flatten(),
+                config.labels.as_deref().filter(|_| args.labels.is_none()),
                 "--labels",
             ),
         ];
