@@ -302,7 +302,7 @@ pub fn scan(
     if path.is_dir() {
         return Err(bad_file(
             path,
-            "a directory, not a tensor file: expected a .safetensors, .npy or .npz file",
+            "is a directory, not a tensor file: expected a .safetensors, .npy or .npz file",
         ));
     }
     let ext = path

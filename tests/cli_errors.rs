@@ -123,7 +123,9 @@ fn wrong_kinds_of_paths_are_named() {
     let here = d.to_str().unwrap();
     let err = fails(mixprec(&["analyze", here]));
     assert!(
-        err.contains("a directory, not a tensor file: expected a .safetensors, .npy or .npz file"),
+        err.contains(
+            "is a directory, not a tensor file: expected a .safetensors, .npy or .npz file"
+        ),
         "{err}"
     );
     // A grid directory given to replay: said to be a grid, with where its runs are.
