@@ -299,6 +299,12 @@ pub fn scan(
     want: &dyn Fn(&str) -> bool,
     visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
 ) -> Result<Scan> {
+    if path.is_dir() {
+        return Err(bad_file(
+            path,
+            "is a directory, not a tensor file: expected a .safetensors, .npy or .npz file",
+        ));
+    }
     let ext = path
         .extension()
         .and_then(|e| e.to_str())

@@ -10,7 +10,9 @@
 //! format; it changes only compatibly, with [`schema::SCHEMA`].
 //! - `config.json`: `"schema": 1`, then the full resolved [`crate::train::TrainConfig`] (the recipe as an
 //!   object). Written atomically before the first step; `mixprec train --config` accepts it, so a
-//!   run can be repeated from its directory.
+//!   run can be repeated. A `dataset` or `labels` file path is stored as given to `train`: it is
+//!   read relative to the current directory, so a repeat runs from the directory the run was
+//!   trained in (or gives `--dataset`).
 //!   A run recorded outside mixprec (the PyTorch recorder) has a [`RecordedConfig`] instead:
 //!   `"source"`, a `recipe` object (the loop's formats and its scaler's loss scaling), `format`,
 //!   `capture_every` and the recorder's description of the loop.

@@ -355,6 +355,11 @@ fn bad_inputs_get_one_line_and_exit_2() {
         "unknown block format 'mxfp9'",
     );
     assert_bad(&["analyze", p, "--format", "fp12"], "unknown format 'fp12'");
+    // analyze takes block formats too: an unknown name's message lists them.
+    assert_bad(
+        &["analyze", p, "--format", "fp12"],
+        "or a block format (mxfp8-e4m3, mxfp8-e5m2",
+    );
     assert_bad(
         &["analyze", p, "--format", "mxfp8-e4m3", "--scales", "0..8"],
         "--scales",

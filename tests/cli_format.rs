@@ -129,6 +129,31 @@ fn formats_table_and_json() {
     assert_eq!(all[4]["has_nan"], true);
 }
 
+/// The table's note is true of the rows shown, and each format is shown once, however named.
+#[test]
+fn formats_note_fits_the_rows_and_each_format_shows_once() {
+    // A custom e2m1 has inf and NaN (IEEE-like), fp4-e2m1 neither.
+    let custom = stdout(&mixprec(&["formats", "e2m1"], ""));
+    assert!(!custom.contains("no inf or NaN"), "{custom}");
+    let fp4 = stdout(&mixprec(&["formats", "fp4-e2m1"], ""));
+    assert!(
+        fp4.contains(" fp4-e2m1 has no inf or NaN: it saturates."),
+        "{fp4}"
+    );
+    let all = stdout(&mixprec(&["formats"], ""));
+    assert!(
+        all.contains(" fp6-e2m3, fp6-e3m2 and fp4-e2m1 have no inf or NaN: they saturate."),
+        "{all}"
+    );
+    let twice = stdout(&mixprec(
+        &["formats", "fp8-e4m3", "e4m3fn", "mxfp4", "mxfp4"],
+        "",
+    ));
+    assert_eq!(twice.matches("\nfp8-e4m3 ").count(), 1, "{twice}");
+    assert_eq!(twice.matches("\nmxfp4 ").count(), 1, "{twice}");
+    assert_eq!(json_rows(&["formats", "fp16", "fp16", "--json"]).len(), 1);
+}
+
 #[test]
 fn formats_bad_name() {
     #[rustfmt::skip]

@@ -21,14 +21,14 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
             .unwrap()
     };
     // The story: fp16 without scaling fails, the dynamic scaler matches fp32.
-    assert!(accuracy("fp16-no-scaling") < 0.2, "{text}");
+    assert!(accuracy("fp16-master") < 0.2, "{text}");
     assert!(accuracy("fp32") > 0.95 && (accuracy("fp16-dynamic") - accuracy("fp32")).abs() < 0.01);
     assert!(
-        text.contains("fp16, no loss scaling      test accuracy 8.6%, failed to train"),
+        text.contains("  fp16-master (no loss scaling)      test accuracy 8.6%, failed to train"),
         "{text}"
     );
     assert!(
-        !text.contains("fp32                       test accuracy 98.2%, failed"),
+        !text.contains("fp32                               test accuracy 98.2%, failed"),
         "{text}"
     );
     assert!(
@@ -36,13 +36,49 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
             && text.contains("with the dynamic scaler (2^16 at the end), 3.3%"),
         "{text}"
     );
-    assert!(text.contains("recommended 2^36"), "{text}");
+    // The recommendation is the page's (section 6, report.json), from every step's high edge:
+    // no step of the fp32 run overflows fp16 at the printed init_scale (at 2^36, 29 of its 800
+    // steps did).
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report").join("report.json")).unwrap())
+            .unwrap();
+    let fp32 = &report["runs"][0];
+    assert_eq!(fp32["window_top"], serde_json::json!([35, 31]));
+    assert_eq!(fp32["window_rerun_top"]["log2_scale"], 34);
+    assert!(
+        text.contains(
+            "In fp16, one loss scale lay in every window of the fp32 run's gradients (each capture step's low edge keeping all but 0.1% of the values, every step's high edge keeping the largest finite): 2^35..2^35; the top is 2^35 (step 31), 2^34 for a rerun, below the low edge: GradScaler(init_scale=2.0**35) starts inside and halves back inside when it overflows."
+        ),
+        "{text}"
+    );
+    let init = text
+        .split("GradScaler(init_scale=2.0**")
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .and_then(|k| k.parse::<i32>().ok())
+        .expect("an init_scale");
+    let metrics = std::fs::read_to_string(runs.join("fp32").join("metrics.jsonl")).unwrap();
+    let overflowing = metrics
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["grad_amax"].as_f64().unwrap() * 2f64.powi(init) > 65504.0)
+        .count();
+    assert_eq!(overflowing, 0, "{text}");
     // The predicted edge, and the dynamic run's match said by the grid report's rule.
     assert!(
         text.contains("training in fp16 is predicted to match fp32 from 2^4 up")
-            && text.contains("far below the window's conservative 2^29")
+            && text.contains("far below the windows' conservative low edge 2^35")
             && text.contains("the dynamic scaler's run, at 2^16, matched fp32."),
         "{text}"
+    );
+    // The README quotes this output verbatim (at the default --out).
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let quoted = text.replace(&out.display().to_string(), "mixprec-demo");
+    assert!(
+        readme.contains(&format!("```text\n{quoted}```")),
+        "the README's quote of the demo:\n{quoted}"
     );
     let index = out.join("report").join("index.html");
     assert!(
@@ -60,7 +96,7 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
     // Its accuracy ends at chance (issue 29, case 4): the summary's chance level is the test
     // set's most common label's share, and the runs table says it too.
     assert_eq!(
-        summary(&runs.join("fp16-no-scaling"))["eval_metric"]["chance"],
+        summary(&runs.join("fp16-master"))["eval_metric"]["chance"],
         0.118_387_909_319_899_25
     );
     assert!(
@@ -93,11 +129,26 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
     // Swamping counts only weights with a gradient (issue 29, case 5): Adam in fp32 loses
     // almost none (0.07% on average; 7.8% when weights without a gradient counted).
     assert!(!page.contains("changed no weight (swamping"), "{page}");
-    for name in ["fp32", "fp16-no-scaling", "fp16-dynamic"] {
-        assert!(page.contains(name), "{name} not on the page");
+    // One name a run (the recipe): the directory, the summary's label and the page agree.
+    for name in ["fp32", "fp16-master", "fp16-dynamic"] {
+        assert!(runs.join(name).join("config.json").is_file(), "{name}");
+        assert!(text.contains(&format!("\n  {name} ")), "{name}: {text}");
+        assert!(
+            page.contains(&format!("runs/{name}")),
+            "{name} not on the page"
+        );
+    }
+    assert!(!page.contains("no-scaling") && !text.contains("no-scaling"));
+    // A run an earlier demo named fp16-no-scaling goes on a rerun, as the others are replaced.
+    let earlier = runs.join("fp16-no-scaling");
+    std::fs::create_dir_all(&earlier).unwrap();
+    for f in std::fs::read_dir(runs.join("fp16-master")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, earlier.join(f.file_name().unwrap())).unwrap();
     }
     // A rerun replaces the runs (the same bits: the same words).
     assert_eq!(ok(mixprec(&["demo", "--out", out.to_str().unwrap()])), text);
+    assert!(!earlier.exists());
     // Something else in the runs' place is never removed.
     let other = fresh("demo-other");
     std::fs::create_dir_all(other.join("runs").join("fp32")).unwrap();
@@ -105,4 +156,13 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
     let err = fails(mixprec(&["demo", "--out", other.to_str().unwrap()]));
     assert!(err.contains("is not a run directory"), "{err}");
     assert!(other.join("runs").join("fp32").join("notes.txt").is_file());
+    // --out an existing file: said so, nothing written.
+    let file = fresh("demo-file");
+    std::fs::write(&file, "mine").unwrap();
+    let err = fails(mixprec(&["demo", "--out", file.to_str().unwrap()]));
+    assert!(
+        err.contains("an existing file, not a directory") && err.contains("--out"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
 }

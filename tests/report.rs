@@ -572,3 +572,106 @@ fn a_block_recipe_run_names_its_block_formats() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A run whose first capture steps stored no finite gradient (a loss scale far too large, as
+/// the PyTorch example's step 1 at 2^24): by default the histogram figures show the first capture
+/// step with something to draw and say which steps they passed over; those steps have no window
+/// (not the whole search range) and section 6 says "no finite gradient" there; an explicit
+/// `--step` at such a step is drawn as asked, with a note that it is empty.
+#[test]
+fn capture_steps_without_a_finite_gradient_have_no_window() {
+    let root = fresh("no-finite");
+    let run = root.join("run");
+    ok(bin()
+        .args(["train", "--recipe", "fp16-dynamic", "--loss-scale", "2^60"])
+        .args(["--steps", "60", "--capture-every", "20", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap());
+    // Steps 1 and 20: every gradient value stored inf or NaN.
+    let captures: Vec<String> = json_lines(&run.join("captures.jsonl"))
+        .into_iter()
+        .map(|mut r| {
+            if r["step"] == 1 || r["step"] == 20 {
+                for site in r["sites"].as_array_mut().unwrap() {
+                    if is_gradient(site) {
+                        let v = &site["values"];
+                        let n: u64 = v["bins"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|b| b.as_u64().unwrap())
+                            .sum::<u64>()
+                            + ["zeros", "nan", "pos_inf", "neg_inf"]
+                                .iter()
+                                .map(|k| v[k].as_u64().unwrap())
+                                .sum::<u64>();
+                        site["values"] = serde_json::json!({
+                            "sub_bins_log2": v["sub_bins_log2"], "first_bin": 0, "bins": [],
+                            "zeros": 0, "nan": n, "pos_inf": 0, "neg_inf": 0, "negatives": 0,
+                            "amax": 0.0, "min_nonzero": null, "sum_abs": 0.0, "sum_sq": 0.0
+                        });
+                    }
+                }
+            }
+            r.to_string()
+        })
+        .collect();
+    std::fs::write(run.join("captures.jsonl"), captures.join("\n") + "\n").unwrap();
+
+    let out = root.join("report");
+    ok(make_report(&[&run], &out));
+    let report = read_json(&out.join("report.json"));
+    let r = &report["runs"][0];
+    for c in &r["captures"].as_array().unwrap()[..2] {
+        assert_eq!(c["finite_gradients"], 0, "{c}");
+        assert_eq!(
+            c["window"],
+            serde_json::json!({"log2_scale": null, "min_log2_scale": null, "max_log2_scale": null})
+        );
+    }
+    assert!(r["captures"][2]["finite_gradients"].as_u64().unwrap() > 0);
+    assert_eq!(r["histograms"]["step"], 40);
+    assert_eq!(r["histograms"]["passed_over"], serde_json::json!([1, 20]));
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert_contains(
+        &page,
+        &[
+            "activation gradients of every layer at step 40",
+            "Step 40 is the first capture step with a finite nonzero activation gradient: at steps 1, 20 every value stored was zero, inf or NaN.",
+            "fp16-dynamic: in fp16, no finite gradient at steps 1, 20; the window of the unscaled gradients was 2^",
+            "At 2 of 4 capture steps (steps 1, 20) every gradient value stored was zero, inf or NaN: no finite gradient, no window, and no band in the figure.",
+        ],
+    );
+    // No evaluation but the last: no metric chart, and the heading says only what is drawn.
+    assert!(
+        page.contains("2. Loss and loss scale") && !page.contains("Loss, metric"),
+        "the heading of section 2"
+    );
+    // -24 is only the bottom of the search range.
+    assert!(!page.contains("was 2^-24.."), "a made-up window");
+
+    // Asked for explicitly: drawn as asked, and said to be empty.
+    let asked = root.join("step-1");
+    ok(bin()
+        .arg("report")
+        .arg(&run)
+        .args(["--step", "1", "--out"])
+        .arg(&asked)
+        .output()
+        .unwrap());
+    let page = std::fs::read_to_string(asked.join("index.html")).unwrap();
+    assert_contains(
+        &page,
+        &[
+            "activation gradients of every layer at step 1,",
+            "At step 1 every activation gradient stored was zero, inf or NaN: there is nothing to draw (--step chooses another capture step).",
+        ],
+    );
+    // No legend for curves that are not drawn.
+    let svg = std::fs::read_to_string(asked.join("figures").join("figure3-0.svg")).unwrap();
+    assert!(
+        !svg.contains("scaled by the run's"),
+        "a legend without a curve"
+    );
+}

@@ -107,7 +107,7 @@ pub struct Args {
     /// against the format's zones, the sweep, and with several tensors a heatmap (block formats:
     /// block-ratios, the log2(|x| / block amax) histogram; --compare-blocks: block-compare). A plot file
     /// already there is replaced only if mixprec wrote it; any other file of that name is left
-    /// alone and the command fails before analysing anything.
+    /// alone and the command fails before analyzing anything.
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Write a report into this directory (created if missing): index.html, one self-contained
@@ -127,12 +127,24 @@ impl Args {
     /// The block-scaled analysis's options when --format names a block format or
     /// --compare-blocks is given; `None` for the loss-scale analysis.
     fn block_options(&self) -> Result<Option<BlockOptions>, Error> {
-        let Some(options) = BlockOptions::from_names(
+        let options = BlockOptions::from_names(
             &self.format,
             self.compare_blocks.as_deref(),
             self.tensors.clone(),
-        )?
-        else {
+        )
+        .map_err(|e| {
+            // A name that is no format at all: refused with every format analyze takes, element
+            // and block (the element formats' own message lists only those).
+            let element_only = self
+                .format
+                .parse::<FloatFormat>()
+                .is_err_and(|f| f.to_string() == e.to_string());
+            match self.format.parse::<mixprec::format::Target>() {
+                Err(any) if element_only => any,
+                _ => e,
+            }
+        })?;
+        let Some(options) = options else {
             return Ok(None);
         };
         let format = match options.schemes.as_slice() {

@@ -1,26 +1,24 @@
 //! `mixprec demo`: the paper's story in one command. The built-in MLP is trained on the built-in
 //! digits three ways (fp32; fp16 with FP32 master weights and no loss scaling; the same with a
 //! dynamic loss scaler), on a loss that is small as averaging over a large effective batch makes
-//! it; the captured gradients are analysed and one report page compares the runs.
+//! it; the captured gradients are analyzed and one report page compares the runs.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mixprec::format::FP16;
-use mixprec::report::page::failed_to_train;
+use mixprec::report::page::{Fit, WindowAdvice, failed_to_train};
 use mixprec::report::{Report, ReportOptions, RunData};
 use mixprec::run::Class;
 use mixprec::run::{RunDir, Summary};
-use mixprec::scaling::window::{MAX_UNDERFLOW, unscaled_window};
-use mixprec::stats::Histogram;
+use mixprec::scaling::window::MAX_UNDERFLOW;
 use mixprec::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
 use mixprec::text::threshold_percent;
 use mixprec::train::config::{Overrides, TrainConfig};
 use mixprec::train::run::{self};
 
 /// Train the built-in MLP on the built-in digits in fp32, in fp16 without loss scaling and in
-/// fp16 with a dynamic loss scaler; analyse the captured gradients; write one report page and
+/// fp16 with a dynamic loss scaler; analyze the captured gradients; write one report page and
 /// say what happened (seconds on 2 cores). Writes DIR/runs/* (run directories, replaced on a
 /// rerun) and DIR/report/index.html.
 #[derive(Debug, clap::Args)]
@@ -35,12 +33,16 @@ pub struct Args {
 /// pushes the gradients under the smallest subnormal (../shared/PHENOMENA.md).
 const LOSS_MULTIPLIER: f64 = 1.0 / 65536.0;
 
-/// The three runs: directory name, recipe, and what the summary calls it.
-const RUNS: [(&str, &str, &str); 3] = [
-    ("fp32", "fp32", "fp32"),
-    ("fp16-no-scaling", "fp16-master", "fp16, no loss scaling"),
-    ("fp16-dynamic", "fp16-dynamic", "fp16, dynamic loss scale"),
+/// The three runs: the recipe, which names the run's directory and the run on the page, and
+/// what it is in words.
+const RUNS: [(&str, &str); 3] = [
+    ("fp32", ""),
+    ("fp16-master", "no loss scaling"),
+    ("fp16-dynamic", "dynamic loss scale"),
 ];
+
+/// Directories earlier versions of the demo gave a run, removed on a rerun with the others.
+const EARLIER_NAMES: [&str; 1] = ["fp16-no-scaling"];
 
 /// Runs the command.
 ///
@@ -54,10 +56,19 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     let bar = super::progress_bar(base.steps * RUNS.len() as u64, "steps");
     let mut summaries = Vec::new();
-    for (name, recipe, _) in RUNS {
+    if args.out.exists() && !args.out.is_dir() {
+        anyhow::bail!(
+            "--out {}: an existing file, not a directory: choose another --out",
+            args.out.display()
+        );
+    }
+    for name in EARLIER_NAMES {
+        clear_earlier_run(&runs_dir.join(name))?;
+    }
+    for (name, _) in RUNS {
         let mut config = base.clone();
         config.apply(&Overrides {
-            recipe: Some(recipe.into()),
+            recipe: Some(name.into()),
             ..Overrides::default()
         })?;
         let dir = runs_dir.join(name);
@@ -67,7 +78,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     bar.finish_and_clear();
 
-    let dirs: Vec<PathBuf> = RUNS.iter().map(|(n, ..)| runs_dir.join(n)).collect();
+    let dirs: Vec<PathBuf> = RUNS.iter().map(|(n, _)| runs_dir.join(n)).collect();
     let options = ReportOptions::default();
     let data = dirs
         .iter()
@@ -80,8 +91,13 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
          as averaging over a large effective batch does:",
         base.steps
     )?;
-    for ((_, _, label), (r, s)) in RUNS.iter().zip(data.iter().zip(&summaries)) {
-        writeln!(out, "  {label:<26} {}", outcome(r, s, &data))?;
+    for ((name, words), (r, s)) in RUNS.iter().zip(data.iter().zip(&summaries)) {
+        let label = if words.is_empty() {
+            (*name).to_string()
+        } else {
+            format!("{name} ({words})")
+        };
+        writeln!(out, "  {label:<34} {}", outcome(r, s, &data))?;
     }
     let (unscaled, dynamic) = (&data[1], &data[2]);
     let dynamic_scale = dynamic
@@ -99,22 +115,11 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         dynamic_scale,
         mixprec::text::pct(gradients_underflowed(dynamic)),
     )?;
-    let window = fp32_window(&dirs[0])?;
+    // Section 6's window and recommendation for the fp32 run, from the same rule and data.
+    let advice = WindowAdvice::of(&data[0]);
     // The page's prediction for the fp32 run (its weight gradients, every capture pooled).
     let predicted = data[0].predicted_min_log2_scale;
-    match (window.min_log2_scale, window.max_log2_scale) {
-        (Some(lo), Some(hi)) if lo <= hi => writeln!(
-            out,
-            "analyze's window for the fp32 run's gradients in fp16 (every capture step; all \
-             but {} kept, none overflowing) is 2^{lo}..2^{hi}: recommended 2^{hi} \
-             (GradScaler init_scale=2.0**{hi}).",
-            threshold_percent(MAX_UNDERFLOW),
-        )?,
-        _ => writeln!(
-            out,
-            "No single loss scale fits the fp32 run's gradients in fp16: see the page."
-        )?,
-    }
+    writeln!(out, "{}", window_words(advice.as_ref()))?;
     if let Some(p) = predicted {
         // Within MATCH_TOLERANCE of fp32's accuracy: the grid report's rule for matching.
         let matched = (summaries[2].eval_metric.value - summaries[0].eval_metric.value).abs()
@@ -126,8 +131,13 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
              underflow){}; the dynamic scaler's run, at 2^{dynamic_scale}, {} fp32.",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
             threshold_percent(MATCH_MAX_UNDERFLOW),
-            match window.min_log2_scale {
-                Some(lo) if lo > p => format!(", far below the window's conservative 2^{lo}"),
+            match advice {
+                Some(a) if a.bottom > p => {
+                    format!(
+                        ", far below the windows' conservative low edge 2^{}",
+                        a.bottom
+                    )
+                }
                 _ => String::new(),
             },
             if matched { "matched" } else { "did not match" }
@@ -174,18 +184,42 @@ fn gradients_underflowed(r: &RunData) -> f64 {
     if nonzero > 0.0 { lost / nonzero } else { 0.0 }
 }
 
-/// The loss-scale window of an fp32 run's gradients in fp16, over every capture step pooled.
-fn fp32_window(dir: &Path) -> anyhow::Result<mixprec::stats::Recommendation> {
-    let mut pooled: Option<Histogram> = None;
-    for record in RunDir::open(dir)?.captures()? {
-        let h = record?.gradients();
-        match &mut pooled {
-            Some(p) => p.merge(&h),
-            None => pooled = Some(h),
-        }
+/// Section 6's window of the fp32 run's gradients in fp16, briefly: the scales in every window
+/// (each capture step's low edge, every step's high edge), the top and the top for a rerun, and
+/// the GradScaler setting the page recommends.
+fn window_words(advice: Option<&WindowAdvice>) -> String {
+    let Some(a) = advice else {
+        return "No capture step of the fp32 run has a window in fp16: see the page's section 6."
+            .into();
+    };
+    let edges = format!(
+        "each capture step's low edge keeping all but {} of the values, every step's high edge keeping the largest finite",
+        threshold_percent(MAX_UNDERFLOW)
+    );
+    let top = match a.top_step {
+        Some(step) => format!("2^{} (step {step})", a.top),
+        None => format!("2^{}", a.top),
+    };
+    let rerun = match a.rerun_top {
+        Some(t) if t.margin > 0 => format!("2^{} for a rerun", t.log2_scale),
+        Some(_) => "the same for a rerun".into(),
+        None => "no estimate for a rerun".into(),
+    };
+    let init = a.init_scale;
+    match a.fit {
+        Fit::Every => format!(
+            "In fp16, one loss scale lay in every window of the fp32 run's gradients ({edges}): 2^{}..2^{}; the top is {top}, {rerun}: GradScaler(init_scale=2.0**{init}) starts inside.",
+            a.bottom, a.top
+        ),
+        Fit::NotForARerun => format!(
+            "In fp16, one loss scale lay in every window of the fp32 run's gradients ({edges}): 2^{}..2^{}; the top is {top}, {rerun}, below the low edge: GradScaler(init_scale=2.0**{init}) starts inside and halves back inside when it overflows.",
+            a.bottom, a.top
+        ),
+        Fit::NoOne => format!(
+            "In fp16, no one loss scale lay in every window of the fp32 run's gradients ({edges}): the top, {top}, is below the highest low edge 2^{}; GradScaler(init_scale=2.0**{init}) starts inside the first window.",
+            a.bottom
+        ),
     }
-    let pooled = pooled.unwrap_or_else(|| Histogram::new(0));
-    Ok(unscaled_window(&pooled, 1.0, FP16))
 }
 
 /// Removes a run directory an earlier demo wrote at `dir`, so that a rerun replaces it; refuses

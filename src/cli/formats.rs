@@ -164,12 +164,25 @@ fn write_element_table(out: &mut dyn Write, formats: &[FloatFormat]) -> std::io:
         })
         .collect();
     mixprec::text::table(out, &header, &rows)?;
+    // Said of the formats shown, by name: a custom e2m1 has inf and NaN where fp4-e2m1 has none.
+    let saturating: Vec<String> = formats
+        .iter()
+        .filter(|f| !f.has_infinity() && !f.has_nan())
+        .map(FloatFormat::name)
+        .collect();
+    let saturate = match saturating.as_slice() {
+        [] => String::new(),
+        [one] => format!(" {one} has no inf or NaN: it saturates."),
+        [most @ .., last] => format!(
+            " {} and {last} have no inf or NaN: they saturate.",
+            most.join(", ")
+        ),
+    };
     writeln!(
         out,
         "\nmax: largest finite value; min normal: 2^emin, below it precision falls (subnormals) \
          until min subnormal, below half of which values become 0; epsilon: gap after 1.0; \
-         range: min subnormal / min normal .. max as powers of two. fp6/fp4 have no inf or \
-         NaN: they saturate. The MX block scale e8m0 is not listed: unsigned powers of two \
-         2^-127..2^127, NaN at 0xff, no zero."
+         range: min subnormal / min normal .. max as powers of two.{saturate} The MX block scale \
+         e8m0 is not listed: unsigned powers of two 2^-127..2^127, NaN at 0xff, no zero."
     )
 }

@@ -12,7 +12,8 @@ use mixprec::train::grid::{self, Event, GridSpec, RunState, Shard};
 
 /// Train a grid of runs: every combination of the --vary values, times --seeds seeds, each an
 /// ordinary run directory under DIR/runs/ (as `mixprec train` writes it), in parallel (one run
-/// per thread when there are more runs than threads; RAYON_NUM_THREADS sets the threads), plus
+/// per thread when there are at least as many runs as threads, the threads divided among the runs
+/// otherwise; RAYON_NUM_THREADS sets the threads), plus
 /// DIR/grid.jsonl (one line per finished run: varied values, seed, summary). A killed grid
 /// resumes where it stopped: run the same command again. `mixprec report DIR` reports on it.
 #[derive(Debug, clap::Args)]
@@ -28,7 +29,7 @@ pub struct Args {
     #[arg(long, value_name = "KEY=VALUES")]
     vary: Vec<String>,
     /// Seeds per combination: the base config's seed and the ones after it.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true, value_parser = super::round_args::whole::<u64>)]
     seeds: u64,
     /// Run only the I-th of N deterministic shares of the grid (I from 1), for a scheduler's
     /// job array; the shares' runs merge in one grid directory.

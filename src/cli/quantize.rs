@@ -3,7 +3,7 @@
 use std::io::{BufReader, Write};
 use std::process::ExitCode;
 
-use super::round_args::{OptionArgs, Target, parse};
+use super::round_args::{OptionArgs, Target, parse, whole};
 use mixprec::format::{BlockRounder, Rounder};
 use mixprec::quantize::{BATCH_BYTES, MAX_BATCH, quantize, quantize_blocks};
 
@@ -36,14 +36,22 @@ pub struct Args {
     options: OptionArgs,
     /// Block formats: values per row of a batch (default: the block's width, 32 for MX, 16 for
     /// NVFP4, C for a tile).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH as u64))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = batch_side)]
     cols: Option<u64>,
     /// Block formats: rows per batch (default: the block's height, 1, or R for a tile).
-    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u64).range(1..=MAX_BATCH as u64))]
+    #[arg(long, value_name = "M", allow_negative_numbers = true, value_parser = batch_side)]
     rows: Option<u64>,
     /// What to print for each value: the rounded value, or the format's bit pattern in hex.
     #[arg(long, value_name = "value|bits", default_value = "value", value_parser = ["value", "bits"])]
     output: String,
+}
+
+/// `--cols` and `--rows`: a whole number from 1 to [`MAX_BATCH`].
+fn batch_side(s: &str) -> Result<u64, String> {
+    whole::<u64>(s)
+        .ok()
+        .filter(|n| (1..=MAX_BATCH as u64).contains(n))
+        .ok_or_else(|| format!("expected a whole number from 1 to {MAX_BATCH}"))
 }
 
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {

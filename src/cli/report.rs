@@ -30,8 +30,9 @@ pub struct Args {
     /// gradient format, fp16 for runs whose gradients are fp32.
     #[arg(long, value_name = "F")]
     format: Option<String>,
-    /// The capture step of the histogram figures (default: the first capture).
-    #[arg(long, value_name = "N")]
+    /// The capture step of the histogram figures (default: the first capture whose activation
+    /// gradients hold a finite nonzero value, else the first).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::round_args::whole::<u64>)]
     step: Option<u64>,
 }
 

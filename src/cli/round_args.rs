@@ -33,7 +33,7 @@ pub struct OptionArgs {
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub subnormals: bool,
     /// Seed of the stochastic-rounding stream (the n-th value uses position n of the stream).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = whole::<u64>)]
     pub seed: u64,
 }
 
@@ -59,6 +59,22 @@ impl RoundArgs {
 }
 
 pub use mixprec::format::Target;
+
+/// A whole number of 0 or more, for clap (which adds the flag and the value to the message):
+/// a negative one, a fraction or a word is named for what it is, not as an "invalid digit".
+/// Flags using it set `allow_negative_numbers`, so that `--steps -1` reaches it instead of
+/// being taken for an unknown flag.
+pub fn whole<T: FromStr>(s: &str) -> Result<T, String> {
+    s.trim().parse().map_err(|_| {
+        match s.trim().parse::<f64>() {
+            Ok(x) if x < 0.0 => "a negative number: expected a whole number, 0 or more",
+            Ok(x) if x.fract() != 0.0 => "a fraction: expected a whole number, 0 or more",
+            Ok(_) => "too large",
+            Err(_) => "expected a whole number, 0 or more",
+        }
+        .to_string()
+    })
+}
 
 /// A value read by its `FromStr`, for clap (which adds the flag to the library's message).
 pub fn parse<T: FromStr<Err = mixprec::Error>>(s: &str) -> Result<T, String> {

@@ -1,7 +1,7 @@
 //! `mixprec train`: trains a model under a precision recipe and writes a run directory.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use mixprec::format::{Overflow, Rounding};
@@ -11,7 +11,7 @@ use mixprec::scaling::scaler::LossScaling;
 use mixprec::train::config::{ModelKind, Overrides, TrainConfig};
 use mixprec::train::run;
 
-use super::round_args::parse;
+use super::round_args::{parse, whole};
 
 /// Train a model under a precision recipe and write a run directory (config.json, metrics.jsonl,
 /// captures.jsonl, summary.json). Flags override the config file.
@@ -58,38 +58,38 @@ pub struct Args {
     scaler: Option<LossScaling>,
     /// Loss scale: the static scale (or the initial dynamic scale); turns a recipe without
     /// scaling into a static one. A power of two (2^16, 2**16) or a number (65536).
-    #[arg(long, value_name = "S", value_parser = parse_loss_scale)]
+    #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = parse_loss_scale)]
     loss_scale: Option<f32>,
     /// Optimizer steps.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = whole::<u64>)]
     steps: Option<u64>,
     /// Examples per batch.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = whole::<usize>)]
     batch: Option<usize>,
     /// Learning rate (a positive finite number).
-    #[arg(long, value_name = "X", value_parser = parse_lr)]
+    #[arg(long, value_name = "X", allow_negative_numbers = true, value_parser = parse_lr)]
     lr: Option<f64>,
     /// Seed of weights, batches, synthetic data and stochastic rounding.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = whole::<u64>)]
     seed: Option<u64>,
     /// Capture storage-point summaries every N steps (0: never).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = whole::<u64>)]
     capture_every: Option<u64>,
     /// Evaluate the test metric every N steps, into that step's metrics.jsonl line as "eval"
     /// (0: only at the end).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = whole::<u64>)]
     eval_every: Option<u64>,
     /// On step 1 and every N steps, also run the step in FP32 from the same weights and batch,
     /// recording in shadow.jsonl how much of each gradient was lost (0: never; classifiers only).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = whole::<u64>)]
     shadow_every: Option<u64>,
     /// Refuse a run whose estimated peak memory exceeds this many MiB (default 4096; config key
     /// limits.memory_mib).
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", allow_negative_numbers = true, value_parser = whole::<u64>)]
     max_memory: Option<u64>,
     /// Refuse a run whose estimated captures.jsonl exceeds this many MiB (default 1024; config
     /// key limits.captures_mib).
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", allow_negative_numbers = true, value_parser = whole::<u64>)]
     max_captures: Option<u64>,
     /// Train even when the largest label makes far more classes than there are distinct labels
     /// (refused by default: one stray label of 999999 would build a million-class layer).
@@ -124,6 +124,21 @@ fn parse_loss_scale(s: &str) -> Result<f32, String> {
         mixprec::Error::BadScale { problem, .. } => problem,
         e => e.to_string(),
     })
+}
+
+/// Refuses a data file named by the config file `config` that is not there: the path is read
+/// relative to the current directory, as `train` stored it, not to the config file's, which a
+/// user repeating a run from its `config.json` elsewhere would not guess.
+fn missing_relative_path(file: &str, config: &Path, flag: &str) -> anyhow::Result<()> {
+    let path = Path::new(file);
+    if mixprec::train::data::BUILTIN.contains(&file) || path.is_absolute() || path.exists() {
+        return Ok(());
+    }
+    let here = std::env::current_dir().map_or_else(|_| ".".into(), |d| d.display().to_string());
+    anyhow::bail!(
+        "{file} (from {}): no such file relative to the current directory {here}; a path in a config file is read from the current directory, as train stored it, not from the config file's: run from the directory the run was trained in, or give {flag}",
+        config.display()
+    )
 }
 
 /// Runs the command.
@@ -171,6 +186,23 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let Some(dir) = &args.out else {
         anyhow::bail!("--out DIR is required (see --help)");
     };
+    if let Some(path) = &args.config {
+        let from_config = [
+            (
+                args.dataset.is_none().then_some(config.dataset.as_str()),
+                "--dataset",
+            ),
+            (
+                config.labels.as_deref().filter(|_| args.labels.is_none()),
+                "--labels",
+            ),
+        ];
+        for (file, flag) in from_config {
+            if let Some(file) = file {
+                missing_relative_path(file, path, flag)?;
+            }
+        }
+    }
     let bar = super::progress_bar(config.steps, "steps");
     let summary = run::run(&config, dir, &mut |r| {
         bar.inc(1);

@@ -104,10 +104,12 @@ pub fn split_targets(names: &[String]) -> crate::Result<(Vec<FloatFormat>, Vec<B
         ));
     }
     let (mut formats, mut blocks) = (Vec::new(), Vec::new());
+    // Each format once, however often or under whichever alias it is named.
     for name in names {
         match name.parse()? {
-            Target::Element(f) => formats.push(f),
-            Target::Block(b) => blocks.push(b),
+            Target::Element(f) if !formats.contains(&f) => formats.push(f),
+            Target::Block(b) if !blocks.contains(&b) => blocks.push(b),
+            _ => {}
         }
     }
     Ok((formats, blocks))

@@ -20,11 +20,13 @@ use crate::{Error, Result};
 
 mod figures;
 mod findings;
+mod window;
 
 use figures::figures;
 pub use findings::failed_to_train;
-use findings::window_sentence;
 pub(crate) use findings::{Finding, findings};
+use window::window_sentence;
+pub use window::{Fit, WindowAdvice};
 
 /// A report of one or more runs.
 #[derive(Clone, Debug, Serialize)]
@@ -77,6 +79,12 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join(" vs ")
         );
+        // Section 2 is headed by what it draws: the metric only with evaluations to draw.
+        let curves_heading = if self.figure_data.iter().any(|f| f.id == "metric") {
+            "2. Loss, metric and loss scale"
+        } else {
+            "2. Loss and loss scale"
+        };
         let figure = |section: u8| -> Markup {
             html! {
                 @for f in self.figure_data.iter().filter(|f| f.section == section) {
@@ -95,7 +103,7 @@ impl Report {
                                 }
                             }
                         }
-                        (section("curves", "2. Loss, metric and loss scale", figure(3)))
+                        (section("curves", curves_heading, figure(3)))
                         section id="runs" {
                             h2 { "3. Runs" }
                             (self.runs_table())

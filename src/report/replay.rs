@@ -40,7 +40,7 @@ pub struct RunReplay {
 ///
 /// # Errors
 /// Not a run directory, a run without `grad_amax` (schema 0), an unreadable log, a bad policy
-/// name, or `run` for a run whose config describes no recipe.
+/// name, `run` for a run whose config describes no recipe, or a run with no recorded steps.
 pub fn replay_run(
     dir: &Path,
     policies: &[String],
@@ -103,8 +103,10 @@ pub fn replay_run(
     };
     let mut replayer = Replayer::new(&named, run_model, judged);
     let mut captures = run.captures()?.peekable();
+    let mut steps = 0_u64;
     for record in run.steps()? {
         let r = record?;
+        steps += 1;
         // Captures come in step order; feed the one of this step before the step itself.
         while let Some(c) = captures.next_if(|c| c.as_ref().map_or(true, |c| c.step <= r.step)) {
             let c = c?;
@@ -114,6 +116,15 @@ pub fn replay_run(
         }
         replayer.step(&recorded_step(&r));
         progress(r.step);
+    }
+    if steps == 0 {
+        // Replay is of the recorded steps: with none, every policy would read as the run's.
+        return Err(Error::BadFile {
+            path: dir.join(crate::run::METRICS),
+            problem:
+                "no steps recorded (the run wrote none, or the file was emptied): nothing to replay"
+                    .into(),
+        });
     }
     Ok(RunReplay {
         run: dir.display().to_string(),

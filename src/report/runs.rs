@@ -27,7 +27,8 @@ pub struct ReportOptions {
     /// The format gradients are judged against (zones, windows); default: each run's gradient
     /// format, or fp16 for a run whose gradients are fp32.
     pub format: Option<FloatFormat>,
-    /// The capture step of the histogram figures (default: the first capture).
+    /// The capture step of the histogram figures (default: the first capture whose activation
+    /// gradients hold a finite nonzero value, else the first).
     pub step: Option<u64>,
 }
 
@@ -156,7 +157,12 @@ pub struct CaptureSummary {
     /// ([`crate::stats::sweep_from_histogram`], [`crate::stats::recommend()`] with margin 0 and
     /// [`MAX_UNDERFLOW`]), its high edge from the step's `grad_amax` as every step's
     /// ([`RunData::window_top`]); without that step's line, from the histograms' largest value.
+    /// A step with no finite nonzero gradient value ([`CaptureSummary::finite_gradients`] 0)
+    /// has no window: every edge is `None`.
     pub window: Recommendation,
+    /// The finite nonzero gradient values stored at the step (activation and weight gradients
+    /// pooled): with none (all zero, inf or NaN), nothing bounds a window.
+    pub finite_gradients: u64,
     /// The smallest `k` from which training is predicted to match FP32, from the step's
     /// unscaled weight gradients ([`crate::stats::recommend::predicted_min_log2_scale`]) when
     /// they are stored in FP32 (`None` otherwise).
@@ -174,6 +180,17 @@ pub struct StepHistograms {
     pub activation_grads: Histogram,
     /// Per layer, as stored.
     pub layers: Vec<(String, Histogram)>,
+    /// The capture steps before this one passed over by the default choice: their activation
+    /// gradients held no finite nonzero value (empty unless the step was chosen by default).
+    pub passed_over: Vec<u64>,
+}
+
+impl StepHistograms {
+    /// Whether the activation gradients hold a finite nonzero value (something to draw).
+    #[must_use]
+    pub fn has_finite(&self) -> bool {
+        self.layers.iter().any(|(_, h)| h.finite_nonzero() > 0)
+    }
 }
 
 /// The update-to-weight ratios of one capture step, per layer.
@@ -265,7 +282,8 @@ pub struct RunData {
     /// Steps whose `grad_amax` is only a lower bound (`grad_amax_bounded`): their high edge is
     /// an upper bound.
     pub bounded_steps: u64,
-    /// The gradient histograms of the chosen capture step (default: the first).
+    /// The gradient histograms of the chosen capture step (default: the first whose activation
+    /// gradients hold a finite nonzero value, else the first).
     pub histograms: Option<StepHistograms>,
     /// The update ratios of the chosen capture step (default: the last with updates, where
     /// swamping has had the run's length to build up).
@@ -335,11 +353,21 @@ impl RunData {
         let mut pooled_weights: Option<(f64, crate::stats::Histogram)> = None;
         for record in run.captures()? {
             let record = record?;
-            let chosen = options
-                .step
-                .map_or(data.histograms.is_none(), |s| s == record.step);
-            if chosen {
-                data.histograms = Some(step_histograms(&record));
+            match options.step {
+                Some(s) if s == record.step => data.histograms = Some(step_histograms(&record)),
+                Some(_) => {}
+                // By default, the first step with something to draw; the first step until then.
+                None => match &data.histograms {
+                    None => data.histograms = Some(step_histograms(&record)),
+                    Some(h) if !h.has_finite() => {
+                        let mut passed_over = h.passed_over.clone();
+                        passed_over.push(h.step);
+                        let mut next = step_histograms(&record);
+                        next.passed_over = passed_over;
+                        data.histograms = Some(next);
+                    }
+                    Some(_) => {}
+                },
             }
             let ratios_wanted = options
                 .step
@@ -429,7 +457,9 @@ impl RunData {
         {
             self.window_top = Some((k, r.step));
         }
-        if let Ok(i) = self.captures.binary_search_by_key(&r.step, |c| c.step) {
+        if let Ok(i) = self.captures.binary_search_by_key(&r.step, |c| c.step)
+            && self.captures[i].finite_gradients > 0
+        {
             let w = &mut self.captures[i].window;
             w.max_log2_scale = high;
             w.log2_scale = high;
@@ -518,6 +548,18 @@ impl RunData {
             }
         }
         let loss_scale = r.loss_scale.unwrap_or(1.0);
+        let pooled = r.gradients();
+        let finite_gradients = pooled.finite_nonzero();
+        let window = if finite_gradients > 0 {
+            unscaled_window(&pooled, loss_scale, self.grad_format)
+        } else {
+            // Nothing bounds it: not the whole search range, which no gradient showed.
+            Recommendation {
+                log2_scale: None,
+                min_log2_scale: None,
+                max_log2_scale: None,
+            }
+        };
         CaptureSummary {
             step: r.step,
             loss_scale,
@@ -526,7 +568,8 @@ impl RunData {
                 .into_iter()
                 .map(|(l, c, t)| (l, c, t.shares()))
                 .collect(),
-            window: unscaled_window(&r.gradients(), loss_scale, self.grad_format),
+            window,
+            finite_gradients,
             predicted_min_log2_scale: self.predicted(&r.weight_gradients(), loss_scale),
         }
     }
@@ -600,5 +643,6 @@ fn step_histograms(r: &CaptureRecord) -> StepHistograms {
         loss_scale: r.loss_scale.unwrap_or(1.0),
         activation_grads: pooled,
         layers,
+        passed_over: Vec::new(),
     }
 }

@@ -55,18 +55,27 @@ impl RunDir {
     /// No run directory at `dir` (no `config.json`), unreadable or malformed files, or a schema
     /// newer than this version of mixprec reads.
     pub fn open(dir: &Path) -> crate::Result<RunDir> {
-        if !dir.is_dir() {
-            return Err(Error::BadFile {
+        let refuse = |problem: String| {
+            Err(Error::BadFile {
                 path: dir.to_path_buf(),
-                problem: "not a run directory (no such directory)".into(),
-            });
+                problem,
+            })
+        };
+        if dir.exists() && !dir.is_dir() {
+            return refuse("a file, not a run directory".into());
+        }
+        if !dir.is_dir() {
+            return refuse("not a run directory (no such directory)".into());
         }
         let config_path = dir.join(CONFIG);
         if !config_path.exists() {
-            return Err(Error::BadFile {
-                path: dir.to_path_buf(),
-                problem: "not a run directory (no config.json)".into(),
-            });
+            if dir.join(crate::run::grid::GRID).is_file() {
+                return refuse(format!(
+                    "a grid directory (written by mixprec grid), not a run directory: give one of its runs, {}",
+                    dir.join(crate::run::grid::RUNS).join("NAME").display()
+                ));
+            }
+            return refuse("not a run directory (no config.json)".into());
         }
         let mut config = read_json(&config_path)?;
         let schema = take_schema(&mut config, &config_path)?;

@@ -243,7 +243,8 @@ pub struct Overrides {
 
 impl TrainConfig {
     /// Reads a config file (a run directory's `config.json` too: its `schema` key, a version
-    /// this mixprec reads, is skipped, so a run can be repeated from its directory).
+    /// this mixprec reads, is skipped, so a run can be repeated; a dataset path in it is read
+    /// relative to the current directory).
     ///
     /// # Errors
     /// [`Error::Io`] when it cannot be read; [`Error::BadFile`] when it is not a JSON object,

@@ -138,16 +138,26 @@ pub fn log2_histograms<DB: DrawingBackend>(
         (x0, x1) = (-30.0, 20.0);
     }
     let (x0, x1) = ((x0 - 2.0).floor(), (x1 + 2.0).ceil());
-    let top = c
-        .series
+    // A series with no bars (no finite nonzero value) draws nothing and has no legend entry.
+    let series: Vec<&HistogramLine> = c.series.iter().filter(|s| !s.2.is_empty()).collect();
+    // With nothing to draw, the axis spans every share a bar could have.
+    let top = series
         .iter()
         .flat_map(|(_, _, b)| b.iter().map(|b| b.2))
-        .fold(1.0, f64::max)
+        .reduce(f64::max)
+        .unwrap_or(100.0)
+        .max(1.0)
         * 1.08;
     // Room above the bars for the legend in the upper left (about 21 pixels an entry of a plot
     // about 520 high), so that it covers no bar.
-    let share = ((21 * (c.zones.len() + c.series.len()) + 24) as f64 / 520.0).min(0.6);
+    let share = ((21 * (c.zones.len() + series.len()) + 24) as f64 / 520.0).min(0.6);
     let ymax = top / (1.0 - share);
+    // Enough decimals that ticks of a low axis read apart (not "0 0 1 1").
+    let decimals = match ymax {
+        y if y >= 20.0 => 0,
+        y if y >= 2.0 => 1,
+        _ => 2,
+    };
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
@@ -163,7 +173,7 @@ pub fn log2_histograms<DB: DrawingBackend>(
         // No share above 100% exists: the room made for the legend is left unlabelled.
         .y_label_formatter(&|y| {
             if *y <= 100.0 {
-                format!("{y:.0}")
+                format!("{y:.decimals$}")
             } else {
                 String::new()
             }
@@ -181,7 +191,7 @@ pub fn log2_histograms<DB: DrawingBackend>(
             .label(&z.label)
             .legend(swatch(color.mix(0.4).filled()));
     }
-    for (name, color, b) in &c.series {
+    for &(name, color, b) in &series {
         let color = *color;
         chart
             .draw_series(LineSeries::new(steps(b, 0.0), color.stroke_width(2)))?

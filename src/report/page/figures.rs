@@ -188,10 +188,32 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
                 charts::bars(&h.activation_grads, f64::from(k) - s),
             ));
         }
+        // Why this step, when the default passed over earlier ones; and when it is empty.
+        let mut note = String::new();
+        if !h.passed_over.is_empty() {
+            let steps: Vec<String> = h.passed_over.iter().map(u64::to_string).collect();
+            note = format!(
+                " Step {} is the first capture step with a finite nonzero activation gradient: at step{} {} every value stored was zero, inf or NaN.",
+                h.step,
+                if steps.len() == 1 { "" } else { "s" },
+                steps.join(", ")
+            );
+        }
+        if !h.has_finite() {
+            note = format!(
+                " At step {} every activation gradient stored was zero, inf or NaN: there is nothing to draw{}.",
+                h.step,
+                if r.captures.iter().any(|c| c.finite_gradients > 0) {
+                    " (--step chooses another capture step)"
+                } else {
+                    ", at any capture step"
+                }
+            );
+        }
         out.push(Figure {
             id: format!("figure3-{i}"),
             section: 5,
-            caption: format!("{}: log2 magnitudes of the activation gradients of every layer at step {}, against {}'s zones: unscaled, as the run stored them, and scaled by the largest scale that keeps the largest finite (the recommendation, as analyze makes it).", r.name, h.step, r.grad_format),
+            caption: format!("{}: log2 magnitudes of the activation gradients of every layer at step {}, against {}'s zones: unscaled, as the run stored them, and scaled by the largest scale that keeps the largest finite (the recommendation, as analyze makes it).{note}", r.name, h.step, r.grad_format),
             chart: Chart::Histograms(Log2Histograms {
                 title: format!("{}: activation gradients at step {} vs {}", r.name, h.step, r.grad_format),
                 x_desc: "log2 |gradient|".into(),
@@ -202,7 +224,15 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
         out.push(Figure {
             id: format!("figure3-layers-{i}"),
             section: 5,
-            caption: format!("{}: the same, per layer, unscaled.", r.name),
+            caption: format!(
+                "{}: the same, per layer, unscaled.{}",
+                r.name,
+                if h.has_finite() {
+                    ""
+                } else {
+                    " Nothing to draw (see above)."
+                }
+            ),
             chart: Chart::Histograms(Log2Histograms {
                 title: format!(
                     "{}: activation gradients per layer at step {}",

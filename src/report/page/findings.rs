@@ -6,10 +6,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::report::runs::{RunData, WINDOW_SCALES};
+use crate::report::runs::RunData;
 use crate::run::Class;
-use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW, RERUN_RISK, RerunTop};
-use crate::text::threshold_percent;
 
 /// A sentence of the findings, and the figure that shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -337,7 +335,7 @@ fn shadow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
 /// failing to train, and its final metric is within [`crate::report::grid::MATCH_TOLERANCE`] of
 /// the FP32 run's (test accuracy; for another metric, within that share of its value). Returns
 /// the FP32 run's name and metric; `None` when it did not, or when no FP32 run is there to say.
-fn matched_fp32<'a>(r: &RunData, runs: &'a [RunData]) -> Option<(&'a str, f64)> {
+pub(crate) fn matched_fp32<'a>(r: &RunData, runs: &'a [RunData]) -> Option<(&'a str, f64)> {
     let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
     if failed_to_train(r, runs).is_some() || r.is_fp32() {
         return None;
@@ -465,160 +463,4 @@ pub(crate) fn outside_window(r: &RunData) -> Vec<&crate::report::runs::CaptureSu
             }
         })
         .collect()
-}
-
-/// How many of a run's steps gave only a bound of their high edge, as a clause.
-fn bounded_note(r: &RunData) -> String {
-    if r.bounded_steps == 0 {
-        return String::new();
-    }
-    format!(
-        "; {} of {} steps give only an upper bound of it (an inf or NaN hid their later gradients)",
-        r.bounded_steps, r.steps_read
-    )
-}
-
-/// In words, the window's top for a rerun against this run's top `2^top`: how far a rerun's
-/// largest gradient may exceed this run's, and the margin that asks for.
-fn rerun_clause(s: &mut String, top: i32, t: &RerunTop) {
-    let _ = write!(
-        s,
-        " A rerun trains along its own trajectory: from this run's spread of log2 grad_amax between consecutive steps (sd {:.2} over {} steps), a rerun's largest gradient exceeds this run's by {:.2} bits or more one time in {:.0}; at 2^{top} this run's had {:.2} bits to spare below the format's largest value, ",
-        t.step_sd,
-        t.steps,
-        t.excess,
-        1.0 / RERUN_RISK,
-        t.headroom
-    );
-    if t.margin == 0 {
-        s.push_str("so the top holds for a rerun.");
-    } else {
-        let _ = write!(s, "so the top for a rerun is 2^{}.", t.log2_scale);
-    }
-}
-
-/// In words: where the scaler was against the window, and GradScaler settings that keep it;
-/// whether leaving it cost anything against an FP32 run of `runs`; the capture steps with an
-/// empty window (no band in the figure).
-pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
-    let windows: Vec<_> = r
-        .captures
-        .iter()
-        .filter_map(|c| Some((c.step, c.window.min_log2_scale?, c.window.max_log2_scale?)))
-        .filter(|(_, lo, hi)| lo <= hi)
-        .collect();
-    let Some(&(first_step, lo, hi)) = windows.first() else {
-        return format!(
-            "{}: no capture step has a window for {} (no gradients captured, or no single scale keeps them).",
-            r.name, r.grad_format
-        );
-    };
-    // The high edge of every step, not only of the capture steps: the largest gradient of a
-    // step between captures can overflow where the captures' windows do not.
-    let top = r
-        .window_top
-        .map_or_else(|| windows.iter().map(|w| w.2).min().unwrap_or(hi), |t| t.0);
-    let bottom = windows.iter().map(|w| w.1).max().unwrap_or(lo);
-    let mut s = format!(
-        "{}: in {}, the window of the unscaled gradients was 2^{lo}..2^{hi} at step {first_step}",
-        r.name, r.grad_format
-    );
-    if windows.len() > 1 {
-        let (_, l, h) = windows[windows.len() - 1];
-        let _ = write!(
-            s,
-            " and 2^{l}..2^{h} at step {}",
-            windows[windows.len() - 1].0
-        );
-    }
-    if bottom <= top {
-        let _ = write!(
-            s,
-            ". One scale lay in every window of this run (the captures' low edges, every step's high edge{}): 2^{bottom}..2^{top}.",
-            bounded_note(r),
-        );
-        let start = r.window_rerun_top.map_or(top, |t| t.log2_scale);
-        if let Some(t) = r.window_rerun_top {
-            rerun_clause(&mut s, top, &t);
-        }
-        if bottom <= start {
-            let _ = write!(
-                s,
-                " GradScaler(init_scale=2.0**{start}) starts inside; with growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
-                r.steps_read
-            );
-        } else {
-            let _ = write!(
-                s,
-                " That is below the windows' low edge 2^{bottom}: for a rerun, at those odds, no one static scale lies in every window; GradScaler(init_scale=2.0**{top}) starts inside and halves back inside when it overflows."
-            );
-        }
-    } else {
-        let _ = write!(
-            s,
-            ". No one scale lay in every window (the lowest upper edge 2^{top} is below the highest lower edge 2^{bottom}): a dynamic scaler must move; GradScaler(init_scale=2.0**{hi}) starts inside."
-        );
-    }
-    if let Some(p) = r.predicted_min_log2_scale {
-        let _ = write!(
-            s,
-            " From its FP32 weight gradients (every capture step pooled), training is predicted to match fp32 from 2^{p} up (at most {} of their squared norm and {} of their values underflow; mixprec's loss-scale grids confirm this rule within one binade, where the window's lower edge is the conservative one).",
-            threshold_percent(MATCH_MAX_ENERGY_LOST),
-            threshold_percent(MATCH_MAX_UNDERFLOW)
-        );
-    }
-    let outside = outside_window(r);
-    match outside.first() {
-        Some(first) => {
-            let _ = write!(
-                s,
-                " The run's loss scale left the window at {} of {} capture steps, first at step {} ({}).",
-                outside.len(),
-                r.captures.len(),
-                first.step,
-                crate::text::scale_name(first.loss_scale)
-            );
-            let healthy = !r.summary.as_ref().is_some_and(|s| s.diverged)
-                && failed_to_train(r, runs).is_none();
-            match matched_fp32(r, runs) {
-                Some((base, v)) => {
-                    let _ = write!(
-                        s,
-                        " Yet it trained like {base} ({} {} against {v:.4}): the window, which keeps all but {} of the values, is conservative here, and leaving it cost nothing.",
-                        r.metric().map_or(String::new(), |m| m.0),
-                        r.metric().map_or("?".into(), |m| format!("{:.4}", m.1)),
-                        threshold_percent(crate::report::runs::MAX_UNDERFLOW)
-                    );
-                }
-                None if healthy && !runs.iter().any(|o| o.is_fp32() && o.summary.is_some()) => {
-                    let _ = write!(
-                        s,
-                        " The run trained, and no FP32 run is in this report to say whether leaving the window cost anything: the window, which keeps all but {} of the values, is conservative.",
-                        threshold_percent(crate::report::runs::MAX_UNDERFLOW)
-                    );
-                }
-                None => {}
-            }
-        }
-        None => s.push_str(" The run's loss scale stayed inside the window at every capture step."),
-    }
-    let empty: Vec<String> = r
-        .captures
-        .iter()
-        .filter(|c| window_name(&c.window).is_none())
-        .map(|c| c.step.to_string())
-        .collect();
-    if !empty.is_empty() && !windows.is_empty() {
-        let _ = write!(
-            s,
-            " At {} of {} capture steps (step{} {}) no single scale kept the gradients (an empty window): the figure has no band there.",
-            empty.len(),
-            r.captures.len(),
-            if empty.len() == 1 { "" } else { "s" },
-            empty.join(", ")
-        );
-    }
-    let range = format!("2^{}..2^{}", WINDOW_SCALES.start(), WINDOW_SCALES.end());
-    let _ = write!(s, " (Windows searched over {range}.)");
-    s
 }
