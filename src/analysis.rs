@@ -40,7 +40,6 @@ mod dump;
 mod json;
 pub mod text;
 
-use dump::finite_amax;
 pub use dump::{DumpCheck, TYPICAL_MAX_ZERO_SHARE};
 
 use std::path::{Path, PathBuf};
@@ -369,23 +368,44 @@ pub struct Analysis {
     pub dump: DumpCheck,
 }
 
-/// One tensor's numbers.
+/// What the loss-scale sweep of some values (a tensor's, or all tensors' together) says of
+/// them, as [`TensorAnalysis`] and [`Total`] hold it.
 #[derive(Clone, Debug, Serialize)]
-pub struct TensorAnalysis {
-    /// Its name in its file.
-    pub name: String,
-    /// Its number of values.
+pub struct ValueSummary {
+    /// The number of values.
     pub count: u64,
     /// Exact zeros (either sign).
     pub zeros: u64,
     /// NaN and infinities.
     pub nonfinite: u64,
-    /// The largest finite magnitude; `None` (JSON `null`) when the tensor holds no finite value
-    /// (0 for a tensor of zeros).
+    /// The largest finite magnitude; `None` (JSON `null`) when no value is finite (0 when
+    /// every value is zero).
     pub amax: Option<f64>,
     /// The sweep over the options' scales.
     #[serde(serialize_with = "json::sweep_json")]
     pub sweep: Sweep,
+}
+
+impl ValueSummary {
+    fn of(sweep: Sweep) -> ValueSummary {
+        ValueSummary {
+            count: sweep.count,
+            zeros: sweep.zeros,
+            nonfinite: sweep.nonfinite,
+            amax: (sweep.count > sweep.nonfinite).then_some(sweep.amax),
+            sweep,
+        }
+    }
+}
+
+/// One tensor's numbers.
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorAnalysis {
+    /// Its name in its file.
+    pub name: String,
+    /// Its values' counts, amax and sweep (in JSON, keys of the tensor's object).
+    #[serde(flatten)]
+    pub values: ValueSummary,
     /// The file that holds it.
     #[serde(serialize_with = "json::path_json")]
     pub file: PathBuf,
@@ -428,17 +448,9 @@ pub(crate) fn tensor_label(file: &Path, name: &str, with_file: bool) -> String {
 /// All tensors together.
 #[derive(Clone, Debug, Serialize)]
 pub struct Total {
-    /// Values.
-    pub count: u64,
-    /// Exact zeros.
-    pub zeros: u64,
-    /// NaN and infinities.
-    pub nonfinite: u64,
-    /// The largest finite magnitude; `None` (JSON `null`) when no value is finite.
-    pub amax: Option<f64>,
-    /// The sweep of all values together.
-    #[serde(serialize_with = "json::sweep_json")]
-    pub sweep: Sweep,
+    /// The counts, amax and sweep of all values together (in JSON, keys of `total`).
+    #[serde(flatten)]
+    pub values: ValueSummary,
     /// The smallest nonzero finite magnitude, if any.
     pub min_nonzero: Option<f64>,
     /// The histogram of all values (not serialized).
@@ -582,19 +594,14 @@ pub fn analyze(
         total_acc.merge(&t.acc);
         total_hist.merge(&t.hist);
     }
-    let total_sweep = total_acc.sweep(range.clone());
     let tensors: Vec<TensorAnalysis> = inputs
         .into_iter()
         .map(|t| {
             let sweep = t.acc.sweep(range.clone());
             TensorAnalysis {
                 name: t.info.name,
-                count: sweep.count,
-                zeros: sweep.zeros,
-                nonfinite: sweep.nonfinite,
-                amax: finite_amax(&sweep),
                 window: Window::of(&sweep, options),
-                sweep,
+                values: ValueSummary::of(sweep),
                 file: t.info.path,
                 dtype: t.info.dtype,
                 shape: t.info.shape,
@@ -604,15 +611,11 @@ pub fn analyze(
         })
         .collect();
     let total = Total {
-        count: total_sweep.count,
-        zeros: total_sweep.zeros,
-        nonfinite: total_sweep.nonfinite,
-        amax: finite_amax(&total_sweep),
+        values: ValueSummary::of(total_acc.sweep(range.clone())),
         min_nonzero: total_hist.min_nonzero(),
-        sweep: total_sweep,
         histogram: total_hist,
     };
-    let mut advice = advise(&total.sweep, options);
+    let mut advice = advise(&total.values.sweep, options);
     // The scale the per-tensor shares are taken at: the recommendation, or the best there is.
     let at = advice
         .as_ref()
@@ -628,8 +631,8 @@ pub fn analyze(
         .enumerate()
         .filter_map(|(index, t)| {
             let window = t.window?;
-            let n = t.sweep.finite_nonzero();
-            let under = t.sweep.row(at).map_or(0, |r| r.underflow);
+            let n = t.values.sweep.finite_nonzero();
+            let under = t.values.sweep.row(at).map_or(0, |r| r.underflow);
             Some(TensorWindow {
                 index,
                 name: t.name.clone(),
@@ -658,7 +661,7 @@ pub fn analyze(
             .map(|w| tensors[w.index].label(several))
             .collect();
     }
-    let dump = DumpCheck::of(&tensors, &total, several);
+    let dump = DumpCheck::of(&tensors, &total.values, several);
     let mut analysis = Analysis {
         format: options.format,
         tensors,
@@ -674,10 +677,12 @@ pub fn analyze(
     analysis
 }
 
-/// Whether the tensors come from more than one file.
-#[must_use]
-pub fn several_files(tensors: &[TensorAnalysis]) -> bool {
-    tensors.windows(2).any(|w| w[0].file != w[1].file)
+/// Whether the tensors (of an [`Analysis`] or a [`block::BlockAnalysis`]) come from more than
+/// one file.
+fn several_files(tensors: &[impl text::Labeled]) -> bool {
+    tensors
+        .windows(2)
+        .any(|w| w[0].name_and_file().1 != w[1].name_and_file().1)
 }
 
 impl Analysis {
@@ -758,7 +763,7 @@ fn alternatives(a: &Analysis, options: &AnalysisOptions) -> (Vec<Alternative>, V
             .iter()
             .map(|t| Alternative {
                 name: t.label(several),
-                recommendation: recommend(&t.sweep, options.margin, options.max_underflow),
+                recommendation: recommend(&t.values.sweep, options.margin, options.max_underflow),
             })
             .collect()
     } else {

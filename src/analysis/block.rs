@@ -569,7 +569,7 @@ impl BlockAnalysis {
     /// Whether the tensors come from more than one file.
     #[must_use]
     pub fn several_files(&self) -> bool {
-        self.tensors.windows(2).any(|w| w[0].file != w[1].file)
+        super::several_files(&self.tensors)
     }
 }
 

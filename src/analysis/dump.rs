@@ -4,8 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{TensorAnalysis, Total};
-use crate::stats::Sweep;
+use super::{TensorAnalysis, ValueSummary};
 
 /// The largest share of a dump's values that may be exactly zero before [`DumpCheck::many_zeros`]
 /// says so: above every FP32 dump measured (README, "Which loss scale?"): 0.006-0.014% of the example
@@ -35,29 +34,24 @@ pub struct DumpCheck {
 }
 
 impl DumpCheck {
-    pub(super) fn of(tensors: &[TensorAnalysis], total: &Total, several: bool) -> DumpCheck {
+    pub(super) fn of(tensors: &[TensorAnalysis], all: &ValueSummary, several: bool) -> DumpCheck {
         let share = |c: u64| {
-            if total.count == 0 {
+            if all.count == 0 {
                 0.0
             } else {
-                c as f64 / total.count as f64
+                c as f64 / all.count as f64
             }
         };
         DumpCheck {
-            nonfinite_share: share(total.nonfinite),
-            overflowed: total.nonfinite > 0,
+            nonfinite_share: share(all.nonfinite),
+            overflowed: all.nonfinite > 0,
             no_finite_tensors: tensors
                 .iter()
-                .filter(|t| t.count > 0 && t.amax.is_none())
+                .filter(|t| t.values.count > 0 && t.values.amax.is_none())
                 .map(|t| t.label(several))
                 .collect(),
-            zero_share: share(total.zeros),
-            many_zeros: share(total.zeros) > TYPICAL_MAX_ZERO_SHARE,
+            zero_share: share(all.zeros),
+            many_zeros: share(all.zeros) > TYPICAL_MAX_ZERO_SHARE,
         }
     }
-}
-
-/// The largest finite magnitude of a sweep's values; `None` when none is finite.
-pub(super) fn finite_amax(sweep: &Sweep) -> Option<f64> {
-    (sweep.count > sweep.nonfinite).then_some(sweep.amax)
 }

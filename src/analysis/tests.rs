@@ -245,8 +245,8 @@ fn a_dump_of_an_overflowed_step_backs_off_and_says_why() {
         "{}",
         a.explanation
     );
-    assert_eq!(a.tensors[1].amax, None);
-    assert_eq!(a.total.amax, Some(f64::from(w[99])));
+    assert_eq!(a.tensors[1].values.amax, None);
+    assert_eq!(a.total.values.amax, Some(f64::from(w[99])));
     let json = serde_json::to_value(&a).unwrap();
     assert!(
         json["tensors"][1]["amax"].is_null(),
@@ -256,7 +256,7 @@ fn a_dump_of_an_overflowed_step_backs_off_and_says_why() {
     assert_eq!(json["dump"]["overflowed"], true);
     // All NaN: nothing to scale, and the step said to have overflowed.
     let a = run(&[("b", &b)], &AnalysisOptions::default());
-    assert!(a.recommendation.is_none() && a.total.amax.is_none());
+    assert!(a.recommendation.is_none() && a.total.values.amax.is_none());
     assert!(
         a.explanation
             .contains("comes from a step whose gradients overflowed"),
@@ -265,7 +265,7 @@ fn a_dump_of_an_overflowed_step_backs_off_and_says_why() {
     );
     // A tensor of zeros has a finite amax: 0.
     let a = run(&[("z", &[0.0; 4])], &AnalysisOptions::default());
-    assert_eq!(a.tensors[0].amax, Some(0.0));
+    assert_eq!(a.tensors[0].values.amax, Some(0.0));
     assert!(!a.dump.overflowed);
 }
 

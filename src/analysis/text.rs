@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{Advice, Analysis, Limit, TensorAnalysis, Window};
+use super::{Advice, Analysis, Limit, TensorAnalysis, ValueSummary, Window};
 use crate::stats::{Alternative, Recommendation, explain};
 use crate::text::{magnitude, percent, percent_of, printable, table};
 
@@ -28,7 +28,7 @@ pub fn window_words(w: &Window, max_underflow: f64) -> String {
 #[must_use]
 pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternative>)) -> String {
     let o = &a.options;
-    let t = &a.total;
+    let t = &a.total.values;
     let Some(r) = &a.recommendation else {
         return if t.count == 0 {
             "Nothing to scale: the tensors hold no values, so no loss scale changes anything."
@@ -184,7 +184,7 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
 /// survivors whose amax understates the step's; a back-off below the largest scale they allow,
 /// never that scale.
 fn overflowed_words(a: &Analysis, r: &Advice) -> String {
-    let (t, fmt) = (&a.total, a.format);
+    let (t, fmt) = (&a.total.values, a.format);
     let lost = if a.dump.no_finite_tensors.is_empty() {
         String::new()
     } else {
@@ -241,15 +241,16 @@ fn zeros_words(a: &Analysis) -> String {
     if !a.dump.many_zeros {
         return String::new();
     }
+    let t = &a.total.values;
     format!(
         " Note: {} of the {} values ({}%) are exactly zero, more than the {} of any FP32 dump \
          measured (README): if they were dumped from a step under fp16 autocast, its backward \
          pass may already have flushed small gradients to zero, which this analysis cannot see \
          (its shares are of the nonzero values, so it understates underflow); dump that step \
          with autocast off and compare.",
-        a.total.zeros,
-        a.total.count,
-        percent_of(a.total.zeros, a.total.count),
+        t.zeros,
+        t.count,
+        percent_of(t.zeros, t.count),
         crate::text::threshold_percent(super::TYPICAL_MAX_ZERO_SHARE),
     )
 }
@@ -337,25 +338,22 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
         out,
         "Tensors (count, zeros, nonfinite: numbers of values; amax, min |x|: magnitudes):\n"
     )?;
-    let mut rows = cols.rows(&a.tensors, |t| {
+    let cells = |dtype: String, v: &ValueSummary, min_nonzero: Option<f64>| {
         vec![
-            t.dtype.to_string(),
-            t.count.to_string(),
-            t.zeros.to_string(),
-            t.nonfinite.to_string(),
-            t.amax.map_or("-".into(), magnitude),
-            t.min_nonzero.map_or("-".into(), magnitude),
+            dtype,
+            v.count.to_string(),
+            v.zeros.to_string(),
+            v.nonfinite.to_string(),
+            v.amax.map_or("-".into(), magnitude),
+            min_nonzero.map_or("-".into(), magnitude),
         ]
+    };
+    let mut rows = cols.rows(&a.tensors, |t| {
+        cells(t.dtype.to_string(), &t.values, t.min_nonzero)
     });
     if a.tensors.len() > 1 {
-        rows.push(cols.all(vec![
-            String::new(),
-            a.total.count.to_string(),
-            a.total.zeros.to_string(),
-            a.total.nonfinite.to_string(),
-            a.total.amax.map_or("-".into(), magnitude),
-            a.total.min_nonzero.map_or("-".into(), magnitude),
-        ]));
+        let total = &a.total;
+        rows.push(cols.all(cells(String::new(), &total.values, total.min_nonzero)));
     }
     table(
         out,
@@ -459,9 +457,9 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
         }
     };
     let tensors = order.iter().map(|&i| &a.tensors[i]);
-    let mut rows = cols.rows(tensors, |t| share_cells(&t.sweep));
+    let mut rows = cols.rows(tensors, |t| share_cells(&t.values.sweep));
     if a.tensors.len() > 1 {
-        rows.push(cols.all(share_cells(&a.total.sweep)));
+        rows.push(cols.all(share_cells(&a.total.values.sweep)));
     }
     let share_cols = [
         "underflow",
@@ -473,7 +471,7 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
     ];
     table(out, &cols.head(&share_cols), &rows)?;
 
-    let n = a.total.sweep.finite_nonzero();
+    let n = a.total.values.sweep.finite_nonzero();
     writeln!(
         out,
         "\nSweep of all tensors together (% of the {n} finite nonzero values; energy lost: % of \
@@ -481,6 +479,7 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
     )?;
     let rows: Vec<Vec<String>> = a
         .total
+        .values
         .sweep
         .rows
         .iter()

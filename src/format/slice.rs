@@ -16,6 +16,57 @@ use super::random::{BlockKey, mix_scaled};
 use super::round::{Event, Overflow, Rounder, Rounding};
 use crate::isa::Isa;
 
+/// Defines the kernel loop `$body::<L, ..>`, generic over its `L` lanes per block, as an
+/// `#[inline(always)]` method, and its AVX2 and AVX-512 builds: `unsafe` methods `$avx2` and
+/// `$avx512` that call it with 8 and 16 lanes, so that each compiles the whole loop for its
+/// instruction set. The baseline build is `$body::<8, ..>` itself.
+///
+/// # Safety
+///
+/// The builds may only be called on a CPU with the instruction set, which an [`Isa`] from
+/// run-time detection guarantees.
+macro_rules! isa_builds {
+    (
+        $avx2:ident, $avx512:ident =>
+        $(#[$meta:meta])*
+        fn $body:ident<const L: usize $(, const $c:ident: $ct:ty)*>(
+            &$self:ident $(, $arg:ident: $ty:ty)* $(,)?
+        ) -> $ret:ty $block:block
+    ) => {
+        $(#[$meta])*
+        #[inline(always)]
+        fn $body<const L: usize $(, const $c: $ct)*>(&$self $(, $arg: $ty)*) -> $ret $block
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        unsafe fn $avx2<$(const $c: $ct),*>(&$self $(, $arg: $ty)*) -> $ret {
+            $self.$body::<8 $(, $c)*>($($arg),*)
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
+        unsafe fn $avx512<$(const $c: $ct),*>(&$self $(, $arg: $ty)*) -> $ret {
+            $self.$body::<16 $(, $c)*>($($arg),*)
+        }
+    };
+}
+
+/// Calls the kernel method `$body::<MODE, FLUSH, ..>` of `$k` with its rounding mode and
+/// subnormal setting as the first two constants (the directed modes share one loop), so that
+/// each combination compiles to its own branch-free loop.
+macro_rules! by_mode {
+    ($k:ident.$body:ident::<_, _ $(, $g:tt)*>($($arg:expr),* $(,)?)) => {
+        match ($k.mode, $k.flush) {
+            (NEAREST, false) => $k.$body::<NEAREST, false $(, $g)*>($($arg),*),
+            (NEAREST, true) => $k.$body::<NEAREST, true $(, $g)*>($($arg),*),
+            (STOCHASTIC, false) => $k.$body::<STOCHASTIC, false $(, $g)*>($($arg),*),
+            (STOCHASTIC, true) => $k.$body::<STOCHASTIC, true $(, $g)*>($($arg),*),
+            (_, false) => $k.$body::<DIRECTED, false $(, $g)*>($($arg),*),
+            (_, true) => $k.$body::<DIRECTED, true $(, $g)*>($($arg),*),
+        }
+    };
+}
+
 mod pow2_blocks;
 
 /// How many values of a slice each rounding event touched.
@@ -453,29 +504,12 @@ impl Kernel {
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
-        self.run::<8>(io, lo, key)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
-    unsafe fn run_avx512(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
-        self.run::<16>(io, lo, key)
-    }
-
-    /// `L` values per block: a whole number of vectors (8 for AVX2, 16 for AVX-512: larger
-    /// blocks only add register pressure). The results do not depend on it.
-    #[inline(always)]
-    fn run<const L: usize>(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
-        match (self.mode, self.flush) {
-            (NEAREST, false) => self.run_mode::<NEAREST, false, L>(io, lo, key),
-            (NEAREST, true) => self.run_mode::<NEAREST, true, L>(io, lo, key),
-            (STOCHASTIC, false) => self.run_mode::<STOCHASTIC, false, L>(io, lo, key),
-            (STOCHASTIC, true) => self.run_mode::<STOCHASTIC, true, L>(io, lo, key),
-            (_, false) => self.run_mode::<DIRECTED, false, L>(io, lo, key),
-            (_, true) => self.run_mode::<DIRECTED, true, L>(io, lo, key),
+    isa_builds! {
+        run_avx2, run_avx512 =>
+        /// `L` values per block: a whole number of vectors (8 for AVX2, 16 for AVX-512: larger
+        /// blocks only add register pressure). The results do not depend on it.
+        fn run<const L: usize>(&self, io: Io, lo: u32, key: BlockKey) -> RoundCounts {
+            by_mode!(self.run_mode::<_, _, L>(io, lo, key))
         }
     }
 

@@ -57,7 +57,7 @@ impl<'a> AnalyzePlots<'a> {
         AnalyzePlots {
             format: a.format,
             total: &a.total.histogram,
-            sweep: &a.total.sweep,
+            sweep: &a.total.values.sweep,
             recommendation,
             max_underflow: a.options.max_underflow,
             tensors: a

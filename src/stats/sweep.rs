@@ -93,6 +93,28 @@ pub struct SweepRow {
     pub relative_error_finite: Option<f64>,
 }
 
+impl SweepRow {
+    /// The row of scale `2^k` whose classes hold `[underflow, subnormal, normal, overflow]`
+    /// values, with `energy_lost` and no relative errors (a histogram's row).
+    #[must_use]
+    pub(crate) fn of_counts(
+        k: i32,
+        [underflow, subnormal, normal, overflow]: [u64; 4],
+        energy_lost: f64,
+    ) -> SweepRow {
+        SweepRow {
+            log2_scale: k,
+            underflow,
+            subnormal,
+            normal,
+            overflow,
+            energy_lost,
+            relative_error: None,
+            relative_error_finite: None,
+        }
+    }
+}
+
 /// A loss-scale sweep of one tensor (or the union of several).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {

@@ -136,42 +136,75 @@ fn no_all_ones_exponent<T: Copy + Sync, U: Copy + Sync + BitAnd<Output = U> + Pa
         .all(|chunk| chunk.chunks(256).all(block_ok))
 }
 
-impl Real for f32 {
-    fn of(x: f64) -> Self {
-        x as f32
+/// `impl Real for $t`: the methods whose bodies differ between the types only in the function
+/// they call take its name (`libm`'s function for the type, the rounders' and the histogram's
+/// method, the exponent field), and the rest follow as written.
+macro_rules! impl_real {
+    (
+        $t:ident {
+            exp: $exp:ident,
+            ln: $ln:ident,
+            tanh: $tanh:ident,
+            round_slice_at: $round_slice_at:ident,
+            round_blocks_at: $round_blocks_at:ident,
+            add_to_histogram: $add_to_histogram:ident,
+            exponent: $exponent:literal $(,)?
+        }
+        $($rest:tt)*
+    ) => {
+        impl Real for $t {
+            fn of(x: f64) -> Self {
+                x as $t
+            }
+            fn libm_exp(self) -> Self {
+                libm::$exp(self)
+            }
+            fn libm_ln(self) -> Self {
+                libm::$ln(self)
+            }
+            fn libm_tanh(self) -> Self {
+                libm::$tanh(self)
+            }
+            fn to_f64(self) -> f64 {
+                f64::from(self)
+            }
+            fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts {
+                rounder.$round_slice_at(xs, start)
+            }
+            fn round_blocks_at(
+                rounder: &BlockRounder,
+                xs: &mut [Self],
+                cols: usize,
+                start: u64,
+            ) -> RoundCounts {
+                rounder.$round_blocks_at(xs, cols, start)
+            }
+            fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
+                h.$add_to_histogram(xs);
+            }
+            fn all_finite(xs: &[Self]) -> bool {
+                no_all_ones_exponent(xs, $t::to_bits, $exponent)
+            }
+            $($rest)*
+        }
+    };
+}
+
+impl_real! {
+    f32 {
+        exp: expf,
+        ln: logf,
+        tanh: tanhf,
+        round_slice_at: round_f32_slice_at,
+        round_blocks_at: round_matrix_at,
+        add_to_histogram: par_add_f32,
+        exponent: 0x7f80_0000,
     }
-    fn libm_exp(self) -> Self {
-        libm::expf(self)
-    }
-    fn libm_ln(self) -> Self {
-        libm::logf(self)
-    }
-    fn libm_tanh(self) -> Self {
-        libm::tanhf(self)
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts {
-        rounder.round_f32_slice_at(xs, start)
-    }
-    fn round_blocks_at(
-        rounder: &BlockRounder,
-        xs: &mut [Self],
-        cols: usize,
-        start: u64,
-    ) -> RoundCounts {
-        rounder.round_matrix_at(xs, cols, start)
-    }
-    fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
-        h.par_add_f32(xs);
-    }
+
     fn add_ratios_to_histogram(h: &mut Histogram, num: &[Self], den: &[Self]) {
         h.par_add_ratios_f32(num, den);
     }
-    fn all_finite(xs: &[Self]) -> bool {
-        no_all_ones_exponent(xs, f32::to_bits, 0x7f80_0000)
-    }
+
     fn finite_amax(xs: &[Self]) -> (f64, bool) {
         // Eight lanes of float compares and selects (which vectorise); NaN fails both tests.
         let block = |block: &[f32]| {
@@ -206,36 +239,17 @@ impl Real for f32 {
     }
 }
 
-impl Real for f64 {
-    fn of(x: f64) -> Self {
-        x
+impl_real! {
+    f64 {
+        exp: exp,
+        ln: log,
+        tanh: tanh,
+        round_slice_at: round_f64_slice_at,
+        round_blocks_at: round_matrix_f64_at,
+        add_to_histogram: par_add_f64,
+        exponent: 0x7ff0_0000_0000_0000,
     }
-    fn libm_exp(self) -> Self {
-        libm::exp(self)
-    }
-    fn libm_ln(self) -> Self {
-        libm::log(self)
-    }
-    fn libm_tanh(self) -> Self {
-        libm::tanh(self)
-    }
-    fn to_f64(self) -> f64 {
-        self
-    }
-    fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts {
-        rounder.round_f64_slice_at(xs, start)
-    }
-    fn round_blocks_at(
-        rounder: &BlockRounder,
-        xs: &mut [Self],
-        cols: usize,
-        start: u64,
-    ) -> RoundCounts {
-        rounder.round_matrix_f64_at(xs, cols, start)
-    }
-    fn add_to_histogram(h: &mut Histogram, xs: &[Self]) {
-        h.par_add_f64(xs);
-    }
+
     fn add_ratios_to_histogram(h: &mut Histogram, num: &[Self], den: &[Self]) {
         let ratios: Vec<f64> = num
             .iter()
@@ -245,9 +259,7 @@ impl Real for f64 {
             .collect();
         h.par_add_f64(&ratios);
     }
-    fn all_finite(xs: &[Self]) -> bool {
-        no_all_ones_exponent(xs, f64::to_bits, 0x7ff0_0000_0000_0000)
-    }
+
     fn finite_amax(xs: &[Self]) -> (f64, bool) {
         let (m, finite) = finite_amax_bits(
             xs,

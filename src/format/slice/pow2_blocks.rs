@@ -81,14 +81,12 @@ impl Rounder {
             // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => unsafe {
-                kernel.pow2_avx512::<B, E, O>(xs, start, key, &exponent, &mut other)
+                kernel.pow2_avx512::<B>(xs, start, key, &exponent, &mut other)
             },
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe {
-                kernel.pow2_avx2::<B, E, O>(xs, start, key, &exponent, &mut other)
-            },
-            _ => kernel.pow2_run::<8, B, E, O>(xs, start, key, &exponent, &mut other),
+            Isa::Avx2 => unsafe { kernel.pow2_avx2::<B>(xs, start, key, &exponent, &mut other) },
+            _ => kernel.pow2_run::<8, B>(xs, start, key, &exponent, &mut other),
         }
     }
 }
@@ -133,78 +131,23 @@ impl Kernel {
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn pow2_avx2<const B: usize, E, O>(
-        &self,
-        xs: &mut [f32],
-        start: u64,
-        key: BlockKey,
-        exponent: &E,
-        other: &mut O,
-    ) -> RoundCounts
-    where
-        E: Fn(u32) -> Option<i32>,
-        O: FnMut(&mut [f32], u64) -> RoundCounts,
-    {
-        self.pow2_run::<8, B, E, O>(xs, start, key, exponent, other)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,avx512vl,avx512bw")]
-    unsafe fn pow2_avx512<const B: usize, E, O>(
-        &self,
-        xs: &mut [f32],
-        start: u64,
-        key: BlockKey,
-        exponent: &E,
-        other: &mut O,
-    ) -> RoundCounts
-    where
-        E: Fn(u32) -> Option<i32>,
-        O: FnMut(&mut [f32], u64) -> RoundCounts,
-    {
-        self.pow2_run::<16, B, E, O>(xs, start, key, exponent, other)
-    }
-
-    /// Picks the loop for the mode and the subnormal setting (as [`Kernel::run`] does).
-    #[inline(always)]
-    fn pow2_run<const L: usize, const B: usize, E, O>(
-        &self,
-        xs: &mut [f32],
-        start: u64,
-        key: BlockKey,
-        exponent: &E,
-        other: &mut O,
-    ) -> RoundCounts
-    where
-        E: Fn(u32) -> Option<i32>,
-        O: FnMut(&mut [f32], u64) -> RoundCounts,
-    {
-        match (self.mode, self.flush) {
-            (NEAREST, false) => {
-                self.pow2_mode::<NEAREST, false, L, B, E, O>(xs, start, key, exponent, other)
-            }
-            (NEAREST, true) => {
-                self.pow2_mode::<NEAREST, true, L, B, E, O>(xs, start, key, exponent, other)
-            }
-            (STOCHASTIC, false) => {
-                self.pow2_mode::<STOCHASTIC, false, L, B, E, O>(xs, start, key, exponent, other)
-            }
-            (STOCHASTIC, true) => {
-                self.pow2_mode::<STOCHASTIC, true, L, B, E, O>(xs, start, key, exponent, other)
-            }
-            (_, false) => {
-                self.pow2_mode::<DIRECTED, false, L, B, E, O>(xs, start, key, exponent, other)
-            }
-            (_, true) => {
-                self.pow2_mode::<DIRECTED, true, L, B, E, O>(xs, start, key, exponent, other)
-            }
+    isa_builds! {
+        pow2_avx2, pow2_avx512 =>
+        /// Picks the loop for the mode and the subnormal setting (as [`Kernel::run`] does).
+        fn pow2_run<const L: usize, const B: usize>(
+            &self,
+            xs: &mut [f32],
+            start: u64,
+            key: BlockKey,
+            exponent: &impl Fn(u32) -> Option<i32>,
+            other: &mut impl FnMut(&mut [f32], u64) -> RoundCounts,
+        ) -> RoundCounts {
+            by_mode!(self.pow2_mode::<_, _, L, B, _, _>(xs, start, key, exponent, other))
         }
     }
 
     /// The loop over blocks (see [`Kernel::pow2_block`]); whole blocks as arrays, so that
-    /// their loads and stores are whole vectors.
+    /// their loads and stores (inlined) are whole vectors, then the shorter last one.
     #[inline(always)]
     fn pow2_mode<const MODE: u8, const FLUSH: bool, const L: usize, const B: usize, E, O>(
         &self,
@@ -226,63 +169,51 @@ impl Kernel {
         let (whole, last) = xs.as_chunks_mut::<B>();
         for (b, block) in whole.iter_mut().enumerate() {
             let at = b * B;
-            // Element-wise copies of fixed length (`array::map` is not inlined here, and its
-            // narrow stores read back as vectors stalled store forwarding: 28% of the time).
-            let mut x = [0u32; B];
-            for (v, y) in x.iter_mut().zip(block.iter()) {
-                *v = y.to_bits();
-            }
-            match self.pow2_block::<MODE, FLUSH, L, B, E>(&x, lo, at, key, exponent, &mut c) {
-                Some(y) => {
-                    for (d, v) in block.iter_mut().zip(y) {
-                        *d = f32::from_bits(v);
-                    }
-                }
-                None => rest += other(block, start + at as u64),
+            if !self.pow2_block::<MODE, FLUSH, L, B, E>(block, lo, at, key, exponent, &mut c) {
+                rest += other(block, start + at as u64);
             }
         }
-        if !last.is_empty() {
-            let at = whole.len() * B;
-            // Padded with zeros, which round to zero uncounted.
-            let mut x = [0u32; B];
-            for (v, y) in x.iter_mut().zip(last.iter()) {
-                *v = y.to_bits();
-            }
-            match self.pow2_block::<MODE, FLUSH, L, B, E>(&x, lo, at, key, exponent, &mut c) {
-                Some(y) => {
-                    for (d, v) in last.iter_mut().zip(y) {
-                        *d = f32::from_bits(v);
-                    }
-                }
-                None => rest += other(last, start + at as u64),
-            }
+        let at = whole.len() * B;
+        if !last.is_empty()
+            && !self.pow2_block::<MODE, FLUSH, L, B, E>(last, lo, at, key, exponent, &mut c)
+        {
+            rest += other(last, start + at as u64);
         }
         c.counts() + rest
     }
 
-    /// One block at offset `at` (positions `lo + at..`): its amax, its exponent, then the
-    /// shifted kernel's count-free loop where every value is zero or a normal of the shifted
-    /// format, its general loop (counting in `c`) where not; `None` where the block is not
-    /// fused. An all-zero block stays as it is.
+    /// One block of at most `B` values at offset `at` (positions `lo + at..`): its amax, its
+    /// exponent, then the shifted kernel's count-free loop where every value is zero or a
+    /// normal of the shifted format, its general loop (counting in `c`) where not. Returns
+    /// whether the block was fused; one that is not stays as it is, as does an all-zero block.
     #[inline(always)]
     fn pow2_block<const MODE: u8, const FLUSH: bool, const L: usize, const B: usize, E>(
         &self,
-        x: &[u32; B],
+        block: &mut [f32],
         lo: u32,
         at: usize,
         key: BlockKey,
         exponent: &E,
         c: &mut Tally<L>,
-    ) -> Option<[u32; B]>
+    ) -> bool
     where
         E: Fn(u32) -> Option<i32>,
     {
         const { assert!(B.is_multiple_of(L)) };
+        // Element-wise copies of fixed length (`array::map` is not inlined here, and its
+        // narrow stores read back as vectors stalled store forwarding: 28% of the time); a
+        // shorter last block is padded with zeros, which round to zero uncounted.
+        let mut x = [0u32; B];
+        for (v, y) in x.iter_mut().zip(block.iter()) {
+            *v = y.to_bits();
+        }
         let amax = x.iter().fold(0, |m, &v| m.max(v & 0x7fff_ffff));
         if amax == 0 {
-            return Some(*x);
+            return true;
         }
-        let e = exponent(amax).filter(|&e| self.shift_fits(e))?;
+        let Some(e) = exponent(amax).filter(|&e| self.shift_fits(e)) else {
+            return false;
+        };
         let k = self.shifted(e);
         let mut y = [0u32; B];
         // The positions of sub-block `i` as the kernel takes them (see `BlockKey::scale`).
@@ -291,7 +222,7 @@ impl Kernel {
         };
         let (xl, _) = x.as_chunks::<L>();
         let (yl, _) = y.as_chunks_mut::<L>();
-        if k.is_ordinary(x) {
+        if k.is_ordinary(&x) {
             for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
                 *yi = k.ordinary_block::<MODE, L>(xi, &pos(i), key);
             }
@@ -300,6 +231,9 @@ impl Kernel {
                 *yi = k.general_block::<MODE, FLUSH, L>(xi, &pos(i), key, c);
             }
         }
-        Some(y)
+        for (d, v) in block.iter_mut().zip(y) {
+            *d = f32::from_bits(v);
+        }
+        true
     }
 }

@@ -116,16 +116,7 @@ pub fn sweep_from_histogram(
                 }
             }
             bounds.push(bound);
-            SweepRow {
-                log2_scale: k,
-                underflow: n[0],
-                subnormal: n[1],
-                normal: n[2],
-                overflow: n[3],
-                energy_lost: if total > 0.0 { lost / total } else { 0.0 },
-                relative_error: None,
-                relative_error_finite: None,
-            }
+            SweepRow::of_counts(k, n, if total > 0.0 { lost / total } else { 0.0 })
         })
         .collect();
     let sweep = Sweep {

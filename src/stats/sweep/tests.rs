@@ -32,14 +32,9 @@ fn reference(format: FloatFormat, xs: &[f64], ks: std::ops::RangeInclusive<i32>)
             }
             let ratio = |v: f64| if norm2 > 0.0 { v / norm2 } else { 0.0 };
             SweepRow {
-                log2_scale: k,
-                underflow: n[0],
-                subnormal: n[1],
-                normal: n[2],
-                overflow: n[3],
-                energy_lost: ratio(lost),
                 relative_error: (n[3] == 0).then(|| ratio(err).sqrt()),
                 relative_error_finite: Some(ratio(err).sqrt()),
+                ..SweepRow::of_counts(k, n, ratio(lost))
             }
         })
         .collect();
