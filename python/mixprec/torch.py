@@ -76,7 +76,7 @@ from torch.utils._pytree import tree_leaves
 
 from . import _mixprec
 
-from ._simulate import _PARTS, Simulate, quantize
+from ._simulate import _PARTS, Simulate, _check_model, _is_grad_scaler, quantize
 
 __all__ = ["Recorder", "Simulate", "quantize"]
 
@@ -224,6 +224,8 @@ class Recorder:
     Raises:
         ValueError: a bad format, ``every``, ``ranks`` or ``flush_every``, or an ``out`` that
             holds anything (the command line's message).
+        TypeError: a ``model`` that is not a ``torch.nn.Module``, a ``scaler`` that is not a
+            ``torch.amp.GradScaler``, a ``simulate`` that is not a :class:`Simulate`.
     """
 
     def __init__(
@@ -240,6 +242,17 @@ class Recorder:
         name: Optional[str] = None,
         flush_every: float = 2.0,
     ) -> None:
+        _check_model(model)
+        if scaler is not None and not _is_grad_scaler(scaler):
+            raise TypeError(
+                "scaler: expected the loop's torch.amp.GradScaler, or None, got "
+                f"{type(scaler).__name__}"
+            )
+        if simulate is not None and not isinstance(simulate, Simulate):
+            raise TypeError(
+                f"simulate: expected a mixprec.torch.Simulate, or None, got "
+                f"{type(simulate).__name__}"
+            )
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ValueError(f"every: expected a whole number of steps >= 0, got {every!r}")
         if ranks not in ("zero", "each"):
