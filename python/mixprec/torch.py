@@ -102,6 +102,29 @@ def _format(name: str) -> Dict[str, Any]:
     return json.loads(_mixprec.formats_json([name]))[0]
 
 
+def _element_format(name: Any) -> Dict[str, Any]:
+    """The properties of the element format ``name``: what a recorded run's recipe stores each
+    tensor class in, and what its captures count the rounding into. A block format is refused
+    with a ValueError naming ``format`` and the formats accepted (the library's list)."""
+    if not isinstance(name, str):
+        raise TypeError(f"format: expected a str, got {type(name).__name__}")
+    try:
+        _mixprec.Capture(name, [])  # the element formats' parser, as the run's recipe's
+    except ValueError as e:
+        try:
+            block = _format(name)
+        except ValueError:
+            raise ValueError(f"format: {e}") from None
+        expected = str(e).split(": expected ", 1)[-1]
+        raise ValueError(
+            f"format: {name!r} is a block format ({block['element']} values sharing a scale per "
+            f"block), which a recorded run's recipe cannot store; expected {expected} (to "
+            f"train in a block format, record a Simulate: "
+            f"Recorder(model, out, simulate=Simulate(model, 'mxfp8', optimizer=opt)))"
+        ) from None
+    return _format(name)
+
+
 def _policy(scaler: Optional[Any]) -> str:
     """The loss-scaling policy of ``scaler`` by mixprec's name: a GradScaler is the
     ``gradscaler`` preset with its own parameters (its initial scale the one its next step will
@@ -204,7 +227,9 @@ class Recorder:
             ``out/rank{r}``).
         format: the format the values are judged against (rounding counts, the report's zones
             and windows): ``fp16``, ``bf16``, ``fp8-e4m3``, ``fp8-e5m2`` or any element format
-            of :func:`mixprec.formats`; default ``fp16``, or with ``simulate`` the recipe's
+            of :func:`mixprec.formats` (not a block format: the run's recipe stores each tensor
+            class in an element format; to train in MXFP8 or NVFP4, record a :class:`Simulate`);
+            default ``fp16``, or with ``simulate`` the recipe's
             (:meth:`Simulate.judged_format`).
         every: capture every ``every`` steps (and the first); 0: never.
         optimizer: the optimizer, whose state is captured on capture steps (optional).
@@ -222,8 +247,8 @@ class Recorder:
             leaving the ``with`` block write everything at once).
 
     Raises:
-        ValueError: a bad format, ``every``, ``ranks`` or ``flush_every``, or an ``out`` that
-            holds anything (the command line's message).
+        ValueError: a bad format (a block format included), ``every``, ``ranks`` or
+            ``flush_every``, or an ``out`` that holds anything (the command line's message).
         TypeError: a ``model`` that is not a ``torch.nn.Module``, a ``scaler`` that is not a
             ``torch.amp.GradScaler``, a ``simulate`` that is not a :class:`Simulate`.
     """
@@ -265,7 +290,7 @@ class Recorder:
         self.simulate = simulate
         if format is None:
             format = "fp16" if simulate is None else simulate.judged_format()
-        self._format_info = _format(format)  # ValueError with the CLI's message
+        self._format_info = _element_format(format)  # ValueError with the library's list
         self.format = format
         self.every = every
         self.name = name or (

@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/python-test installs it)")
 
 import mixprec  # noqa: E402
+import mixprec._mixprec  # noqa: E402
 from mixprec.torch import Recorder  # noqa: E402
 
 
@@ -354,6 +355,28 @@ def test_bad_arguments(tmp_path):
     rec = Recorder(model, out=tmp_path / "c", every=0)
     with pytest.raises(ValueError, match="Recorder\\(..., scaler=scaler\\)"):
         rec.step(loss, scaler=scaler)
+
+
+def test_block_formats_are_refused_by_name(tmp_path):
+    """A block format is refused as such (the run's recipe stores element formats), naming
+    format= and listing the element formats; an unknown name lists exactly those too; neither
+    message carries a JSON position, and nothing is written."""
+    model = TinyTransformer()
+    element = mixprec._mixprec.Capture  # the element formats' parser
+    with pytest.raises(ValueError) as e:
+        element("mxfp4", [])
+    accepted = str(e.value).split(": expected ", 1)[1]
+    for name in ("mxfp4", "nvfp4", "fp8-e4m3@1x128"):
+        with pytest.raises(ValueError) as e:
+            Recorder(model, out=tmp_path / name, format=name)
+        message = str(e.value)
+        assert message.startswith(f"format: '{name}' is a block format"), message
+        assert f"expected {accepted} (" in message and "line 1" not in message, message
+    with pytest.raises(ValueError) as e:
+        Recorder(model, out=tmp_path / "fp17", format="fp17")
+    assert str(e.value) == f"format: unknown format 'fp17': expected {accepted}"
+    assert "mxfp" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def _ddp_worker(rank, world, port, out, ranks):
