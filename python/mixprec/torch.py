@@ -219,7 +219,9 @@ class _BackwardAmax(TorchDispatchMode):
 
 
 class Recorder:
-    """Records a training loop into the run directory ``out``.
+    """Records a training loop into the run directory ``out``: created (``config.json`` and
+    the ``INCOMPLETE`` marker) on entering the ``with`` block, or at the first :meth:`step` or
+    :meth:`close` without one; checked when the recorder is made, which writes nothing.
 
     Args:
         model: the ``torch.nn.Module`` trained (a ``DistributedDataParallel`` is unwrapped).
@@ -579,6 +581,10 @@ class Recorder:
             self._writer.flush()
 
     def __enter__(self) -> "Recorder":
+        # The run directory is created here (or, used without ``with``, at the first step):
+        # a recorder made and never used leaves nothing behind.
+        if self.active:
+            self._writer.create()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

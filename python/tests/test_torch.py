@@ -379,6 +379,32 @@ def test_block_formats_are_refused_by_name(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_run_directory_is_made_when_the_loop_starts(tmp_path):
+    """Made, a recorder writes nothing (its directory only checked); entering the ``with``
+    block creates the run (config and marker), and without one the first step does."""
+    model = TinyTransformer()
+    Recorder(model, out=tmp_path / "unused", every=0)
+    rec = Recorder(model, out=tmp_path / "entered", every=0)
+    assert not (tmp_path / "unused").exists() and not (tmp_path / "entered").exists()
+    with rec:
+        assert (tmp_path / "entered" / "config.json").exists()
+        assert (tmp_path / "entered" / "INCOMPLETE").exists()
+    assert (tmp_path / "entered" / "summary.json").exists()
+    rec = Recorder(model, out=tmp_path / "stepped", every=1)
+    rec.flush()
+    assert not (tmp_path / "stepped").exists()
+    x, y = next(batches(1))
+    rec.step(torch.nn.functional.cross_entropy(model(x), y))
+    assert (tmp_path / "stepped" / "INCOMPLETE").exists()
+    rec.close()
+    assert [s["step"] for s in read_jsonl(tmp_path / "stepped" / "metrics.jsonl")] == [1]
+    # The directory is still checked when the recorder is made.
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    with pytest.raises(ValueError, match="not empty"):
+        Recorder(model, out=tmp_path / "full")
+
+
 def _ddp_worker(rank, world, port, out, ranks):
     """One rank of a 2-process DistributedDataParallel loop (gloo, CPU) under the recorder."""
     torch.distributed.init_process_group(
