@@ -4,12 +4,15 @@
 
     from mixprec.torch import Recorder
 
-    scaler = torch.amp.GradScaler("cuda")
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # fp16 autocast runs on the CPU too
+    model.to(device)                                         # before making opt
+    scaler = torch.amp.GradScaler(device)
     with Recorder(model, out="runs/x", format="fp16", every=100, optimizer=opt,
                   scaler=scaler) as rec:
         for x, y in data:
+            x, y = x.to(device), y.to(device)
             opt.zero_grad()
-            with torch.autocast("cuda", dtype=torch.float16):
+            with torch.autocast(device, dtype=torch.float16):
                 loss = loss_fn(model(x), y)
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -68,6 +71,7 @@ import math
 import os
 import pathlib
 import time
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -329,8 +333,19 @@ class Recorder:
         self._sim_steps = 0 if simulate is None else simulate.steps
         self._writer = None
         self._watch = []
+        #: Whether the last forward pass of the model (gradients on) stored narrow tensors;
+        #: None before the first.
+        self._forward_narrow: Optional[bool] = None
+        self._warned_fp32 = False
         if not self.active:
             return
+        if scaler is not None and not scaler.is_enabled():
+            warnings.warn(
+                "Recorder: the GradScaler is disabled (torch.amp.GradScaler('cuda') without "
+                "CUDA disables itself; use the device the model runs on): the run records no "
+                "loss scaling",
+                stacklevel=2,
+            )
         low = self._format_info["name"]
         recipe = {
             "name": self.name,
@@ -528,6 +543,8 @@ class Recorder:
             amax, bounded, seen = self._backward.take()
             if amax is not None:
                 amax /= scale
+        if sim is None and self._forward_narrow is False:
+            self._warn_fp32()
         if not seen:
             # No backward pass seen, or none rounded: the weights' gradients, as FP32 holds them.
             amax, bounded = self._grad_amax()
@@ -613,7 +630,10 @@ class Recorder:
         backward = self._backward
 
         def outputs(module, inputs, output):
-            if torch.is_grad_enabled() and self._narrow(output):
+            if not torch.is_grad_enabled():
+                return
+            self._forward_narrow = self._narrow(output)
+            if self._forward_narrow:
                 for t in tree_leaves(output):
                     if isinstance(t, torch.Tensor) and t.grad_fn is not None:
                         t.grad_fn.register_prehook(backward.mark)
@@ -622,6 +642,23 @@ class Recorder:
         self._watch = [self.model.register_forward_hook(outputs)]
         if self.optimizer is not None:
             self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: backward.stop()))
+
+    def _warn_fp32(self) -> None:
+        """Warns, once, that the loop stores nothing narrower than FP32 while the run's recipe
+        says it stores ``format`` (the usual cause: autocast for another device, which does
+        nothing)."""
+        if self._warned_fp32 or self._format_info["name"] in ("fp32", "tf32"):
+            return
+        self._warned_fp32 = True
+        warnings.warn(
+            f"Recorder: the loop stores no tensor narrower than FP32 (no autocast on the "
+            f"model's device: torch.autocast('cuda') does nothing on the CPU; FP32 weights and "
+            f"outputs), yet the run {self.name!r} is recorded as trained in "
+            f"{self._format_info['name']}: its counts are of FP32 values rounded into "
+            f"{self._format_info['name']}; use torch.autocast(device) on the model's device, "
+            f"or format='fp32' for an FP32 loop",
+            stacklevel=3,
+        )
 
     def _narrow(self, output) -> bool:
         """Whether the forward pass that gave ``output`` ran in a loop that stores tensors

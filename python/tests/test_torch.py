@@ -405,6 +405,38 @@ def test_the_run_directory_is_made_when_the_loop_starts(tmp_path):
         Recorder(model, out=tmp_path / "full")
 
 
+def test_an_fp32_loop_recorded_as_fp16_is_warned_of(tmp_path):
+    """The README's loop with autocast and GradScaler for a device they are off on (what
+    "cuda" is without CUDA): the loop trains in FP32 with no loss scaling while the run says
+    fp16; the recorder warns once of each. Under CPU autocast, or recorded as fp32, it does not."""
+    import warnings
+
+    def loop(out, autocast, fmt="fp16", steps=3, scaler=None):
+        torch.manual_seed(0)
+        model = TinyTransformer()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Recorder(model, out=out, format=fmt, every=0, optimizer=opt, scaler=scaler) as rec:
+                for x, y in batches(steps):
+                    opt.zero_grad()
+                    with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    rec.step(loss)
+        return [str(w.message) for w in caught if "Recorder:" in str(w.message)]
+
+    fp32 = loop(tmp_path / "fp32-loop", autocast=False)
+    assert len(fp32) == 1 and "stores no tensor narrower than FP32" in fp32[0], fp32
+    assert "'pytorch-fp16' is recorded as trained in fp16" in fp32[0]
+    assert loop(tmp_path / "autocast", autocast=True) == []
+    assert loop(tmp_path / "as-fp32", autocast=False, fmt="fp32") == []
+    off = loop(tmp_path / "off", autocast=True, steps=1,
+               scaler=torch.amp.GradScaler("cpu", enabled=False))
+    assert off == [off[0]] and "the GradScaler is disabled" in off[0], off
+
+
 def _ddp_worker(rank, world, port, out, ranks):
     """One rank of a 2-process DistributedDataParallel loop (gloo, CPU) under the recorder."""
     torch.distributed.init_process_group(
