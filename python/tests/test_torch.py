@@ -248,6 +248,7 @@ def test_analyze_reads_torch_tensors_and_knows_an_overflowed_step(tmp_path):
         assert (t["amax"] is None) == (t["nonfinite"] == t["count"])
 
 
+@pytest.mark.filterwarnings("ignore:Recorder. the GradScaler is disabled")  # on purpose
 def test_config_says_the_formats_and_the_scalers_policy(tmp_path, cli):
     """The config's recipe: autocast's formats and the GradScaler's own parameters (not its
     defaults), which the report's run table shows; a disabled scaler is no loss scaling."""
@@ -296,6 +297,7 @@ def test_replaying_the_scalers_policy_gives_the_recorded_scales_and_skips(tmp_pa
     assert not other["matches_run"]
 
 
+@pytest.mark.filterwarnings("ignore:Recorder. the loop stores no tensor narrower")  # FP32 on purpose
 def test_a_crashed_loop_leaves_a_reportable_run(tmp_path, cli):
     """A loop that raises at step 6: the run keeps its INCOMPLETE marker and every step so far.
     Step 3's capture wrote steps 1 to 3; the time-based flush is put out of reach (a day) and
@@ -379,6 +381,7 @@ def test_block_formats_are_refused_by_name(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.filterwarnings("ignore:Recorder. the loop stores no tensor narrower")  # FP32 on purpose
 def test_the_run_directory_is_made_when_the_loop_starts(tmp_path):
     """Made, a recorder writes nothing (its directory only checked); entering the ``with``
     block creates the run (config and marker), and without one the first step does."""
@@ -640,6 +643,7 @@ def test_a_gradient_holding_an_inf_says_nothing_of_its_other_values(tmp_path):
     assert (step["grad_amax"], step["grad_amax_bounded"]) == (2.0, True)
 
 
+@pytest.mark.filterwarnings("ignore:Recorder. the loop stores no tensor narrower")  # FP32 on purpose
 def test_an_fp32_loop_records_the_weights_gradients(tmp_path):
     """A loop that stores no narrow tensor (no autocast, FP32 weights and outputs) runs without
     the dispatch mode: ``grad_amax`` is the largest magnitude of the weights' gradients
