@@ -53,10 +53,17 @@ def _float_array(x: Any, what: str) -> np.ndarray:
         raise TypeError(
             f"{what}: expected a numpy float32 or float64 array, got {type(x).__name__}"
         )
+    # A float32/float64 array of the other byte order compares unequal to np.float32: ask
+    # about the byte order first, so that its message names the real problem.
+    if x.dtype.kind == "f" and not x.dtype.isnative:
+        native = x.dtype.newbyteorder("=")
+        if native in (np.float32, np.float64):
+            raise TypeError(
+                f"{what}: expected native byte order, got dtype {x.dtype.str} (convert with "
+                f".astype('{native.str}'))"
+            )
     if x.dtype not in (np.float32, np.float64):
         raise TypeError(f"{what}: expected a numpy float32 or float64 array, got dtype {x.dtype}")
-    if not x.dtype.isnative:
-        raise TypeError(f"{what}: expected native byte order, got dtype {x.dtype.str}")
     return x
 
 
@@ -284,6 +291,7 @@ def _dtype_name(a: np.ndarray) -> str:
     return {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}[a.dtype]
 
 
+_FORMAT_DEFAULT = "fp16"
 _SWEEP_DEFAULTS = ("0..32", 0, 0.001)
 
 
@@ -313,8 +321,10 @@ def analyze(
         margin: bits of headroom kept below overflow, as ``--margin``.
         max_underflow: the largest share of values allowed to underflow, as
             ``--max-underflow``.
-        compare_blocks: the element format whose block schemes are compared (then ``format``
-            is not used).
+        compare_blocks: the element format whose block schemes are compared (then ``format``,
+            ``scales``, ``margin`` and ``max_underflow`` keep their defaults, as the command
+            line's ``--compare-blocks`` refuses ``--format``, ``--scales``, ``--margin`` and
+            ``--max-underflow``).
 
     Returns:
         The dict that ``mixprec analyze FILES --json`` prints for files holding these tensors
@@ -325,7 +335,8 @@ def analyze(
         ValueError: no tensors, or a bad format, scale range, margin or underflow share (the
             command line's message); a scale range, margin or underflow share other than the
             defaults with a block format (they set the loss-scale sweep, which block formats do
-            not have).
+            not have); ``format``, ``scales``, ``margin`` or ``max_underflow`` other than the
+            defaults with ``compare_blocks``.
     """
     if not isinstance(tensors, Mapping):
         raise TypeError(f"tensors: expected a mapping of names to arrays, got {type(tensors).__name__}")
@@ -343,16 +354,39 @@ def analyze(
     for name, a in tensors.items():
         name = _str(name, "tensor name")
         dtype = None
-        if isinstance(a, np.ndarray) and a.dtype == np.float16:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.dtype.itemsize == 2:
+            # Widened exactly (of either byte order: astype copies into a native float32).
             a, dtype = a.astype(np.float32), "F16"
         a = _float_array(a, name)
         items.append((name, a, dtype or _dtype_name(a)))
     compare = None if compare_blocks is None else _str(compare_blocks, "compare_blocks")
+    format = _str(format, "format")
+    if compare is not None:
+        # As the command line's --compare-blocks conflicts with --format, --scales, --margin
+        # and --max-underflow: the comparison picks its formats from its element and has no
+        # loss scale. (A default passed by name cannot be told from one left out.)
+        given = [
+            (name, value)
+            for name, value, default in zip(
+                ("format", "scales", "margin", "max_underflow"),
+                (format, scales, margin, max_underflow),
+                (_FORMAT_DEFAULT, *_SWEEP_DEFAULTS),
+            )
+            if value != default
+        ]
+        if given:
+            name, value = given[0]
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{name}={value!r} cannot be used with compare_blocks (as {flag} with "
+                f"--compare-blocks): the comparison takes its formats from its element "
+                f"{compare!r} and has no loss-scale sweep"
+            )
     sweep_given = (scales, margin, max_underflow) != _SWEEP_DEFAULTS
     return json.loads(
         _mixprec.analyze_json(
             items,
-            _str(format, "format"),
+            format,
             _str(scales, "scales"),
             margin,
             max_underflow,

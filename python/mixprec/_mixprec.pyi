@@ -65,9 +65,14 @@ class Capture:
         """The sites as ``captures.jsonl`` writes them."""
 
 class RunWriter:
-    """``mixprec::train::run::RunWriter``: a run directory being written."""
+    """``mixprec::run::RunWriter``: a run directory to be written, checked when made and
+    created by :meth:`create` or the first write (``step``, ``finish``)."""
 
     def __init__(self, path: str, config_json: str, flush_every: float = 2.0) -> None: ...
+    def create(self) -> None:
+        """Creates the directory (marker, ``config.json``, empty logs) if not yet created."""
+    @property
+    def created(self) -> bool: ...
     def step(self, record_json: str, capture: Optional[Capture] = None) -> None:
         """Appends a ``StepRecord`` (and, with ``capture``, its capture record)."""
     def flush(self) -> None: ...

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import numbers
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
@@ -51,6 +52,19 @@ _GRADIENTS = ("activation_grad", "weight_grad")
 _PARTS = {"exp_avg": "adam_m", "exp_avg_sq": "adam_v", "momentum_buffer": "momentum"}
 #: The operand classes and their key in the recipe's ``gemm_operands``.
 _OPERANDS = {"gemm_input": "input", "gemm_weight": "weight", "gemm_grad_output": "grad_output"}
+
+
+def _check_model(model: Any) -> None:
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+
+
+def _is_grad_scaler(scaler: Any) -> bool:
+    """Whether ``scaler`` is a ``torch.amp.GradScaler`` (or a subclass, such as
+    ``torch.cuda.amp.GradScaler`` or FSDP's ``ShardedGradScaler``)."""
+    # torch.amp.GradScaler since torch 2.3; torch.cuda.amp's before.
+    cls = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
+    return isinstance(scaler, cls)
 
 
 def quantize(
@@ -189,15 +203,18 @@ class Simulate:
             weights or optimizer state in a narrower format (rounded after each of its steps).
         scaler: the loss scaling: ``None`` for the recipe's, a policy name as ``mixprec train
             --scaler`` takes it (``static:2^10``, ``gradscaler``, ``megatron``, ``none``, ...),
-            or a ``torch.amp.GradScaler`` (then :meth:`backward` and :meth:`step` call it, and
-            the recipe records its policy).
+            a positive number (a static loss scale: ``1024.0`` is ``"static:1024"``), or a
+            ``torch.amp.GradScaler`` (then :meth:`backward` and :meth:`step` call it, and the
+            recipe records its policy).
         seed: the seed of stochastic rounding (each rounding of a tensor draws from its own
             stream, numbered in the order they happen).
 
     Raises:
-        ValueError: an unknown recipe or policy (the command line's message), a recipe that
-            accumulates in storage precision, or one that needs ``optimizer`` without it.
-        TypeError: parameters that are not float32.
+        ValueError: an unknown recipe or policy (the command line's message), a static loss
+            scale that is not a positive finite f32, a recipe that accumulates in storage
+            precision, or one that needs ``optimizer`` without it.
+        TypeError: a ``model`` that is not a ``torch.nn.Module``, a ``recipe`` or ``scaler`` of
+            another type than those above, parameters that are not float32.
 
     After each :meth:`step`, :attr:`last` holds what the step did (its loss scale, whether it
     overflowed and was skipped, and per tensor class the values stored and what rounding did to
@@ -216,12 +233,36 @@ class Simulate:
     ) -> None:
         from .torch import _policy  # the GradScaler's policy, as the Recorder names it
 
+        _check_model(model)
+        if not isinstance(recipe, (str, Mapping)):
+            raise TypeError(
+                "recipe: expected a preset name, a recipe as a dict or JSON text, got "
+                f"{type(recipe).__name__}"
+            )
         self.grad_scaler = None
         policy = scaler
-        if scaler is not None and not isinstance(scaler, str):
+        if _is_grad_scaler(scaler):
             self.grad_scaler, policy = scaler, _policy(scaler)
-        spec = recipe if isinstance(recipe, str) else json.dumps(recipe)
-        self._recipe_json = _mixprec.recipe_json(spec, policy)
+        elif isinstance(scaler, numbers.Real) and not isinstance(scaler, bool):
+            scale = float(scaler)
+            if not (math.isfinite(scale) and scale > 0):
+                raise ValueError(
+                    f"scaler: a static loss scale must be a positive finite number, got {scaler!r}"
+                )
+            policy = f"static:{scale!r}"
+        elif scaler is not None and not isinstance(scaler, str):
+            raise TypeError(
+                "scaler: expected None (the recipe's), a policy name such as 'static:2^10' or "
+                "'gradscaler', a positive number (a static loss scale) or a "
+                f"torch.amp.GradScaler, got {type(scaler).__name__}"
+            )
+        spec = recipe if isinstance(recipe, str) else json.dumps(dict(recipe))
+        try:
+            self._recipe_json = _mixprec.recipe_json(spec, policy)
+        except ValueError as e:
+            if isinstance(scaler, numbers.Real):  # out of f32's range: name the argument
+                raise ValueError(f"scaler={scaler!r}: {e}") from None
+            raise
         self.recipe: Dict[str, Any] = json.loads(self._recipe_json)
         if self.recipe["accumulation"] != "fp32":
             raise ValueError(

@@ -4,12 +4,15 @@
 
     from mixprec.torch import Recorder
 
-    scaler = torch.amp.GradScaler("cuda")
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # fp16 autocast runs on the CPU too
+    model.to(device)                                         # before making opt
+    scaler = torch.amp.GradScaler(device)
     with Recorder(model, out="runs/x", format="fp16", every=100, optimizer=opt,
                   scaler=scaler) as rec:
         for x, y in data:
+            x, y = x.to(device), y.to(device)
             opt.zero_grad()
-            with torch.autocast("cuda", dtype=torch.float16):
+            with torch.autocast(device, dtype=torch.float16):
                 loss = loss_fn(model(x), y)
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -68,6 +71,7 @@ import math
 import os
 import pathlib
 import time
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -76,7 +80,7 @@ from torch.utils._pytree import tree_leaves
 
 from . import _mixprec
 
-from ._simulate import _PARTS, Simulate, quantize
+from ._simulate import _PARTS, Simulate, _check_model, _is_grad_scaler, quantize
 
 __all__ = ["Recorder", "Simulate", "quantize"]
 
@@ -100,6 +104,29 @@ def _finite(x: float) -> Optional[float]:
 
 def _format(name: str) -> Dict[str, Any]:
     return json.loads(_mixprec.formats_json([name]))[0]
+
+
+def _element_format(name: Any) -> Dict[str, Any]:
+    """The properties of the element format ``name``: what a recorded run's recipe stores each
+    tensor class in, and what its captures count the rounding into. A block format is refused
+    with a ValueError naming ``format`` and the formats accepted (the library's list)."""
+    if not isinstance(name, str):
+        raise TypeError(f"format: expected a str, got {type(name).__name__}")
+    try:
+        _mixprec.Capture(name, [])  # the element formats' parser, as the run's recipe's
+    except ValueError as e:
+        try:
+            block = _format(name)
+        except ValueError:
+            raise ValueError(f"format: {e}") from None
+        expected = str(e).split(": expected ", 1)[-1]
+        raise ValueError(
+            f"format: {name!r} is a block format ({block['element']} values sharing a scale per "
+            f"block), which a recorded run's recipe cannot store; expected {expected} (to "
+            f"train in a block format, record a Simulate: "
+            f"Recorder(model, out, simulate=Simulate(model, 'mxfp8', optimizer=opt)))"
+        ) from None
+    return _format(name)
 
 
 def _policy(scaler: Optional[Any]) -> str:
@@ -196,7 +223,9 @@ class _BackwardAmax(TorchDispatchMode):
 
 
 class Recorder:
-    """Records a training loop into the run directory ``out``.
+    """Records a training loop into the run directory ``out``: created (``config.json`` and
+    the ``INCOMPLETE`` marker) on entering the ``with`` block, or at the first :meth:`step` or
+    :meth:`close` without one; checked when the recorder is made, which writes nothing.
 
     Args:
         model: the ``torch.nn.Module`` trained (a ``DistributedDataParallel`` is unwrapped).
@@ -204,7 +233,9 @@ class Recorder:
             ``out/rank{r}``).
         format: the format the values are judged against (rounding counts, the report's zones
             and windows): ``fp16``, ``bf16``, ``fp8-e4m3``, ``fp8-e5m2`` or any element format
-            of :func:`mixprec.formats`; default ``fp16``, or with ``simulate`` the recipe's
+            of :func:`mixprec.formats` (not a block format: the run's recipe stores each tensor
+            class in an element format; to train in MXFP8 or NVFP4, record a :class:`Simulate`);
+            default ``fp16``, or with ``simulate`` the recipe's
             (:meth:`Simulate.judged_format`).
         every: capture every ``every`` steps (and the first); 0: never.
         optimizer: the optimizer, whose state is captured on capture steps (optional).
@@ -222,8 +253,10 @@ class Recorder:
             leaving the ``with`` block write everything at once).
 
     Raises:
-        ValueError: a bad format, ``every``, ``ranks`` or ``flush_every``, or an ``out`` that
-            holds anything (the command line's message).
+        ValueError: a bad format (a block format included), ``every``, ``ranks`` or
+            ``flush_every``, or an ``out`` that holds anything (the command line's message).
+        TypeError: a ``model`` that is not a ``torch.nn.Module``, a ``scaler`` that is not a
+            ``torch.amp.GradScaler``, a ``simulate`` that is not a :class:`Simulate`.
     """
 
     def __init__(
@@ -240,6 +273,17 @@ class Recorder:
         name: Optional[str] = None,
         flush_every: float = 2.0,
     ) -> None:
+        _check_model(model)
+        if scaler is not None and not _is_grad_scaler(scaler):
+            raise TypeError(
+                "scaler: expected the loop's torch.amp.GradScaler, or None, got "
+                f"{type(scaler).__name__}"
+            )
+        if simulate is not None and not isinstance(simulate, Simulate):
+            raise TypeError(
+                f"simulate: expected a mixprec.torch.Simulate, or None, got "
+                f"{type(simulate).__name__}"
+            )
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ValueError(f"every: expected a whole number of steps >= 0, got {every!r}")
         if ranks not in ("zero", "each"):
@@ -252,7 +296,7 @@ class Recorder:
         self.simulate = simulate
         if format is None:
             format = "fp16" if simulate is None else simulate.judged_format()
-        self._format_info = _format(format)  # ValueError with the CLI's message
+        self._format_info = _element_format(format)  # ValueError with the library's list
         self.format = format
         self.every = every
         self.name = name or (
@@ -289,8 +333,19 @@ class Recorder:
         self._sim_steps = 0 if simulate is None else simulate.steps
         self._writer = None
         self._watch = []
+        #: Whether the last forward pass of the model (gradients on) stored narrow tensors;
+        #: None before the first.
+        self._forward_narrow: Optional[bool] = None
+        self._warned_fp32 = False
         if not self.active:
             return
+        if scaler is not None and not scaler.is_enabled():
+            warnings.warn(
+                "Recorder: the GradScaler is disabled (torch.amp.GradScaler('cuda') without "
+                "CUDA disables itself; use the device the model runs on): the run records no "
+                "loss scaling",
+                stacklevel=2,
+            )
         low = self._format_info["name"]
         recipe = {
             "name": self.name,
@@ -488,6 +543,8 @@ class Recorder:
             amax, bounded, seen = self._backward.take()
             if amax is not None:
                 amax /= scale
+        if sim is None and self._forward_narrow is False:
+            self._warn_fp32()
         if not seen:
             # No backward pass seen, or none rounded: the weights' gradients, as FP32 holds them.
             amax, bounded = self._grad_amax()
@@ -541,6 +598,10 @@ class Recorder:
             self._writer.flush()
 
     def __enter__(self) -> "Recorder":
+        # The run directory is created here (or, used without ``with``, at the first step):
+        # a recorder made and never used leaves nothing behind.
+        if self.active:
+            self._writer.create()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -569,7 +630,10 @@ class Recorder:
         backward = self._backward
 
         def outputs(module, inputs, output):
-            if torch.is_grad_enabled() and self._narrow(output):
+            if not torch.is_grad_enabled():
+                return
+            self._forward_narrow = self._narrow(output)
+            if self._forward_narrow:
                 for t in tree_leaves(output):
                     if isinstance(t, torch.Tensor) and t.grad_fn is not None:
                         t.grad_fn.register_prehook(backward.mark)
@@ -578,6 +642,23 @@ class Recorder:
         self._watch = [self.model.register_forward_hook(outputs)]
         if self.optimizer is not None:
             self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: backward.stop()))
+
+    def _warn_fp32(self) -> None:
+        """Warns, once, that the loop stores nothing narrower than FP32 while the run's recipe
+        says it stores ``format`` (the usual cause: autocast for another device, which does
+        nothing)."""
+        if self._warned_fp32 or self._format_info["name"] in ("fp32", "tf32"):
+            return
+        self._warned_fp32 = True
+        warnings.warn(
+            f"Recorder: the loop stores no tensor narrower than FP32 (no autocast on the "
+            f"model's device: torch.autocast('cuda') does nothing on the CPU; FP32 weights and "
+            f"outputs), yet the run {self.name!r} is recorded as trained in "
+            f"{self._format_info['name']}: its counts are of FP32 values rounded into "
+            f"{self._format_info['name']}; use torch.autocast(device) on the model's device, "
+            f"or format='fp32' for an FP32 loop",
+            stacklevel=3,
+        )
 
     def _narrow(self, output) -> bool:
         """Whether the forward pass that gave ``output`` ran in a loop that stores tensors

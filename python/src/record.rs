@@ -263,33 +263,53 @@ impl Capture {
     }
 }
 
-/// A run directory being written: `mixprec::run::RunWriter` (the `INCOMPLETE` marker,
-/// `config.json`, append-only logs, `summary.json`). Dropped unfinished, it writes out the lines
-/// it holds and leaves the marker: a crashed loop leaves a reportable run.
+/// A run directory to be written: `mixprec::run::RunWriter` (the `INCOMPLETE` marker,
+/// `config.json`, append-only logs, `summary.json`), created by [`RunWriter::create`] or the
+/// first step (or `finish`): a recorder that is made and never used writes nothing. Dropped
+/// unfinished, it writes out the lines it holds and leaves the marker: a crashed loop leaves a
+/// reportable run.
 #[pyclass(module = "mixprec._mixprec")]
 pub struct RunWriter {
-    inner: Option<run::RunWriter>,
+    state: State,
     path: PathBuf,
+    flush_every: Duration,
+}
+
+/// Where a [`RunWriter`] stands.
+enum State {
+    /// Checked (config and directory), nothing written yet.
+    Pending(RecordedConfig),
+    Open(run::RunWriter),
+    Finished,
 }
 
 impl RunWriter {
+    /// The library's writer, the directory created first if it is still pending.
     fn writer(&mut self) -> PyResult<&mut run::RunWriter> {
-        self.inner.as_mut().ok_or_else(|| {
-            PyRuntimeError::new_err(format!(
-                "{}: the run is already finished",
-                self.path.display()
-            ))
-        })
+        if let State::Pending(config) = &self.state {
+            let mut inner = run::RunWriter::create(&self.path, config, false).map_err(py_err)?;
+            inner.set_flush_every(self.flush_every);
+            self.state = State::Open(inner);
+        }
+        match &mut self.state {
+            State::Open(w) => Ok(w),
+            _ => Err(finished(&self.path)),
+        }
     }
+}
+
+fn finished(path: &std::path::Path) -> PyErr {
+    PyRuntimeError::new_err(format!("{}: the run is already finished", path.display()))
 }
 
 #[pymethods]
 impl RunWriter {
-    /// Creates the run directory `path` (new, or empty) with `config_json` as `config.json`: a
-    /// `RecordedConfig` (`mixprec::run::RecordedConfig`: `source`, the `recipe` the loop
-    /// trained with, `format`, `capture_every`, and the recorder's other keys), written in its
-    /// resolved form (the recipe in full, as `mixprec train` writes its own). A step's line
-    /// reaches the file within `flush_every` seconds (and at every capture and flush).
+    /// The run directory `path` (new, or empty: checked now, created by `create` or the first
+    /// step) with `config_json` as `config.json`: a `RecordedConfig`
+    /// (`mixprec::run::RecordedConfig`: `source`, the `recipe` the loop trained with, `format`,
+    /// `capture_every`, and the recorder's other keys), written in its resolved form (the
+    /// recipe in full, as `mixprec train` writes its own). A step's line reaches the file within
+    /// `flush_every` seconds (and at every capture and flush).
     #[new]
     #[pyo3(signature = (path, config_json, flush_every=run::FLUSH_EVERY.as_secs_f64()))]
     fn new(path: PathBuf, config_json: &str, flush_every: f64) -> PyResult<Self> {
@@ -308,12 +328,24 @@ impl RunWriter {
                 "config: a recorded run's config must not read as a `mixprec train` config",
             ));
         }
-        let mut inner = run::RunWriter::create(&path, &config, false).map_err(py_err)?;
-        inner.set_flush_every(flush_every);
+        run::RunWriter::check_dir(&path).map_err(py_err)?;
         Ok(RunWriter {
-            inner: Some(inner),
+            state: State::Pending(config),
             path,
+            flush_every,
         })
+    }
+
+    /// Creates the run directory (the marker, `config.json` and the empty logs), if not yet
+    /// created.
+    fn create(&mut self) -> PyResult<()> {
+        self.writer().map(|_| ())
+    }
+
+    /// Whether the run directory has been created.
+    #[getter]
+    fn created(&self) -> bool {
+        !matches!(self.state, State::Pending(_))
     }
 
     /// Appends one line to `metrics.jsonl`: `record_json`, a `StepRecord` (checked against the
@@ -340,8 +372,11 @@ impl RunWriter {
         w.step(&record).map_err(py_err)
     }
 
-    /// Writes the lines held in memory to the logs.
+    /// Writes the lines held in memory to the logs (none before the directory is created).
     fn flush(&mut self) -> PyResult<()> {
+        if let State::Pending(_) = self.state {
+            return Ok(());
+        }
         self.writer()?.flush().map_err(py_err)
     }
 
@@ -360,12 +395,10 @@ impl RunWriter {
         wall_seconds: f64,
         metric: Option<(String, f64)>,
     ) -> PyResult<String> {
-        let w = self.inner.take().ok_or_else(|| {
-            PyRuntimeError::new_err(format!(
-                "{}: the run is already finished",
-                self.path.display()
-            ))
-        })?;
+        self.writer()?;
+        let State::Open(w) = std::mem::replace(&mut self.state, State::Finished) else {
+            return Err(finished(&self.path));
+        };
         let (name, value) = metric.unwrap_or_else(|| {
             (
                 format!("mean_loss_last_{}_steps", run::RECENT_STEPS),
@@ -387,16 +420,16 @@ impl RunWriter {
         serde_json::to_string(&summary).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// Whether the run is still open (not finished).
+    /// Whether the run is still open (not finished; perhaps not yet created).
     #[getter]
     fn open(&self) -> bool {
-        self.inner.is_some()
+        !matches!(self.state, State::Finished)
     }
 }
 
 impl Drop for RunWriter {
     fn drop(&mut self) {
-        if let Some(w) = &mut self.inner {
+        if let State::Open(w) = &mut self.state {
             // Nothing to report the error to; the lines already written stay readable.
             let _ = w.flush();
         }

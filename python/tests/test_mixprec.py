@@ -397,3 +397,41 @@ def test_block_formats_round_along_the_last_axis(cli):
     with pytest.raises(ValueError) as e:
         mixprec.quantize(x, "fp8-e4m3@0x128")
     assert str(e.value) in cli("quantize", "--format", "fp8-e4m3@0x128", stdin="1\n").stderr
+
+
+def test_compare_blocks_refuses_the_other_analyses_settings(cli, tmp_path):
+    """--compare-blocks conflicts with --format, --scales, --margin and --max-underflow: the
+    binding refuses each (not ignores it), naming the argument as the command line names the
+    flag."""
+    x = {"w": np.linspace(-1.0, 1.0, 256, dtype=np.float32)}
+    np.save(tmp_path / "w.npy", x["w"])
+    for name, value, flag in [
+        ("format", "mxfp4", ["--format", "mxfp4"]),
+        ("format", "bf16", ["--format", "bf16"]),
+        ("scales", "0..4", ["--scales", "0..4"]),
+        ("margin", 3, ["--margin", "3"]),
+        ("max_underflow", 0.5, ["--max-underflow", "0.5"]),
+    ]:
+        with pytest.raises(ValueError) as e:
+            mixprec.analyze(x, compare_blocks="fp8-e4m3", **{name: value})
+        assert str(e.value).startswith(f"{name}={value!r} cannot be used with compare_blocks")
+        r = cli("analyze", str(tmp_path / "w.npy"), *flag, "--compare-blocks")
+        assert r.returncode == 2, r.stderr
+        assert f"'{flag[0]} " in r.stderr and "cannot be used with '--compare-blocks" in r.stderr
+    # The defaults (given or left out) are the comparison itself.
+    plain = mixprec.analyze(x, compare_blocks="fp8-e4m3")
+    assert mixprec.analyze(x, "fp16", "0..32", 0, 0.001, "fp8-e4m3") == plain
+
+
+def test_non_native_byte_order_is_named():
+    """A big-endian (non-native) float32 or float64 array is refused for its byte order, the
+    message saying how to convert it; a non-native float16 is widened by analyze like any."""
+    other, native = (">", "<") if np.little_endian else ("<", ">")
+    for kind in ("f4", "f8"):
+        x = np.ones(3, dtype=other + kind)
+        with pytest.raises(TypeError, match=f"x: expected native byte order, got dtype {other}{kind}"):
+            mixprec.quantize(x, "fp16")
+        with pytest.raises(TypeError, match=rf"w: .*native byte order.*astype\('{native}{kind}'\)"):
+            mixprec.analyze({"w": x})
+    h = np.linspace(-2, 2, 9).astype(other + "f2")
+    assert mixprec.analyze({"h": h}) == mixprec.analyze({"h": h.astype(np.float16)})

@@ -208,6 +208,35 @@ def test_bad_arguments_are_refused_with_the_command_lines_words():
         Simulate(small_mlp().half(), "fp16-master")
 
 
+def test_wrong_kinds_of_model_and_scaler_are_named():
+    """A model that is not a Module, or a scaler of no accepted kind, is a TypeError naming the
+    argument; a number is a static loss scale (as "static:S"), refused unless positive and
+    finite (ValueError); the Recorder takes only a GradScaler."""
+    model = small_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match="model: expected a torch.nn.Module, got str"):
+        Simulate("abc", "fp16-master", optimizer=opt)
+    with pytest.raises(TypeError, match="recipe: expected a preset name.*got int"):
+        Simulate(model, 16)
+    for bad in (float("nan"), float("inf"), 0.0, -1024.0, np.float32("nan")):
+        with pytest.raises(ValueError, match="scaler: a static loss scale must be a positive finite"):
+            Simulate(model, "fp16-master", optimizer=opt, scaler=bad)
+    with pytest.raises(ValueError, match=r"scaler=1e\+300: .*out of f32's range"):
+        Simulate(model, "fp16-master", optimizer=opt, scaler=1e300)
+    for bad in (True, [1024.0], object()):
+        with pytest.raises(TypeError, match="scaler: expected None .* got"):
+            Simulate(model, "fp16-master", optimizer=opt, scaler=bad)
+    for scale in (1024.0, 1024, np.float64(1024.0)):
+        sim = Simulate(model, "fp16-master", optimizer=opt, scaler=scale)
+        assert sim.recipe["loss_scaling"] == {"kind": "static", "scale": 1024.0}
+        assert sim.recipe == Simulate(model, "fp16-master", optimizer=opt, scaler="static:1024").recipe
+    with pytest.raises(TypeError, match="model: expected a torch.nn.Module, got str"):
+        Recorder("abc", out="unused")
+    with pytest.raises(TypeError, match="scaler: expected the loop's torch.amp.GradScaler"):
+        Recorder(model, out="unused", scaler=1024.0)
+    assert not pathlib.Path("unused").exists()
+
+
 def test_a_gradscaler_drives_the_simulated_loop():
     model = small_mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

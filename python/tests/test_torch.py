@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/python-test installs it)")
 
 import mixprec  # noqa: E402
+import mixprec._mixprec  # noqa: E402
 from mixprec.torch import Recorder  # noqa: E402
 
 
@@ -247,6 +248,7 @@ def test_analyze_reads_torch_tensors_and_knows_an_overflowed_step(tmp_path):
         assert (t["amax"] is None) == (t["nonfinite"] == t["count"])
 
 
+@pytest.mark.filterwarnings("ignore:Recorder. the GradScaler is disabled")  # on purpose
 def test_config_says_the_formats_and_the_scalers_policy(tmp_path, cli):
     """The config's recipe: autocast's formats and the GradScaler's own parameters (not its
     defaults), which the report's run table shows; a disabled scaler is no loss scaling."""
@@ -295,6 +297,7 @@ def test_replaying_the_scalers_policy_gives_the_recorded_scales_and_skips(tmp_pa
     assert not other["matches_run"]
 
 
+@pytest.mark.filterwarnings("ignore:Recorder. the loop stores no tensor narrower")  # FP32 on purpose
 def test_a_crashed_loop_leaves_a_reportable_run(tmp_path, cli):
     """A loop that raises at step 6: the run keeps its INCOMPLETE marker and every step so far.
     Step 3's capture wrote steps 1 to 3; the time-based flush is put out of reach (a day) and
@@ -354,6 +357,87 @@ def test_bad_arguments(tmp_path):
     rec = Recorder(model, out=tmp_path / "c", every=0)
     with pytest.raises(ValueError, match="Recorder\\(..., scaler=scaler\\)"):
         rec.step(loss, scaler=scaler)
+
+
+def test_block_formats_are_refused_by_name(tmp_path):
+    """A block format is refused as such (the run's recipe stores element formats), naming
+    format= and listing the element formats; an unknown name lists exactly those too; neither
+    message carries a JSON position, and nothing is written."""
+    model = TinyTransformer()
+    element = mixprec._mixprec.Capture  # the element formats' parser
+    with pytest.raises(ValueError) as e:
+        element("mxfp4", [])
+    accepted = str(e.value).split(": expected ", 1)[1]
+    for name in ("mxfp4", "nvfp4", "fp8-e4m3@1x128"):
+        with pytest.raises(ValueError) as e:
+            Recorder(model, out=tmp_path / name, format=name)
+        message = str(e.value)
+        assert message.startswith(f"format: '{name}' is a block format"), message
+        assert f"expected {accepted} (" in message and "line 1" not in message, message
+    with pytest.raises(ValueError) as e:
+        Recorder(model, out=tmp_path / "fp17", format="fp17")
+    assert str(e.value) == f"format: unknown format 'fp17': expected {accepted}"
+    assert "mxfp" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("ignore:Recorder. the loop stores no tensor narrower")  # FP32 on purpose
+def test_the_run_directory_is_made_when_the_loop_starts(tmp_path):
+    """Made, a recorder writes nothing (its directory only checked); entering the ``with``
+    block creates the run (config and marker), and without one the first step does."""
+    model = TinyTransformer()
+    Recorder(model, out=tmp_path / "unused", every=0)
+    rec = Recorder(model, out=tmp_path / "entered", every=0)
+    assert not (tmp_path / "unused").exists() and not (tmp_path / "entered").exists()
+    with rec:
+        assert (tmp_path / "entered" / "config.json").exists()
+        assert (tmp_path / "entered" / "INCOMPLETE").exists()
+    assert (tmp_path / "entered" / "summary.json").exists()
+    rec = Recorder(model, out=tmp_path / "stepped", every=1)
+    rec.flush()
+    assert not (tmp_path / "stepped").exists()
+    x, y = next(batches(1))
+    rec.step(torch.nn.functional.cross_entropy(model(x), y))
+    assert (tmp_path / "stepped" / "INCOMPLETE").exists()
+    rec.close()
+    assert [s["step"] for s in read_jsonl(tmp_path / "stepped" / "metrics.jsonl")] == [1]
+    # The directory is still checked when the recorder is made.
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    with pytest.raises(ValueError, match="not empty"):
+        Recorder(model, out=tmp_path / "full")
+
+
+def test_an_fp32_loop_recorded_as_fp16_is_warned_of(tmp_path):
+    """The README's loop with autocast and GradScaler for a device they are off on (what
+    "cuda" is without CUDA): the loop trains in FP32 with no loss scaling while the run says
+    fp16; the recorder warns once of each. Under CPU autocast, or recorded as fp32, it does not."""
+    import warnings
+
+    def loop(out, autocast, fmt="fp16", steps=3, scaler=None):
+        torch.manual_seed(0)
+        model = TinyTransformer()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Recorder(model, out=out, format=fmt, every=0, optimizer=opt, scaler=scaler) as rec:
+                for x, y in batches(steps):
+                    opt.zero_grad()
+                    with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    rec.step(loss)
+        return [str(w.message) for w in caught if "Recorder:" in str(w.message)]
+
+    fp32 = loop(tmp_path / "fp32-loop", autocast=False)
+    assert len(fp32) == 1 and "stores no tensor narrower than FP32" in fp32[0], fp32
+    assert "'pytorch-fp16' is recorded as trained in fp16" in fp32[0]
+    assert loop(tmp_path / "autocast", autocast=True) == []
+    assert loop(tmp_path / "as-fp32", autocast=False, fmt="fp32") == []
+    off = loop(tmp_path / "off", autocast=True, steps=1,
+               scaler=torch.amp.GradScaler("cpu", enabled=False))
+    assert off == [off[0]] and "the GradScaler is disabled" in off[0], off
 
 
 def _ddp_worker(rank, world, port, out, ranks):
@@ -559,6 +643,7 @@ def test_a_gradient_holding_an_inf_says_nothing_of_its_other_values(tmp_path):
     assert (step["grad_amax"], step["grad_amax_bounded"]) == (2.0, True)
 
 
+@pytest.mark.filterwarnings("ignore:Recorder. the loop stores no tensor narrower")  # FP32 on purpose
 def test_an_fp32_loop_records_the_weights_gradients(tmp_path):
     """A loop that stores no narrow tensor (no autocast, FP32 weights and outputs) runs without
     the dispatch mode: ``grad_amax`` is the largest magnitude of the weights' gradients

@@ -170,6 +170,20 @@ impl RunWriter {
         })
     }
 
+    /// Checks, creating nothing, that [`RunWriter::create`] would take `dir`: it does not exist,
+    /// or is an empty directory (a recorder checks its directory when it is made and writes
+    /// into it only once the loop starts).
+    ///
+    /// # Errors
+    /// As [`RunWriter::create`]'s for the directory: one that holds an unfinished run or
+    /// anything else, or cannot be read.
+    pub fn check_dir(dir: &Path) -> crate::Result<()> {
+        if !dir.exists() {
+            return Ok(());
+        }
+        check_empty(dir)
+    }
+
     /// Sets the longest a step's line waits in memory ([`FLUSH_EVERY`] unless set): a recorder
     /// whose steps take longer may want every line on disk at once (`Duration::ZERO`).
     pub fn set_flush_every(&mut self, every: Duration) {
@@ -316,6 +330,10 @@ fn prepare_dir(dir: &Path) -> crate::Result<()> {
     if !dir.exists() {
         return std::fs::create_dir_all(dir).map_err(io_error(dir));
     }
+    check_empty(dir)
+}
+
+fn check_empty(dir: &Path) -> crate::Result<()> {
     if dir.join(INCOMPLETE).exists() {
         return Err(Error::BadFile {
             path: dir.to_path_buf(),
