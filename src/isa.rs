@@ -39,3 +39,46 @@ impl Isa {
         }
     }
 }
+
+/// Declares `fn $name(isa: Isa, args..) -> R`, which runs the expression `$run` (a call of one
+/// `#[inline(always)]` generic loop, with `$isa` bound to the build's [`Isa`]) compiled for
+/// `isa`: the baseline, or a `#[target_feature]` build for AVX2 or AVX-512. The builds may run
+/// only on a CPU with their instruction set, which an `Isa` from [`Isa::best`] guarantees.
+macro_rules! isa_dispatch {
+    (
+        $(#[$meta:meta])*
+        $vis:vis fn $name:ident<$($g:ident: $bound:path),*>($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty
+        = |$isa:ident| $run:expr
+    ) => {
+        $(#[$meta])*
+        $vis fn $name<$($g: $bound),*>(isa: $crate::isa::Isa, $($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2<$($g: $bound),*>($($arg: $ty),*) -> $ret {
+                let $isa = $crate::isa::Isa::Avx2;
+                $run
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+            unsafe fn avx512<$($g: $bound),*>($($arg: $ty),*) -> $ret {
+                let $isa = $crate::isa::Isa::Avx512;
+                $run
+            }
+            match isa {
+                // SAFETY: an `Isa` other than Baseline comes from run-time detection of its
+                // features.
+                #[cfg(target_arch = "x86_64")]
+                $crate::isa::Isa::Avx512 => unsafe { avx512($($arg),*) },
+                // SAFETY: as above.
+                #[cfg(target_arch = "x86_64")]
+                $crate::isa::Isa::Avx2 => unsafe { avx2($($arg),*) },
+                _ => {
+                    let $isa = $crate::isa::Isa::Baseline;
+                    $run
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use isa_dispatch;

@@ -373,7 +373,7 @@ impl SweepAccumulator {
         for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
             let parts: Vec<Partial> = batch
                 .par_chunks(SWEEP_CHUNK)
-                .map(|c| kernel::chunk_with(self, c, isa, Terms::Auto, hist_s))
+                .map(|c| kernel::chunk_with(isa, self, c, Terms::Auto, hist_s))
                 .collect();
             for p in &parts {
                 self.absorb(p);

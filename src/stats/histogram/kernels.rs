@@ -166,15 +166,7 @@ impl LaneCounter {
 
 /// Sums and scalar counts of one chunk (at most `u32::MAX` values).
 pub(crate) fn scalars<T: Bits>(chunk: &[T], isa: Isa) -> ChunkStats {
-    let mut c = match isa {
-        // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { scalars_avx512(chunk) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { scalars_avx2(chunk) },
-        _ => scalars_any(chunk),
-    };
+    let mut c = scalars_with(isa, chunk);
     if c.subnormals > 0 {
         // The vector loop counted the rare values together: sort them out.
         c.subnormals = 0;
@@ -197,16 +189,9 @@ pub(crate) fn scalars<T: Bits>(chunk: &[T], isa: Isa) -> ChunkStats {
     c
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn scalars_avx2<T: Bits>(chunk: &[T]) -> ChunkStats {
-    scalars_any(chunk)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn scalars_avx512<T: Bits>(chunk: &[T]) -> ChunkStats {
-    scalars_any(chunk)
+crate::isa::isa_dispatch! {
+    /// [`scalars_any`] through the `isa` build.
+    fn scalars_with<T: Bits>(chunk: &[T]) -> ChunkStats = |_isa| scalars_any(chunk)
 }
 
 /// The quotients `|n| / |d|` in f64 of the pairs of `num` and `den` whose `d` is not zero

@@ -148,50 +148,19 @@ pub(super) fn chunk<T: Sample>(
     isa: Isa,
     terms: Terms,
 ) -> Partial {
-    chunk_with(acc, xs, isa, terms, None)
+    chunk_with(isa, acc, xs, terms, None)
 }
 
-/// [`chunk`], and with `hist_s = Some(s)` (at most [`HIST_MAX_S`]) what a histogram with `2^s`
-/// sub-bins per octave needs of the chunk ([`HistogramPart`]): the loop that decodes each
-/// value's exponent and flags also counts its sub-bin, in the same counter increment.
-pub(super) fn chunk_with<T: Sample>(
-    acc: &SweepAccumulator,
-    xs: &[T],
-    isa: Isa,
-    terms: Terms,
-    hist_s: Option<u32>,
-) -> Partial {
-    match isa {
-        // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { chunk_avx512(acc, xs, terms, hist_s) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { chunk_avx2(acc, xs, terms, hist_s) },
-        _ => chunk_any(acc, xs, isa, terms, hist_s),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn chunk_avx2<T: Sample>(
-    acc: &SweepAccumulator,
-    xs: &[T],
-    terms: Terms,
-    hist_s: Option<u32>,
-) -> Partial {
-    chunk_any(acc, xs, Isa::Avx2, terms, hist_s)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn chunk_avx512<T: Sample>(
-    acc: &SweepAccumulator,
-    xs: &[T],
-    terms: Terms,
-    hist_s: Option<u32>,
-) -> Partial {
-    chunk_any(acc, xs, Isa::Avx512, terms, hist_s)
+crate::isa::isa_dispatch! {
+    /// [`chunk`], and with `hist_s = Some(s)` (at most [`HIST_MAX_S`]) what a histogram with
+    /// `2^s` sub-bins per octave needs of the chunk ([`HistogramPart`]): the loop that decodes
+    /// each value's exponent and flags also counts its sub-bin, in the same counter increment.
+    pub(super) fn chunk_with<T: Sample>(
+        acc: &SweepAccumulator,
+        xs: &[T],
+        terms: Terms,
+        hist_s: Option<u32>,
+    ) -> Partial = |isa| chunk_any(acc, xs, isa, terms, hist_s)
 }
 
 /// Slots per value for mantissa width `p`: `p + 4` rounded up to a multiple of 4.

@@ -86,29 +86,10 @@ struct Span<'a, T> {
     g: &'a [T],
 }
 
-/// One span through the `isa` build.
-fn add_with<T: Real>(isa: Isa, span: Span<'_, T>, step: &impl Fn(T) -> T) -> AddCounts {
-    match isa {
-        // SAFETY: an `Isa` other than Baseline comes from run-time detection of its features.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { add_avx512(span, step) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { add_avx2(span, step) },
-        _ => add_any(span, step),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn add_avx2<T: Real>(span: Span<'_, T>, step: &impl Fn(T) -> T) -> AddCounts {
-    add_any(span, step)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn add_avx512<T: Real>(span: Span<'_, T>, step: &impl Fn(T) -> T) -> AddCounts {
-    add_any(span, step)
+crate::isa::isa_dispatch! {
+    /// One span through the `isa` build.
+    fn add_with<T: Real>(span: Span<'_, T>, step: &impl Fn(T) -> T) -> AddCounts =
+        |_isa| add_any(span, step)
 }
 
 /// The loop, for whatever target it is compiled into: independent lanes, no branches.
