@@ -237,17 +237,16 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         };
         let stroke = l.stroke;
         drawn.label(&l.name).legend(move |(x, y)| {
-            // Its pattern over 18 pixels, in four pieces: one stroke, a dash and a dash, or
-            // four dots.
-            let [p, q, r, t] = match stroke {
-                Stroke::Solid => [(0, 18); 4],
-                Stroke::Dashed => [(0, 7), (11, 18), (11, 18), (11, 18)],
-                Stroke::Dotted => [(0, 2), (5, 7), (10, 12), (15, 17)],
+            // Its pattern over 18 pixels in two pieces: one stroke (the second empty), a dash
+            // and a dash, or two dots.
+            let [(a, b), (c, d)] = match stroke {
+                Stroke::Solid => [(0, 18), (18, 18)],
+                Stroke::Dashed => [(0, 7), (11, 18)],
+                Stroke::Dotted => [(3, 5), (12, 14)],
             };
-            let piece = |(a, b): (i32, i32)| {
-                PathElement::new(vec![(x + a, y), (x + b, y)], color.stroke_width(3))
-            };
-            EmptyElement::at((0, 0)) + piece(p) + piece(q) + piece(r) + piece(t)
+            EmptyElement::at((0, 0))
+                + PathElement::new(vec![(x + a, y), (x + b, y)], color.stroke_width(3))
+                + PathElement::new(vec![(x + c, y), (x + d, y)], color.stroke_width(3))
         });
         // A line of one point (a run that diverged at its first step) draws nothing: a dot.
         if let [point] = mapped(&l.points)[..] {
