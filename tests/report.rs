@@ -650,6 +650,17 @@ fn capture_steps_without_a_finite_gradient_have_no_window() {
     );
     // -24 is only the bottom of the search range.
     assert!(!page.contains("was 2^-24.."), "a made-up window");
+    // The first run is drawn blue: its stored and recommended curves are not both blue.
+    let svg = std::fs::read_to_string(out.join("figures").join("figure3-0.svg")).unwrap();
+    let colours: std::collections::BTreeSet<&str> = svg
+        .split("<polyline")
+        .filter(|e| e.contains("stroke-width=\"2\""))
+        .filter_map(|e| e.split("stroke=\"").nth(1)?.get(..7))
+        .collect();
+    assert!(
+        svg.contains("scaled by the recommended") && colours.len() == 3,
+        "unscaled, stored and recommended curves in three colours: {colours:?}"
+    );
 
     // Asked for explicitly: drawn as asked, and said to be empty.
     let asked = root.join("step-1");

@@ -93,6 +93,27 @@ pub(crate) fn legend_on<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
     Ok(())
 }
 
+/// Writes `(x, name)` labels under a categorical x axis at `y` (its bottom), each centred at
+/// its x.
+fn category_labels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    chart: &ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    y: f64,
+    labels: impl IntoIterator<Item = (f64, String)>,
+) -> DrawResult<DB> {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    for (x, name) in labels {
+        let (px, py) = chart.backend_coord(&(x, y));
+        let style = TextStyle::from((FONT, 17).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        root.draw(&Text::new(name, (px, py + 12), style))?;
+    }
+    Ok(())
+}
+
 /// How the y axis maps values.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Axis {

@@ -240,17 +240,12 @@ pub fn grouped_bars<DB: DrawingBackend>(
         .label_style((FONT, 15))
         .draw()?;
     // The group names under the axis, centred on their groups (the x axis is categorical).
-    for (g, name) in c.groups.iter().enumerate() {
-        let (px, py) = chart.backend_coord(&(g as f64, y0));
-        root.draw(&Text::new(
-            name.clone(),
-            (px, py + 12),
-            TextStyle::from((FONT, 17).into_font()).pos(plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Center,
-                plotters::style::text_anchor::VPos::Top,
-            )),
-        ))?;
-    }
+    let names = c
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(g, n)| (g as f64, n.clone()));
+    category_labels(root, &chart, y0, names)?;
     let ns = c.series.len().max(1);
     let width = 0.8 / ns as f64;
     for (s, (name, color, values)) in c.series.iter().enumerate() {

@@ -152,17 +152,13 @@ pub fn stacked_shares<DB: DrawingBackend>(
         .draw()?;
     // The steps under their bars (the x axis is categorical), at most about 12 of them.
     let every = n.div_ceil(12);
-    for (i, step) in c.steps.iter().enumerate().filter(|(i, _)| i % every == 0) {
-        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
-        root.draw(&Text::new(
-            step.to_string(),
-            (px, py + 8),
-            TextStyle::from((FONT, 15).into_font()).pos(plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Center,
-                plotters::style::text_anchor::VPos::Top,
-            )),
-        ))?;
-    }
+    let steps = c.steps.iter().enumerate().filter(|(i, _)| i % every == 0);
+    category_labels(
+        root,
+        &chart,
+        0.0,
+        steps.map(|(i, s)| (i as f64 + 0.5, s.to_string())),
+    )?;
     let mut base = vec![0.0; n];
     for (name, color, shares) in &c.layers {
         let color = *color;

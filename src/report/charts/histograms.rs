@@ -152,12 +152,6 @@ pub fn log2_histograms<DB: DrawingBackend>(
     // about 520 high), so that it covers no bar.
     let share = ((21 * (c.zones.len() + series.len()) + 24) as f64 / 520.0).min(0.6);
     let ymax = top / (1.0 - share);
-    // Enough decimals that ticks of a low axis read apart (not "0 0 1 1").
-    let decimals = match ymax {
-        y if y >= 20.0 => 0,
-        y if y >= 2.0 => 1,
-        _ => 2,
-    };
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
@@ -170,14 +164,9 @@ pub fn log2_histograms<DB: DrawingBackend>(
         .x_desc(&c.x_desc)
         .y_desc("values per octave (%)")
         .x_label_formatter(&|x| format!("{x:.0}"))
-        // No share above 100% exists: the room made for the legend is left unlabelled.
-        .y_label_formatter(&|y| {
-            if *y <= 100.0 {
-                format!("{y:.decimals$}")
-            } else {
-                String::new()
-            }
-        })
+        // No share above 100% exists: the room made for the legend is left unlabelled. As many
+        // decimals as a tick needs, so that those of a low axis read apart (not "0 0 1 1").
+        .y_label_formatter(&|y| Axis::Linear.label_within(*y, 0.0, 100.0))
         .axis_desc_style((FONT, 18))
         .label_style((FONT, 15))
         .draw()?;

@@ -184,7 +184,8 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
         if let Some(k) = rec {
             series.push((
                 format!("scaled by the recommended 2^{k}"),
-                charts::RUN_COLORS[0],
+                // Blue, or orange beside a run drawn blue: two curves of one colour read as one.
+                charts::RUN_COLORS[usize::from(run_color(i) == charts::RUN_COLORS[0])],
                 charts::bars(&h.activation_grads, f64::from(k) - s),
             ));
         }

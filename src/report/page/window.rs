@@ -261,23 +261,24 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
         .filter(|c| c.finite_gradients > 0 && window_name(&c.window).is_none())
         .map(|c| c.step.to_string())
         .collect();
-    if !empty.is_empty() {
-        let _ = write!(
-            s,
-            " At {} of {} capture steps ({}) no single scale kept the gradients (an empty window): the figure has no band there.",
-            empty.len(),
-            r.captures.len(),
-            steps_named(&empty)
-        );
-    }
-    if !no_finite.is_empty() {
-        let _ = write!(
-            s,
-            " At {} of {} capture steps ({}) every gradient value stored was zero, inf or NaN: no finite gradient, no window, and no band in the figure.",
-            no_finite.len(),
-            r.captures.len(),
-            steps_named(&no_finite)
-        );
+    for (steps, what) in [
+        (
+            &empty,
+            "no single scale kept the gradients (an empty window): the figure has no band there.",
+        ),
+        (
+            &no_finite,
+            "every gradient value stored was zero, inf or NaN: no finite gradient, no window, and no band in the figure.",
+        ),
+    ] {
+        if !steps.is_empty() {
+            let (n, of) = (steps.len(), r.captures.len());
+            let _ = write!(
+                s,
+                " At {n} of {of} capture steps ({}) {what}",
+                steps_named(steps)
+            );
+        }
     }
     let range = format!("2^{}..2^{}", WINDOW_SCALES.start(), WINDOW_SCALES.end());
     let _ = write!(s, " (Windows searched over {range}.)");
