@@ -89,6 +89,23 @@ fn heatmap_grows_with_the_tensors() {
         svg.contains("layers.14.w9") && svg.contains("subnormal at 2^"),
         "labels and edges"
     );
+    // The colour bar's scale in one unit: every tick a percentage, down to the palest.
+    let texts: Vec<&str> = svg
+        .split("</text>")
+        .filter_map(|t| Some(t.rsplit('>').next()?.trim()))
+        .collect();
+    for tick in [
+        "10%",
+        "1%",
+        "0.1%",
+        "0.01%",
+        "0.001%",
+        "0.0001%",
+        "palest: 0.0001%",
+    ] {
+        assert!(texts.contains(&tick), "{tick} in {texts:?}");
+    }
+    assert!(!texts.iter().any(|t| t.contains("e-")), "{texts:?}");
     assert_eq!(
         png_size(&std::fs::read(dir.join("sweep.png")).unwrap()),
         (1100, 650)

@@ -304,14 +304,15 @@ fn shade(t: f64) -> RGBColor {
 fn colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, vmax: f64) -> DrawResult<DB> {
     let (_, h) = area.dim_in_pixel();
     let (x, y0) = (14, 64);
-    let len = (h as i32 - 110).clamp(100, 560);
+    let len = (h as i32 - 126).clamp(100, 560);
     let title = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Left, VPos::Bottom));
+    // Clear of the top tick's label, which is centred on the bar's top edge.
     area.draw(&Text::new(
         "share of the row",
-        (x - 6, y0 - 18),
+        (x - 6, y0 - 26),
         title.clone(),
     ))?;
-    area.draw(&Text::new("per octave", (x - 6, y0 - 2), title))?;
+    area.draw(&Text::new("per octave", (x - 6, y0 - 10), title))?;
     let (lo, hi) = (LOG_FLOOR.log10(), vmax.max(LOG_FLOOR * 10.0).log10());
     // Top = vmax, bottom = LOG_FLOOR, one rectangle per pixel.
     for py in 0..len {
@@ -333,12 +334,8 @@ fn colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, vmax: f64) -> D
         let v = 10f64.powf(d);
         // Skip a decade too close to the top label.
         if (at(v) - at(vmax)).abs() >= 14 {
-            let label = if v >= 0.01 {
-                format!("{:.0}%", 100.0 * v)
-            } else {
-                format!("{v:.0e}")
-            };
-            ticks.push((v, label));
+            // Every label a percentage, as the top one is (10%, 1%, 0.1%, .. 0.0001%).
+            ticks.push((v, format!("{}%", crate::text::fixed(100.0 * v, 6))));
         }
         d -= 1.0;
     }
@@ -351,12 +348,21 @@ fn colour_bar<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, vmax: f64) -> D
         area.draw(&Text::new(label, (x + 32, y), style.clone()))?;
     }
     let note = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Left, VPos::Top));
-    area.draw(&Text::new(
-        format!("palest: {LOG_FLOOR:.0e} or less"),
-        (x - 6, y0 + len + 10),
-        note.clone(),
-    ))?;
-    area.draw(&Text::new("white: none", (x - 6, y0 + len + 28), note))?;
+    let floor = crate::text::fixed(100.0 * LOG_FLOOR, 6);
+    for (i, line) in [
+        format!("palest: {floor}%"),
+        "or less".into(),
+        "white: none".into(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        area.draw(&Text::new(
+            line,
+            (x - 6, y0 + len + 10 + 16 * i as i32),
+            note.clone(),
+        ))?;
+    }
     Ok(())
 }
 
