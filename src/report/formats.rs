@@ -1,6 +1,6 @@
 //! Teaching figures of number formats (`mixprec formats --plots DIR`): every value of the 8-bit
 //! formats on a number line, the formats' ranges side by side on a log2 axis with where typical
-//! gradients live, and the spacing between neighbouring values (the ulp) against magnitude.
+//! gradients live, and the relative spacing of neighbouring values (1 ulp / |x|) against magnitude.
 //! Each chart takes plain data, computed by a function of its own that the tests check.
 
 use std::collections::BTreeMap;
@@ -188,46 +188,42 @@ pub fn run_gradient_band(dir: &Path) -> Result<GradientBand> {
     })
 }
 
-/// The spacing between neighbouring values of `f` against magnitude, as a staircase of
-/// `(log2 |x|, ulp)`: constant (the smallest subnormal) below the smallest normal, then
-/// doubling at every power of two up to the largest value.
+/// The relative spacing of neighbouring values of `f` against magnitude, `(|x|, ulp / |x|)` at
+/// the bottom of each binade: 1 at the smallest subnormal (the next value is twice it), falling
+/// to `2^-p` at the smallest normal, then `2^-p` (the format's precision) up to the largest
+/// value. (Within a binade it falls to about `2^-(p+1)` before the next power of two.)
 #[must_use]
-pub fn spacing(f: FloatFormat) -> Vec<(f64, f64)> {
-    let p = f.man_bits() as i32;
-    let mut out = vec![
-        (f.min_subnormal().log2(), f.min_subnormal()),
-        (f64::from(f.emin()), f.min_subnormal()),
-    ];
-    for e in f.emin()..=f.emax() {
-        let ulp = 2f64.powi(e - p);
-        out.push((f64::from(e), ulp));
-        out.push((f64::from(e + 1).min(f.max().log2()), ulp));
-    }
-    out
+pub fn relative_spacing(f: FloatFormat) -> Vec<(f64, f64)> {
+    let eps = 2f64.powi(-(f.man_bits() as i32));
+    vec![
+        (f.min_subnormal(), 1.0),
+        (f.min_normal(), eps),
+        (f.max(), eps),
+    ]
 }
 
 /// The spacing chart of `formats`.
 #[must_use]
 pub fn spacing_chart(formats: &[FloatFormat]) -> LineChart {
     LineChart {
-        title: "Spacing between neighbouring values (1 ulp) against magnitude".into(),
-        x_desc: "magnitude |x| (log2)".into(),
-        y_desc: "spacing at |x| (log2)".into(),
+        title: "Relative spacing of neighbouring values against magnitude".into(),
+        x_desc: "magnitude |x|".into(),
+        y_desc: "1 ulp / |x|, at the bottom of each binade".into(),
         axis: Axis::Log2,
-        x_axis: Axis::Linear,
+        x_axis: Axis::Log2,
         lines: formats
             .iter()
             .enumerate()
             .map(|(i, f)| Line {
                 name: format!("{f}: {} mantissa bits", f.man_bits()),
                 color: run_color(i),
-                points: spacing(*f),
+                points: relative_spacing(*f),
                 stroke: Stroke::Solid,
             })
             .collect(),
         bands: Vec::new(),
         marks: Vec::new(),
-        legend: Corner::LowerRight,
+        legend: Corner::Free,
     }
 }
 

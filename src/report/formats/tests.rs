@@ -37,25 +37,29 @@ fn ranges_are_the_formats_powers_of_two() {
     assert_eq!(range(FP8_E4M3).max, 448f64.log2());
 }
 
-/// The ulp staircase: fp16's smallest subnormal 2^-24 up to 2^-14, then 2^(e-10) on each binade
-/// [2^e, 2^(e+1)), ending at the max.
+/// The relative spacing: 1 at fp16's smallest subnormal (the next value is twice it), 2^-10 at
+/// the smallest normal and on to the max, each checked against the next value's distance.
 #[test]
-fn spacing_is_a_staircase_of_ulps() {
-    let s = spacing(FP16);
-    assert_eq!(s[0], (-24.0, 2f64.powi(-24)));
-    assert_eq!(s[1], (-14.0, 2f64.powi(-24)));
-    assert_eq!(s[2], (-14.0, 2f64.powi(-24)));
-    assert_eq!(s[3], (-13.0, 2f64.powi(-24)));
-    assert_eq!(s[4], (-13.0, 2f64.powi(-23)));
-    assert_eq!(*s.last().unwrap(), (65504f64.log2(), 32.0));
-    // Each binade's ulp is the gap between its first value and the next.
-    for &(x, ulp) in s.iter().skip(2).step_by(2) {
-        let v = 2f64.powf(x);
-        assert_eq!(FP16.decode(FP16.encode(v).unwrap() + 1) - v, ulp, "{x}");
+fn relative_spacing_falls_over_the_subnormals_then_stays_at_the_precision() {
+    let s = relative_spacing(FP16);
+    assert_eq!(
+        s,
+        [
+            (2f64.powi(-24), 1.0),
+            (2f64.powi(-14), 2f64.powi(-10)),
+            (65504.0, 2f64.powi(-10))
+        ]
+    );
+    for &(x, rel) in &s[..2] {
+        assert_eq!(
+            (FP16.decode(FP16.encode(x).unwrap() + 1) - x) / x,
+            rel,
+            "{x}"
+        );
     }
     let chart = spacing_chart(&[FP16, BF16]);
     assert_eq!(chart.lines.len(), 2);
-    assert_eq!(chart.lines[1].points, spacing(BF16));
+    assert_eq!(chart.lines[1].points, relative_spacing(BF16));
     assert!(chart.lines[0].name.starts_with("fp16"));
 }
 
