@@ -288,3 +288,45 @@ pub fn grouped_bars<DB: DrawingBackend>(
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dots of a row go up in seed order, as the grid pages' captions say: the first
+    /// seed's dot is drawn lowest (the largest SVG y).
+    #[test]
+    fn a_rows_dots_rise_in_seed_order() {
+        let chart = DotChart {
+            title: String::new(),
+            x_desc: String::new(),
+            axis: Axis::Linear,
+            rows: vec![DotRow {
+                name: "run".into(),
+                color: run_color(0),
+                values: vec![1.0, 2.0, 3.0],
+                mean: None,
+            }],
+        };
+        let mut svg = String::new();
+        {
+            crate::report::register_font();
+            let root = SVGBackend::with_string(&mut svg, (800, 400)).into_drawing_area();
+            dots(&root, &chart).unwrap();
+            root.present().unwrap();
+        }
+        // The three dots, left to right (values 1, 2, 3: seeds 0, 1, 2), and their heights.
+        let mut at: Vec<(f64, f64)> = svg
+            .split("<circle")
+            .skip(1)
+            .filter(|c| c.contains("#0072B2"))
+            .filter_map(|c| {
+                let num = |k: &str| c.split(k).nth(1)?.split('"').next()?.parse::<f64>().ok();
+                Some((num("cx=\"")?, num("cy=\"")?))
+            })
+            .collect();
+        at.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(at.len(), 3, "{svg}");
+        assert!(at[0].1 > at[1].1 && at[1].1 > at[2].1, "{at:?}");
+    }
+}

@@ -226,7 +226,7 @@ impl GridReport {
             id: id.into(),
             section: 4,
             caption: format!(
-                "{caption} of each series over {} seeds: one dot per run (seeds {} to {}, top to bottom within a row), the mean (black tick) and its 95% confidence interval (bar; Student t).",
+                "{caption} of each series over {} seeds: one dot per run (seeds {} to {}, bottom to top within a row), the mean (black tick) and its 95% confidence interval (bar; Student t).",
                 self.seeds,
                 self.base_seed,
                 self.base_seed + self.seeds.max(1) - 1
