@@ -435,3 +435,12 @@ def test_non_native_byte_order_is_named():
             mixprec.analyze({"w": x})
     h = np.linspace(-2, 2, 9).astype(other + "f2")
     assert mixprec.analyze({"h": h}) == mixprec.analyze({"h": h.astype(np.float16)})
+
+
+def test_an_unknown_analyze_format_lists_the_block_formats_too():
+    """analyze takes element and block formats; an unknown name's message lists both, as the
+    command line's does."""
+    with pytest.raises(ValueError) as e:
+        mixprec.analyze({"g": np.ones(8, dtype=np.float32)}, format="fp17")
+    message = str(e.value)
+    assert "unknown format 'fp17'" in message and "fp16" in message and "mxfp4" in message, message

@@ -256,7 +256,12 @@ impl BlockOptions {
             Err(e) if lower.contains('@') || lower.starts_with("mx") || lower.starts_with("nv") => {
                 Err(e)
             }
-            Err(_) => Err(float_error),
+            // A name that is no format at all: refused with every format analyze takes, element
+            // and block (the element formats' own message lists only those).
+            Err(_) => Err(match format.parse::<crate::format::Target>() {
+                Err(any) => any,
+                Ok(_) => float_error,
+            }),
         }
     }
 

@@ -131,19 +131,7 @@ impl Args {
             &self.format,
             self.compare_blocks.as_deref(),
             self.tensors.clone(),
-        )
-        .map_err(|e| {
-            // A name that is no format at all: refused with every format analyze takes, element
-            // and block (the element formats' own message lists only those).
-            let element_only = self
-                .format
-                .parse::<FloatFormat>()
-                .is_err_and(|f| f.to_string() == e.to_string());
-            match self.format.parse::<mixprec::format::Target>() {
-                Err(any) if element_only => any,
-                _ => e,
-            }
-        })?;
+        )?;
         let Some(options) = options else {
             return Ok(None);
         };
