@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import torch
 
 from . import _mixprec
-from . import quantize as _quantize_numpy
+from ._torch_round import quantize
 
 #: The classes of a recipe, as the run directory's counts name them, and the recipe key of each.
 _CLASS_KEYS = {
@@ -67,61 +67,20 @@ def _is_grad_scaler(scaler: Any) -> bool:
     return isinstance(scaler, cls)
 
 
-def quantize(
-    t: torch.Tensor,
-    format: str,
-    rounding: str = "nearest-even",
-    overflow: str = "ieee",
-    subnormals: bool = True,
-    seed: int = 0,
-    *,
-    out: Optional[torch.Tensor] = None,
-    return_counts: bool = False,
-) -> Any:
-    """Rounds every value of the torch tensor ``t`` into ``format``: :func:`mixprec.quantize`'s
-    arguments and result, bit for bit, on tensors.
-
-    CPU tensors (float32 or float64, any strides) are viewed as numpy arrays without a copy and
-    rounded by the Rust kernels (C-contiguous ones in place, on all cores); tensors on other
-    devices are rounded there by torch operations that give the same bits
-    (``mixprec._torch_round``). Block formats run along the last axis (tiles over the last two),
-    as for numpy arrays.
-
-    Args:
-        t: the tensor (not modified unless it is ``out``; autograd does not see the rounding).
-        format, rounding, overflow, subnormals, seed, return_counts: as :func:`mixprec.quantize`.
-        out: where to write the result: ``t`` itself, or a tensor of ``t``'s dtype, shape and
-            device.
-
-    Returns:
-        The rounded tensor (``out`` when given), or ``(tensor, counts)`` with ``return_counts``.
-    """
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"t: expected a torch tensor, got {type(t).__name__}")
-    if out is not None and not isinstance(out, torch.Tensor):
-        raise TypeError(f"out: expected a torch tensor, got {type(out).__name__}")
-    if out is not None and out.device != t.device:
-        raise ValueError(f"out: on {out.device}, not t's device {t.device}")
-    if t.device.type != "cpu":
-        from ._torch_round import quantize_torch
-
-        result = quantize_torch(
-            t.detach(), format, rounding, overflow, subnormals, seed, return_counts
-        )
-        y, counts = result if return_counts else (result, None)
-        if out is not None:
-            out.copy_(y)
-            y = out
-        return (y, counts) if return_counts else y
-    if t.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"t: expected a float32 or float64 tensor, got {t.dtype}")
-    x = t.detach().numpy()
-    dest = None if out is None else out.detach().numpy()
-    y, counts = _quantize_numpy(
-        x, format, rounding, overflow, subnormals, seed, dest, return_counts=True
+def _policy(scaler: Optional[Any]) -> str:
+    """The loss-scaling policy of ``scaler`` by mixprec's name: a GradScaler is the
+    ``gradscaler`` preset with its own parameters (its initial scale the one its next step will
+    use), ``none`` without a scaler or with it disabled."""
+    if scaler is None or not scaler.is_enabled():
+        return "none"
+    return (
+        f"gradscaler:init_scale={float(scaler.get_scale())!r},"
+        f"growth_factor={float(scaler.get_growth_factor())!r},"
+        f"backoff_factor={float(scaler.get_backoff_factor())!r},"
+        f"growth_interval={int(scaler.get_growth_interval())}"
     )
-    y = out if out is not None else torch.from_numpy(y)
-    return (y, counts) if return_counts else y
+
+
 
 
 class _Straight(torch.autograd.Function):
@@ -231,8 +190,6 @@ class Simulate:
         scaler: Any = None,
         seed: int = 0,
     ) -> None:
-        from .torch import _policy  # the GradScaler's policy, as the Recorder names it
-
         _check_model(model)
         if not isinstance(recipe, (str, Mapping)):
             raise TypeError(

@@ -48,8 +48,9 @@ import numpy as np
 import torch
 
 from . import _mixprec, _round_args, formats
+from . import quantize as _quantize_numpy
 
-__all__ = ["quantize_torch"]
+__all__ = ["quantize", "quantize_torch"]
 
 Counts = Dict[str, int]
 
@@ -583,3 +584,57 @@ def _divide(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a / b`` correctly rounded: both tensors on the device (torch's CUDA kernel multiplies
     by the reciprocal of a divisor given as a host scalar, which is not the quotient)."""
     return torch.div(a, b)
+
+def quantize(
+    t: torch.Tensor,
+    format: str,
+    rounding: str = "nearest-even",
+    overflow: str = "ieee",
+    subnormals: bool = True,
+    seed: int = 0,
+    *,
+    out: Optional[torch.Tensor] = None,
+    return_counts: bool = False,
+) -> Any:
+    """Rounds every value of the torch tensor ``t`` into ``format``: :func:`mixprec.quantize`'s
+    arguments and result, bit for bit, on tensors.
+
+    CPU tensors (float32 or float64, any strides) are viewed as numpy arrays without a copy and
+    rounded by the Rust kernels (C-contiguous ones in place, on all cores); tensors on other
+    devices are rounded there by torch operations that give the same bits
+    (``mixprec._torch_round``). Block formats run along the last axis (tiles over the last two),
+    as for numpy arrays.
+
+    Args:
+        t: the tensor (not modified unless it is ``out``; autograd does not see the rounding).
+        format, rounding, overflow, subnormals, seed, return_counts: as :func:`mixprec.quantize`.
+        out: where to write the result: ``t`` itself, or a tensor of ``t``'s dtype, shape and
+            device.
+
+    Returns:
+        The rounded tensor (``out`` when given), or ``(tensor, counts)`` with ``return_counts``.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"t: expected a torch tensor, got {type(t).__name__}")
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"out: expected a torch tensor, got {type(out).__name__}")
+    if out is not None and out.device != t.device:
+        raise ValueError(f"out: on {out.device}, not t's device {t.device}")
+    if t.device.type != "cpu":
+        result = quantize_torch(
+            t.detach(), format, rounding, overflow, subnormals, seed, return_counts
+        )
+        y, counts = result if return_counts else (result, None)
+        if out is not None:
+            out.copy_(y)
+            y = out
+        return (y, counts) if return_counts else y
+    if t.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"t: expected a float32 or float64 tensor, got {t.dtype}")
+    x = t.detach().numpy()
+    dest = None if out is None else out.detach().numpy()
+    y, counts = _quantize_numpy(
+        x, format, rounding, overflow, subnormals, seed, dest, return_counts=True
+    )
+    y = out if out is not None else torch.from_numpy(y)
+    return (y, counts) if return_counts else y

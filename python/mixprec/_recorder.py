@@ -1,0 +1,660 @@
+"""Records a PyTorch training loop as a mixprec run directory, for ``mixprec report``.
+
+::
+
+    from mixprec.torch import Recorder
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # fp16 autocast runs on the CPU too
+    model.to(device)                                         # before making opt
+    scaler = torch.amp.GradScaler(device)
+    with Recorder(model, out="runs/x", format="fp16", every=100, optimizer=opt,
+                  scaler=scaler) as rec:
+        for x, y in data:
+            x, y = x.to(device), y.to(device)
+            opt.zero_grad()
+            with torch.autocast(device, dtype=torch.float16):
+                loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            rec.step(loss)   # after scaler.step, before scaler.update
+            scaler.update()
+
+Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
+step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
+what decides whether the step overflows at another scale, the largest magnitude of the values
+the backward pass formed in the loop's precision, unscaled. In a loop that stores tensors
+narrower than FP32 (autocast on, or the model's weights or outputs in fp16, bf16 or fp8, as the
+end of each forward pass says) a dispatch mode, on from the end of each forward pass of the
+model (with gradients on) to the optimizer's step (or ``rec.step``), sees every operation of the
+backward passes that reach the model (and only runs the others): of each narrow tensor formed it
+takes the largest magnitude as stored, and for a cast into a narrow format that of the FP32
+values cast (the values before rounding); FP32 sums that the loop never stores narrower (the
+weights' ``.grad``) do not count. Under a power-of-two change of scale a value stored finite
+decides overflow exactly as the value before rounding does. Where an inf or NaN formed in the
+backward pass (the loss finite), the gradients it reached are unknown at other scales:
+``grad_amax`` is then the largest of the values known (a tensor holding an inf or NaN says
+nothing of its others), a lower bound, and the step is marked ``grad_amax_bounded``
+(``summary.json`` counts them as ``bounded_steps``). The mode costs a Python call per operation,
+one reduction per narrow tensor and one transfer to the host per step (CPU autocast: about
+1.12x the step, ``reports/perf/python.md``). In a loop that stores no narrow tensor (FP32
+throughout) the mode stays off and ``grad_amax`` is the largest magnitude of the weights'
+gradients, one reduction per step (an inf or NaN among them marks the step bounded): what
+overflows there is FP32, at 2^128, far above any of its gradients; the backward's intermediate
+FP32 values, up to 25x larger on ``benches/python.py``'s transformer, are not seen. To judge a
+narrow format's overflow, record the loop in it (autocast); a model that casts into a narrow
+dtype only inside its forward pass (FP32 weights and outputs, no autocast) is taken for an FP32
+loop.
+On capture steps (the first, then every ``every``) hooks see the weights the
+forward reads, every leaf module's output (activations, forward hooks) and its gradient
+(activation gradients, hooks on the outputs), every parameter's gradient once accumulated
+(weight gradients, post-accumulate-grad hooks) and the optimizer's state, and a line of
+``captures.jsonl`` holds their log2 histograms (gradients scaled by the loss scale, as the
+backward pass held them) and the counts of rounding them into ``format``, formed in Rust: where
+CPU tensors lie, and from one copy to the host (in the tensor's dtype) of tensors on other
+devices, on capture steps only.
+
+The directory is the one ``mixprec train`` writes (written by the same Rust code), its config a
+recorded run's (``mixprec::train::run::RecordedConfig``): the precision the loop trained in as a
+recipe (``format`` for the weights the forward reads, the activations and both gradients, FP32
+master weights and optimizer state, as ``torch.autocast`` trains) whose loss scaling is the
+GradScaler's own policy: the ``gradscaler`` preset with the scaler's initial scale, growth and
+backoff factors and growth interval (``none`` without a scaler, or with it disabled). ``mixprec
+report DIR --out PAGE`` renders it, finished or not; ``mixprec replay DIR --policy run`` replays
+the scaler's policy over it. A loop that raises leaves an unfinished run
+(its ``INCOMPLETE`` marker, and every step recorded so far), which ``report`` reads too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import time
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from . import _mixprec
+
+from ._simulate import _PARTS, Simulate, _check_model, _is_grad_scaler, _policy
+
+__all__ = ["Recorder"]
+
+#: Floating dtypes narrower than FP32: the values a mixed-precision loop stores in them decide
+#: its overflow.
+_NARROW = tuple(
+    getattr(torch, name)
+    for name in ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                 "float8_e5m2fnuz")
+    if hasattr(torch, name)
+)
+#: Operations that round their input into the output's dtype (a cast): the input is the value
+#: before rounding. ``copy_`` copies its second argument into its first.
+_CASTS = {"aten._to_copy.default": 0, "aten.copy_.default": 1, "aten.to.dtype": 0}
+
+
+def _finite(x: float) -> Optional[float]:
+    """``x``, or None (JSON ``null``, as the run directory writes values that are not finite)."""
+    return x if math.isfinite(x) else None
+
+
+def _format(name: str) -> Dict[str, Any]:
+    return json.loads(_mixprec.formats_json([name]))[0]
+
+
+def _element_format(name: Any) -> Dict[str, Any]:
+    """The properties of the element format ``name``: what a recorded run's recipe stores each
+    tensor class in, and what its captures count the rounding into. A block format is refused
+    with a ValueError naming ``format`` and the formats accepted (the library's list)."""
+    if not isinstance(name, str):
+        raise TypeError(f"format: expected a str, got {type(name).__name__}")
+    try:
+        _mixprec.Capture(name, [])  # the element formats' parser, as the run's recipe's
+    except ValueError as e:
+        try:
+            block = _format(name)
+        except ValueError:
+            raise ValueError(f"format: {e}") from None
+        expected = str(e).split(": expected ", 1)[-1]
+        raise ValueError(
+            f"format: {name!r} is a block format ({block['element']} values sharing a scale per "
+            f"block), which a recorded run's recipe cannot store; expected {expected} (to "
+            f"train in a block format, record a Simulate: "
+            f"Recorder(model, out, simulate=Simulate(model, 'mxfp8', optimizer=opt)))"
+        ) from None
+    return _format(name)
+
+
+
+
+class _BackwardAmax(TorchDispatchMode):
+    """Sees every operation run while it is active (in a loop that stores narrow tensors, from
+    the end of the recorded model's forward pass to the optimizer's step or :meth:`Recorder.step`;
+    the autograd engine carries it to its worker threads) and keeps, of each tensor a backward
+    pass forms in a narrow dtype, its least and largest value (NaN when it holds a NaN; for a cast
+    into a narrow dtype, of the values cast), as 0-d tensors where it lies, with the backward
+    pass's id. Only the backward passes that reach the recorded model (a hook on its
+    outputs says which) count; outside a backward pass it only runs the operation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: List[Tuple[int, Any]] = []
+        self.ours: set = set()
+        self.on = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        task = torch._C._current_graph_task_id()
+        if task == -1 or func.is_view:
+            return out
+        cast = None
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if not (isinstance(t, torch.Tensor) and t.dtype in _NARROW and t.numel()):
+                continue  # FP32 sums the loop never stores narrower do not count
+            if cast is None:
+                cast = _CASTS.get(str(func), -1)
+            src = args[cast] if 0 <= cast < len(args) else None
+            if isinstance(src, torch.Tensor) and src.is_floating_point():
+                t = src  # the values before rounding (or, narrow already, the same)
+            if t.element_size() == 1:
+                t = t.float()  # fp8 has no reductions of its own; widening it is exact
+            # One pass (a few times faster than abs().amax() on the CPU): the largest
+            # magnitude is the larger of |min| and |max|, formed in take.
+            self.seen.append((task, torch.aminmax(t.detach())))
+        return out
+
+    def start(self) -> None:
+        """Turns the mode on (the end of a forward pass of the recorded model with gradients
+        on: the loss and the backward pass run under it, the model's forward pass and, from its
+        step on, the optimizer do not)."""
+        if not self.on and torch.is_grad_enabled():
+            self.on = True
+            self.__enter__()
+
+    def stop(self) -> None:
+        if self.on:
+            self.on = False
+            self.__exit__(None, None, None)
+
+    def mark(self, _grad_outputs) -> None:
+        """A hook on the recorded model's outputs: the backward pass running reaches it."""
+        self.ours.add(torch._C._current_graph_task_id())
+
+    def take(self) -> Tuple[Optional[float], bool, bool]:
+        """Of the backward passes that reached the model since the last call: the largest
+        finite magnitude of the narrow tensors (None when none was finite and nonzero), whether
+        any held an inf or NaN, and whether any was seen at all; then forgets them."""
+        seen = [m for task, m in self.seen if task in self.ours]
+        self.seen, self.ours = [], set()
+        if not seen:
+            return None, False, False
+        groups: Dict[Any, List[torch.Tensor]] = {}
+        for lo, hi in seen:
+            groups.setdefault((lo.device, lo.dtype), []).extend((lo, hi))
+        # One transfer per device and dtype (exact in float64); a tensor's magnitudes are
+        # known where both its least and largest values are finite.
+        pairs = [
+            pair
+            for g in groups.values()
+            for pair in torch.stack(g).double().cpu().view(-1, 2).tolist()
+        ]
+        nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in pairs)
+        amax = max(
+            (max(-lo, hi) for lo, hi in pairs if math.isfinite(lo) and math.isfinite(hi)),
+            default=0.0,
+        )
+        return (amax if amax > 0 else None), nonfinite, True
+
+
+class Recorder:
+    """Records a training loop into the run directory ``out``: created (``config.json`` and
+    the ``INCOMPLETE`` marker) on entering the ``with`` block, or at the first :meth:`step` or
+    :meth:`close` without one; checked when the recorder is made, which writes nothing.
+
+    Args:
+        model: the ``torch.nn.Module`` trained (a ``DistributedDataParallel`` is unwrapped).
+        out: the run directory, new or empty (with ``ranks="each"``, rank ``r`` writes
+            ``out/rank{r}``).
+        format: the format the values are judged against (rounding counts, the report's zones
+            and windows): ``fp16``, ``bf16``, ``fp8-e4m3``, ``fp8-e5m2`` or any element format
+            of :func:`mixprec.formats` (not a block format: the run's recipe stores each tensor
+            class in an element format; to train in MXFP8 or NVFP4, record a :class:`Simulate`);
+            default ``fp16``, or with ``simulate`` the recipe's
+            (:meth:`Simulate.judged_format`).
+        every: capture every ``every`` steps (and the first); 0: never.
+        optimizer: the optimizer, whose state is captured on capture steps (optional).
+        scaler: the loop's ``torch.amp.GradScaler``, if it uses one: its policy goes into the
+            run's config, and every step records its scale and whether it skipped the step.
+        simulate: the :class:`Simulate` the loop trains under: the run's config records its
+            recipe, every step its loss scale, overflow, skipped step and per-class rounding
+            counts (call :meth:`step` after ``sim.step()``), and capture steps the values its
+            storage points rounded, before rounding, with what rounding did to them.
+        ranks: with ``torch.distributed`` initialised, ``"zero"`` (only rank 0 records; the
+            others' calls do nothing) or ``"each"`` (every rank records its own directory).
+        name: the run's name in reports (default ``pytorch-{format}``).
+        flush_every: the longest, in seconds, a step's line waits in memory before it reaches
+            ``metrics.jsonl`` (capture steps, :meth:`flush`, :meth:`close` and an exception
+            leaving the ``with`` block write everything at once).
+
+    Raises:
+        ValueError: a bad format (a block format included), ``every``, ``ranks`` or
+            ``flush_every``, or an ``out`` that holds anything (the command line's message).
+        TypeError: a ``model`` that is not a ``torch.nn.Module``, a ``scaler`` that is not a
+            ``torch.amp.GradScaler``, a ``simulate`` that is not a :class:`Simulate`.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        out: "str | os.PathLike[str]",
+        format: Optional[str] = None,
+        every: int = 100,
+        *,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        scaler: Optional[Any] = None,
+        simulate: Optional[Simulate] = None,
+        ranks: str = "zero",
+        name: Optional[str] = None,
+        flush_every: float = 2.0,
+    ) -> None:
+        _check_model(model)
+        if scaler is not None and not _is_grad_scaler(scaler):
+            raise TypeError(
+                "scaler: expected the loop's torch.amp.GradScaler, or None, got "
+                f"{type(scaler).__name__}"
+            )
+        if simulate is not None and not isinstance(simulate, Simulate):
+            raise TypeError(
+                f"simulate: expected a mixprec.torch.Simulate, or None, got "
+                f"{type(simulate).__name__}"
+            )
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(f"every: expected a whole number of steps >= 0, got {every!r}")
+        if ranks not in ("zero", "each"):
+            raise ValueError(f"ranks: expected 'zero' or 'each', got {ranks!r}")
+        if simulate is not None and scaler is not None:
+            raise ValueError(
+                "scaler: with simulate=..., the loss scaling is the Simulate's (give it the "
+                "GradScaler: Simulate(model, recipe, scaler=scaler))"
+            )
+        self.simulate = simulate
+        if format is None:
+            format = "fp16" if simulate is None else simulate.judged_format()
+        self._format_info = _element_format(format)  # ValueError with the library's list
+        self.format = format
+        self.every = every
+        self.name = name or (
+            f"pytorch-{format}" if simulate is None else f"pytorch-{simulate.recipe['name']}"
+        )
+        if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+            model = model.module
+        self.model = model
+        self.optimizer = optimizer
+        self.scaler = scaler
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        self.active = ranks == "each" or rank == 0
+        path = pathlib.Path(out)
+        if ranks == "each" and world > 1:
+            path = path / f"rank{rank}"
+        self.path = path
+        self._leaves = [
+            (n or "model", m) for n, m in model.named_modules() if not any(True for _ in m.children())
+        ]
+        self._layers = [n for n, _ in self._leaves]
+        if simulate is not None and simulate.rounds("activation"):
+            self._layers.insert(0, "input")
+        if simulate is not None and simulate.rounds("activation_grad"):
+            self._layers.append("loss")
+        self._param_layer = {}
+        for n, p in model.named_parameters():
+            self._param_layer[p] = n.rsplit(".", 1)[0] if "." in n else "model"
+        self._hooks: List[Any] = []
+        self._capture: Optional[Any] = None
+        self._step = 0
+        self._start = time.monotonic()
+        self._sim_steps = 0 if simulate is None else simulate.steps
+        self._writer = None
+        self._watch = []
+        #: Whether the last forward pass of the model (gradients on) stored narrow tensors;
+        #: None before the first.
+        self._forward_narrow: Optional[bool] = None
+        self._warned_fp32 = False
+        if not self.active:
+            return
+        if scaler is not None and not scaler.is_enabled():
+            warnings.warn(
+                "Recorder: the GradScaler is disabled (torch.amp.GradScaler('cuda') without "
+                "CUDA disables itself; use the device the model runs on): the run records no "
+                "loss scaling",
+                stacklevel=2,
+            )
+        low = self._format_info["name"]
+        recipe = {
+            "name": self.name,
+            "weights": low,
+            "activations": low,
+            "activation_grads": low,
+            "weight_grads": low,
+            "optimizer_state": "fp32",
+            "master_weights": "fp32",
+            "loss_scaling": _policy(scaler),
+        }
+        if simulate is not None:
+            recipe = dict(simulate.recipe, name=self.name)
+        config = {
+            "source": "pytorch",
+            "recipe": recipe,
+            "format": format,
+            "capture_every": every,
+            "model": type(model).__name__,
+            "layers": self._layers,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "torch": torch.__version__,
+            "rank": rank,
+            "world_size": world,
+        }
+        self._writer = _mixprec.RunWriter(str(path), json.dumps(config), float(flush_every))
+        self._backward = _BackwardAmax()
+        self._watch: List[Any] = []
+        if simulate is None:
+            self._watch_backward()
+        if every > 0:
+            self._begin_capture()
+
+    # -- capture ---------------------------------------------------------------------------
+
+    def _add(self, layer: str, tensor: str, t: torch.Tensor, part: Optional[str] = None) -> None:
+        """Adds ``t``'s values to the site (layer, tensor, part) of the current capture."""
+        if not (t.is_floating_point() and t.numel()):
+            return
+        t = t.detach()
+        sim = self.simulate
+        if sim is not None:
+            if sim.rounds(tensor):
+                return  # the Simulate captures what it rounds, before rounding
+            # Stored in FP32 by the recipe: nothing is rounded.
+            values = t.float().contiguous().cpu().numpy()
+            self._capture.add_stored(layer, tensor, part, values, (0, 0, 0, 0, 0))
+            return
+        if t.device.type != "cpu":
+            # One copy to the host in the tensor's own dtype, on capture steps only: the
+            # histogram and the rounding counts are the library's, formed where the copy lies.
+            t = t.cpu()
+        if t.dtype in (torch.float32, torch.float64):
+            self._capture.add(layer, tensor, part, t.numpy(), "float")
+        elif t.dtype in (torch.float16, torch.bfloat16):
+            kind = "f16" if t.dtype == torch.float16 else "bf16"
+            self._capture.add(layer, tensor, part, t.view(torch.int16).numpy(), kind)
+        else:
+            self._capture.add(layer, tensor, part, t.float().numpy(), "float")
+
+    def _begin_capture(self) -> None:
+        self._capture = _mixprec.Capture(self.format, self._layers)
+        if self.simulate is not None:
+            self.simulate.capture = self._capture
+        with torch.no_grad():
+            for p, layer in self._param_layer.items():
+                self._add(layer, "weight", p)
+        for name, module in self._leaves:
+            self._hooks.append(module.register_forward_hook(self._forward_hook(name)))
+        for p, layer in self._param_layer.items():
+            if p.requires_grad:
+                self._hooks.append(p.register_post_accumulate_grad_hook(self._grad_hook(layer)))
+
+    def _forward_hook(self, name: str):
+        def hook(module, inputs, output):
+            out = output[0] if isinstance(output, (tuple, list)) and output else output
+            if not isinstance(out, torch.Tensor):
+                return
+            self._add(name, "activation", out)
+            if out.requires_grad:
+                out.register_hook(lambda g: self._add(name, "activation_grad", g))
+
+        return hook
+
+    def _grad_hook(self, layer: str):
+        def hook(p):
+            if p.grad is not None:
+                self._add(layer, "weight_grad", p.grad)
+
+        return hook
+
+    def _end_capture(self):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if self.optimizer is not None:
+            with torch.no_grad():
+                for p, state in self.optimizer.state.items():
+                    layer = self._param_layer.get(p)
+                    if layer is None:
+                        continue
+                    for key, value in state.items():
+                        if isinstance(value, torch.Tensor) and value.dim() > 0:
+                            self._add(layer, "optimizer_state", value, _PARTS.get(key, key))
+        capture, self._capture = self._capture, None
+        if self.simulate is not None:
+            self.simulate.capture = None
+        return capture
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _grad_amax(self) -> Tuple[Optional[float], bool]:
+        """The largest finite magnitude of the parameters' (unscaled) gradients, and whether
+        one was inf or NaN."""
+        grads = [p.grad for p in self._param_layer if p.grad is not None]
+        if not grads:
+            return None, False
+        # One concatenation per device and dtype, then one reduction each: on the CPU a few
+        # times faster than torch._foreach_norm(grads, inf) for a model's few dozen tensors.
+        groups: Dict[Tuple[Any, Any], List[torch.Tensor]] = {}
+        for g in grads:
+            groups.setdefault((g.device, g.dtype), []).append(g.reshape(-1))
+        amaxes = [torch.cat(gs).abs().max().to(torch.float64).cpu() for gs in groups.values()]
+        norms = torch.stack(amaxes)
+        amax = float(norms.max())
+        if math.isfinite(amax):
+            return (amax if amax > 0 else None), False
+        finite = [g[torch.isfinite(g)] for g in grads]
+        amax = max((float(g.abs().max()) for g in finite if g.numel()), default=0.0)
+        return (amax if amax > 0 else None), True
+
+    def step(self, loss: Any, scaler: Optional[Any] = None) -> None:
+        """Records one training step; call once per optimizer step.
+
+        With a ``torch.amp.GradScaler`` (given to the constructor), call it after
+        ``scaler.step(optimizer)`` and before ``scaler.update()``: the scale is then the one this
+        step's backward used, and the scaler still knows whether it found an inf or NaN (and so
+        skipped the step).
+
+        Args:
+            loss: the step's loss (unscaled; a tensor or a number).
+            scaler: the constructor's ``scaler`` again, or nothing.
+
+        Raises:
+            ValueError: a ``scaler`` that is not the constructor's (whose policy the run's
+                config records).
+            RuntimeError: the scaler has not stepped since its last update (``rec.step`` called
+                after ``scaler.update()``, or before ``scaler.step``).
+        """
+        if scaler is not None and scaler is not self.scaler:
+            raise ValueError(
+                "scaler: not the GradScaler given to Recorder(..., scaler=scaler), whose policy "
+                "the run's config records; pass the loop's scaler to the constructor"
+            )
+        scaler = self.scaler
+        if not self.active:
+            return
+        self._step += 1
+        step = self._step
+        loss = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
+        scale, found_inf = 1.0, False
+        if scaler is not None and scaler.is_enabled():
+            found = [
+                v
+                for state in scaler._per_optimizer_states.values()
+                for v in state["found_inf_per_device"].values()
+            ]
+            if not found:
+                raise RuntimeError(
+                    "rec.step(loss, scaler=scaler): the scaler has not stepped since its last "
+                    "update; call rec.step after scaler.step(optimizer) and before scaler.update()"
+                )
+            found_inf = any(float(v) > 0 for v in found)
+            scale = float(scaler.get_scale())
+        counts: Dict[str, Any] = {}
+        sim = self.simulate
+        if sim is not None:
+            if sim.steps != self._sim_steps + 1:
+                raise RuntimeError(
+                    "rec.step(loss): call it once after each sim.step() (the Simulate's step "
+                    "says what the step's loss scale, overflow and rounding were)"
+                )
+            self._sim_steps = sim.steps
+            last = sim.last
+            scale, found_inf, counts = last["loss_scale"], last["overflow"], last["counts"]
+        capture = self._end_capture() if self._capture is not None else None
+        amax, bounded = None, False
+        if sim is not None:
+            # Before rounding, as the storage points saw them: the values the recipe stores.
+            amax, bounded = last["grad_amax"], last["grad_amax_bounded"]
+            seen = sim.rounds("activation_grad") or sim.rounds("weight_grad")
+        else:
+            self._backward.stop()
+            amax, bounded, seen = self._backward.take()
+            if amax is not None:
+                amax /= scale
+        if sim is None and self._forward_narrow is False:
+            self._warn_fp32()
+        if not seen:
+            # No backward pass seen, or none rounded: the weights' gradients, as FP32 holds them.
+            amax, bounded = self._grad_amax()
+        nonfinite = False
+        if sim is None and not (scaler is not None and scaler.is_enabled()):
+            nonfinite = self._grad_amax()[1]
+        overflow = found_inf or nonfinite
+        skipped = found_inf if sim is None else last["skipped"]
+        record = {
+            "step": step,
+            "loss": _finite(loss),
+            "loss_scale": scale,
+            "overflow": overflow,
+            "skipped": skipped,
+            "updates_lost": None,
+            "grad_amax": amax,
+            # An inf or NaN hid later gradients; a non-finite loss overflows at every scale.
+            "grad_amax_bounded": bool(bounded and math.isfinite(loss)),
+            "counts": counts,
+        }
+        self._writer.step(json.dumps(record, allow_nan=False), capture)
+        if self.every > 0 and (step + 1) % self.every == 0:
+            self._begin_capture()
+
+    def close(self, metric: Optional[Tuple[str, float]] = None) -> None:
+        """Finishes the run: writes ``summary.json`` and removes the ``INCOMPLETE`` marker.
+
+        Args:
+            metric: ``(name, value)`` of the trained model's evaluation, for the summary;
+                default: the mean loss of the last (up to 20) steps, named
+                ``mean_loss_last_20_steps``.
+        """
+        if not self.active or not self._writer.open:
+            return
+        self._release()
+        # The summary's counts, final loss and divergence come from what the writer tallied
+        # of the steps, by the same Rust code as `mixprec train`'s.
+        weights_finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+        self._writer.finish(
+            self.name,
+            sum(p.numel() for p in self.model.parameters()),
+            weights_finite,
+            time.monotonic() - self._start,
+            None if metric is None else (str(metric[0]), float(metric[1])),
+        )
+
+    def flush(self) -> None:
+        """Writes the steps held in memory to the run directory (they reach it within 2 s, and
+        at every capture step, anyway)."""
+        if self.active and self._writer.open:
+            self._writer.flush()
+
+    def __enter__(self) -> "Recorder":
+        # The run directory is created here (or, used without ``with``, at the first step):
+        # a recorder made and never used leaves nothing behind.
+        if self.active:
+            self._writer.create()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            # An unfinished run: every step so far on disk, the marker kept.
+            if self.active and self._writer.open:
+                self._release()
+            self.flush()
+
+    def _release(self) -> None:
+        """Removes the hooks and leaves the dispatch mode."""
+        for h in self._hooks + self._watch:
+            h.remove()
+        self._hooks, self._watch = [], []
+        self._backward.stop()
+
+    def _watch_backward(self) -> None:
+        """A hook on the model: the end of a forward pass (gradients on) in a loop that stores
+        narrow tensors (:meth:`_narrow`) turns the dispatch mode on, and hooks each of the
+        outputs' gradient functions to say which backward passes reach the model; the
+        optimizer's step (its backward passes done) and :meth:`step` turn it off, so that the
+        optimizer and other work between steps run without it. In a loop that stores none the
+        mode stays off: :meth:`step` takes the weights' gradients."""
+        backward = self._backward
+
+        def outputs(module, inputs, output):
+            if not torch.is_grad_enabled():
+                return
+            self._forward_narrow = self._narrow(output)
+            if self._forward_narrow:
+                for t in tree_leaves(output):
+                    if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                        t.grad_fn.register_prehook(backward.mark)
+                backward.start()
+
+        self._watch = [self.model.register_forward_hook(outputs)]
+        if self.optimizer is not None:
+            self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: backward.stop()))
+
+    def _warn_fp32(self) -> None:
+        """Warns, once, that the loop stores nothing narrower than FP32 while the run's recipe
+        says it stores ``format`` (the usual cause: autocast for another device, which does
+        nothing)."""
+        if self._warned_fp32 or self._format_info["name"] in ("fp32", "tf32"):
+            return
+        self._warned_fp32 = True
+        warnings.warn(
+            f"Recorder: the loop stores no tensor narrower than FP32 (no autocast on the "
+            f"model's device: torch.autocast('cuda') does nothing on the CPU; FP32 weights and "
+            f"outputs), yet the run {self.name!r} is recorded as trained in "
+            f"{self._format_info['name']}: its counts are of FP32 values rounded into "
+            f"{self._format_info['name']}; use torch.autocast(device) on the model's device, "
+            f"or format='fp32' for an FP32 loop",
+            stacklevel=3,
+        )
+
+    def _narrow(self, output) -> bool:
+        """Whether the forward pass that gave ``output`` ran in a loop that stores tensors
+        narrower than FP32: autocast on for a device of its outputs, or an output or a weight
+        in a narrow dtype."""
+        leaves = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+        return (
+            any(t.dtype in _NARROW for t in leaves)
+            or any(torch.is_autocast_enabled(d) for d in {t.device.type for t in leaves})
+            or any(p.dtype in _NARROW for p in self._param_layer)
+        )
