@@ -261,7 +261,7 @@ class Recorder:
         name: Optional[str] = None,
         flush_every: float = 2.0,
     ) -> None:
-        _check_model(model)
+        _check_model(model, "Recorder")
         if scaler is not None and not _is_grad_scaler(scaler):
             raise TypeError(
                 "scaler: expected the loop's torch.amp.GradScaler, or None, got "

@@ -27,14 +27,17 @@ library's, through the binding: nothing of them is restated here.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import numbers
+import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
 from . import _mixprec
+from ._products import Products, _layer_of
 from ._torch_round import quantize
 
 #: The classes of a recipe, as the run directory's counts name them, and the recipe key of each.
@@ -54,9 +57,21 @@ _PARTS = {"exp_avg": "adam_m", "exp_avg_sq": "adam_v", "momentum_buffer": "momen
 _OPERANDS = {"gemm_input": "input", "gemm_weight": "weight", "gemm_grad_output": "grad_output"}
 
 
-def _check_model(model: Any) -> None:
+#: Why a model that torch.compile runs is refused: its graph runs without the module hooks,
+#: autograd hooks and torch functions the rounding and the recording live in.
+_COMPILED = (
+    "{who}: the model is compiled by torch.compile, whose graph runs without the hooks "
+    "{who} sees the model through (it would give other numbers, silently); pass the eager "
+    "model (for torch.compile(model), its ._orig_mod) and compile nothing under {who}"
+)
+
+
+def _check_model(model: Any, who: str) -> None:
+    """A ``torch.nn.Module`` that torch.compile does not run (else a TypeError)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    if hasattr(model, "_orig_mod") or getattr(model, "_compiled_call_impl", None) is not None:
+        raise TypeError(_COMPILED.format(who=who))
 
 
 def _is_grad_scaler(scaler: Any) -> bool:
@@ -83,59 +98,23 @@ def _policy(scaler: Optional[Any]) -> str:
 
 
 
-class _Straight(torch.autograd.Function):
-    """``rounded`` in the forward pass; the backward passes the gradient to ``x`` unchanged
-    (rounded by ``grad`` when given): a store whose gradient is that of the value stored."""
+class _Store(torch.autograd.Function):
+    """``store(x)`` in the forward pass (``x`` itself without ``store``), the backward passing the
+    gradient to ``x`` unchanged (rounded by ``grad`` when given): a store whose gradient is that
+    of the value stored. The output is a tensor of its own (``x``'s storage without ``store``, as
+    ``detach`` shares it, with its version counter), never a view, so that the model may modify
+    it in place as it would have modified ``x`` (torchvision's ``ReLU(inplace=True)``, ``out +=
+    identity``)."""
 
     @staticmethod
-    def forward(ctx, x, rounded, grad):  # noqa: D102
+    def forward(ctx, x, store, grad):  # noqa: D102
         ctx.grad = grad
-        return rounded.view_as(rounded)
+        y = x if store is None else store(x)
+        return x.detach() if y is x else y
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
         return (g if ctx.grad is None else ctx.grad(g)), None, None
-
-
-class _CastLinear(torch.autograd.Function):
-    """``y = x Wᵀ + b`` with the recipe's operand casts (``mixprec train``'s Linear): ``x`` and
-    ``W`` cast for the forward product, ``dL/dy`` for the backward products, each along the axis
-    its product sums over; the bias gradient sums the uncast ``dL/dy``."""
-
-    @staticmethod
-    def forward(ctx, x, w, b, sim, name):  # noqa: D102
-        x2 = x.reshape(-1, x.shape[-1])
-        xq = sim._operand("gemm_input", name, "input", x2)
-        wq = sim._operand("gemm_weight", name, "weight", w)
-        ctx.sim, ctx.name, ctx.shape = sim, name, x.shape
-        ctx.has_bias = b is not None
-        ctx.save_for_backward(x2, w, xq, wq)
-        y = xq @ wq.t()
-        if b is not None:
-            y = y + b
-        return y.reshape(*x.shape[:-1], w.shape[0])
-
-    @staticmethod
-    def backward(ctx, dy):  # noqa: D102
-        sim, name = ctx.sim, ctx.name
-        x2, w, xq, wq = ctx.saved_tensors
-        dy2 = dy.reshape(-1, dy.shape[-1]).contiguous()
-        per_product = sim._blocks("gemm_grad_output") is not None
-        if per_product:
-            # Blocks run along the axis each product sums: dL/dx sums over the outputs,
-            # dL/dW over the batch.
-            dyq = sim._operand("gemm_grad_output", name, "grad_output", dy2)
-            w_cols = sim._operand("gemm_weight", name, "weight", w.t().contiguous()).t()
-            dx = dyq @ w_cols
-            dyq_t = sim._operand("gemm_grad_output", name, "grad_output", dy2.t().contiguous())
-            x_t = sim._operand("gemm_input", name, "input", x2.t().contiguous())
-            dw = dyq_t @ x_t.t()
-        else:
-            dyq = sim._operand("gemm_grad_output", name, "grad_output", dy2)
-            dx = dyq @ wq
-            dw = dyq.t() @ xq
-        db = dy2.sum(0) if ctx.has_bias else None
-        return dx.reshape(ctx.shape), dw, db, None, None
 
 
 class Simulate:
@@ -190,7 +169,7 @@ class Simulate:
         scaler: Any = None,
         seed: int = 0,
     ) -> None:
-        _check_model(model)
+        _check_model(model, "Simulate")
         if not isinstance(recipe, (str, Mapping)):
             raise TypeError(
                 "recipe: expected a preset name, a recipe as a dict or JSON text, got "
@@ -255,6 +234,8 @@ class Simulate:
         self._counts: Dict[str, List[int]] = {}
         self._weights: Dict[int, Tuple[Tuple[int, int], torch.Tensor]] = {}
         self._weight_sites: List[Tuple[torch.nn.Module, str, str]] = []
+        self._products: Optional[Products] = None
+        self._warned: set = set()
         self._undo: List[Callable[[], None]] = []
         self._scale_used = 1.0
         self._grad_amax = 0.0
@@ -413,22 +394,27 @@ class Simulate:
     def _install(self) -> None:
         model = self.model
         if self._formats["activation"] is not None:
-            h = model.register_forward_pre_hook(self._round_inputs)
+            h = model.register_forward_pre_hook(self._round_inputs, with_kwargs=True)
             self._undo.append(h.remove)
+        names = {id(p): n for n, p in model.named_parameters()}
         for name, module in model.named_modules():
             name = name or "model"
             params = [n for n, p in module.named_parameters(recurse=False) if p is not None]
             if params and self._formats["weight"] is not None:
-                self._read_rounded(module, name, params)
+                self._read_rounded(module, name, params, names)
             leaf = not any(True for _ in module.children())
-            if leaf and isinstance(module, torch.nn.Linear) and self._casts_operands():
-                self._cast_linear(module, name)
             if leaf and self._formats["activation"] is not None:
                 h = module.register_forward_hook(self._round_output(name))
                 self._undo.append(h.remove)
             if leaf and self._formats["activation_grad"] is not None:
-                h = module.register_forward_pre_hook(self._round_input_grads(name))
+                h = module.register_forward_pre_hook(self._round_input_grads(name), with_kwargs=True)
                 self._undo.append(h.remove)
+        h = model.register_forward_pre_hook(self._forward_begins)
+        self._undo.append(h.remove)
+        if self._casts_operands():
+            self._products = Products(self, names)
+            h = model.register_forward_hook(self._products_off, always_call=True)
+            self._undo.append(h.remove)
         if self._formats["activation_grad"] is not None:
             # The gradient of the loss with respect to the network's output (the training
             # core's "loss" site).
@@ -446,19 +432,56 @@ class Simulate:
     def _casts_operands(self) -> bool:
         return any(self._formats[c] is not None for c in _OPERANDS)
 
-    def _round_inputs(self, module, args):
-        return tuple(
-            _Straight.apply(a, self._round(a, "activation", "input"), None)
-            if isinstance(a, torch.Tensor) and a.is_floating_point()
-            else a
-            for a in args
-        )
+    def _forward_begins(self, module, args) -> None:
+        """Refuses a forward pass that torch.compile traces (its graph would run without the
+        rounding); turns the products' mode on where the recipe casts them."""
+        if torch.compiler.is_compiling():
+            raise RuntimeError(_COMPILED.format(who="Simulate"))
+        if self._products is not None:
+            self._products.__enter__()
+
+    def _products_off(self, module, args, output) -> None:
+        """The end of a forward pass: the products' mode off; a warning naming the weights whose
+        products ran uncast, the first time each is seen."""
+        self._products.__exit__(None, None, None)
+        new = [n for n in self._products.uncast if n not in self._warned]
+        if new:
+            self._warned.update(new)
+            uncast = ", ".join(f"{n} ({self._products.uncast[n]})" for n in new)
+            warnings.warn(
+                f"Simulate: recipe {self.recipe['name']!r} casts the operands of products, but "
+                f"these weights' products ran uncast, in FP32: {uncast}",
+                stacklevel=2,
+            )
+
+    @property
+    def coverage(self) -> Optional[Dict[str, Any]]:
+        """Which weights' products the forward passes so far cast into the recipe's operand
+        formats: ``cast`` and ``uncast`` (parameter names, each once however often it is read
+        or tied), ``cast_weights`` and ``product_weights`` (the scalars of the weights cast, and
+        of every weight that formed a product), and ``parameters`` (all the model's scalars);
+        None for a recipe that casts no operands."""
+        if self._products is None:
+            return None
+        sizes = {n: p.numel() for n, p in self.model.named_parameters()}
+        cast = sorted(self._products.cast)
+        uncast = sorted(n for n in self._products.uncast if n not in self._products.cast)
+        return {
+            "cast": cast,
+            "uncast": uncast,
+            "cast_weights": sum(sizes[n] for n in cast),
+            "product_weights": sum(sizes[n] for n in cast + uncast),
+            "parameters": sum(sizes.values()),
+        }
+
+    def _round_inputs(self, module, args, kwargs):
+        store = lambda a: self._round(a, "activation", "input")  # noqa: E731
+        return _map_tensors((args, kwargs), lambda a: _Store.apply(a, store, None))
 
     def _round_output(self, name: str):
         def hook(module, inputs, output):
-            return _map_tensors(
-                output, lambda y: _Straight.apply(y, self._round(y, "activation", name), None)
-            )
+            store = lambda y: self._round(y, "activation", name)  # noqa: E731
+            return _map_tensors(output, lambda y: _Store.apply(y, store, None))
 
         return hook
 
@@ -466,13 +489,10 @@ class Simulate:
         """A module's activation gradients are those with respect to its inputs (as the
         training core's layers store the gradient they pass back)."""
 
-        def hook(module, args):
+        def hook(module, args, kwargs):
             grad = lambda g: self._round(g, "activation_grad", name)  # noqa: E731
-            return tuple(
-                _Straight.apply(a, a, grad)
-                if isinstance(a, torch.Tensor) and a.is_floating_point() and a.requires_grad
-                else a
-                for a in args
+            return _map_tensors(
+                (args, kwargs), lambda a: _Store.apply(a, None, grad) if a.requires_grad else a
             )
 
         return hook
@@ -480,7 +500,7 @@ class Simulate:
     def _round_loss_grad(self, module, inputs, output):
         grad = lambda g: self._round(g, "activation_grad", "loss")  # noqa: E731
         return _map_tensors(
-            output, lambda y: _Straight.apply(y, y, grad) if y.requires_grad else y
+            output, lambda y: _Store.apply(y, None, grad) if y.requires_grad else y
         )
 
     def _round_grad(self, name: str):
@@ -491,12 +511,16 @@ class Simulate:
 
         return hook
 
-    def _read_rounded(self, module: torch.nn.Module, layer: str, names: List[str]) -> None:
+    def _read_rounded(
+        self, module: torch.nn.Module, layer: str, names: List[str], parameters: Dict[int, str]
+    ) -> None:
         """Makes every read of ``module.<name>`` (in its forward or any other module's) see the
         parameter rounded into the weights' format: a subclass of the module's class with a
         property per parameter, as ``torch.nn.utils.parametrize`` does, without renaming the
         parameters (the optimizer, ``state_dict`` and ``named_parameters`` see the FP32 master
-        weights). The rounding is redone only when the parameter has changed."""
+        weights). The rounding is redone only when the parameter has changed. Each read is a
+        tensor of its own, carrying the parameter's name (``parameters``: by id) for the
+        products' mode."""
         cls = type(module)
         for name in names:
             self._weight_sites.append((module, layer, name))
@@ -504,7 +528,9 @@ class Simulate:
         def read(name: str):
             def get(m):
                 p = m._parameters[name]
-                return _Straight.apply(p, self._weight(p, layer, name), None)
+                w = _Store.apply(p, lambda _: self._weight(p, layer, name).detach(), None)
+                w._mixprec_parameter = parameters.get(id(p))
+                return w
 
             return property(get)
 
@@ -533,13 +559,6 @@ class Simulate:
             p = module._parameters.get(name)
             if p is not None:
                 self._weight(p, layer, name)
-
-    def _cast_linear(self, module: torch.nn.Linear, name: str) -> None:
-        def forward(x):
-            return _CastLinear.apply(x, module.weight, module.bias, self, name)
-
-        module.forward = forward
-        self._undo.append(lambda: module.__dict__.pop("forward", None))
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
         names = {id(p): n for n, p in self.model.named_parameters()}
@@ -625,22 +644,25 @@ class Simulate:
         return {cls: dict(zip(keys, c)) for cls, c in sorted(counts.items())}
 
 
-def _layer_of(parameter: str) -> str:
-    """The layer a parameter belongs to, as the Recorder names it (``0.weight`` -> ``0``)."""
-    return parameter.rsplit(".", 1)[0] if "." in parameter else "model"
-
-
 def _format_info(name: str) -> Dict[str, Any]:
     return json.loads(_mixprec.formats_json([name]))[0]
 
 
 def _map_tensors(value: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """``f`` applied to every floating-point tensor in ``value`` (a tensor, or tuples and lists
-    of them, as LSTMs return ``(output, (h, c))``)."""
+    """``f`` applied to every floating-point tensor in ``value``: a tensor, or tuples (named
+    too), lists and dicts of them, as LSTMs return ``(output, (h, c))`` and Hugging Face models
+    a ``ModelOutput`` (a dict, whose copy keeps its class)."""
     if isinstance(value, torch.Tensor):
         return f(value) if value.is_floating_point() else value
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_map_tensors(v, f) for v in value))
     if isinstance(value, (tuple, list)):
         return type(value)(_map_tensors(v, f) for v in value)
+    if isinstance(value, dict):
+        out = copy.copy(value)
+        for k, v in value.items():
+            out[k] = _map_tensors(v, f)
+        return out
     return value
 
 
