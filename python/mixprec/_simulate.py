@@ -31,6 +31,8 @@ import copy
 import json
 import math
 import numbers
+import os
+import sys
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -72,6 +74,23 @@ def _check_model(model: Any, who: str) -> None:
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     if hasattr(model, "_orig_mod") or getattr(model, "_compiled_call_impl", None) is not None:
         raise TypeError(_COMPILED.format(who=who))
+
+
+def _compiled(model: torch.nn.Module) -> bool:
+    """Whether a forward pass of ``model`` beginning now runs under torch.compile: traced, or
+    called by a compiled module (``torch.compile(model)`` runs the root's hooks eagerly, from
+    dynamo's frame, and traces the rest), or ``model.compile()`` done since."""
+    if torch.compiler.is_compiling() or getattr(model, "_compiled_call_impl", None) is not None:
+        return True
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_DYNAMO_FRAME):
+            return True
+        frame = frame.f_back
+    return False
+
+
+_DYNAMO_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
 
 
 def _is_grad_scaler(scaler: Any) -> bool:
@@ -435,7 +454,7 @@ class Simulate:
     def _forward_begins(self, module, args) -> None:
         """Refuses a forward pass that torch.compile traces (its graph would run without the
         rounding); turns the products' mode on where the recipe casts them."""
-        if torch.compiler.is_compiling():
+        if _compiled(module):
             raise RuntimeError(_COMPILED.format(who="Simulate"))
         if self._products is not None:
             self._products.__enter__()

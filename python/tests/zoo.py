@@ -60,7 +60,6 @@ def _gpt2() -> torch.nn.Module:
     config = GPT2Config(
         vocab_size=_VOCAB, n_positions=64, n_embd=128, n_layer=2, n_head=4,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
-        loss_type="ForCausalLM",
     )
     return GPT2LMHeadModel(config)
 
