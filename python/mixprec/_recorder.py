@@ -571,12 +571,15 @@ class Recorder:
         # The summary's counts, final loss and divergence come from what the writer tallied
         # of the steps, by the same Rust code as `mixprec train`'s.
         weights_finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+        # Which weights' products the Simulate cast: the report names any left in FP32.
+        coverage = None if self.simulate is None else self.simulate.coverage
         self._writer.finish(
             self.name,
             sum(p.numel() for p in self.model.parameters()),
             weights_finite,
             time.monotonic() - self._start,
             None if metric is None else (str(metric[0]), float(metric[1])),
+            None if coverage is None else json.dumps(coverage),
         )
 
     def flush(self) -> None:

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
 use mixprec::run::{
-    self, CaptureBuilder, CaptureRecord, Class, EvalMetric, RecordedConfig, SiteCapture,
-    StepRecord, class_counts,
+    self, CaptureBuilder, CaptureRecord, Class, Coverage, EvalMetric, RecordedConfig, SiteCapture,
+    StepRecord, Summary, class_counts,
 };
 use mixprec::stats::Histogram;
 use mixprec::train::TrainConfig;
@@ -385,8 +385,10 @@ impl RunWriter {
     /// (`mixprec::run::RunWriter::summary`, the code `mixprec train` uses); the caller
     /// gives the recipe's name, the trainable scalars, whether every weight is finite, the wall
     /// time and the evaluation `metric` (name, value), by default the mean of the finite losses
-    /// of the last 20 steps, named `mean_loss_last_20_steps`. Returns the summary as JSON.
-    #[pyo3(signature = (recipe, parameters, weights_finite, wall_seconds, metric=None))]
+    /// of the last 20 steps, named `mean_loss_last_20_steps`, and, for a recipe that casts the
+    /// operands of products, the `coverage` of those casts as JSON (`mixprec::run::Coverage`).
+    /// Returns the summary as JSON.
+    #[pyo3(signature = (recipe, parameters, weights_finite, wall_seconds, metric=None, coverage_json=None))]
     fn finish(
         &mut self,
         recipe: &str,
@@ -394,7 +396,11 @@ impl RunWriter {
         weights_finite: bool,
         wall_seconds: f64,
         metric: Option<(String, f64)>,
+        coverage_json: Option<&str>,
     ) -> PyResult<String> {
+        let coverage: Option<Coverage> = coverage_json
+            .map(|json| parse("coverage", json))
+            .transpose()?;
         self.writer()?;
         let State::Open(w) = std::mem::replace(&mut self.state, State::Finished) else {
             return Err(finished(&self.path));
@@ -405,17 +411,20 @@ impl RunWriter {
                 w.recent_mean_loss(),
             )
         });
-        let summary = w.summary(
-            recipe,
-            EvalMetric {
-                name,
-                value,
-                chance: None,
-            },
-            parameters,
-            weights_finite,
-            wall_seconds,
-        );
+        let summary = Summary {
+            coverage,
+            ..w.summary(
+                recipe,
+                EvalMetric {
+                    name,
+                    value,
+                    chance: None,
+                },
+                parameters,
+                weights_finite,
+                wall_seconds,
+            )
+        };
         w.finish(&summary).map_err(py_err)?;
         serde_json::to_string(&summary).map_err(|e| PyValueError::new_err(e.to_string()))
     }

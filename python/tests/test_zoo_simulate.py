@@ -3,6 +3,7 @@ ViT), each check against the truth: PyTorch's own arithmetic on operands rounded
 by mixprec's exact rounding, and an aten-level record of which weights form products."""
 
 import copy
+import json
 import math
 import warnings
 
@@ -17,7 +18,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from transformers.pytorch_utils import Conv1D  # noqa: E402
 
-from mixprec.torch import Simulate, quantize  # noqa: E402
+from mixprec.torch import Recorder, Simulate, quantize  # noqa: E402
 from zoo import NAMES, ZOO  # noqa: E402
 
 RECIPES = ["fp16-master", "fp16-dynamic", "bf16-master", "fp8-hybrid", "mxfp8", "nvfp4"]
@@ -275,6 +276,18 @@ def test_a_convolution_in_mxfp8_is_the_product_of_its_patches_cast_per_block():
     torch.testing.assert_close(conv.weight.grad, dw.reshape(conv.weight.shape), rtol=1e-6, atol=1e-6)
 
 
+class Einsum(torch.nn.Module):
+    """A product Simulate does not cast (an einsum of a weight), and one it does."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 4))
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(torch.einsum("bi,oi->bo", x, self.w))
+
+
 def test_frozen_parameters_stay_put_and_a_uncast_weight_is_named():
     """BERT with its embeddings frozen trains under MXFP8, the frozen weights unchanged and
     without gradients; a weight whose product Simulate cannot cast (an einsum) is named in a
@@ -292,15 +305,6 @@ def test_frozen_parameters_stay_put_and_a_uncast_weight_is_named():
             sim.step()
     for n, p in model.bert.embeddings.named_parameters():
         assert torch.equal(p, frozen[n]) and p.grad is None
-
-    class Einsum(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.randn(4, 4))
-            self.lin = torch.nn.Linear(4, 4)
-
-        def forward(self, x):
-            return self.lin(torch.einsum("bi,oi->bo", x, self.w))
 
     m = Einsum()
     with pytest.warns(UserWarning, match=r"uncast, in FP32: w \(einsum\)"):
@@ -322,3 +326,30 @@ def test_torch_compile_is_refused_in_one_line():
             with pytest.raises(RuntimeError, match="compiled by torch.compile") as e:
                 compile_it(m)(torch.randn(2, 4))
         assert "\n" not in str(e.value)
+
+
+def test_the_run_records_the_coverage_and_its_report_names_the_uncast_weights(tmp_path, cli):
+    """A recorded Simulate writes its coverage into summary.json; the report's findings name
+    the weights whose products ran in FP32."""
+    torch.manual_seed(0)
+    m = Einsum()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    sim = Simulate(m, "mxfp8", optimizer=opt)
+    run = tmp_path / "run"
+    with pytest.warns(UserWarning, match="uncast"):
+        with sim, Recorder(m, run, every=1, simulate=sim) as rec:
+            for _ in range(3):
+                opt.zero_grad()
+                loss = m(torch.randn(8, 4)).pow(2).mean()
+                sim.backward(loss)
+                sim.step()
+                rec.step(loss)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["coverage"] == sim.coverage
+    assert summary["coverage"]["uncast"] == ["w"]
+    page = tmp_path / "page"
+    r = cli("report", str(run), "--out", str(page))
+    assert r.returncode == 0, r.stderr
+    html = (page / "index.html").read_text()
+    assert "the products of w ran uncast, in FP32" in html
+    assert "50.0% of the scalars of the weights that formed products were cast (16 of 32)" in html

@@ -264,6 +264,28 @@ pub struct Summary {
     pub parameters: usize,
     /// Wall-clock time of the run (the one field that differs between identical runs).
     pub wall_seconds: f64,
+    /// Which weights' products a recipe that casts the operands of products cast, where the
+    /// trainer could miss some (`mixprec.torch.Simulate` in a user's model); absent otherwise
+    /// (`mixprec train` casts every product of its own layers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
+}
+
+/// The weights whose products a run cast into the recipe's operand formats
+/// ([`Recipe::gemm_operands`]), and those whose products ran uncast, in FP32.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Coverage {
+    /// The parameters whose products were cast (each once, however often read or tied).
+    pub cast: Vec<String>,
+    /// The parameters that formed a product left uncast.
+    pub uncast: Vec<String>,
+    /// The scalars of the weights cast.
+    pub cast_weights: u64,
+    /// The scalars of every weight that formed a product, cast or not.
+    pub product_weights: u64,
+    /// All the model's scalars.
+    pub parameters: u64,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` signature

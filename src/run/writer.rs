@@ -266,6 +266,7 @@ impl RunWriter {
             eval_metric,
             parameters,
             wall_seconds,
+            coverage: None,
         }
     }
 

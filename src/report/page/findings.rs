@@ -88,8 +88,9 @@ type Say<'a> = &'a mut dyn FnMut(String, &str);
 type Rule = fn(usize, &RunData, &[RunData], Say<'_>);
 
 /// The rules, in the order the page says them for each run.
-const RULES: [Rule; 9] = [
+const RULES: [Rule; 10] = [
     unfinished,
+    uncast,
     changed_after_the_run,
     diverged,
     failed,
@@ -139,6 +140,33 @@ fn unfinished(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
             "loss",
         );
     }
+}
+
+/// A run whose trainer left the products of some weights uncast (in FP32) under a recipe that
+/// casts the operands of products: which, so that FP32 is never read as the recipe's format.
+fn uncast(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let Some(c) = r.summary.as_ref().and_then(|s| s.coverage.as_ref()) else {
+        return;
+    };
+    if c.uncast.is_empty() {
+        return;
+    }
+    const SHOWN: usize = 6;
+    let mut names: Vec<String> = c.uncast.iter().take(SHOWN).cloned().collect();
+    if c.uncast.len() > SHOWN {
+        names.push(format!("{} more", c.uncast.len() - SHOWN));
+    }
+    say(
+        format!(
+            "{}: the products of {} ran uncast, in FP32, not in the recipe's operand formats; {}% of the scalars of the weights that formed products were cast ({} of {}).",
+            r.name,
+            crate::text::and_list(&names),
+            crate::text::percent_of(c.cast_weights, c.product_weights),
+            c.cast_weights,
+            c.product_weights
+        ),
+        "loss",
+    );
 }
 
 /// A finished run whose metrics do not hold its steps: its directory was changed afterwards.

@@ -217,6 +217,7 @@ fn run_dir(dir: &Path, captures: &[u64], finished: bool) {
             },
             parameters: 10,
             wall_seconds: 2.0,
+            coverage: None,
         };
         std::fs::write(
             dir.join(crate::run::SUMMARY),
