@@ -36,6 +36,7 @@ import sys
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+import numpy as np
 import torch
 
 from . import _mixprec
@@ -324,19 +325,22 @@ class Simulate:
             src = src.float()
         training = self.model.training
         if cls in _GRADIENTS and training:
-            amax = float(src.abs().amax())
+            amax = _amax(src)
             if not math.isfinite(amax):
                 # Formed upstream (a store that overflowed): the values it reached are unknown
                 # at other scales, and this step's grad_amax only a lower bound.
                 self._grad_nonfinite = True
-                amax = float(src.abs().nan_to_num(nan=0.0, posinf=0.0).max())
+                amax = _amax(src.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0))
             self._grad_amax = max(self._grad_amax, amax / self._scale_used)
         unscaled, scale = src, None
         if cls in self._fp8_max:
-            amax = float(src.abs().nan_to_num(nan=0.0).max())
+            amax = _amax(src)
+            if math.isnan(amax):
+                amax = _amax(src.nan_to_num(nan=0.0))
             name = f"{layer}/{cls}/{part or ''}/{tensor}"
             scale = self._delayed.cast(name, self._fp8_max[cls], amax if training else 0.0)
-            src = src * torch.tensor(scale, dtype=torch.float32, device=src.device)
+            # A float32 scale (the library's), exact as torch's float32 scalar.
+            src = src * scale
         y, counts = quantize(
             src.contiguous(),
             fmt,
@@ -347,8 +351,7 @@ class Simulate:
             return_counts=True,
         )
         if scale is not None:
-            inv = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(scale, dtype=torch.float32)
-            y = y * inv.to(y.device)
+            y.mul_(float(np.float32(1.0) / np.float32(scale)))  # 1 / scale in float32
         self._count(cls, x.numel(), counts)
         if self.capture is not None and training:
             values = unscaled.contiguous().cpu().numpy()
@@ -580,6 +583,9 @@ class Simulate:
                 self._weight(p, layer, name)
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
+        if self._formats["master"] is None and self._formats["optimizer_state"] is None:
+            self._sync_weights()
+            return
         names = {id(p): n for n, p in self.model.named_parameters()}
         with torch.no_grad():
             for group in optimizer.param_groups:
@@ -631,12 +637,7 @@ class Simulate:
             skipped = found_inf and self.grad_scaler.is_enabled()
             self.grad_scaler.update()
         else:
-            with torch.no_grad():
-                if self._scale_used != 1.0:
-                    inv = 1.0 / self._scale_used
-                    for p in params:
-                        p.grad.mul_(inv)
-                found_inf = not all(bool(torch.isfinite(p.grad).all()) for p in params)
+            found_inf = _unscale(params, self._scale_used)
             skipped = self.scaler.update(found_inf)
             if not skipped:
                 self.optimizer.step()
@@ -661,6 +662,27 @@ class Simulate:
         counts, self._counts = self._counts, {}
         keys = ("stored", "underflow", "subnormal", "overflow", "nonfinite")
         return {cls: dict(zip(keys, c)) for cls, c in sorted(counts.items())}
+
+
+def _unscale(params: List[torch.Tensor], scale: float) -> bool:
+    """Divides the parameters' gradients by ``scale`` (times ``1 / scale`` in float32, as
+    GradScaler unscales) and says whether any holds an inf or NaN: one fused call per device
+    and dtype, GradScaler's own."""
+    groups: Dict[Tuple[Any, Any], List[torch.Tensor]] = {}
+    for p in params:
+        groups.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
+    found = []
+    for (device, _), grads in groups.items():
+        flag = torch.zeros(1, device=device)
+        inv = torch.full((1,), 1.0 / scale, dtype=torch.float32, device=device)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, inv)
+        found.append(flag)
+    return bool(found) and bool(torch.cat([f.cpu() for f in found]).any())
+
+
+def _amax(x: torch.Tensor) -> float:
+    """The largest magnitude in ``x`` (NaN when it holds one), one pass, no temporary."""
+    return float(torch.linalg.vector_norm(x, math.inf))
 
 
 def _format_info(name: str) -> Dict[str, Any]:
