@@ -291,6 +291,8 @@ def test_the_classes_and_parts_tables_cover_a_run_directory(cli, tmp_path):
     step = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert list(step["counts"]) == list(classes)
     recipe = json.loads((out / "config.json").read_text())["recipe"]
+    keys = [(c["operand"], c["recipe_key"]) for c in classes.values() if c["recipe_key"]]
+    assert len(set(keys)) == len(keys) == len(classes) - 1, keys  # all but the update's
     formats = {}
     for name, c in classes.items():
         if c["recipe_key"] is not None:
