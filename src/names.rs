@@ -49,7 +49,8 @@ macro_rules! pipe_list {
 
 /// `FromStr`, `TryFrom<String>` and `Display` of a fieldless enum from one table: each variant
 /// with its name (what `Display` writes, serde's kebab-case name) and the aliases also read,
-/// and the names listed for help texts (`NAMES`: `a, b or c`; `CHOICES`: `a|b|c`).
+/// the names listed for help texts (`NAMES`: `a, b or c`; `CHOICES`: `a|b|c`) and the table
+/// itself (`TABLE`: each name with its aliases, for the Python binding to list).
 /// `any case` reads names in any case; `exact case` only as written. An unknown name is
 /// [`Error::InvalidValue`](crate::error::Error::InvalidValue) listing the names (not the
 /// aliases).
@@ -78,6 +79,9 @@ macro_rules! name_table {
             pub const NAMES: &'static str = $crate::names::or_list!($($name),+);
             /// The names as a command line's value name (`a|b|c`).
             pub const CHOICES: &'static str = $crate::names::pipe_list!($($name),+);
+            /// Each name with the aliases also read, in the table's order.
+            pub const TABLE: &'static [(&'static str, &'static [&'static str])] =
+                &[$(($name, &[$($alias),*])),+];
         }
 
         impl std::fmt::Display for $ty {
@@ -162,5 +166,22 @@ mod tests {
         assert_eq!("SATURATE".parse::<Overflow>().unwrap(), Overflow::Saturate);
         assert!("MLP".parse::<ModelKind>().is_err());
         assert!("Fp32".parse::<Accumulation>().is_err());
+    }
+
+    #[test]
+    fn the_table_lists_every_name_and_alias_it_reads() {
+        assert_eq!(Overflow::TABLE, [("ieee", &[][..]), ("saturate", &[][..])]);
+        assert_eq!(Rounding::TABLE.len(), Rounding::ALL.len());
+        for (&(name, aliases), mode) in Rounding::TABLE.iter().zip(Rounding::ALL) {
+            assert_eq!(name, mode.to_string());
+            for alias in aliases {
+                assert_eq!(alias.parse::<Rounding>().unwrap(), mode, "{alias}");
+            }
+        }
+        let aliases: Vec<&str> = Rounding::TABLE.iter().flat_map(|t| t.1).copied().collect();
+        assert_eq!(
+            aliases,
+            ["nearest", "rne", "rz", "truncate", "ru", "rd", "sr"]
+        );
     }
 }

@@ -72,6 +72,7 @@ pub mod capture;
 pub mod class;
 pub mod delayed;
 pub mod grid;
+pub mod names;
 mod reader;
 pub mod recipe;
 pub mod schema;

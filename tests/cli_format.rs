@@ -467,6 +467,7 @@ fn formats_lists_block_formats() {
     let rows = json_rows(&["formats", "--json"]);
     let keys = [
         "name",
+        "scheme",
         "block_rows",
         "block_cols",
         "element",
@@ -476,7 +477,14 @@ fn formats_lists_block_formats() {
     ];
     assert_keys(&rows[9..], &keys);
     assert_eq!(rows[9]["name"], "mxfp8-e4m3");
+    // The scheme's machine name beside the scale's words.
+    assert_eq!(
+        (&rows[9]["scheme"], &rows[9]["scale"]),
+        (&"mx".into(), &"e8m0".into())
+    );
     assert_eq!(rows[14]["name"], "nvfp4");
+    assert_eq!(rows[14]["scheme"], "nvfp4");
+    assert_eq!(rows[16]["scheme"], "tile");
     assert_eq!(rows[14]["block_cols"], 16);
     assert_eq!(rows[16]["block_rows"], 128);
     assert_eq!(rows[16]["element_max"], 448.0);

@@ -20,6 +20,7 @@ Bad arguments raise :class:`ValueError` (a bad value, with the command line's me
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple, Union, overload
@@ -30,10 +31,23 @@ from . import _mixprec
 
 __all__ = ["quantize", "formats", "explain", "analyze", "ROUNDING_MODES", "OVERFLOW_RULES"]
 
-#: The rounding modes ``quantize`` accepts (as the command line's ``--rounding``).
-ROUNDING_MODES = ("nearest-even", "toward-zero", "up", "down", "stochastic")
+
+
+@functools.lru_cache(maxsize=None)
+def _names() -> Dict[str, Any]:
+    """The library's tables of names (``_mixprec.names_json``), parsed once: ``rounding`` and
+    ``overflow`` (each ``{"name", "aliases"}``), ``classes`` (``{"name", "recipe_key",
+    "operand"}``: a class as the run directory names it, the recipe key of its format, inside
+    ``gemm_operands`` for an operand, ``None`` for the update), ``optimizer_parts``
+    (``{"name", "optimizer"}``) and ``block_schemes``. Callers must not modify it."""
+    return json.loads(_mixprec.names_json())
+
+
+#: The rounding modes ``quantize`` accepts (as the command line's ``--rounding``), canonical
+#: names; the library's table also reads aliases (``rne``, ``sr``, ...).
+ROUNDING_MODES = tuple(r["name"] for r in _names()["rounding"])
 #: The overflow rules ``quantize`` accepts (as the command line's ``--overflow``).
-OVERFLOW_RULES = ("ieee", "saturate")
+OVERFLOW_RULES = tuple(r["name"] for r in _names()["overflow"])
 
 Counts = Dict[str, int]
 

@@ -22,6 +22,11 @@ def quantize_into(
 def formats_json(names: List[str]) -> str:
     """``mixprec formats --json`` for ``names`` (the presets when empty)."""
 
+def names_json() -> str:
+    """The library's tables of names as one JSON object: ``rounding`` and ``overflow`` (each
+    ``{"name", "aliases"}``), ``classes`` (``{"name", "recipe_key", "operand"}``),
+    ``optimizer_parts`` (``{"name", "optimizer"}``) and ``block_schemes`` (names)."""
+
 def explain_json(
     value: str, format: str, rounding: str, overflow: str, subnormals: bool, seed: int
 ) -> str:

@@ -47,7 +47,7 @@ from typing import Dict, List, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from . import _mixprec, _round_args, formats
+from . import _mixprec, _names, _round_args, formats
 from . import quantize as _quantize_numpy
 
 __all__ = ["quantize", "quantize_torch"]
@@ -67,20 +67,10 @@ _F32_MIN_SUBNORMAL = (1023 - 149) << 52
 _F32_MAX = float(np.finfo(np.float32).max)
 _COUNT_KEYS = ("underflow", "subnormal", "overflow", "nan", "infinite")
 
-#: Every name ``Rounding::from_str`` (round.rs) accepts, lowercased, and the mode it means.
+#: Every name ``Rounding::from_str`` (round.rs) accepts, lowercased, and the mode it means: the
+#: library's table (``mixprec._names()``).
 _ROUNDING = {
-    "nearest-even": "nearest-even",
-    "nearest": "nearest-even",
-    "rne": "nearest-even",
-    "toward-zero": "toward-zero",
-    "rz": "toward-zero",
-    "truncate": "toward-zero",
-    "up": "up",
-    "ru": "up",
-    "down": "down",
-    "rd": "down",
-    "stochastic": "stochastic",
-    "sr": "stochastic",
+    alias: r["name"] for r in _names()["rounding"] for alias in (r["name"], *r["aliases"])
 }
 
 
@@ -121,7 +111,8 @@ def _element(name: str) -> _Element:
 
 @dataclass(frozen=True)
 class _Block:
-    """A block format: its scheme (``mx``, ``nvfp4`` or ``tile``), block shape and element."""
+    """A block format: its scheme (``formats``' ``scheme``: one of ``_names()["block_schemes"]``,
+    ``mx``, ``nvfp4`` or ``tile``), block shape and element."""
 
     scheme: str
     rows: int
@@ -129,15 +120,12 @@ class _Block:
     element: _Element
 
 
-_SCHEMES = {"e8m0": "mx", "e4m3 + fp32 per tensor": "nvfp4", "fp32": "tile"}
-
-
 @functools.lru_cache(maxsize=64)
 def _target(name: str) -> Union[_Element, _Block]:
     f = formats(name)[0]
     if "block_rows" not in f:
         return _element(name)
-    return _Block(_SCHEMES[f["scale"]], f["block_rows"], f["block_cols"], _element(f["element"]))
+    return _Block(f["scheme"], f["block_rows"], f["block_cols"], _element(f["element"]))
 
 
 @dataclass(frozen=True)
@@ -504,8 +492,10 @@ def _round_blocks(
         down, up = _mx_scales(amax, block.element)
     elif block.scheme == "nvfp4":
         down, up, zero_block = _nvfp4_scales(amax, tensor_amax)
-    else:
+    elif block.scheme == "tile":
         down = up = _tile_scales(amax, block.element)
+    else:
+        raise ValueError(f"block scheme '{block.scheme}': not simulated on torch tensors")
     zero_block, nan_block = per_value(zero_block), per_value(nan_block)
     down, up = per_value(down), per_value(up)
 

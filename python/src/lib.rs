@@ -248,6 +248,14 @@ fn formats_json(names: Vec<String>) -> PyResult<String> {
     to_json(&rows)
 }
 
+/// The library's tables of names (rounding modes and overflow rules with their aliases, tensor
+/// classes with their recipe keys, optimizer-state parts, block schemes) as JSON:
+/// `mixprec::run::names::names_json`.
+#[pyfunction]
+fn names_json() -> PyResult<String> {
+    to_json(&mixprec::run::names::names_json())
+}
+
 /// A view of float32 (`Ok`) or float64 (`Err`) values.
 type F32OrF64<'a> = Result<ArrayViewD<'a, f32>, ArrayViewD<'a, f64>>;
 
@@ -397,6 +405,7 @@ fn for_values(view: &F32OrF64<'_>, add: &mut dyn FnMut(Values<'_>)) {
 fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(quantize_into, m)?)?;
     m.add_function(wrap_pyfunction!(formats_json, m)?)?;
+    m.add_function(wrap_pyfunction!(names_json, m)?)?;
     m.add_function(wrap_pyfunction!(explain_json, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_json, m)?)?;
     m.add("ARRAY_PATH", ARRAY_PATH)?;

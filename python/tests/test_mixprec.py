@@ -249,6 +249,66 @@ def test_formats_equal_cli(cli):
     assert mixprec.formats("e3m4", "bf16") == json.loads(r.stdout)
 
 
+def test_rounding_and_overflow_names_come_from_the_library():
+    """Every name and alias of the library's tables (any case) is accepted by ``quantize`` and
+    gives its canonical mode's bits; the public tuples are the tables' canonical names."""
+    names = mixprec._names()
+    assert mixprec.ROUNDING_MODES == tuple(MODES)
+    assert mixprec.OVERFLOW_RULES == ("ieee", "saturate")
+    assert [r["name"] for r in names["overflow"]] == list(mixprec.OVERFLOW_RULES)
+    x = values_f64()
+    aliases = 0
+    for entry in names["rounding"]:
+        mode = entry["name"]
+        want = mixprec.quantize(x, "fp8-e4m3", mode, seed=3).view(np.uint64)
+        for alias in entry["aliases"] + [mode.upper()]:
+            got = mixprec.quantize(x, "fp8-e4m3", alias, seed=3).view(np.uint64)
+            assert np.array_equal(got, want), (alias, mode)
+            aliases += 1
+    # nearest, rne, rz, truncate, ru, rd, sr, and the five modes in capitals.
+    assert aliases == 12
+
+
+def test_every_block_format_names_a_scheme_of_the_table():
+    schemes = mixprec._names()["block_schemes"]
+    blocks = [f for f in mixprec.formats() if "block_rows" in f]
+    assert {f["scheme"] for f in blocks} == set(schemes)
+    by_name = {f["name"]: f["scheme"] for f in blocks}
+    assert [by_name["mxfp4"], by_name["nvfp4"], by_name["fp8-e4m3@1x128"]] == schemes
+    assert mixprec.formats("bf16@4x8")[0]["scheme"] == "tile"
+
+
+def test_the_classes_and_parts_tables_cover_a_run_directory(cli, tmp_path):
+    """A run of ``mixprec train`` names in its counts every class of the table, in its
+    captures only optimizer parts of the table, and its recipe holds a format at each class's
+    ``recipe_key``."""
+    out = tmp_path / "run"
+    r = cli("train", "--recipe", "mxfp8", "--steps", "2", "--batch", "16", "--capture-every",
+            "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    names = mixprec._names()
+    classes = {c["name"]: c for c in names["classes"]}
+    step = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert list(step["counts"]) == list(classes)
+    recipe = json.loads((out / "config.json").read_text())["recipe"]
+    keys = [(c["operand"], c["recipe_key"]) for c in classes.values() if c["recipe_key"]]
+    assert len(set(keys)) == len(keys) == len(classes) - 1, keys  # all but the update's
+    formats = {}
+    for name, c in classes.items():
+        if c["recipe_key"] is not None:
+            holder = recipe["gemm_operands"] if c["operand"] else recipe
+            formats[name] = holder[c["recipe_key"]]
+    assert formats["gemm_input"] == "mxfp8-e4m3" and formats["gemm_grad_output"] == "mxfp8-e5m2"
+    assert formats["master"] == "fp32" and "update" not in formats
+    assert [n for n, c in classes.items() if c["operand"]] == [
+        "gemm_input", "gemm_weight", "gemm_grad_output"
+    ]
+    sites = json.loads((out / "captures.jsonl").read_text().splitlines()[0])["sites"]
+    parts = {s["part"] for s in sites if s.get("part")}
+    adam = {p["name"] for p in names["optimizer_parts"] if p["optimizer"] == "adam"}
+    assert parts == adam == {"adam_m", "adam_v", "adam_eps", "adam_denominator"}
+
+
 def _json_numbers(d):
     """``explain --json``'s object with its non-finite numbers (strings in JSON) as floats."""
     for k, v in d.items():

@@ -166,14 +166,25 @@ impl BlockFormat {
         self.to_string()
     }
 
-    /// The properties `mixprec formats --json` prints for the block format: its name, block
-    /// shape, element format (with its max and smallest subnormal) and scale format.
+    /// The scheme's machine name: `mx`, `nvfp4` or `tile`.
+    #[must_use]
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            BlockFormat::Mx(_) => "mx",
+            BlockFormat::Nvfp4 => "nvfp4",
+            BlockFormat::Tile(_) => "tile",
+        }
+    }
+
+    /// The properties `mixprec formats --json` prints for the block format: its name, scheme,
+    /// block shape, element format (with its max and smallest subnormal) and scale format.
     #[must_use]
     pub fn properties(&self) -> serde_json::Value {
         let (rows, cols) = self.block_shape();
         let element = self.element();
         serde_json::json!({
             "name": self.name(),
+            "scheme": self.scheme(),
             "block_rows": rows,
             "block_cols": cols,
             "element": element.name(),

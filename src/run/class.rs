@@ -82,7 +82,48 @@ impl Class {
             Class::GemmGradOutput => "gemm_grad_output",
         }
     }
+
+    /// Whether the class is a matrix product's operand, cast just before the product (its
+    /// format is a field of the recipe's `gemm_operands`).
+    #[must_use]
+    pub fn is_operand(self) -> bool {
+        matches!(
+            self,
+            Class::GemmInput | Class::GemmWeight | Class::GemmGradOutput
+        )
+    }
+
+    /// The key of the recipe's JSON that holds the class's format (the field
+    /// [`Recipe::format`](super::Recipe::format) reads): a field of the recipe itself, or for an
+    /// operand ([`Class::is_operand`]) a field of its `gemm_operands`; `None` for the update,
+    /// which has no format (it is never rounded).
+    #[must_use]
+    pub fn recipe_key(self) -> Option<&'static str> {
+        Some(match self {
+            Class::Weight => "weights",
+            Class::Activation => "activations",
+            Class::ActivationGrad => "activation_grads",
+            Class::WeightGrad => "weight_grads",
+            Class::OptimizerState => "optimizer_state",
+            Class::Update => return None,
+            Class::Master => "master_weights",
+            Class::GemmInput => "input",
+            Class::GemmWeight => "weight",
+            Class::GemmGradOutput => "grad_output",
+        })
+    }
 }
+
+/// The parts of [`Class::OptimizerState`] the training core's optimizers store, each after
+/// the kind of optimizer that stores it (`sgd` with momentum, `adam`): the `part` of the run
+/// directory's sites, and what `Precision::set_part` is given.
+pub const OPTIMIZER_PARTS: [(&str, &str); 5] = [
+    ("sgd", "momentum"),
+    ("adam", "adam_m"),
+    ("adam", "adam_v"),
+    ("adam", "adam_eps"),
+    ("adam", "adam_denominator"),
+];
 
 /// A storage point: a layer (by name) and a tensor class.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

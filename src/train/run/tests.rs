@@ -68,6 +68,46 @@ fn writes_the_contract_files() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The parts of optimizer state each optimizer's run directory names are those of
+/// [`OPTIMIZER_PARTS`] for its kind, all of them.
+#[test]
+fn optimizers_store_the_parts_the_table_names() {
+    use crate::run::class::OPTIMIZER_PARTS;
+    use crate::train::optim::OptimizerConfig;
+    let optimizers = [
+        (
+            "sgd",
+            OptimizerConfig::Sgd {
+                lr: 0.1,
+                momentum: 0.9,
+            },
+        ),
+        ("adam", small("fp32").optimizer),
+    ];
+    for (kind, optimizer) in optimizers {
+        let dir = tempdir(&format!("parts-{kind}"));
+        let config = TrainConfig {
+            optimizer,
+            steps: 5,
+            ..small("fp32")
+        };
+        run(&config, &dir, &mut |_| {}).unwrap();
+        let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
+        let first: CaptureRecord = serde_json::from_str(captures.lines().next().unwrap()).unwrap();
+        let mut parts: Vec<String> = first.sites.iter().filter_map(|s| s.part.clone()).collect();
+        parts.sort();
+        parts.dedup();
+        let mut want: Vec<&str> = OPTIMIZER_PARTS
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, part)| *part)
+            .collect();
+        want.sort_unstable();
+        assert_eq!(parts, want, "{kind}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
 #[test]
 fn capture_sees_every_storage_point() {
     let dir = tempdir("capture");
