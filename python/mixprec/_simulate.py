@@ -39,25 +39,19 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 import torch
 
-from . import _mixprec
+from . import _mixprec, _names
 from ._products import Products, _layer_of
 from ._torch_round import quantize
 
-#: The classes of a recipe, as the run directory's counts name them, and the recipe key of each.
-_CLASS_KEYS = {
-    "weight": "weights",
-    "activation": "activations",
-    "activation_grad": "activation_grads",
-    "weight_grad": "weight_grads",
-    "optimizer_state": "optimizer_state",
-    "master": "master_weights",
-}
+#: The classes a recipe stores, as the run directory's counts name them, and the recipe key of
+#: each (the library's table): the storage classes, and the operand classes (their key in the
+#: recipe's ``gemm_operands``).
+_CLASS_KEYS = {c["name"]: c["recipe_key"] for c in _names()["classes"] if c["recipe_key"] and not c["operand"]}
+_OPERANDS = {c["name"]: c["recipe_key"] for c in _names()["classes"] if c["operand"]}
 #: The classes whose largest magnitude is the step's ``grad_amax``.
 _GRADIENTS = ("activation_grad", "weight_grad")
-#: PyTorch's names of optimizer state, as ``mixprec train`` names the same parts.
+#: PyTorch's names of optimizer state, and the library's part of each (``optimizer_parts``).
 _PARTS = {"exp_avg": "adam_m", "exp_avg_sq": "adam_v", "momentum_buffer": "momentum"}
-#: The operand classes and their key in the recipe's ``gemm_operands``.
-_OPERANDS = {"gemm_input": "input", "gemm_weight": "weight", "gemm_grad_output": "grad_output"}
 
 
 #: Why a model that torch.compile runs is refused: its graph runs without the module hooks,

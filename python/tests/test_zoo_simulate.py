@@ -353,3 +353,18 @@ def test_the_run_records_the_coverage_and_its_report_names_the_uncast_weights(tm
     html = (page / "index.html").read_text()
     assert "the products of w ran uncast, in FP32" in html
     assert "50.0% of the scalars of the weights that formed products were cast (16 of 32)" in html
+
+
+def test_pytorchs_optimizer_state_maps_onto_the_librarys_parts():
+    """Adam's and SGD's state, as PyTorch names it, is captured under the library's part names."""
+    from mixprec import _names
+    from mixprec._simulate import _PARTS
+
+    parts = {p["name"] for p in _names()["optimizer_parts"]}
+    assert set(_PARTS.values()) <= parts
+    for opt in (torch.optim.Adam, lambda ps, lr: torch.optim.SGD(ps, lr=lr, momentum=0.9)):
+        p = torch.nn.Parameter(torch.ones(2))
+        o = opt([p], lr=0.1)
+        p.grad = torch.ones(2)
+        o.step()
+        assert {k for k, v in o.state[p].items() if v.dim() > 0} <= set(_PARTS)
