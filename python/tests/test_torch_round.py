@@ -344,3 +344,18 @@ def test_mode_aliases_mean_the_same_modes():
         got = quantize_torch(t, "fp16", alias, "saturate", seed=2)
         assert torch.equal(got.view(torch.int32), want.view(torch.int32)), alias
         same(x, "fp16", alias, "Saturate", True, 2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp8-e4m3", "fp8-e5m2", "mxfp8-e4m3", "nvfp4", "fp8-e4m3@1x128"])
+def test_cuda_rounds_the_bits_and_counts_of_the_cpu(fmt):
+    """On CUDA, torch operations give the Rust kernels' bits and counts (nearest and
+    stochastic rounding, awkward magnitudes)."""
+    from mixprec.torch import quantize
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(37, 256, generator=g) * torch.exp2(torch.randint(-40, 20, (37, 256), generator=g).float())
+    for rounding in ("nearest-even", "stochastic"):
+        want, wc = quantize(x, fmt, rounding, seed=9, return_counts=True)
+        got, gc = quantize(x.cuda(), fmt, rounding, seed=9, return_counts=True)
+        assert torch.equal(got.cpu().view(torch.int32), want.view(torch.int32)) and gc == wc

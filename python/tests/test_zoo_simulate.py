@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from transformers.pytorch_utils import Conv1D  # noqa: E402
 
 from mixprec.torch import Recorder, Simulate, quantize  # noqa: E402
-from zoo import NAMES, ZOO  # noqa: E402
+from zoo import DEVICES, NAMES, ZOO  # noqa: E402
 
 RECIPES = ["fp16-master", "fp16-dynamic", "bf16-master", "fp8-hybrid", "mxfp8", "nvfp4"]
 #: The aten operations that multiply their operands, and the positions of the factors (addmm's
@@ -68,13 +68,14 @@ def product_weights(z, model, batch):
 
 @pytest.mark.parametrize("recipe_name", RECIPES)
 @pytest.mark.parametrize("name", NAMES)
-def test_simulate_trains_every_zoo_model_casting_every_product(name, recipe_name):
+@pytest.mark.parametrize("device", DEVICES)
+def test_simulate_trains_every_zoo_model_casting_every_product(device, name, recipe_name):
     """Three steps of AdamW under the recipe: finite losses, the FP32 master weights moved,
     and, for recipes that cast operands, every weight that aten multiplies cast (coverage
     100%, no warning), each step's ``gemm_weight`` count the cast weights' reads."""
     z = ZOO[name]
-    model = z.model()
-    batches = z.batches(3)
+    model = z.model().to(device)
+    batches = [z.to(b, device) for b in z.batches(3)]
     products = product_weights(z, model, batches[0])
     before = copy.deepcopy(model.state_dict())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -133,16 +134,17 @@ def round_outputs(model):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_stored_activations_are_pytorchs_bf16_with_in_place_ops_views_and_ties(name):
+@pytest.mark.parametrize("device", DEVICES)
+def test_stored_activations_are_pytorchs_bf16_with_in_place_ops_views_and_ties(device, name):
     """Activations stored in bf16 (nothing else): the loss and every weight gradient are
     those of the same model with PyTorch's own bf16 cast on every leaf module's output: the
     stores keep in-place operations (ResNet's ReLUs, ``out += identity``), views, tied weights
     (GPT-2's head) and buffers (batch norm's running statistics) as the model meant them."""
     z = ZOO[name]
-    model = z.model()
+    model = z.model().to(device)
     ref = copy.deepcopy(model)
     round_outputs(ref)
-    batch = z.batches(1)[0]
+    batch = z.to(z.batches(1)[0], device)
     want = z.loss(ref, batch)
     want.backward()
     with Simulate(model, recipe(activations="bf16")) as sim:

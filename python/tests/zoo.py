@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Tuple
 
+import pytest
 import torch
 
 Batch = Tuple[torch.Tensor, torch.Tensor]
@@ -133,3 +134,13 @@ def devices() -> Iterator[str]:
     yield "cpu"
     if torch.cuda.is_available():
         yield "cuda"
+
+
+#: The devices as a test parameter: CUDA skipped, saying so, where there is none
+#: (``scripts/gpu-check`` runs the CUDA cases on a machine with a GPU).
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+    ),
+]
