@@ -85,8 +85,8 @@ pub use delayed::DelayedScale;
 pub use reader::{Records, RunDir};
 pub use recipe::Recipe;
 pub use schema::{
-    CAPTURE_SUB_BINS_LOG2, CaptureRecord, Coverage, EvalMetric, RecordedConfig, ShadowRecord, ShadowSite,
-    SiteCapture, StepRecord, Summary, UpdateRatios,
+    CAPTURE_SUB_BINS_LOG2, CaptureRecord, Coverage, EvalMetric, RecordedConfig, ShadowRecord,
+    ShadowSite, SiteCapture, StepRecord, Summary, UpdateRatios,
 };
 pub use writer::{FLUSH_EVERY, RECENT_STEPS, RunWriter, STUCK_SKIPS};
 
