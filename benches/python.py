@@ -11,9 +11,14 @@
    on from each forward pass to the optimizer's step), whose step is several times slower here
    (no half-precision matrix units);
 3. the cost of ``mixprec.torch.Simulate(model, "fp8-hybrid")`` on the same transformer: the
-   same AdamW loop in FP32 and simulated, rounds as in 2 (ratios: goal under 2x).
+   same AdamW loop in FP32 and simulated, rounds as in 2 (ratios: goal under 2x);
+4. the cost of the recorder at ``every=100`` on each model of the zoo (``python/tests/zoo.py``:
+   Hugging Face GPT-2 and BERT, torchvision ResNet-18 and ViT), under CPU autocast in float16
+   (ResNet-18 in bfloat16: its float16 convolutions take 4.4 s a step on the CPU, 18x its
+   bfloat16 step) with a GradScaler, one torch thread, 5 rounds of 30 steps (goal: within 1.1x).
 
-    PYTHONPATH=python python benches/python.py     # after scripts/python-test built the module
+    PYTHONPATH=python python benches/python.py         # after scripts/python-test built the module
+    PYTHONPATH=python python benches/python.py zoo     # table 4 only
 """
 
 import os
@@ -40,6 +45,10 @@ from pytorch_recorder import TinyTransformer  # noqa: E402
 # The benches' timer, benches/timing.py beside this script (its folder is on the path).
 from timing import best  # noqa: E402
 
+# The model zoo of the Python tests (python/tests/zoo.py).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python" / "tests"))
+from zoo import ZOO  # noqa: E402
+
 
 def quantize_table():
     rng = np.random.default_rng(0)
@@ -63,14 +72,15 @@ def quantize_table():
     return rows
 
 
-def paired_rounds(rounds, block, steps):
+def paired_rounds(rounds, block, steps, data=None):
     """Two trainings (``steps``: without and with the instrument, each a function of one batch)
     advanced step by step in turn (which goes first alternates), so that the machine's load falls
     on both alike; returns per round of ``block`` steps the seconds per step of each, in
     wall-clock time and in this process's CPU time (one torch thread, one rayon thread: the CPU
     time is the work done, less disturbed by other processes than the wall-clock time)."""
-    g = torch.Generator().manual_seed(1)
-    data = [torch.randint(0, 64, (32, 16), generator=g) for _ in range(rounds * block)]
+    if data is None:
+        g = torch.Generator().manual_seed(1)
+        data = [torch.randint(0, 64, (32, 16), generator=g) for _ in range(rounds * block)]
     times = {(side, clock): [0.0] * rounds for side in (0, 1) for clock in ("wall", "cpu")}
     for i, x in enumerate(data):
         for side in (0, 1) if i % 2 == 0 else (1, 0):
@@ -117,6 +127,40 @@ def recorder_rounds(rounds, block, autocast=None):
             return paired_rounds(rounds, block, (plain, scaled(model, opt, scaler, rec)))
 
 
+def zoo_rounds(name, rounds, block):
+    """The recorder at ``every=100`` on the zoo's model ``name`` against the same loop without
+    it: AdamW, the forward and loss under CPU autocast in float16, a GradScaler; the same
+    batches (``block`` of them, repeated each round) and the same weights on both sides."""
+    zoo = ZOO[name]
+    dtype = torch.bfloat16 if name == "resnet" else torch.float16
+
+    def loop(rec=None):
+        model = zoo.model(0)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+
+        def step(batch):
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=dtype):
+                loss = zoo.loss(model, batch)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            if rec is not None:
+                rec[0].step(loss)
+            scaler.update()
+
+        return model, opt, scaler, step
+
+    batches = zoo.batches(block) * rounds
+    plain = loop()[3]
+    holder = []
+    model, opt, scaler, recorded = loop(holder)
+    with tempfile.TemporaryDirectory() as tmp:
+        with Recorder(model, out=f"{tmp}/run", every=100, optimizer=opt, scaler=scaler) as rec:
+            holder.append(rec)
+            return paired_rounds(rounds, block, (plain, recorded), batches)
+
+
 def simulate_rounds(rounds, block, recipe="fp8-hybrid"):
     """The same loop (AdamW, no loss scaling) in FP32 and under ``Simulate(model, recipe)``."""
 
@@ -161,6 +205,19 @@ def print_rounds(title, times, rounds):
               f"{c[0]:.2f}x to {c[-1]:.2f}x)")
 
 
+def zoo_table(rounds=5, block=30):
+    """Table 4: the recorder's cost on each zoo model, one torch thread."""
+    torch.set_num_threads(1)
+    for name in ZOO:
+        load = os.getloadavg()[0]
+        times = zoo_rounds(name, rounds, block)
+        dtype = "bfloat16" if name == "resnet" else "float16"
+        print_rounds(f"\nrecorder on the zoo's {name}, every=100, CPU autocast in {dtype}, "
+                     f"GradScaler, torch threads 1, {rounds} rounds of {block} steps each way, "
+                     f"interleaved step by step; load average {load:.1f} before, "
+                     f"{os.getloadavg()[0]:.1f} after:", times, rounds)
+
+
 def main():
     cpu = next(
         (l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
@@ -168,6 +225,9 @@ def main():
     )
     print(f"CPU: {cpu}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
     print(f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, torch {torch.__version__}")
+    if sys.argv[1:] == ["zoo"]:
+        zoo_table()
+        return
     print("\n| format | ml_dtypes astype round trip, ms | mixprec.quantize, ms | speed-up |")
     print("|---|---:|---:|---:|")
     for fmt, ml, mp, ratio in quantize_table():
@@ -189,6 +249,7 @@ def main():
     print_rounds(f"\nSimulate(model, 'fp8-hybrid') against the FP32 loop, torch threads 1, "
                  f"{rounds} rounds of {block} steps each way, interleaved step by step; load "
                  f"average {load:.1f} before, {os.getloadavg()[0]:.1f} after:", times, rounds)
+    zoo_table()
 
 
 if __name__ == "__main__":

@@ -21,29 +21,32 @@
 
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
 step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
-what decides whether the step overflows at another scale, the largest magnitude of the values
-the backward pass formed in the loop's precision, unscaled. In a loop that stores tensors
-narrower than FP32 (autocast on, or the model's weights or outputs in fp16, bf16 or fp8, as the
-end of each forward pass says) a dispatch mode, on from the end of each forward pass of the
-model (with gradients on) to the optimizer's step (or ``rec.step``), sees every operation of the
-backward passes that reach the model (and only runs the others): of each narrow tensor formed it
-takes the largest magnitude as stored, and for a cast into a narrow format that of the FP32
-values cast (the values before rounding); FP32 sums that the loop never stores narrower (the
-weights' ``.grad``) do not count. Under a power-of-two change of scale a value stored finite
+what decides whether the step overflows at another scale, the largest magnitude of the gradients
+the backward pass stored in the loop's precision, unscaled. In a loop that stores tensors
+narrower than FP32 (autocast on, or the model's weights or outputs in fp16, bf16 or fp8) hooks
+on the autograd graph's nodes, from the start of each forward pass of the model (with gradients
+on) to the optimizer's step (or ``rec.step``), read what the backward passes that reach the
+model store narrow: each gradient a node passes on to another, each that a node or a weight
+receives summed from several, and for a cast into a narrow format the FP32 values cast (before
+rounding); of each, its largest magnitude. These are the values proportional to the loss scale:
+halving the loss halves ``grad_amax`` (``python/tests/test_zoo_recorder.py``, on GPT-2, BERT,
+ResNet-18 and ViT). The values a node's formula forms inside it (gelu_new's 3x^2 of its saved
+input, in GPT-2) are not gradients and do not count; nor do FP32 sums that the loop never stores
+narrower (the weights' ``.grad``). Under a power-of-two change of scale a value stored finite
 decides overflow exactly as the value before rounding does. Where an inf or NaN formed in the
 backward pass (the loss finite), the gradients it reached are unknown at other scales:
 ``grad_amax`` is then the largest of the values known (a tensor holding an inf or NaN says
 nothing of its others), a lower bound, and the step is marked ``grad_amax_bounded``
-(``summary.json`` counts them as ``bounded_steps``). The mode costs a Python call per operation,
-one reduction per narrow tensor and one transfer to the host per step (CPU autocast: about
-1.12x the step, ``reports/perf/python.md``). In a loop that stores no narrow tensor (FP32
-throughout) the mode stays off and ``grad_amax`` is the largest magnitude of the weights'
-gradients, one reduction per step (an inf or NaN among them marks the step bounded): what
-overflows there is FP32, at 2^128, far above any of its gradients; the backward's intermediate
-FP32 values, up to 25x larger on ``benches/python.py``'s transformer, are not seen. To judge a
-narrow format's overflow, record the loop in it (autocast); a model that casts into a narrow
-dtype only inside its forward pass (FP32 weights and outputs, no autocast) is taken for an FP32
-loop.
+(``summary.json`` counts them as ``bounded_steps``). The hooks cost a Python call per node of
+the graph, one reduction per narrow gradient and one transfer to the host per step
+(``reports/perf/python.md``). In a loop that stores no narrow tensor (FP32 throughout) they stay
+off and ``grad_amax`` is the largest magnitude of the weights' gradients, one reduction per step
+(an inf or NaN among them marks the step bounded): what overflows there is FP32, at 2^128, far
+above any of its gradients. To judge a narrow format's overflow, record the loop in it
+(autocast); a model that casts into a narrow dtype only inside its forward pass (FP32 weights
+and outputs, no autocast) is taken for an FP32 loop. A model compiled by ``torch.compile`` is
+refused (when the recorder is made, or at its first forward pass): its fused backward hides the
+gradients, and its graph the capture hooks.
 On capture steps (the first, then every ``every``) hooks see the weights the
 forward reads, every leaf module's output (activations, forward hooks) and its gradient
 (activation gradients, hooks on the outputs), every parameter's gradient once accumulated
@@ -61,7 +64,9 @@ GradScaler's own policy: the ``gradscaler`` preset with the scaler's initial sca
 backoff factors and growth interval (``none`` without a scaler, or with it disabled). ``mixprec
 report DIR --out PAGE`` renders it, finished or not; ``mixprec replay DIR --policy run`` replays
 the scaler's policy over it. A loop that raises leaves an unfinished run
-(its ``INCOMPLETE`` marker, and every step recorded so far), which ``report`` reads too.
+(its ``INCOMPLETE`` marker, and every step recorded so far), which ``report`` reads too; one
+that raises before its first step (while setting up) leaves nothing: the directories the
+recorder made are removed, and a directory that existed (empty) stays, empty.
 """
 
 from __future__ import annotations
@@ -70,12 +75,12 @@ import json
 import math
 import os
 import pathlib
+import sys
 import time
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from . import _mixprec
@@ -92,9 +97,27 @@ _NARROW = tuple(
                  "float8_e5m2fnuz")
     if hasattr(torch, name)
 )
-#: Operations that round their input into the output's dtype (a cast): the input is the value
-#: before rounding. ``copy_`` copies its second argument into its first.
-_CASTS = {"aten._to_copy.default": 0, "aten.copy_.default": 1, "aten.to.dtype": 0}
+#: Autograd nodes whose gradient is their incoming gradient cast into the input's dtype (the
+#: backward of ``.to(dtype)`` and of ``copy_``): the incoming gradient is the value before
+#: rounding.
+_CAST_NODES = {"ToCopyBackward0", "CopyBackwards"}
+#: What the recorder says of a model compiled by torch.compile.
+_COMPILED = (
+    "Recorder: the model is compiled by torch.compile, whose fused backward hides the "
+    "gradients grad_amax is taken from and whose graph bypasses the capture hooks; record the "
+    "eager model (model._orig_mod, or the model before .compile())"
+)
+
+
+def _compiled(model: torch.nn.Module) -> bool:
+    """Whether ``model`` or a module in it is compiled by torch.compile (wrapped in an
+    ``OptimizedModule``, or compiled in place by ``module.compile()``)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not loaded: nothing compiled
+    return any(
+        getattr(m, "_compiled_call_impl", None) is not None
+        or (eval_frame is not None and isinstance(m, eval_frame.OptimizedModule))
+        for m in model.modules()
+    )
 
 
 def _finite(x: float) -> Optional[float]:
@@ -131,54 +154,101 @@ def _element_format(name: Any) -> Dict[str, Any]:
 
 
 
-class _BackwardAmax(TorchDispatchMode):
-    """Sees every operation run while it is active (in a loop that stores narrow tensors, from
-    the end of the recorded model's forward pass to the optimizer's step or :meth:`Recorder.step`;
-    the autograd engine carries it to its worker threads) and keeps, of each tensor a backward
-    pass forms in a narrow dtype, its least and largest value (NaN when it holds a NaN; for a cast
-    into a narrow dtype, of the values cast), as 0-d tensors where it lies, with the backward
-    pass's id. Only the backward passes that reach the recorded model (a hook on its
-    outputs says which) count; outside a backward pass it only runs the operation."""
+class _BackwardAmax:
+    """Hooks on the autograd nodes of the recorded model's backward pass: from the start of a
+    forward pass of the model (with gradients on) to the optimizer's step or
+    :meth:`Recorder.step`, every node created is hooked (a node-creation hook), and so is every
+    node of the graph a forward pass returns when the hook was not on yet (a walk from its
+    outputs' gradient functions). Each hook keeps, with the backward pass's id, the least and
+    largest value (NaN when it holds a NaN) of each narrow gradient its node passes on along an
+    edge of the graph (for a cast into a narrow dtype, of the values cast), and of each narrow
+    gradient it received as the sum of several (a tensor used more than once: what a leaf's
+    ``.grad`` accumulates, or the input of a node that several nodes feed), as 0-d tensors where
+    they lie. The values a node's formula forms inside it are not gradients and are not seen;
+    nor is the seed of a backward pass (the ones it starts from, not scaled). Only the backward
+    passes that reach the recorded model (a hook on its outputs says which) count."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.seen: List[Tuple[int, Any]] = []
         self.ours: set = set()
-        self.on = False
+        #: The hooked nodes, and per (node, input) the number of hooked nodes that feed it.
+        self.hooked: set = set()
+        self.fed: Dict[Tuple[Any, int], int] = {}
+        self.handles: List[Any] = []
+        self.creating = False
+        #: Whether a node of a torch.compile'd graph was seen.
+        self.compiled = False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+    @property
+    def on(self) -> bool:
+        return bool(self.hooked) or self.creating
+
+    def hook(self, node) -> None:
+        """Hooks ``node`` (once) and counts the edges it feeds."""
+        if node in self.hooked:
+            return
+        self.hooked.add(node)
+        edges = node.next_functions
+        passed = []
+        for i, (f, k) in enumerate(edges):
+            if f is not None:
+                passed.append(i)
+                self.fed[f, k] = self.fed.get((f, k), 0) + 1
+        name = type(node).__name__
+        self.compiled |= name == "CompiledFunctionBackward"
+        cast = name in _CAST_NODES
+        self.handles.append(node.register_hook(
+            lambda grad_inputs, grad_outputs: self._seen(node, passed, cast, grad_inputs,
+                                                         grad_outputs)))
+
+    def _seen(self, node, passed, cast, grad_inputs, grad_outputs) -> None:
         task = torch._C._current_graph_task_id()
-        if task == -1 or func.is_view:
-            return out
-        cast = None
-        for t in out if isinstance(out, (tuple, list)) else (out,):
-            if not (isinstance(t, torch.Tensor) and t.dtype in _NARROW and t.numel()):
+        for i in passed:
+            g = grad_inputs[i]
+            if g is None or g.dtype not in _NARROW:
                 continue  # FP32 sums the loop never stores narrower do not count
-            if cast is None:
-                cast = _CASTS.get(str(func), -1)
-            src = args[cast] if 0 <= cast < len(args) else None
-            if isinstance(src, torch.Tensor) and src.is_floating_point():
-                t = src  # the values before rounding (or, narrow already, the same)
-            if t.element_size() == 1:
-                t = t.float()  # fp8 has no reductions of its own; widening it is exact
-            # One pass (a few times faster than abs().amax() on the CPU): the largest
-            # magnitude is the larger of |min| and |max|, formed in take.
-            self.seen.append((task, torch.aminmax(t.detach())))
-        return out
+            if cast:
+                src = grad_outputs[0]
+                if src is not None and src.shape == g.shape:
+                    g = src  # the values before rounding
+            self._amax(task, g)
+        for k, g in enumerate(grad_outputs):
+            if g is not None and g.dtype in _NARROW and self.fed.get((node, k), 0) > 1:
+                self._amax(task, g)
+
+    def _amax(self, task: int, t: torch.Tensor) -> None:
+        if not t.numel():
+            return
+        if t.element_size() == 1:
+            t = t.float()  # fp8 has no reductions of its own; widening it is exact
+        # One pass (a few times faster than abs().amax() on the CPU): the largest magnitude is
+        # the larger of |min| and |max|, formed in take.
+        self.seen.append((task, torch.aminmax(t.detach())))
 
     def start(self) -> None:
-        """Turns the mode on (the end of a forward pass of the recorded model with gradients
-        on: the loss and the backward pass run under it, the model's forward pass and, from its
-        step on, the optimizer do not)."""
-        if not self.on and torch.is_grad_enabled():
-            self.on = True
-            self.__enter__()
+        """Hooks every node created from now on (the start of a forward pass of the recorded
+        model with gradients on, in a loop that stores narrow tensors)."""
+        if not self.creating and torch.is_grad_enabled():
+            self.creating = True
+            torch._C._autograd._push_node_creation_hook(self.hook)
+
+    def walk(self, roots) -> None:
+        """Hooks the graph behind ``roots`` (a forward pass that ran with the hook off)."""
+        stack = list(roots)
+        while stack:
+            node = stack.pop()
+            if node is not None and node not in self.hooked:
+                self.hook(node)
+                stack.extend(f for f, _ in node.next_functions)
 
     def stop(self) -> None:
-        if self.on:
-            self.on = False
-            self.__exit__(None, None, None)
+        """Removes every hook (the optimizer's step, :meth:`Recorder.step`)."""
+        if self.creating:
+            self.creating = False
+            torch._C._autograd._pop_node_creation_hook()
+        for h in self.handles:
+            h.remove()
+        self.handles, self.hooked, self.fed = [], set(), {}
 
     def mark(self, _grad_outputs) -> None:
         """A hook on the recorded model's outputs: the backward pass running reaches it."""
@@ -186,8 +256,8 @@ class _BackwardAmax(TorchDispatchMode):
 
     def take(self) -> Tuple[Optional[float], bool, bool]:
         """Of the backward passes that reached the model since the last call: the largest
-        finite magnitude of the narrow tensors (None when none was finite and nonzero), whether
-        any held an inf or NaN, and whether any was seen at all; then forgets them."""
+        finite magnitude of the narrow gradients (None when none was finite and nonzero),
+        whether any held an inf or NaN, and whether any was seen at all; then forgets them."""
         seen = [m for task, m in self.seen if task in self.ours]
         self.seen, self.ours = [], set()
         if not seen:
@@ -292,6 +362,8 @@ class Recorder:
         )
         if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
             model = model.module
+        if _compiled(model):
+            raise ValueError(_COMPILED)
         self.model = model
         self.optimizer = optimizer
         self.scaler = scaler
@@ -598,11 +670,14 @@ class Recorder:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.close()
-        else:
-            # An unfinished run: every step so far on disk, the marker kept.
-            if self.active and self._writer.open:
-                self._release()
-            self.flush()
+        elif self.active and self._writer.open:
+            self._release()
+            if self._step == 0:
+                # A loop that failed while setting up: nothing to report, nothing left behind.
+                self._writer.discard()
+            else:
+                # An unfinished run: every step so far on disk, the marker kept.
+                self._writer.flush()
 
     def _release(self) -> None:
         """Removes the hooks and leaves the dispatch mode."""
@@ -612,25 +687,43 @@ class Recorder:
         self._backward.stop()
 
     def _watch_backward(self) -> None:
-        """A hook on the model: the end of a forward pass (gradients on) in a loop that stores
-        narrow tensors (:meth:`_narrow`) turns the dispatch mode on, and hooks each of the
-        outputs' gradient functions to say which backward passes reach the model; the
-        optimizer's step (its backward passes done) and :meth:`step` turn it off, so that the
-        optimizer and other work between steps run without it. In a loop that stores none the
-        mode stays off: :meth:`step` takes the weights' gradients."""
+        """Hooks on the model: the start of a forward pass (gradients on) in a loop that stores
+        narrow tensors (:meth:`_narrow_before`) turns the node hooks on; its end hooks each of
+        the outputs' gradient functions to say which backward passes reach the model (and, where
+        only the outputs say the loop stores narrow tensors, walks the graph behind them); the
+        optimizer's step (its backward passes done) and :meth:`step` remove them, so that the
+        optimizer and other work between steps run without them. In a loop that stores none they
+        stay off: :meth:`step` takes the weights' gradients."""
         backward = self._backward
 
-        def outputs(module, inputs, output):
-            if not torch.is_grad_enabled():
-                return
-            self._forward_narrow = self._narrow(output)
-            if self._forward_narrow:
-                for t in tree_leaves(output):
-                    if isinstance(t, torch.Tensor) and t.grad_fn is not None:
-                        t.grad_fn.register_prehook(backward.mark)
+        def inputs(module, args):
+            if torch.compiler.is_compiling():  # traced by torch.compile
+                raise RuntimeError(_COMPILED)
+            if torch.is_grad_enabled() and self._narrow_before():
                 backward.start()
 
-        self._watch = [self.model.register_forward_hook(outputs)]
+        def outputs(module, args, output):
+            if torch.compiler.is_compiling():
+                raise RuntimeError(_COMPILED)
+            if not torch.is_grad_enabled():
+                return
+            roots = [t.grad_fn for t in tree_leaves(output)
+                     if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+            self._forward_narrow = self._narrow(output)
+            if self._forward_narrow:
+                if not backward.creating:
+                    backward.walk(roots)
+                    backward.start()
+                for node in roots:
+                    node.register_prehook(backward.mark)
+            else:
+                backward.stop()
+            if backward.compiled or any(type(n).__name__ == "CompiledFunctionBackward"
+                                        for n in roots):
+                raise RuntimeError(_COMPILED)
+
+        self._watch = [self.model.register_forward_pre_hook(inputs),
+                       self.model.register_forward_hook(outputs)]
         if self.optimizer is not None:
             self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: backward.stop()))
 
@@ -650,6 +743,13 @@ class Recorder:
             f"or format='fp32' for an FP32 loop",
             stacklevel=3,
         )
+
+    def _narrow_before(self) -> bool:
+        """Whether a forward pass about to run stores narrow tensors, as far as can be told
+        before it: a weight in a narrow dtype, or autocast on for the weights' device."""
+        p = next(iter(self._param_layer), None)
+        return p is not None and (torch.is_autocast_enabled(p.device.type)
+                                  or any(q.dtype in _NARROW for q in self._param_layer))
 
     def _narrow(self, output) -> bool:
         """Whether the forward pass that gave ``output`` ran in a loop that stores tensors

@@ -273,6 +273,11 @@ pub struct RunWriter {
     state: State,
     path: PathBuf,
     flush_every: Duration,
+    /// The outermost directory that creating the run made (`path` or an ancestor), or None
+    /// when `path` existed (empty) before: what [`RunWriter::discard`] removes.
+    made: Option<PathBuf>,
+    /// The steps written.
+    steps: u64,
 }
 
 /// Where a [`RunWriter`] stands.
@@ -287,6 +292,12 @@ impl RunWriter {
     /// The library's writer, the directory created first if it is still pending.
     fn writer(&mut self) -> PyResult<&mut run::RunWriter> {
         if let State::Pending(config) = &self.state {
+            self.made = self
+                .path
+                .ancestors()
+                .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
+                .last()
+                .map(PathBuf::from);
             let mut inner = run::RunWriter::create(&self.path, config, false).map_err(py_err)?;
             inner.set_flush_every(self.flush_every);
             self.state = State::Open(inner);
@@ -333,6 +344,8 @@ impl RunWriter {
             state: State::Pending(config),
             path,
             flush_every,
+            made: None,
+            steps: 0,
         })
     }
 
@@ -369,7 +382,9 @@ impl RunWriter {
         if let Some(capture) = &capture {
             w.capture(capture).map_err(py_err)?;
         }
-        w.step(&record).map_err(py_err)
+        w.step(&record).map_err(py_err)?;
+        self.steps += 1;
+        Ok(())
     }
 
     /// Writes the lines held in memory to the logs (none before the directory is created).
@@ -427,6 +442,40 @@ impl RunWriter {
         };
         w.finish(&summary).map_err(py_err)?;
         serde_json::to_string(&summary).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Removes what creating the run made, and finishes it: a run that recorded no step (a loop
+    /// that failed while setting up) leaves nothing behind. The directory `path`, with any
+    /// parents it needed, is removed when it was made; one that existed (empty) stays, empty
+    /// of the run's files.
+    ///
+    /// # Errors
+    /// A run that recorded a step, or a failed removal.
+    fn discard(&mut self) -> PyResult<()> {
+        let State::Open(w) = std::mem::replace(&mut self.state, State::Finished) else {
+            return Ok(()); // nothing was created
+        };
+        if self.steps > 0 {
+            self.state = State::Open(w);
+            return Err(PyRuntimeError::new_err(format!(
+                "{}: the run has recorded steps; only a run without any is discarded",
+                self.path.display()
+            )));
+        }
+        drop(w);
+        let io = |e: std::io::Error| PyRuntimeError::new_err(format!("{}: {e}", self.path.display()));
+        match &self.made {
+            Some(made) => std::fs::remove_dir_all(made).map_err(io),
+            None => {
+                for name in [run::INCOMPLETE, run::CONFIG, run::METRICS, run::CAPTURES, run::SHADOW] {
+                    match std::fs::remove_file(self.path.join(name)) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Whether the run is still open (not finished; perhaps not yet created).

@@ -669,3 +669,35 @@ def test_an_fp32_loop_records_the_weights_gradients(tmp_path):
     steps = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [s["grad_amax"] for s in steps] == seen
     assert [s.get("grad_amax_bounded", False) for s in steps] == [False, False, True, False]
+
+
+def test_a_gradient_received_from_two_nodes_counts_as_their_sum(tmp_path):
+    """``w`` (float16) used twice, ``x w + x w``: each product's node passes on ``x`` to ``w``,
+    which receives their sum, ``2 x``: the sum is a gradient the backward pass stores in
+    float16 too, and here the largest, |2 3|."""
+    model = torch.nn.Module()
+    model.w = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
+    model.forward = lambda x: x * model.w + x * model.w
+    with Recorder(model, out=tmp_path / "run", every=0) as rec:
+        loss = model(torch.tensor([3.0, 1.0], dtype=torch.float16)).float().sum()
+        loss.backward()
+        rec.step(loss)
+    assert [r["grad_amax"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == [6.0]
+
+
+def test_a_cast_into_float16_counts_the_values_before_rounding(tmp_path):
+    """The loss ``c sum(w x)`` summed in FP32, w and x float16, x = 1: the gradient cast into
+    float16 is ``c`` in FP32. At c = 1 + 2^-12 float16 rounds it to 1: the value before rounding
+    counts. At c = 70000 float16 rounds it to inf: the value before rounding is finite, and the
+    gradients below it are inf (the step bounded)."""
+    for c, bounded in ((1 + 2.0**-12, False), (70000.0, True)):
+        model = torch.nn.Module()
+        model.w = torch.nn.Parameter(torch.ones(1, dtype=torch.float16))
+        model.forward = lambda x: x * model.w
+        out = tmp_path / str(c)
+        with Recorder(model, out=out, every=0) as rec:
+            loss = model(torch.ones(1, dtype=torch.float16)).float().sum() * c
+            loss.backward()
+            rec.step(loss)
+        (step,) = read_jsonl(out / "metrics.jsonl")
+        assert (step["grad_amax"], step.get("grad_amax_bounded", False)) == (c, bounded)
