@@ -75,7 +75,6 @@ import json
 import math
 import os
 import pathlib
-import sys
 import time
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
@@ -85,7 +84,8 @@ from torch.utils._pytree import tree_leaves
 
 from . import _mixprec
 
-from ._simulate import _PARTS, Simulate, _check_model, _is_grad_scaler, _policy
+from ._simulate import _COMPILED as _COMPILED_TEMPLATE
+from ._simulate import _PARTS, Simulate, _check_model, _is_grad_scaler, _policy, _under_compile
 
 __all__ = ["Recorder"]
 
@@ -102,22 +102,11 @@ _NARROW = tuple(
 #: rounding.
 _CAST_NODES = {"ToCopyBackward0", "CopyBackwards"}
 #: What the recorder says of a model compiled by torch.compile.
-_COMPILED = (
-    "Recorder: the model is compiled by torch.compile, whose fused backward hides the "
-    "gradients grad_amax is taken from and whose graph bypasses the capture hooks; record the "
-    "eager model (model._orig_mod, or the model before .compile())"
+_RECORDER_SEES = (
+    "the node hooks grad_amax is taken from (its fused backward hides the gradients) and the "
+    "capture hooks"
 )
-
-
-def _compiled(model: torch.nn.Module) -> bool:
-    """Whether ``model`` or a module in it is compiled by torch.compile (wrapped in an
-    ``OptimizedModule``, or compiled in place by ``module.compile()``)."""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not loaded: nothing compiled
-    return any(
-        getattr(m, "_compiled_call_impl", None) is not None
-        or (eval_frame is not None and isinstance(m, eval_frame.OptimizedModule))
-        for m in model.modules()
-    )
+_COMPILED = _COMPILED_TEMPLATE.format(who="Recorder", what=_RECORDER_SEES)
 
 
 def _finite(x: float) -> Optional[float]:
@@ -331,7 +320,7 @@ class Recorder:
         name: Optional[str] = None,
         flush_every: float = 2.0,
     ) -> None:
-        _check_model(model, "Recorder")
+        _check_model(model, "Recorder", _RECORDER_SEES)
         if scaler is not None and not _is_grad_scaler(scaler):
             raise TypeError(
                 "scaler: expected the loop's torch.amp.GradScaler, or None, got "
@@ -362,8 +351,6 @@ class Recorder:
         )
         if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
             model = model.module
-        if _compiled(model):
-            raise ValueError(_COMPILED)
         self.model = model
         self.optimizer = optimizer
         self.scaler = scaler
@@ -697,7 +684,7 @@ class Recorder:
         backward = self._backward
 
         def inputs(module, args):
-            if torch.compiler.is_compiling():  # traced by torch.compile
+            if _under_compile(module):
                 raise RuntimeError(_COMPILED)
             if torch.is_grad_enabled() and self._narrow_before():
                 backward.start()

@@ -54,28 +54,39 @@ _GRADIENTS = ("activation_grad", "weight_grad")
 _PARTS = {"exp_avg": "adam_m", "exp_avg_sq": "adam_v", "momentum_buffer": "momentum"}
 
 
-#: Why a model that torch.compile runs is refused: its graph runs without the module hooks,
-#: autograd hooks and torch functions the rounding and the recording live in.
+#: Why a model that torch.compile runs is refused (``who`` cannot see ``what`` in its graph).
 _COMPILED = (
-    "{who}: the model is compiled by torch.compile, whose graph runs without the hooks "
-    "{who} sees the model through (it would give other numbers, silently); pass the eager "
-    "model (for torch.compile(model), its ._orig_mod) and compile nothing under {who}"
+    "{who}: the model is compiled by torch.compile, whose graph runs without {what}, so its "
+    "numbers would differ silently; pass the eager model (model._orig_mod, or the model before "
+    ".compile()) and compile nothing under {who}"
 )
 
 
-def _check_model(model: Any, who: str) -> None:
-    """A ``torch.nn.Module`` that torch.compile does not run (else a TypeError)."""
+def _check_model(model: Any, who: str, what: str) -> None:
+    """A ``torch.nn.Module`` (else a TypeError) that torch.compile does not run (else a
+    ValueError with :data:`_COMPILED`)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    if hasattr(model, "_orig_mod") or getattr(model, "_compiled_call_impl", None) is not None:
-        raise TypeError(_COMPILED.format(who=who))
+    if _compiled(model):
+        raise ValueError(_COMPILED.format(who=who, what=what))
 
 
 def _compiled(model: torch.nn.Module) -> bool:
+    """Whether ``model`` or a module in it is compiled by torch.compile (wrapped in an
+    ``OptimizedModule``, or compiled in place by ``module.compile()``)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not loaded: nothing compiled
+    return any(
+        getattr(m, "_compiled_call_impl", None) is not None
+        or (eval_frame is not None and isinstance(m, eval_frame.OptimizedModule))
+        for m in model.modules()
+    )
+
+
+def _under_compile(model: torch.nn.Module) -> bool:
     """Whether a forward pass of ``model`` beginning now runs under torch.compile: traced, or
     called by a compiled module (``torch.compile(model)`` runs the root's hooks eagerly, from
-    dynamo's frame, and traces the rest), or ``model.compile()`` done since."""
-    if torch.compiler.is_compiling() or getattr(model, "_compiled_call_impl", None) is not None:
+    dynamo's frame, and traces the rest), or a module of it compiled since."""
+    if torch.compiler.is_compiling() or _compiled(model):
         return True
     frame = sys._getframe(1)
     while frame is not None:
@@ -86,6 +97,8 @@ def _compiled(model: torch.nn.Module) -> bool:
 
 
 _DYNAMO_FRAME = os.path.join("torch", "_dynamo", "eval_frame.py")
+#: What Simulate rounds in, which a compiled graph runs without.
+_SIMULATE_SEES = "the hooks that round every store and cast every product"
 
 
 def _is_grad_scaler(scaler: Any) -> bool:
@@ -183,7 +196,7 @@ class Simulate:
         scaler: Any = None,
         seed: int = 0,
     ) -> None:
-        _check_model(model, "Simulate")
+        _check_model(model, "Simulate", _SIMULATE_SEES)
         if not isinstance(recipe, (str, Mapping)):
             raise TypeError(
                 "recipe: expected a preset name, a recipe as a dict or JSON text, got "
@@ -451,8 +464,8 @@ class Simulate:
     def _forward_begins(self, module, args) -> None:
         """Refuses a forward pass that torch.compile traces (its graph would run without the
         rounding); turns the products' mode on where the recipe casts them."""
-        if _compiled(module):
-            raise RuntimeError(_COMPILED.format(who="Simulate"))
+        if _under_compile(module):
+            raise RuntimeError(_COMPILED.format(who="Simulate", what=_SIMULATE_SEES))
         if self._products is not None:
             self._products.__enter__()
 

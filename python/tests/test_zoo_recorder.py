@@ -131,7 +131,7 @@ def test_a_compiled_model_is_refused(tmp_path):
     trained through a compiled wrapper the recorder was not given, at its first forward pass,
     which leaves no run directory behind (no step was recorded). Each time with one line
     naming what the recorder cannot see."""
-    said = "Recorder: the model is compiled by torch.compile, whose fused backward hides"
+    said = "Recorder: the model is compiled by torch.compile, whose graph runs without the node hooks"
     torch.manual_seed(0)
     x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
 

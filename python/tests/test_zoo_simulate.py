@@ -320,7 +320,7 @@ def test_torch_compile_is_refused_in_one_line():
     """A compiled model, given or compiled later (torch.compile(model) or model.compile()), is
     refused with one line naming what Simulate cannot see."""
     model = torch.nn.Sequential(torch.nn.Linear(4, 4))
-    with pytest.raises(TypeError, match="compiled by torch.compile"):
+    with pytest.raises(ValueError, match="compiled by torch.compile"):
         Simulate(torch.compile(model), "fp16-master")
     for compile_it in (lambda m: torch.compile(m), lambda m: (m.compile(), m)[1]):
         m = torch.nn.Sequential(torch.nn.Linear(4, 4))
