@@ -348,15 +348,16 @@ class Simulate:
             scale = self._delayed.cast(name, self._fp8_max[cls], amax if training else 0.0)
             # A float32 scale (the library's), exact as torch's float32 scalar.
             src = src * scale
-        y, counts = quantize(
-            src.contiguous(),
-            fmt,
-            self.recipe["rounding"],
-            self.recipe["overflow"],
-            True,
-            self._stream(),
-            return_counts=True,
-        )
+        src = src.contiguous()
+        seed = self._stream()
+        rounding, overflow = self.recipe["rounding"], self.recipe["overflow"]
+        if src.device.type == "cpu":
+            # The binding's kernel straight into a new tensor (the checks of quantize cost more
+            # than rounding a small tensor; these arguments are the recipe's, checked once).
+            y = torch.empty_like(src)
+            counts = _mixprec.quantize_into(src.numpy(), y.numpy(), fmt, rounding, overflow, True, seed)
+        else:
+            y, counts = quantize(src, fmt, rounding, overflow, True, seed, return_counts=True)
         if scale is not None:
             y.mul_(float(np.float32(1.0) / np.float32(scale)))  # 1 / scale in float32
         self._count(cls, x.numel(), counts)
@@ -364,7 +365,7 @@ class Simulate:
             values = unscaled.contiguous().cpu().numpy()
             key = tuple(counts[k] for k in ("underflow", "subnormal", "overflow", "nan", "infinite"))
             self.capture.add_stored(layer, cls, part, values, key)
-        return y.to(x.dtype)
+        return y if y.dtype == x.dtype else y.to(x.dtype)
 
     def _round_(
         self, x: torch.Tensor, cls: str, layer: str, part: Optional[str] = None, tensor: str = ""

@@ -463,11 +463,18 @@ impl RunWriter {
             )));
         }
         drop(w);
-        let io = |e: std::io::Error| PyRuntimeError::new_err(format!("{}: {e}", self.path.display()));
+        let io =
+            |e: std::io::Error| PyRuntimeError::new_err(format!("{}: {e}", self.path.display()));
         match &self.made {
             Some(made) => std::fs::remove_dir_all(made).map_err(io),
             None => {
-                for name in [run::INCOMPLETE, run::CONFIG, run::METRICS, run::CAPTURES, run::SHADOW] {
+                for name in [
+                    run::INCOMPLETE,
+                    run::CONFIG,
+                    run::METRICS,
+                    run::CAPTURES,
+                    run::SHADOW,
+                ] {
                     match std::fs::remove_file(self.path.join(name)) {
                         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
                         _ => {}
