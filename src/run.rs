@@ -26,8 +26,11 @@
 //!   scale: what decides overflow at other scales; `null` when none), `grad_amax_bounded: true`
 //!   on a step where an inf or NaN formed in the backward pass hid later gradient values (its
 //!   `grad_amax` is then a lower bound: the step overflows at its own scale and above, and is
-//!   unknown below where `grad_amax` does not overflow; absent, the common case: exact) and
-//!   `counts`, per tensor class summed
+//!   unknown below where `grad_amax` does not overflow; absent, the common case: exact),
+//!   `intermediate_overflow` (the PyTorch recorder, when some were: the autograd nodes, such as
+//!   `["PowBackward0"]`, whose backward formula formed an inf or NaN from finite gradients and
+//!   again from zero ones, so that the step overflows at every scale) and `counts`, per tensor
+//!   class summed
 //!   over layers, `{"stored", "underflow", "subnormal", "overflow", "nonfinite"}` (see
 //!   [`StoreCounts`]; classes with no store that step are absent). With `eval_every` N > 0, the
 //!   lines of steps N, 2N, ... end with `eval`, the test metric after that step's update, named

@@ -37,9 +37,13 @@ decides overflow exactly as the value before rounding does. Where an inf or NaN 
 backward pass (the loss finite), the gradients it reached are unknown at other scales:
 ``grad_amax`` is then the largest of the values known (a tensor holding an inf or NaN says
 nothing of its others), a lower bound, and the step is marked ``grad_amax_bounded``
-(``summary.json`` counts them as ``bounded_steps``). The hooks cost a Python call per node of
-the graph, one reduction per narrow gradient and one transfer to the host per step
-(``reports/perf/python.md``). In a loop that stores no narrow tensor (FP32 throughout) they stay
+(``summary.json`` counts them as ``bounded_steps``). But where a node passed on an inf or NaN
+from finite gradients, the hook calls it again on zero gradients: an inf or NaN again means a
+value inside its formula overflowed whatever the scale (gelu_new's 3x^2 past 65504 in fp16),
+and the step names the node under ``intermediate_overflow`` and overflows at every scale (not
+bounded); the report says no scale avoids it. The hooks cost a Python call per node of the
+graph that passes on or sums a narrow gradient, and one reduction (read on the host) per such
+gradient (``reports/perf/python.md``). In a loop that stores no narrow tensor (FP32 throughout) they stay
 off and ``grad_amax`` is the largest magnitude of the weights' gradients, one reduction per step
 (an inf or NaN among them marks the step bounded): what overflows there is FP32, at 2^128, far
 above any of its gradients. To judge a narrow format's overflow, record the loop in it
@@ -71,6 +75,7 @@ recorder made are removed, and a directory that existed (empty) stays, empty.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -101,6 +106,16 @@ _NARROW = tuple(
 #: backward of ``.to(dtype)`` and of ``copy_``): the incoming gradient is the value before
 #: rounding.
 _CAST_NODES = {"ToCopyBackward0", "CopyBackwards"}
+#: Autograd nodes that pass on the values they receive, moved (a view, a transpose, a slice
+#: padded with zeros, a clone), in the same dtype: their largest magnitude is that of the
+#: gradient they received, which the node that passed it on (or the sum it is) counted.
+_SAME_VALUES = {
+    "AliasBackward0", "CloneBackward0", "PermuteBackward0",
+    "ReshapeAliasBackward0", "SelectBackward0", "SliceBackward0", "SplitBackward0",
+    "SplitWithSizesBackward0", "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2",
+    "TBackward0", "TransposeBackward0", "TransposeBackward1", "UnbindBackward0",
+    "UnsafeViewBackward0", "UnsqueezeBackward0", "ViewBackward0",
+}
 #: What the recorder says of a model compiled by torch.compile.
 _RECORDER_SEES = (
     "the node hooks grad_amax is taken from (its fused backward hides the gradients) and the "
@@ -146,22 +161,32 @@ def _element_format(name: Any) -> Dict[str, Any]:
 class _BackwardAmax:
     """Hooks on the autograd nodes of the recorded model's backward pass: from the start of a
     forward pass of the model (with gradients on) to the optimizer's step or
-    :meth:`Recorder.step`, every node created is hooked (a node-creation hook), and so is every
-    node of the graph a forward pass returns when the hook was not on yet (a walk from its
-    outputs' gradient functions). Each hook keeps, with the backward pass's id, the least and
-    largest value (NaN when it holds a NaN) of each narrow gradient its node passes on along an
-    edge of the graph (for a cast into a narrow dtype, of the values cast), and of each narrow
-    gradient it received as the sum of several (a tensor used more than once: what a leaf's
-    ``.grad`` accumulates, or the input of a node that several nodes feed), as 0-d tensors where
-    they lie. The values a node's formula forms inside it are not gradients and are not seen;
-    nor is the seed of a backward pass (the ones it starts from, not scaled). Only the backward
-    passes that reach the recorded model (a hook on its outputs says which) count."""
+    :meth:`Recorder.step`, every node created is looked at (a node-creation hook), and so is
+    every node of the graph a forward pass returns when the hook was not on yet (a walk from its
+    outputs' gradient functions). A node is hooked when it passes on a narrow gradient along an
+    edge of the graph (its dtype is the one the receiving node's input metadata names; for a
+    cast into a narrow dtype, the values cast count too) or receives one as the sum of several (a
+    tensor used more than once: what a leaf's ``.grad`` accumulates, or the input of a node
+    that several nodes feed). Nodes that only move the values they receive (views, transposes,
+    slices: ``_SAME_VALUES``) add nothing to the largest magnitude and are not hooked for what
+    they pass on. Each hook keeps, with the backward pass's id, the least and largest value
+    (NaN when one is NaN) of each such gradient. The values a node's formula forms inside it
+    are not gradients and are not counted; nor is the seed of a backward pass (the ones it
+    starts from, not scaled). But when a node passes on an inf or NaN though every gradient it
+    received is finite, the hook calls the node again on zero gradients: when an inf or NaN
+    comes out again, a value inside its formula overflowed whatever the scale (an
+    *intermediate overflow*), and the node's type is kept. Only the backward passes that reach
+    the recorded model (a hook on its outputs says which) count. Each hook reads its magnitudes
+    on the host (on CUDA a synchronization per hooked node)."""
 
     def __init__(self) -> None:
-        self.seen: List[Tuple[int, Any]] = []
+        self.seen: List[Tuple[int, float, float]] = []
+        self.intermediate: List[Tuple[int, str]] = []
         self.ours: set = set()
-        #: The hooked nodes, and per (node, input) the number of hooked nodes that feed it.
-        self.hooked: set = set()
+        #: Per hooked node: the edges whose gradients count, the inputs that receive sums, and
+        #: whether it is a cast; per (node, input), the number of nodes that feed it.
+        self.plans: Dict[Any, Tuple[List[int], List[int], bool]] = {}
+        self.looked: set = set()
         self.fed: Dict[Tuple[Any, int], int] = {}
         self.handles: List[Any] = []
         self.creating = False
@@ -170,63 +195,83 @@ class _BackwardAmax:
 
     @property
     def on(self) -> bool:
-        return bool(self.hooked) or self.creating
+        return bool(self.plans) or self.creating
 
     def hook(self, node) -> None:
-        """Hooks ``node`` (once) and counts the edges it feeds."""
-        if node in self.hooked:
+        """Looks at ``node`` (once): counts the edges it feeds, and hooks it, or the nodes it
+        feeds, where a narrow gradient passes."""
+        if node in self.looked:
             return
-        self.hooked.add(node)
-        edges = node.next_functions
-        passed = []
-        for i, (f, k) in enumerate(edges):
-            if f is not None:
-                passed.append(i)
-                self.fed[f, k] = self.fed.get((f, k), 0) + 1
+        self.looked.add(node)
         name = type(node).__name__
         self.compiled |= name == "CompiledFunctionBackward"
-        cast = name in _CAST_NODES
-        self.handles.append(node.register_hook(
-            lambda grad_inputs, grad_outputs: self._seen(node, passed, cast, grad_inputs,
-                                                         grad_outputs)))
+        passed = []
+        for i, (f, k) in enumerate(node.next_functions):
+            if f is None:
+                continue
+            fed = self.fed[f, k] = self.fed.get((f, k), 0) + 1
+            if not _narrow_input(f, k):
+                continue
+            if fed == 2:
+                self._plan(f)[1].append(k)  # f's input k receives a sum
+            if name not in _SAME_VALUES:
+                passed.append(i)
+        if passed:
+            self._plan(node)[0].extend(passed)
 
-    def _seen(self, node, passed, cast, grad_inputs, grad_outputs) -> None:
+    def _plan(self, node) -> Tuple[List[int], List[int], bool]:
+        plan = self.plans.get(node)
+        if plan is None:
+            plan = self.plans[node] = ([], [], type(node).__name__ in _CAST_NODES)
+            self.handles.append(node.register_hook(functools.partial(self._seen, node, plan)))
+        return plan
+
+    def _seen(self, node, plan, grad_inputs, grad_outputs) -> None:
+        passed, sums, cast = plan
         task = torch._C._current_graph_task_id()
+        finite = True
         for i in passed:
             g = grad_inputs[i]
-            if g is None or g.dtype not in _NARROW:
-                continue  # FP32 sums the loop never stores narrower do not count
+            if g is None:
+                continue
             if cast:
                 src = grad_outputs[0]
                 if src is not None and src.shape == g.shape:
-                    g = src  # the values before rounding
-            self._amax(task, g)
-        for k, g in enumerate(grad_outputs):
-            if g is not None and g.dtype in _NARROW and self.fed.get((node, k), 0) > 1:
+                    self._amax(task, src)  # the values before rounding, and as stored
+            finite &= self._amax(task, g)
+        for k in sums:
+            g = grad_outputs[k]
+            if g is not None:
                 self._amax(task, g)
+        if not finite and not cast and _overflows_inside(node, grad_outputs, passed):
+            self.intermediate.append((task, type(node).__name__))
 
-    def _amax(self, task: int, t: torch.Tensor) -> None:
+    def _amax(self, task: int, t: torch.Tensor) -> bool:
+        """Keeps ``t``'s least and largest value; whether both are finite."""
         if not t.numel():
-            return
+            return True
         if t.element_size() == 1:
             t = t.float()  # fp8 has no reductions of its own; widening it is exact
         # One pass (a few times faster than abs().amax() on the CPU): the largest magnitude is
         # the larger of |min| and |max|, formed in take.
-        self.seen.append((task, torch.aminmax(t.detach())))
+        lo, hi = torch.aminmax(t.detach())
+        lo, hi = float(lo), float(hi)
+        self.seen.append((task, lo, hi))
+        return math.isfinite(lo) and math.isfinite(hi)
 
     def start(self) -> None:
-        """Hooks every node created from now on (the start of a forward pass of the recorded
+        """Looks at every node created from now on (the start of a forward pass of the recorded
         model with gradients on, in a loop that stores narrow tensors)."""
         if not self.creating and torch.is_grad_enabled():
             self.creating = True
             torch._C._autograd._push_node_creation_hook(self.hook)
 
     def walk(self, roots) -> None:
-        """Hooks the graph behind ``roots`` (a forward pass that ran with the hook off)."""
+        """Looks at the graph behind ``roots`` (a forward pass that ran with the hook off)."""
         stack = list(roots)
         while stack:
             node = stack.pop()
-            if node is not None and node not in self.hooked:
+            if node is not None and node not in self.looked:
                 self.hook(node)
                 stack.extend(f for f, _ in node.next_functions)
 
@@ -237,36 +282,57 @@ class _BackwardAmax:
             torch._C._autograd._pop_node_creation_hook()
         for h in self.handles:
             h.remove()
-        self.handles, self.hooked, self.fed = [], set(), {}
+        self.handles, self.plans, self.looked, self.fed = [], {}, set(), {}
 
     def mark(self, _grad_outputs) -> None:
         """A hook on the recorded model's outputs: the backward pass running reaches it."""
         self.ours.add(torch._C._current_graph_task_id())
 
-    def take(self) -> Tuple[Optional[float], bool, bool]:
+    def take(self) -> Tuple[Optional[float], bool, bool, List[str]]:
         """Of the backward passes that reached the model since the last call: the largest
         finite magnitude of the narrow gradients (None when none was finite and nonzero),
-        whether any held an inf or NaN, and whether any was seen at all; then forgets them."""
-        seen = [m for task, m in self.seen if task in self.ours]
-        self.seen, self.ours = [], set()
+        whether any held an inf or NaN, whether any was seen at all, and the types of the
+        nodes that overflowed inside (in the order seen, once each); then forgets them."""
+        seen = [(lo, hi) for task, lo, hi in self.seen if task in self.ours]
+        inside = list(dict.fromkeys(n for task, n in self.intermediate if task in self.ours))
+        self.seen, self.intermediate, self.ours = [], [], set()
         if not seen:
-            return None, False, False
-        groups: Dict[Any, List[torch.Tensor]] = {}
-        for lo, hi in seen:
-            groups.setdefault((lo.device, lo.dtype), []).extend((lo, hi))
-        # One transfer per device and dtype (exact in float64); a tensor's magnitudes are
-        # known where both its least and largest values are finite.
-        pairs = [
-            pair
-            for g in groups.values()
-            for pair in torch.stack(g).double().cpu().view(-1, 2).tolist()
-        ]
-        nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in pairs)
+            return None, False, False, inside
+        # A tensor's magnitudes are known where both its least and largest values are finite.
+        nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in seen)
         amax = max(
-            (max(-lo, hi) for lo, hi in pairs if math.isfinite(lo) and math.isfinite(hi)),
+            (max(-lo, hi) for lo, hi in seen if math.isfinite(lo) and math.isfinite(hi)),
             default=0.0,
         )
-        return (amax if amax > 0 else None), nonfinite, True
+        return (amax if amax > 0 else None), nonfinite, True, inside
+
+
+def _narrow_input(node, k: int) -> bool:
+    """Whether input ``k`` of autograd node ``node`` (the gradient it receives there) is narrow:
+    the engine casts what flows into it to the dtype its metadata names."""
+    meta = node._input_metadata
+    return k < len(meta) and meta[k].dtype in _NARROW
+
+
+def _overflows_inside(node, grad_outputs, passed: List[int]) -> bool:
+    """Whether ``node``, which passed on an inf or NaN along an edge of ``passed``, formed it
+    inside its formula whatever the gradients it received: they were all finite, and the node,
+    called again on zeros in their place, passes on an inf or NaN again (a formula linear in
+    its gradient gives zeros unless a value formed from the saved tensors alone overflowed).
+    False when the node cannot be called again (its saved tensors are gone)."""
+    if any(g is not None and not bool(torch.isfinite(g).all()) for g in grad_outputs):
+        return False  # an inf or NaN received: formed before
+    # The node's own outputs, before the engine sums them to its inputs' shapes (a broadcast
+    # bias): where that sum overflows, the scale is the cause, and a sum of zeros is zero.
+    try:
+        again = node(*[None if g is None else torch.zeros_like(g) for g in grad_outputs])
+    except RuntimeError:
+        return False
+    if isinstance(again, torch.Tensor):
+        again = (again,)
+    return any(
+        again[i] is not None and not bool(torch.isfinite(again[i]).all()) for i in passed
+    )
 
 
 class Recorder:
@@ -580,14 +646,14 @@ class Recorder:
             last = sim.last
             scale, found_inf, counts = last["loss_scale"], last["overflow"], last["counts"]
         capture = self._end_capture() if self._capture is not None else None
-        amax, bounded = None, False
+        amax, bounded, inside = None, False, []
         if sim is not None:
             # Before rounding, as the storage points saw them: the values the recipe stores.
             amax, bounded = last["grad_amax"], last["grad_amax_bounded"]
             seen = sim.rounds("activation_grad") or sim.rounds("weight_grad")
         else:
             self._backward.stop()
-            amax, bounded, seen = self._backward.take()
+            amax, bounded, seen, inside = self._backward.take()
             if amax is not None:
                 amax /= scale
         if sim is None and self._forward_narrow is False:
@@ -608,10 +674,13 @@ class Recorder:
             "skipped": skipped,
             "updates_lost": None,
             "grad_amax": amax,
-            # An inf or NaN hid later gradients; a non-finite loss overflows at every scale.
-            "grad_amax_bounded": bool(bounded and math.isfinite(loss)),
+            # An inf or NaN hid later gradients; a non-finite loss, or a value inside a node's
+            # formula that overflows whatever its gradient, overflows at every scale.
+            "grad_amax_bounded": bool(bounded and math.isfinite(loss) and not inside),
             "counts": counts,
         }
+        if inside:
+            record["intermediate_overflow"] = inside
         self._writer.step(json.dumps(record, allow_nan=False), capture)
         if self.every > 0 and (step + 1) % self.every == 0:
             self._begin_capture()

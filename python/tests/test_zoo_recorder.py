@@ -115,6 +115,60 @@ def test_grad_amax_is_the_narrow_gradients_and_halves_with_the_loss(tmp_path, na
         assert abs(h["grad_amax"] / f["grad_amax"] / 0.5 - 1) <= tolerance, (f, h)
 
 
+def gpt2_loop(out, scale, shift):
+    """One step of the zoo's GPT-2 under CPU autocast in float16 with a GradScaler at
+    ``scale``, the first MLP's pre-activation of unit 0 raised by ``shift`` (its bias), recorded
+    into ``out`` (or not, when None). Returns whether the scaler found an inf or NaN and the
+    recorded step (or None)."""
+    zoo = ZOO["gpt2"]
+    model = zoo.model(0)
+    with torch.no_grad():
+        model.transformer.h[0].mlp.c_fc.bias[0] += shift
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=scale, growth_interval=10**6)
+    rec = Recorder(model, out=out, format="fp16", every=0, optimizer=opt, scaler=scaler) \
+        if out is not None else None
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = zoo.loss(model, zoo.batches(1)[0])
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    found = scaler._found_inf_per_device(opt)
+    found = any(float(v) > 0 for v in found.values())
+    step = None
+    if rec is not None:
+        rec.step(loss)
+        rec.close()
+        step = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    scaler.update()
+    return found, step
+
+
+def test_an_overflow_inside_a_nodes_formula_is_told_from_one_of_the_scale(tmp_path, cli):
+    """GPT-2's gelu_new in float16 with a pre-activation of 300: the backward of x^3 forms
+    3x^2 = 270000, above float16's 65504, whatever the gradient it multiplies; the step
+    overflows at every scale (the truth: reruns at 2^-2 and 2^-24 both find an inf or NaN), and
+    the recorder names the node (PowBackward0) under ``intermediate_overflow`` and does not
+    call grad_amax a bound. A step that overflows because of its scale (2^20, no shift: the
+    gradients of addmm, 0.12 unscaled, pass 65504 inside the nodes that form them; a rerun at
+    2^-2 finds none) names no node and is bounded. The report says no scale avoids the
+    first."""
+    found, step = gpt2_loop(tmp_path / "inside", 2.0**-2, 300.0)
+    assert found and step["overflow"] and step["skipped"]
+    assert step["intermediate_overflow"] == ["PowBackward0"]
+    assert not step.get("grad_amax_bounded", False)
+    assert gpt2_loop(None, 2.0**-24, 300.0)[0]  # no scale avoids it
+    found, step = gpt2_loop(tmp_path / "scale", 2.0**20, 0.0)
+    assert found and step["overflow"] and step["grad_amax_bounded"]
+    assert "intermediate_overflow" not in step
+    assert not gpt2_loop(None, 2.0**-2, 0.0)[0]  # a smaller scale avoids it
+    page = tmp_path / "page"
+    r = cli("report", str(tmp_path / "inside"), "--out", str(page))
+    assert r.returncode == 0, r.stderr
+    html = (page / "index.html").read_text()
+    assert "the backward formula of PowBackward0 formed an inf or NaN from finite gradients" \
+        in html
+
+
 class Mlp(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -282,6 +282,9 @@ pub struct RunData {
     /// Steps whose `grad_amax` is only a lower bound (`grad_amax_bounded`): their high edge is
     /// an upper bound.
     pub bounded_steps: u64,
+    /// Per autograd node named in steps' `intermediate_overflow`: how many steps named it and
+    /// the first; these steps overflow at every scale.
+    pub intermediate_overflow: BTreeMap<String, (u64, u64)>,
     /// The gradient histograms of the chosen capture step (default: the first whose activation
     /// gradients hold a finite nonzero value, else the first).
     pub histograms: Option<StepHistograms>,
@@ -345,6 +348,7 @@ impl RunData {
             window_top: None,
             window_rerun_top: None,
             bounded_steps: 0,
+            intermediate_overflow: BTreeMap::new(),
             histograms: None,
             update_ratios: None,
             shadow: Vec::new(),
@@ -451,6 +455,13 @@ impl RunData {
     ) {
         self.steps_read += 1;
         self.bounded_steps += u64::from(r.grad_amax_bounded);
+        for node in &r.intermediate_overflow {
+            let (steps, _) = self
+                .intermediate_overflow
+                .entry(node.clone())
+                .or_insert((0, r.step));
+            *steps += 1;
+        }
         let high = self.high_edge(r, own_format);
         if let Some(k) = high
             && self.window_top.is_none_or(|(top, _)| k < top)

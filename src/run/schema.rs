@@ -96,6 +96,14 @@ pub struct StepRecord {
     /// explain was recorded (a non-finite loss), at every scale.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub grad_amax_bounded: bool,
+    /// The autograd nodes (the PyTorch recorder: their type names, such as `PowBackward0`) whose
+    /// backward formula formed an inf or NaN from finite gradients and formed it again when
+    /// given zero gradients: an intermediate value of the formula (GELU's `3x^2` of a large
+    /// activation in FP16) that overflows whatever the loss scale, so that no scale avoids the
+    /// step's overflow (`grad_amax_bounded` is then false: the step overflows at every scale).
+    /// Empty (absent in the file) when there was none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intermediate_overflow: Vec<String>,
     /// Per tensor class, summed over layers: what this step's stores held and what rounding did
     /// to them. Classes with no store this step are absent (a skipped step stores no update).
     #[serde(default)]

@@ -239,6 +239,8 @@ pub(crate) fn record(p: &Precision, e: Ended) -> StepRecord {
         grad_amax_bounded: p.grad_nonfinite()
             && e.loss.is_finite()
             && e.generator_loss.is_none_or(f64::is_finite),
+        // Only the PyTorch recorder looks inside a node's formula.
+        intermediate_overflow: Vec::new(),
         counts: p.class_counts(),
         eval: None,
     }

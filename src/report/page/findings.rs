@@ -88,7 +88,7 @@ type Say<'a> = &'a mut dyn FnMut(String, &str);
 type Rule = fn(usize, &RunData, &[RunData], Say<'_>);
 
 /// The rules, in the order the page says them for each run.
-const RULES: [Rule; 10] = [
+const RULES: [Rule; 11] = [
     unfinished,
     uncast,
     changed_after_the_run,
@@ -98,6 +98,7 @@ const RULES: [Rule; 10] = [
     shadow,
     outside,
     overflow,
+    intermediate_overflow,
     swamping,
 ];
 
@@ -456,6 +457,21 @@ fn overflow(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
             format!(
                 "{n}: {} steps had inf or NaN gradients, {} were skipped{site}.",
                 r.overflow.count, r.skipped.count
+            ),
+            "loss-scale",
+        );
+    }
+}
+
+/// Overflow no loss scale avoids: an autograd node whose formula formed an inf or NaN from finite
+/// gradients, and again from zero ones (the PyTorch recorder's `intermediate_overflow`).
+fn intermediate_overflow(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    for (node, (steps, first)) in &r.intermediate_overflow {
+        say(
+            format!(
+                "{}: on {steps} step{} (the first {first}) the backward formula of {node} formed an inf or NaN from finite gradients, and formed it again from zero gradients: a value inside the formula overflows whatever the loss scale, so no scale avoids these steps' overflow; compute the operation this node differentiates in FP32.",
+                r.name,
+                if *steps == 1 { "" } else { "s" }
             ),
             "loss-scale",
         );

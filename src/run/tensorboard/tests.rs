@@ -148,6 +148,7 @@ fn step(n: u64, skipped: bool) -> StepRecord {
         generator_loss: None,
         grad_amax: Some(0.5),
         grad_amax_bounded: false,
+        intermediate_overflow: Vec::new(),
         counts,
         eval: (n == 4).then(|| EvalMetric {
             name: "test_accuracy".into(),
