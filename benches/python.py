@@ -15,10 +15,13 @@
 4. the cost of the recorder at ``every=100`` on each model of the zoo (``python/tests/zoo.py``:
    Hugging Face GPT-2 and BERT, torchvision ResNet-18 and ViT), under CPU autocast in float16
    (ResNet-18 in bfloat16: its float16 convolutions take 4.4 s a step on the CPU, 18x its
-   bfloat16 step) with a GradScaler, one torch thread, 5 rounds of 30 steps (goal: within 1.1x).
+   bfloat16 step) with a GradScaler, one torch thread, 5 rounds of 30 steps (goal: within 1.1x);
+5. the cost of ``Simulate`` on each zoo model under fp16-master, fp8-hybrid, mxfp8 and nvfp4
+   against the same AdamW loop in FP32, one thread, 4 rounds of 8 steps (goal: within 2x).
 
     PYTHONPATH=python python benches/python.py         # after scripts/python-test built the module
-    PYTHONPATH=python python benches/python.py zoo     # table 4 only
+    PYTHONPATH=python python benches/python.py zoo [gpt2 bert ...]  # tables 4 and 5
+    PYTHONPATH=python python benches/python.py zoo-recorder | zoo-simulate [names]  # one of them
 """
 
 import os
@@ -185,30 +188,89 @@ def simulate_rounds(rounds, block, recipe="fp8-hybrid"):
         return paired_rounds(rounds, block, (fp32(*setup()), simulated(model, opt, sim)))
 
 
+def zoo_simulate_rounds(name, recipe, rounds, block):
+    """``Simulate(model, recipe)`` on the zoo's model ``name`` against the same loop in FP32:
+    AdamW, the same weights and batches (``block`` of them, repeated each round) on both sides."""
+    zoo = ZOO[name]
+
+    def loop():
+        model = zoo.model(0)
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def fp32(model, opt):
+        def step(batch):
+            opt.zero_grad(set_to_none=True)
+            zoo.loss(model, batch).backward()
+            opt.step()
+
+        return step
+
+    def simulated(model, opt, sim):
+        def step(batch):
+            opt.zero_grad(set_to_none=True)
+            sim.backward(zoo.loss(model, batch))
+            sim.step()
+
+        return step
+
+    batches = zoo.batches(block) * rounds
+    model, opt = loop()
+    with Simulate(model, recipe, optimizer=opt) as sim:
+        return paired_rounds(rounds, block, (fp32(*loop()), simulated(model, opt, sim)), batches)
+
+
+def median_cost(times, rounds, clock):
+    """The median, least and largest ratio of rounds 1 on (round 0: the first calls)."""
+    c = sorted(times[1, clock][r] / times[0, clock][r] for r in range(1, rounds))
+    return c[len(c) // 2], c[0], c[-1]
+
+
 def print_rounds(title, times, rounds):
     print(title)
     print("| round | wall without, ms/step | wall with | cost | CPU without, ms/step | CPU with "
           "| cost |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
-    cost = {"wall": [], "cpu": []}
     for r in range(rounds):
         row = [f"{r}" + (" (warm-up)" if r == 0 else "")]
         for clock in ("wall", "cpu"):
             a, b = times[0, clock][r], times[1, clock][r]
             row += [f"{a * 1e3:.2f}", f"{b * 1e3:.2f}", f"{b / a:.2f}x"]
-            if r > 0:  # round 0: the first calls (and the recorder's two capture steps)
-                cost[clock].append(b / a)
         print("| " + " | ".join(row) + " |")
-    for clock, c in cost.items():
-        c.sort()
-        print(f"{clock}: median ratio {c[len(c) // 2]:.2f}x (rounds 1-{rounds - 1}: "
-              f"{c[0]:.2f}x to {c[-1]:.2f}x)")
+    for clock in ("wall", "cpu"):
+        mid, lo, hi = median_cost(times, rounds, clock)
+        print(f"{clock}: median ratio {mid:.2f}x (rounds 1-{rounds - 1}: {lo:.2f}x to {hi:.2f}x)")
 
 
-def zoo_table(rounds=5, block=30):
+#: The recipes whose Simulate cost table 5 measures: an element format with loss scaling, the
+#: FP8 recipe (a scale per tensor), and the two block formats.
+ZOO_RECIPES = ("fp16-master", "fp8-hybrid", "mxfp8", "nvfp4")
+
+
+def zoo_simulate_table(names, rounds=4, block=8):
+    """Table 5: Simulate's cost on each zoo model under each recipe of ``ZOO_RECIPES``, one
+    torch thread and one rayon thread, CPU time."""
+    torch.set_num_threads(1)
+    print(f"\nSimulate against the FP32 loop on the zoo, AdamW, torch threads 1, {rounds} rounds "
+          f"of {block} steps each way, interleaved step by step; CPU time per step, the median "
+          f"ratio of rounds 1-{rounds - 1} (goal: within 2x); load average "
+          f"{os.getloadavg()[0]:.1f} before:")
+    print("| model | recipe | FP32, ms/step | simulated, ms/step | cost | rounds' range |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name in names:
+        for recipe in ZOO_RECIPES:
+            times = zoo_simulate_rounds(name, recipe, rounds, block)
+            mid, lo, hi = median_cost(times, rounds, "cpu")
+            a = sorted(times[0, "cpu"][1:])[(rounds - 1) // 2] * 1e3
+            b = sorted(times[1, "cpu"][1:])[(rounds - 1) // 2] * 1e3
+            print(f"| {name} | {recipe} | {a:.2f} | {b:.2f} | {mid:.2f}x | {lo:.2f}x-{hi:.2f}x |",
+                  flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f} after")
+
+
+def zoo_table(names, rounds=5, block=30):
     """Table 4: the recorder's cost on each zoo model, one torch thread."""
     torch.set_num_threads(1)
-    for name in ZOO:
+    for name in names:
         load = os.getloadavg()[0]
         times = zoo_rounds(name, rounds, block)
         dtype = "bfloat16" if name == "resnet" else "float16"
@@ -225,8 +287,12 @@ def main():
     )
     print(f"CPU: {cpu}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
     print(f"numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, torch {torch.__version__}")
-    if sys.argv[1:] == ["zoo"]:
-        zoo_table()
+    if sys.argv[1:2] in (["zoo"], ["zoo-recorder"], ["zoo-simulate"]):
+        names = sys.argv[2:] or list(ZOO)
+        if sys.argv[1] != "zoo-simulate":
+            zoo_table(names)
+        if sys.argv[1] != "zoo-recorder":
+            zoo_simulate_table(names)
         return
     print("\n| format | ml_dtypes astype round trip, ms | mixprec.quantize, ms | speed-up |")
     print("|---|---:|---:|---:|")
@@ -249,7 +315,8 @@ def main():
     print_rounds(f"\nSimulate(model, 'fp8-hybrid') against the FP32 loop, torch threads 1, "
                  f"{rounds} rounds of {block} steps each way, interleaved step by step; load "
                  f"average {load:.1f} before, {os.getloadavg()[0]:.1f} after:", times, rounds)
-    zoo_table()
+    zoo_table(list(ZOO))
+    zoo_simulate_table(list(ZOO))
 
 
 if __name__ == "__main__":

@@ -240,6 +240,11 @@ class Simulate:
         self.optimizer = optimizer
         self.seed = int(seed)
         self._formats = {c: self._format_of(c) for c in (*_CLASS_KEYS, *_OPERANDS)}
+        #: The operand classes cast to a block format (blocks along a product's summed axis).
+        self._block_operands = {
+            c for c in _OPERANDS
+            if self._formats[c] is not None and "block_cols" in _format_info(self._formats[c])
+        }
         needs_opt = [c for c in ("master", "optimizer_state") if self._formats[c] is not None]
         if needs_opt and optimizer is None:
             raise ValueError(
@@ -304,10 +309,7 @@ class Simulate:
 
     def _blocks(self, cls: str) -> Optional[str]:
         """The block format of operand class ``cls``, if the recipe casts it to one."""
-        name = self._formats.get(cls)
-        if name is None or cls not in _OPERANDS:
-            return None
-        return name if "block_cols" in _format_info(name) else None
+        return self._formats[cls] if cls in self._block_operands else None
 
     # -- rounding -----------------------------------------------------------------------------
 
