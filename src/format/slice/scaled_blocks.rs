@@ -169,11 +169,9 @@ impl Kernel {
         tally.counts() + rest
     }
 
-    /// Rounds one block, positions `lo..`, in segments of at most `S` values: each value
-    /// scaled by `down` (kept nonzero by [`sticky`]), rounded (the count-free loop if every
-    /// scaled value of the segment is zero or a normal of the format, the general loop
-    /// counting in `tally` if not) and scaled back by `up`. A shorter segment is padded with
-    /// zeros, which scale and round to zeros, uncounted.
+    /// Rounds one block, positions `lo..`, in segments of `S` values (see
+    /// [`Kernel::scaled_segment`]); a shorter last segment is padded with zeros, which scale
+    /// and round to zeros, uncounted.
     #[inline(always)]
     fn scaled_block<const MODE: u8, const FLUSH: bool, const L: usize, const S: usize>(
         &self,
@@ -184,34 +182,58 @@ impl Kernel {
         up: impl Fn(f32) -> f32,
         tally: &mut Tally<L>,
     ) {
+        let (whole, last) = block.as_chunks_mut::<S>();
+        let mut at = lo;
+        for seg in whole {
+            self.scaled_segment::<MODE, FLUSH, L, S>(seg, at, key, &down, &up, tally);
+            at = at.wrapping_add(S as u32);
+        }
+        if !last.is_empty() {
+            let mut seg = [0f32; S];
+            seg[..last.len()].copy_from_slice(last);
+            self.scaled_segment::<MODE, FLUSH, L, S>(&mut seg, at, key, &down, &up, tally);
+            last.copy_from_slice(&seg[..last.len()]);
+        }
+    }
+
+    /// Rounds `S` values of one block, positions `lo..`: each scaled by `down` (kept nonzero
+    /// by [`sticky`]), rounded (the count-free loop if every scaled value is zero or a normal
+    /// of the format, the general loop counting in `tally` if not) and scaled back by `up`.
+    /// Fixed-length arrays throughout, so that loads and stores are whole vectors (narrow
+    /// stores read back as vectors stall store forwarding).
+    #[inline(always)]
+    fn scaled_segment<const MODE: u8, const FLUSH: bool, const L: usize, const S: usize>(
+        &self,
+        seg: &mut [f32; S],
+        lo: u32,
+        key: BlockKey,
+        down: &impl Fn(f32) -> f32,
+        up: &impl Fn(f32) -> f32,
+        tally: &mut Tally<L>,
+    ) {
         const { assert!(S.is_multiple_of(L)) };
-        for (k, seg) in block.chunks_mut(S).enumerate() {
-            // Element-wise copies of fixed length, so that the loads and stores are whole
-            // vectors (`array::map` was not inlined, and its narrow stores read back as
-            // vectors stalled store forwarding).
-            let mut x = [0u32; S];
-            for (v, &y) in x.iter_mut().zip(seg.iter()) {
-                *v = sticky(y, down(y)).to_bits();
+        let mut x = [0u32; S];
+        for (v, &y) in x.iter_mut().zip(seg.iter()) {
+            *v = sticky(y, down(y)).to_bits();
+        }
+        let mut y = [0u32; S];
+        // The positions of sub-block `i` as the kernel takes them (see `BlockKey::scale`).
+        let pos = |i: usize| -> [u32; L] {
+            std::array::from_fn(|j| key.scale(lo.wrapping_add((i * L + j) as u32)))
+        };
+        let (xl, _) = x.as_chunks::<L>();
+        let (yl, _) = y.as_chunks_mut::<L>();
+        if self.is_ordinary(&x) {
+            for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
+                *yi = self.ordinary_block::<MODE, L>(xi, &pos(i), key);
             }
-            let mut y = [0u32; S];
-            // The positions of sub-block `i` as the kernel takes them (see `BlockKey::scale`).
-            let pos = |i: usize| -> [u32; L] {
-                std::array::from_fn(|j| key.scale(lo.wrapping_add((k * S + i * L + j) as u32)))
-            };
-            let (xl, _) = x.as_chunks::<L>();
-            let (yl, _) = y.as_chunks_mut::<L>();
-            if self.is_ordinary(&x) {
-                for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
-                    *yi = self.ordinary_block::<MODE, L>(xi, &pos(i), key);
-                }
-            } else {
-                for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
-                    *yi = self.general_block::<MODE, FLUSH, L>(xi, &pos(i), key, tally);
-                }
+        } else {
+            for (i, (xi, yi)) in xl.iter().zip(yl).enumerate() {
+                *yi = self.general_block::<MODE, FLUSH, L>(xi, &pos(i), key, tally);
             }
-            for (d, v) in seg.iter_mut().zip(y) {
-                *d = up(f32::from_bits(v));
-            }
+        }
+        for (d, v) in seg.iter_mut().zip(y) {
+            *d = up(f32::from_bits(v));
         }
     }
 }
