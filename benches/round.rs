@@ -164,6 +164,43 @@ fn bench_mx(c: &mut Criterion, src: &[f32], buf: &mut [f32], pool1: &rayon::Thre
         });
     }
     g.finish();
+    bench_block_sizes(c, src, buf, pool1);
+}
+
+/// Block formats at the sizes a Python `Simulate` of a small transformer rounds per call (64K
+/// and 1M values: 512 x 128 and 8192 x 128 matrices), as the binding calls them
+/// (`par_round_matrix_at`, rows of 128), on one thread, beside a plain copy of the same buffer
+/// in the same run. Each size is its own group, so that `-- blocks_64K` measures one.
+fn bench_block_sizes(c: &mut Criterion, src: &[f32], buf: &mut [f32], pool1: &rayon::ThreadPool) {
+    const COLS: usize = 128;
+    for (label, n) in [("64K", 1 << 16), ("1M", 1 << 20)] {
+        let (src, buf) = (&src[..n], &mut buf[..n]);
+        let mut g = c.benchmark_group(format!("blocks_{label}_f32"));
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function("copy/1-thread", |b| b.iter(|| buf.copy_from_slice(src)));
+        // The element kernels alone, per tensor: what the block formats' own work adds to.
+        for name in ["fp8-e4m3", "fp4-e2m1"] {
+            let r = Rounder::new(name.parse().unwrap(), RoundOptions::default());
+            buf.copy_from_slice(src);
+            g.bench_function(format!("{name}/nearest-even/1-thread"), |b| {
+                b.iter(|| pool1.install(|| r.round_f32_slice(buf)))
+            });
+        }
+        for name in ["mxfp8-e4m3", "nvfp4"] {
+            for rounding in [Rounding::NearestEven, Rounding::Stochastic] {
+                let options = RoundOptions {
+                    rounding,
+                    ..RoundOptions::default()
+                };
+                let r = BlockRounder::new(name.parse().unwrap(), options);
+                buf.copy_from_slice(src);
+                g.bench_function(format!("{name}/{rounding}/1-thread"), |b| {
+                    b.iter(|| pool1.install(|| r.par_round_matrix_at(buf, COLS, 0)))
+                });
+            }
+        }
+        g.finish();
+    }
 }
 
 criterion_group! {

@@ -44,28 +44,12 @@ pub use mx::{E8m0, MX_BLOCK, MX_PRESETS, MxFormat, MxRounder};
 pub use nvfp4::{NVFP4_BLOCK, Nvfp4TensorScale};
 pub use tile::{MAX_TILE_SIDE, TileFormat};
 
-use super::{FP4_E2M1, FP8_E4M3, FloatFormat, Overflow, RoundCounts, RoundOptions, Rounder};
+use super::slice::Scale;
+use super::{
+    FP4_E2M1, FP8_E4M3, FloatFormat, KernelPath, Overflow, RoundCounts, RoundOptions, Rounder,
+};
 use crate::error::Error;
 use nvfp4::TensorScale;
-
-/// What a block's scale does to its values.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Scale {
-    /// Elements round from `x * down` (in f32); the value is `element * up`.
-    Mul {
-        /// The encode factor.
-        down: f32,
-        /// The decode factor.
-        up: f32,
-    },
-    /// Elements round from `x / s` (in f32); the value is `element * s`.
-    Div(f32),
-    /// Every value becomes a zero with its sign (an NVFP4 block scale that rounded to zero);
-    /// nonzero values count as underflow.
-    Zero,
-    /// Every value becomes NaN (and counts as NaN).
-    Nan,
-}
 
 /// A block scheme with whatever it needs to scale each block: its format, and for NVFP4 the
 /// tensor's scale.
@@ -86,12 +70,31 @@ impl Plan {
         }
     }
 
-    /// The scheme's own one-pass rounding of a chunk of whole blocks, where it has one (MX:
-    /// [`mx::chunk`]); `None` for the scaled path of [`apply`].
-    fn fused_chunk(&self, element: &Rounder, chunk: &mut [f32], pos: u64) -> Option<RoundCounts> {
+    /// MX's own one-pass rounding of a chunk of whole blocks (its scales are powers of two:
+    /// [`mx::chunk`]); `None` for the other schemes, whose blocks are scaled in registers.
+    fn fused_mx(
+        &self,
+        path: KernelPath,
+        element: &Rounder,
+        chunk: &mut [f32],
+        pos: u64,
+    ) -> Option<RoundCounts> {
         match self {
-            Plan::Mx(f) => Some(mx::chunk(f, element, chunk, pos)),
+            Plan::Mx(f) => Some(mx::chunk(path, f, element, chunk, pos)),
             Plan::Nvfp4(_) | Plan::Tile(_) => None,
+        }
+    }
+
+    /// The scales of the blocks of a chunk of one row (blocks from its start, the last may be
+    /// shorter): each from its block's amax, NVFP4's E4M3 block scales rounded together.
+    fn block_scales(&self, chunk: &[f32]) -> Vec<Scale> {
+        match self {
+            Plan::Nvfp4(t) => t.block_scales(apply::block_amaxes::<NVFP4_BLOCK>(chunk)),
+            // MX's scales are asked for here only by the tests' unfused twin.
+            Plan::Mx(_) | Plan::Tile(_) => chunk
+                .chunks(self.shape().1)
+                .map(|b| self.scale(apply::amax_bits(b)))
+                .collect(),
         }
     }
 

@@ -68,6 +68,9 @@ macro_rules! by_mode {
 
 mod counts;
 mod pow2_blocks;
+mod scaled_blocks;
+
+pub(crate) use scaled_blocks::{Scale, sticky};
 
 pub use counts::RoundCounts;
 

@@ -11,17 +11,20 @@
 //! `xs[i]` keeps position `start + i` of the stochastic stream whatever the block shape, and its
 //! counts are per element, relative to its block.
 //!
-//! MX skips the scaling: its scales are powers of two, so each block is rounded in one pass by
-//! the element kernel with its exponent range shifted by the block's scale exponent (same bits;
-//! `format::slice::pow2_blocks` says why), and only blocks whose shifted range leaves f32's
-//! (an amax below `2^-112` or from `2^122` up for MXFP8-E4M3, below `2^-97` for E5M2; the NaN
-//! scale) take the scaled path above.
+//! The scaling is fused with the element rounding. MX skips it: its scales are powers of two,
+//! so each block is rounded by the element kernel with its exponent range shifted by the
+//! block's scale exponent (same bits; `format::slice::pow2_blocks` says why). NVFP4 and tiles
+//! are scaled, rounded and scaled back while in registers (`format::slice::scaled_blocks`),
+//! the same f32 operations as the passes of [`apply`]. [`apply`] rounds the blocks neither
+//! loop takes (MX blocks whose shifted range leaves f32's, zero and NaN scales, NVFP4's
+//! dequantiser overflowing f32) and is both loops' twin in the tests.
 
 use std::ops::Add;
 
 use rayon::prelude::*;
 
-use super::super::{RoundCounts, Rounder};
+use super::super::slice::sticky;
+use super::super::{KernelPath, RoundCounts, Rounder};
 use super::{Plan, Scale};
 
 /// Values per unit of work (rounded to whole blocks): scaled, rounded and scaled back while
@@ -37,6 +40,20 @@ pub(super) fn amax_bits(block: &[f32]) -> u32 {
         .map(|x| x.to_bits() & 0x7fff_ffff)
         .max()
         .unwrap_or(0)
+}
+
+/// The amax bits of each block of `C` values of `chunk` (the last may be shorter), whole
+/// blocks as arrays so that each is a few vector instructions.
+pub(super) fn block_amaxes<const C: usize>(chunk: &[f32]) -> impl Iterator<Item = u32> {
+    let (whole, last) = chunk.as_chunks::<C>();
+    let whole = whole.iter().map(|b| {
+        let mut m = [0u32; C];
+        for (m, x) in m.iter_mut().zip(b) {
+            *m = x.to_bits() & 0x7fff_ffff;
+        }
+        m.into_iter().fold(0, u32::max)
+    });
+    whole.chain((!last.is_empty()).then(|| amax_bits(last)))
 }
 
 /// The same for f64 values, whose amax is rounded to f32 (scales are computed in f32).
@@ -95,6 +112,20 @@ pub(super) fn round_f32(
     start: u64,
     parallel: bool,
 ) -> RoundCounts {
+    round_f32_via(KernelPath::Auto, plan, element, xs, cols, start, parallel)
+}
+
+/// [`round_f32`] through a chosen kernel; [`KernelPath::Scalar`] takes the unfused passes of
+/// [`apply`] for every block (the fused loop's twin, for tests).
+fn round_f32_via(
+    path: KernelPath,
+    plan: &Plan,
+    element: &Rounder,
+    xs: &mut [f32],
+    cols: usize,
+    start: u64,
+    parallel: bool,
+) -> RoundCounts {
     check_shape(xs.len(), cols);
     if xs.is_empty() {
         return RoundCounts::default();
@@ -113,11 +144,10 @@ pub(super) fn round_f32(
             let chunks: Vec<&mut [f32]> = row.chunks_mut(chunk).collect();
             sum(parallel, chunks, |k, ch| {
                 let pos = row_start + (k * chunk) as u64;
-                if let Some(counts) = plan.fused_chunk(element, ch, pos) {
+                if let Some(counts) = plan.fused_mx(path, element, ch, pos) {
                     return counts;
                 }
-                let scales: Vec<Scale> = ch.chunks(c).map(|b| plan.scale(amax_bits(b))).collect();
-                apply(element, ch, &scales, c, pos)
+                fused(path, element, ch, &plan.block_scales(ch), c, pos)
             })
         });
     }
@@ -131,13 +161,8 @@ pub(super) fn round_f32(
                 .enumerate()
                 .map(|(k, ch)| {
                     let first = k * chunk / c;
-                    apply(
-                        element,
-                        ch,
-                        &scales[first..],
-                        c,
-                        row_start + (k * chunk) as u64,
-                    )
+                    let pos = row_start + (k * chunk) as u64;
+                    fused(path, element, ch, &scales[first..], c, pos)
                 })
                 .fold(RoundCounts::default(), Add::add)
         })
@@ -161,6 +186,26 @@ fn band_scales<T>(
     top.into_iter().map(|a| plan.scale(a)).collect()
 }
 
+/// Rounds the blocks of `chunk` (`c` wide, from its start; the last may be shorter) with
+/// their `scales` as positions `pos..`, in one pass where the fused loop takes the block's
+/// scale, by [`apply`] where not. The fused loop chooses between the element kernel's loops
+/// per 32 values, or per 16 for blocks of 16 (NVFP4) and widths that are not multiples of 32.
+fn fused(
+    path: KernelPath,
+    element: &Rounder,
+    chunk: &mut [f32],
+    scales: &[Scale],
+    c: usize,
+    pos: u64,
+) -> RoundCounts {
+    let other = |block: &mut [f32], s: Scale, at: u64| apply(element, block, &[s], c, at);
+    if c.is_multiple_of(32) {
+        element.round_f32_scaled_blocks_at::<32>(path, chunk, c, scales, pos, other)
+    } else {
+        element.round_f32_scaled_blocks_at::<16>(path, chunk, c, scales, pos, other)
+    }
+}
+
 /// Scales the blocks of `chunk` (`c` wide, from its start; the last may be shorter) down,
 /// rounds them with the element kernel as positions `pos..`, and scales them back.
 pub(super) fn apply(
@@ -180,17 +225,6 @@ pub(super) fn apply(
     }
     counts.underflow += zeroed;
     counts
-}
-
-/// `y`, the f32 result of scaling `x`, except that a nonzero `x` whose scaled value vanished
-/// keeps its sign and the lowest bit: far below every element's smallest subnormal, only its
-/// being nonzero matters to the rounding (directed modes move it to the smallest subnormal) and
-/// to the counts (an underflow).
-#[inline(always)]
-fn sticky(x: f32, y: f32) -> f32 {
-    let y = y.to_bits();
-    let vanished = (x.to_bits() << 1 != 0) & (y << 1 == 0);
-    f32::from_bits(y | u32::from(vanished))
 }
 
 impl Scale {
@@ -290,9 +324,9 @@ pub(super) fn round_f64(
 
 #[cfg(test)]
 mod tests {
-    use super::super::mx::chunk_via as mx_chunk_via;
+    use super::super::{Nvfp4TensorScale, TileFormat};
     use super::*;
-    use crate::format::{KernelPath, MX_PRESETS, Overflow, RoundOptions, Rounding};
+    use crate::format::{FP8_E4M3, MX_PRESETS, Overflow, RoundOptions, Rounding};
 
     /// Blocks of every magnitude (their amax from f32 subnormals to near f32's max, values
     /// spread 40 binades below it), zeros, NaN, infinity, f32's max, and a short last block.
@@ -321,13 +355,44 @@ mod tests {
         xs
     }
 
-    /// The one-pass MX path, on every instruction set, gives the bits and counts of the scaled
-    /// path (every block scaled down, rounded, scaled back) in every mode, subnormals on and
-    /// off, at positions that start mid-block, and across a boundary of the random key.
+    /// The plans the fused loop serves: every MX format, NVFP4 under tensor scales that give
+    /// ordinary blocks, zero block scales (a small tensor amax) and a dequantiser that
+    /// overflows f32 (a huge one), and tiles of one row and of several (band scales), as wide
+    /// as a vector and not.
+    fn plans(xs: &[f32]) -> Vec<(Plan, usize)> {
+        let finite = xs
+            .iter()
+            .filter(|x| x.is_finite())
+            .map(|x| x.abs())
+            .fold(0.0, f32::max);
+        let mut plans: Vec<(Plan, usize)> = MX_PRESETS
+            .iter()
+            .map(|(_, f)| (Plan::Mx(*f), xs.len()))
+            .collect();
+        for amax in [finite, 1.0, 1e-30, 3e38] {
+            let t = Nvfp4TensorScale::new(amax).unwrap();
+            plans.push((Plan::Nvfp4(t), xs.len()));
+            plans.push((Plan::Nvfp4(t), 16 * 7 + 5));
+        }
+        for (r, c, cols) in [(1, 128, xs.len()), (1, 3, 100), (2, 32, 96), (3, 40, 130)] {
+            plans.push((Plan::Tile(TileFormat::preset(FP8_E4M3, r, c)), cols));
+        }
+        plans
+    }
+
+    /// The fused loop, on every instruction set, gives the bits and counts of the scaled
+    /// passes (every block scaled down, rounded, scaled back) for every plan, in every mode,
+    /// subnormals on and off, at positions that start mid-block, and across a boundary of the
+    /// random key.
     #[test]
-    fn fused_mx_chunks_agree_with_the_scaled_path() {
+    fn fused_blocks_agree_with_the_scaled_passes() {
         let xs = awkward();
-        for (_, format) in MX_PRESETS {
+        for (plan, cols) in plans(&xs) {
+            let element_format = match plan {
+                Plan::Mx(f) => f.element(),
+                Plan::Nvfp4(_) => crate::format::FP4_E2M1,
+                Plan::Tile(t) => t.element(),
+            };
             for rounding in Rounding::ALL {
                 for subnormals in [true, false] {
                     let o = RoundOptions {
@@ -336,24 +401,18 @@ mod tests {
                         subnormals,
                         seed: 5,
                     };
-                    let element = Rounder::new(format.element(), o);
+                    let element = Rounder::new(element_format, o);
                     for start in [0, 3, (1 << 32) - 100, (1 << 32) + 7] {
-                        // Units of work as `round_f32` makes them.
-                        let mut want = xs.clone();
-                        let mut want_counts = RoundCounts::default();
-                        for (k, ch) in want.chunks_mut(CHUNK).enumerate() {
-                            let pos = start + (k * CHUNK) as u64;
-                            want_counts +=
-                                mx_chunk_via(KernelPath::Scalar, &format, &element, ch, pos);
-                        }
-                        for path in [KernelPath::Auto, KernelPath::Avx2, KernelPath::Portable] {
+                        let round = |path| {
                             let mut got = xs.clone();
-                            let mut counts = RoundCounts::default();
-                            for (k, ch) in got.chunks_mut(CHUNK).enumerate() {
-                                let pos = start + (k * CHUNK) as u64;
-                                counts += mx_chunk_via(path, &format, &element, ch, pos);
-                            }
-                            let what = format!("{format} {o:?} start {start} {path:?}");
+                            let counts =
+                                round_f32_via(path, &plan, &element, &mut got, cols, start, false);
+                            (got, counts)
+                        };
+                        let (want, want_counts) = round(KernelPath::Scalar);
+                        for path in [KernelPath::Auto, KernelPath::Avx2, KernelPath::Portable] {
+                            let (got, counts) = round(path);
+                            let what = format!("{plan:?} cols {cols} {o:?} start {start} {path:?}");
                             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                                 assert_eq!(
                                     g.to_bits(),

@@ -228,23 +228,12 @@ impl MxRounder {
         Plan::Mx(self.format)
     }
 }
-
-/// [`apply::apply`] for MX, in one pass: each block of 32 rounded by the element kernel with its
-/// exponent range shifted by the block's scale exponent, no scaling passes (same bits, see
-/// `format::slice::pow2_blocks`); blocks whose shifted range leaves f32's (tiny amax, the NaN
-/// scale) are scaled, rounded and scaled back.
+/// Rounds a chunk of whole MX blocks (the last may be shorter) in one pass, through a chosen
+/// kernel: each block of 32 rounded by the element kernel with its exponent range shifted by
+/// the block's scale exponent, no scaling (same bits, see `format::slice::pow2_blocks`); blocks
+/// whose shifted range leaves f32's (tiny amax, the NaN scale) are scaled, rounded and scaled
+/// back. [`KernelPath::Scalar`] scales every block (the unfused twin, for tests).
 pub(super) fn chunk(
-    format: &MxFormat,
-    element: &Rounder,
-    chunk: &mut [f32],
-    pos: u64,
-) -> RoundCounts {
-    chunk_via(KernelPath::Auto, format, element, chunk, pos)
-}
-
-/// [`chunk`] through a chosen kernel; [`KernelPath::Scalar`] scales every block (the
-/// unfused twin, for tests).
-pub(super) fn chunk_via(
     path: KernelPath,
     format: &MxFormat,
     element: &Rounder,

@@ -104,14 +104,33 @@ impl Nvfp4TensorScale {
     /// The E4M3 block scale `s_b` of a block whose largest magnitude is `amax_block`.
     #[must_use]
     pub fn block_scale(&self, amax_block: f32) -> f32 {
-        let s = amax_block * (self.encode * (1.0 / 6.0));
-        self.e4m3.round_at(f64::from(s), 0).0 as f32
+        let mut s = [self.unrounded(amax_block)];
+        self.e4m3.round_f32_slice(&mut s);
+        s[0]
+    }
+
+    /// `amax_block * (S_enc * f32(1/6))`, the block scale before its rounding to E4M3.
+    #[inline(always)]
+    fn unrounded(&self, amax_block: f32) -> f32 {
+        amax_block * (self.encode * (1.0 / 6.0))
     }
 
     /// What the block scale of a block with amax bits `amax` does to its values.
-    #[inline]
     pub(super) fn scale(&self, amax: u32) -> Scale {
-        let s = self.block_scale(f32::from_bits(amax));
+        self.scale_of(self.block_scale(f32::from_bits(amax)))
+    }
+
+    /// [`Nvfp4TensorScale::scale`] of every block amax (bits) of `amaxes`: their E4M3 block
+    /// scales rounded in one call of the element kernel (the same bits as one by one).
+    pub(super) fn block_scales(&self, amaxes: impl Iterator<Item = u32>) -> Vec<Scale> {
+        let mut s: Vec<f32> = amaxes.map(|a| self.unrounded(f32::from_bits(a))).collect();
+        self.e4m3.round_f32_slice(&mut s);
+        s.into_iter().map(|s| self.scale_of(s)).collect()
+    }
+
+    /// What the E4M3 block scale `s` does to its block's values.
+    #[inline(always)]
+    fn scale_of(&self, s: f32) -> Scale {
         if s == 0.0 {
             return Scale::Zero;
         }
