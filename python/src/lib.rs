@@ -71,33 +71,35 @@ impl Float for f64 {
     }
 }
 
-/// Rounds `src` (or `dst` itself when `src` is `None`) into `dst`, positions in C order.
+/// Rounds `src` (or `dst` itself when `src` is `None`) into `dst`, positions in C order, with
+/// `round` (in place) or `round_into` (from a source).
 ///
 /// A C-contiguous `dst` is rounded where it lies: from a C-contiguous `src` in one pass, else
 /// after one copy of `src` into it; any other layout goes through one contiguous buffer, so
-/// that the stream positions (which pick the random bits of stochastic rounding) are always
-/// the logical C-order indices.
+/// that the stream positions (which pick the random bits of stochastic rounding, and the
+/// blocks of a block format) are always the logical C-order indices.
 fn round_views<T: Float>(
-    r: &Rounder,
     src: Option<ArrayViewD<'_, T>>,
     mut dst: ArrayViewMutD<'_, T>,
+    round: impl Fn(&mut [T]) -> RoundCounts,
+    round_into: impl FnOnce(&[T], &mut [T]) -> RoundCounts,
 ) -> RoundCounts {
     if dst.is_standard_layout() {
         if let Some(src) = &src {
             if let (Some(s), Some(d)) = (src.as_slice(), dst.as_slice_mut()) {
-                return T::round_into(r, s, d);
+                return round_into(s, d);
             }
             dst.assign(src);
         }
         if let Some(xs) = dst.as_slice_mut() {
-            return T::round(r, xs);
+            return round(xs);
         }
     }
     let mut buf: Vec<T> = match &src {
         Some(src) => src.iter().copied().collect(),
         None => dst.iter().copied().collect(),
     };
-    let counts = T::round(r, &mut buf);
+    let counts = round(&mut buf);
     for (d, v) in dst.iter_mut().zip(buf) {
         *d = v;
     }
@@ -137,32 +139,30 @@ fn round_target_views<T: Float>(
     dst: ArrayViewMutD<'_, T>,
 ) -> RoundCounts {
     match target {
-        Target::Element(format) => round_views(&Rounder::new(format, options), src, dst),
-        Target::Block(format) => round_block_views(&BlockRounder::new(format, options), src, dst),
+        Target::Element(format) => {
+            let r = Rounder::new(format, options);
+            round_views(
+                src,
+                dst,
+                |xs| T::round(&r, xs),
+                |s, d| T::round_into(&r, s, d),
+            )
+        }
+        Target::Block(format) => {
+            // Blocks run along the last axis (tiles over the last two, leading axes folded
+            // into rows); an empty array has no blocks to scale.
+            let r = BlockRounder::new(format, options);
+            let cols = dst.shape().last().copied().unwrap_or(1);
+            let round = |xs: &mut [T]| match xs.is_empty() {
+                true => RoundCounts::default(),
+                false => T::round_blocks(&r, xs, cols),
+            };
+            round_views(src, dst, round, |s, d| {
+                d.copy_from_slice(s);
+                round(d)
+            })
+        }
     }
-}
-
-/// Rounds `src` (or `dst` itself) into `dst` with a block format: blocks along the last axis
-/// (tiles over the last two, leading axes folded into rows), values in C order, through one
-/// contiguous buffer.
-fn round_block_views<T: Float>(
-    r: &BlockRounder,
-    src: Option<ArrayViewD<'_, T>>,
-    mut dst: ArrayViewMutD<'_, T>,
-) -> RoundCounts {
-    let mut buf: Vec<T> = match &src {
-        Some(src) => src.iter().copied().collect(),
-        None => dst.iter().copied().collect(),
-    };
-    if buf.is_empty() {
-        return RoundCounts::default();
-    }
-    let cols = dst.shape().last().copied().unwrap_or(1);
-    let counts = T::round_blocks(r, &mut buf, cols);
-    for (d, v) in dst.iter_mut().zip(buf) {
-        *d = v;
-    }
-    counts
 }
 
 /// Rounds `x` into `out` (the same array, or one of the same dtype and shape that shares no
