@@ -192,6 +192,9 @@ class _BackwardAmax:
         self.creating = False
         #: Whether a node of a torch.compile'd graph was seen.
         self.compiled = False
+        #: The narrow dtypes of the gradients the graphs looked at pass (what the loop stores,
+        #: whatever its outputs' dtypes say) since the last :meth:`take`.
+        self.dtypes: set = set()
 
     @property
     def on(self) -> bool:
@@ -210,8 +213,10 @@ class _BackwardAmax:
             if f is None:
                 continue
             fed = self.fed[f, k] = self.fed.get((f, k), 0) + 1
-            if not _narrow_input(f, k):
+            dtype = _narrow_input(f, k)
+            if dtype is None:
                 continue
+            self.dtypes.add(dtype)
             if fed == 2:
                 self._plan(f)[1].append(k)  # f's input k receives a sum
             if name not in _SAME_VALUES:
@@ -288,30 +293,74 @@ class _BackwardAmax:
         """A hook on the recorded model's outputs: the backward pass running reaches it."""
         self.ours.add(torch._C._current_graph_task_id())
 
-    def take(self) -> Tuple[Optional[float], bool, bool, List[str]]:
+    def take(self) -> Tuple[Optional[float], bool, bool, List[str], int]:
         """Of the backward passes that reached the model since the last call: the largest
         finite magnitude of the narrow gradients (None when none was finite and nonzero),
-        whether any held an inf or NaN, whether any was seen at all, and the types of the
-        nodes that overflowed inside (in the order seen, once each); then forgets them."""
+        whether any held an inf or NaN, whether any was seen at all, the types of the nodes
+        that overflowed inside (in the order seen, once each), and how many backward passes
+        there were; then forgets them."""
         seen = [(lo, hi) for task, lo, hi in self.seen if task in self.ours]
         inside = list(dict.fromkeys(n for task, n in self.intermediate if task in self.ours))
+        passes = len(self.ours)
         self.seen, self.intermediate, self.ours = [], [], set()
         if not seen:
-            return None, False, False, inside
+            return None, False, False, inside, passes
         # A tensor's magnitudes are known where both its least and largest values are finite.
         nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in seen)
         amax = max(
             (max(-lo, hi) for lo, hi in seen if math.isfinite(lo) and math.isfinite(hi)),
             default=0.0,
         )
-        return (amax if amax > 0 else None), nonfinite, True, inside
+        return (amax if amax > 0 else None), nonfinite, True, inside, passes
 
 
-def _narrow_input(node, k: int) -> bool:
-    """Whether input ``k`` of autograd node ``node`` (the gradient it receives there) is narrow:
-    the engine casts what flows into it to the dtype its metadata names."""
+#: The torch dtype of each element format a loop can store in.
+_TORCH_DTYPES = {
+    name: getattr(torch, dtype)
+    for name, dtype in (("fp16", "float16"), ("bf16", "bfloat16"), ("fp8-e4m3", "float8_e4m3fn"),
+                        ("fp8-e5m2", "float8_e5m2"))
+    if hasattr(torch, dtype)
+}
+
+
+def _torch_optimizer(optimizer: Optional[Any]) -> Optional[Any]:
+    """The torch optimizer inside a framework's wrapper (accelerate's ``AcceleratedOptimizer``
+    keeps it as ``optimizer``, Lightning's ``LightningOptimizer`` as ``_optimizer``), whose step
+    hooks and state the recorder reads."""
+    seen = []
+    while optimizer is not None and not hasattr(optimizer, "_optimizer_step_pre_hooks"):
+        seen.append(type(optimizer).__name__)
+        inner = getattr(optimizer, "optimizer", None) or getattr(optimizer, "_optimizer", None)
+        if inner is None or len(seen) > 8:
+            raise TypeError(
+                f"optimizer: expected a torch.optim.Optimizer, or a wrapper holding one as "
+                f".optimizer or ._optimizer, got {' -> '.join(seen)}"
+            )
+        optimizer = inner
+    return optimizer
+
+
+def _scaler_now(scaler: Any) -> Optional[Tuple[float, bool]]:
+    """The scale a ``GradScaler`` used since its last update and whether it found an inf or
+    NaN; None when it has not stepped since."""
+    found = [
+        v
+        for state in scaler._per_optimizer_states.values()
+        for v in state["found_inf_per_device"].values()
+    ]
+    if not found:
+        return None
+    return float(scaler.get_scale()), any(float(v) > 0 for v in found)
+
+
+def _narrow_input(node, k: int) -> Optional[torch.dtype]:
+    """The dtype of input ``k`` of autograd node ``node`` (the gradient it receives there) where
+    it is narrow, else None: the engine casts what flows into it to the dtype its metadata
+    names."""
     meta = node._input_metadata
-    return k < len(meta) and meta[k].dtype in _NARROW
+    if k < len(meta) and meta[k].dtype in _NARROW:
+        return meta[k].dtype
+    return None
 
 
 def _overflows_inside(node, grad_outputs, passed: List[int]) -> bool:
@@ -418,7 +467,7 @@ class Recorder:
         if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
             model = model.module
         self.model = model
-        self.optimizer = optimizer
+        self.optimizer = _torch_optimizer(optimizer)
         self.scaler = scaler
         rank, world = 0, 1
         if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -446,10 +495,22 @@ class Recorder:
         self._sim_steps = 0 if simulate is None else simulate.steps
         self._writer = None
         self._watch = []
-        #: Whether the last forward pass of the model (gradients on) stored narrow tensors;
-        #: None before the first.
-        self._forward_narrow: Optional[bool] = None
-        self._warned_fp32 = False
+        #: Whether the loop stores narrow gradients (its graphs' input metadata say so); None
+        #: before its first step. A loop found FP32 at its first step is looked at again only
+        #: where autocast or a narrow weight says so before a forward pass.
+        self._loop_narrow: Optional[bool] = None
+        #: A forward pass (gradients on) ran since the backward's results were last taken, and
+        #: what was taken (at the first of the optimizer's step, the scaler's update and
+        #: :meth:`step`, while the gradients are still there).
+        self._fresh = False
+        self._taken: Optional[Tuple[Any, ...]] = None
+        #: The scaler's state kept by its wrapped ``update`` (scale, found inf), and whether
+        #: :meth:`step` read it live before the update, which then keeps nothing; the losses
+        #: it scaled since the last step.
+        self._scaler_state: Optional[Tuple[float, bool]] = None
+        self._live_read = False
+        self._scaled = 0
+        self._warned: set = set()
         if not self.active:
             return
         if scaler is not None and not scaler.is_enabled():
@@ -490,6 +551,8 @@ class Recorder:
         self._watch: List[Any] = []
         if simulate is None:
             self._watch_backward()
+        if scaler is not None and scaler.is_enabled():
+            self._wrap_scaler(scaler)
         if every > 0:
             self._begin_capture()
 
@@ -595,9 +658,11 @@ class Recorder:
         """Records one training step; call once per optimizer step.
 
         With a ``torch.amp.GradScaler`` (given to the constructor), call it after
-        ``scaler.step(optimizer)`` and before ``scaler.update()``: the scale is then the one this
-        step's backward used, and the scaler still knows whether it found an inf or NaN (and so
-        skipped the step).
+        ``scaler.step(optimizer)``, before or after ``scaler.update()``: the recorder wraps the
+        scaler's ``update``, which keeps the scale this step's backward used and whether it found
+        an inf or NaN (and so skipped the step) before it changes them. The gradients are read at
+        the optimizer's step (or the scaler's update), so a framework that zeroes them before
+        calling back still records them.
 
         Args:
             loss: the step's loss (unscaled; a tensor or a number).
@@ -606,8 +671,8 @@ class Recorder:
         Raises:
             ValueError: a ``scaler`` that is not the constructor's (whose policy the run's
                 config records).
-            RuntimeError: the scaler has not stepped since its last update (``rec.step`` called
-                after ``scaler.update()``, or before ``scaler.step``).
+            RuntimeError: the scaler has not stepped since the last :meth:`step` (``rec.step``
+                called before ``scaler.step``).
         """
         if scaler is not None and scaler is not self.scaler:
             raise ValueError(
@@ -621,19 +686,20 @@ class Recorder:
         step = self._step
         loss = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
         scale, found_inf = 1.0, False
-        if scaler is not None and scaler.is_enabled():
-            found = [
-                v
-                for state in scaler._per_optimizer_states.values()
-                for v in state["found_inf_per_device"].values()
-            ]
-            if not found:
+        scaled = scaler is not None and scaler.is_enabled()
+        if scaled:
+            state = _scaler_now(scaler)
+            if state is not None:
+                self._live_read = True  # the update that follows keeps nothing
+                self._scaler_state = None
+            else:
+                state, self._scaler_state = self._scaler_state, None
+            if state is None:
                 raise RuntimeError(
-                    "rec.step(loss, scaler=scaler): the scaler has not stepped since its last "
-                    "update; call rec.step after scaler.step(optimizer) and before scaler.update()"
+                    "rec.step(loss, scaler=scaler): the scaler has not stepped since the last "
+                    "rec.step; call rec.step after scaler.step(optimizer)"
                 )
-            found_inf = any(float(v) > 0 for v in found)
-            scale = float(scaler.get_scale())
+            scale, found_inf = state
         counts: Dict[str, Any] = {}
         sim = self.simulate
         if sim is not None:
@@ -647,23 +713,26 @@ class Recorder:
             scale, found_inf, counts = last["loss_scale"], last["overflow"], last["counts"]
         capture = self._end_capture() if self._capture is not None else None
         amax, bounded, inside = None, False, []
+        nonfinite = False
         if sim is not None:
             # Before rounding, as the storage points saw them: the values the recipe stores.
             amax, bounded = last["grad_amax"], last["grad_amax_bounded"]
-            seen = sim.rounds("activation_grad") or sim.rounds("weight_grad")
+            if not (sim.rounds("activation_grad") or sim.rounds("weight_grad")):
+                amax, bounded = self._grad_amax()
         else:
-            self._backward.stop()
-            amax, bounded, seen, inside = self._backward.take()
+            if self._taken is None:
+                self._fresh = True  # no forward pass seen since the last step: take anyway
+                self._take()
+            (amax, bounded, seen, inside, passes, dtypes, grads), self._taken = self._taken, None
             if amax is not None:
                 amax /= scale
-        if sim is None and self._forward_narrow is False:
-            self._warn_fp32()
-        if not seen:
-            # No backward pass seen, or none rounded: the weights' gradients, as FP32 holds them.
-            amax, bounded = self._grad_amax()
-        nonfinite = False
-        if sim is None and not (scaler is not None and scaler.is_enabled()):
-            nonfinite = self._grad_amax()[1]
+            if not seen:
+                # No backward pass seen, or none narrow: the weights' gradients, as FP32 holds
+                # them.
+                amax, bounded = grads
+            if not scaled:
+                nonfinite = grads[1]
+            self._judge_loop(step, dtypes, passes, scaled)
         overflow = found_inf or nonfinite
         skipped = found_inf if sim is None else last["skipped"]
         record = {
@@ -684,6 +753,80 @@ class Recorder:
         self._writer.step(json.dumps(record, allow_nan=False), capture)
         if self.every > 0 and (step + 1) % self.every == 0:
             self._begin_capture()
+
+    def _take(self) -> None:
+        """Takes what the backward passes since the last forward pass left (the node hooks'
+        magnitudes, and the weights' gradients where those are needed), once per step: at the
+        first of the optimizer's step, the scaler's update and :meth:`step`, while the
+        gradients are still there (frameworks zero them before a callback's step end)."""
+        if not self._fresh or self.simulate is not None:
+            return
+        self._fresh = False
+        backward = self._backward
+        backward.stop()
+        amax, bounded, seen, inside, passes = backward.take()
+        dtypes, backward.dtypes = backward.dtypes, set()
+        scaled = self.scaler is not None and self.scaler.is_enabled()
+        grads = self._grad_amax() if not (seen and scaled) else (None, False)
+        self._taken = (amax, bounded, seen, inside, passes, dtypes, grads)
+
+    def _judge_loop(self, step: int, dtypes: set, passes: int, scaled: bool) -> None:
+        """What the step's graphs say of the loop: whether it stores narrow gradients at all
+        (decided at the first step), in the recorded format's dtype, and (with a scaler) in as
+        many backward passes as the scaler scaled losses; each warned of once."""
+        if self._loop_narrow is None or dtypes:
+            self._loop_narrow = bool(dtypes)
+        if not dtypes:
+            self._warn_fp32()
+        name = self._format_info["name"]
+        want = _TORCH_DTYPES.get(name)
+        if dtypes and want is not None and want not in dtypes:
+            seen = ", ".join(sorted(str(d).replace("torch.", "") for d in dtypes))
+            self._warn_once(
+                "dtype",
+                f"Recorder: the loop stores its gradients in {seen}, yet the run {self.name!r} "
+                f"is recorded as trained in {name}: its counts, windows and advice judge {name}; "
+                f"record it with the format it runs in",
+            )
+        if scaled and passes > self._scaled:
+            self._warn_once(
+                "passes",
+                f"Recorder: step {step} ran {passes} backward passes through the model, but the "
+                f"GradScaler scaled {self._scaled} loss(es): a backward pass at another scale (an "
+                f"FP32 dump's?) mixed its gradients into the step's grad_amax and capture; run "
+                f"it outside the recorded loop",
+            )
+        self._scaled = 0
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, stacklevel=4)
+
+    def _wrap_scaler(self, scaler: Any) -> None:
+        """Wraps the scaler instance's ``scale`` (counting the losses it scales) and ``update``
+        (keeping, before it runs, the scale this step used and whether it found an inf or NaN),
+        so that :meth:`step` may come after the update: accelerate and Lightning call
+        ``scaler.step`` and ``scaler.update`` back to back."""
+        scale, update = scaler.scale, scaler.update
+
+        def scaled(outputs):
+            self._scaled += 1
+            return scale(outputs)
+
+        def updated(*args, **kwargs):
+            self._take()
+            if self._live_read:
+                self._live_read = False
+            else:
+                self._scaler_state = _scaler_now(scaler)
+            return update(*args, **kwargs)
+
+        scaler.scale, scaler.update = scaled, updated
+        self._unwrap_scaler = lambda: [
+            scaler.__dict__.pop(k, None) for k, f in (("scale", scaled), ("update", updated))
+            if scaler.__dict__.get(k) is f
+        ]
 
     def close(self, metric: Optional[Tuple[str, float]] = None) -> None:
         """Finishes the run: writes ``summary.json`` and removes the ``INCOMPLETE`` marker.
@@ -736,11 +879,13 @@ class Recorder:
                 self._writer.flush()
 
     def _release(self) -> None:
-        """Removes the hooks and leaves the dispatch mode."""
+        """Removes the hooks and the scaler's wrappers."""
         for h in self._hooks + self._watch:
             h.remove()
         self._hooks, self._watch = [], []
         self._backward.stop()
+        if self.scaler is not None and self.scaler.is_enabled():
+            self._unwrap_scaler()
 
     def _watch_backward(self) -> None:
         """Hooks on the model: the start of a forward pass (gradients on) in a loop that stores
@@ -755,8 +900,7 @@ class Recorder:
         def inputs(module, args):
             if _under_compile(module):
                 raise RuntimeError(_COMPILED)
-            if torch.is_grad_enabled() and self._narrow_before():
-                backward.start()
+            self._forward_starts()
 
         def outputs(module, args, output):
             if torch.compiler.is_compiling():
@@ -765,15 +909,7 @@ class Recorder:
                 return
             roots = [t.grad_fn for t in tree_leaves(output)
                      if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-            self._forward_narrow = self._narrow(output)
-            if self._forward_narrow:
-                if not backward.creating:
-                    backward.walk(roots)
-                    backward.start()
-                for node in roots:
-                    node.register_prehook(backward.mark)
-            else:
-                backward.stop()
+            self._reaches(roots, self._narrow(output))
             if backward.compiled or any(type(n).__name__ == "CompiledFunctionBackward"
                                         for n in roots):
                 raise RuntimeError(_COMPILED)
@@ -781,15 +917,38 @@ class Recorder:
         self._watch = [self.model.register_forward_pre_hook(inputs),
                        self.model.register_forward_hook(outputs)]
         if self.optimizer is not None:
-            self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: backward.stop()))
+            self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: self._take()))
+
+    def _forward_starts(self) -> None:
+        """A forward pass of the model begins: with gradients on, in a loop that stores narrow
+        gradients (or not known yet, or autocast or a narrow weight says so now), the node hooks
+        look at every node it creates."""
+        if not torch.is_grad_enabled():
+            return
+        self._fresh = True
+        if self._loop_narrow is not False or self._narrow_before():
+            self._backward.start()
+
+    def _reaches(self, roots, narrow: bool) -> None:
+        """The graph behind ``roots`` (a forward pass's outputs, or a loss) belongs to the model:
+        the backward passes through them are the model's. Where the node hooks were off and
+        ``narrow`` says the loop stores narrow tensors, the graph is walked."""
+        backward = self._backward
+        self._fresh = True
+        if narrow and not backward.creating:
+            backward.walk(roots)
+            backward.start()
+        if backward.creating:
+            for node in roots:
+                node.register_prehook(backward.mark)
 
     def _warn_fp32(self) -> None:
         """Warns, once, that the loop stores nothing narrower than FP32 while the run's recipe
         says it stores ``format`` (the usual cause: autocast for another device, which does
         nothing)."""
-        if self._warned_fp32 or self._format_info["name"] in ("fp32", "tf32"):
+        if "fp32" in self._warned or self._format_info["name"] in ("fp32", "tf32"):
             return
-        self._warned_fp32 = True
+        self._warned.add("fp32")
         warnings.warn(
             f"Recorder: the loop stores no tensor narrower than FP32 (no autocast on the "
             f"model's device: torch.autocast('cuda') does nothing on the CPU; FP32 weights and "
@@ -797,7 +956,7 @@ class Recorder:
             f"{self._format_info['name']}: its counts are of FP32 values rounded into "
             f"{self._format_info['name']}; use torch.autocast(device) on the model's device, "
             f"or format='fp32' for an FP32 loop",
-            stacklevel=3,
+            stacklevel=4,
         )
 
     def _narrow_before(self) -> bool:

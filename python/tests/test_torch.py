@@ -42,11 +42,14 @@ def batches(steps, batch=8, seq=12, vocab=32, seed=0):
 
 
 def train(out, steps=7, every=3, init_scale=2.0**24, dtype=torch.float16, spy=None, inf_at=(),
-          **scaler_args):
+          after_update=False, **scaler_args):
     """Trains with autocast and a GradScaler (``growth_interval`` 2 unless given) and the
     recorder; returns the scales the scaler used, step by step, and whether it skipped each
     step. ``spy(step, model)`` is called before each step's forward; at the steps of ``inf_at``
-    a weight gradient is made inf after the backward pass (an overflow the scaler must skip)."""
+    a weight gradient is made inf after the backward pass (an overflow the scaler must skip).
+    ``rec.step`` comes before ``scaler.update()``, or after it (as frameworks order them) with
+    ``after_update`` and the gradients zeroed first (as the HF Trainer does before its
+    callbacks' step end)."""
     torch.manual_seed(0)
     model = TinyTransformer()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -65,8 +68,13 @@ def train(out, steps=7, every=3, init_scale=2.0**24, dtype=torch.float16, spy=No
                 model.head.weight.grad[0, 0] = math.inf
             scaler.step(opt)
             scales.append(scaler.get_scale())
-            rec.step(loss)
-            scaler.update()
+            if after_update:
+                scaler.update()
+                opt.zero_grad(set_to_none=True)
+                rec.step(loss)
+            else:
+                rec.step(loss)
+                scaler.update()
             skipped.append(scaler.get_scale() < scales[-1])
     return scales, skipped
 
@@ -165,6 +173,24 @@ def test_scales_and_skips_equal_the_scalers(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 12 and summary["skipped_steps"] == sum(skipped)
     assert not (out / "INCOMPLETE").exists()
+
+
+def test_rec_step_after_the_scalers_update_and_zero_grad_records_the_same(tmp_path):
+    """Frameworks call scaler.step and scaler.update back to back and zero the gradients
+    before a callback's step end: the recorder takes the scale and skip from its wrap of the
+    scaler's update, and the gradients at the optimizer's step, so every line (scale, skip,
+    overflow, grad_amax) and every capture equals the one recorded between step and update."""
+    kw = dict(steps=12, every=5, init_scale=2.0**24, inf_at=(9,))
+    before, after = tmp_path / "before", tmp_path / "after"
+    scales, skipped = train(before, **kw)
+    assert (scales, skipped) == train(after, after_update=True, **kw)
+    assert any(skipped) and not all(skipped)
+    a, b = read_jsonl(before / "metrics.jsonl"), read_jsonl(after / "metrics.jsonl")
+    drop = ("wall_time_s",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in a] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in b]
+    assert all(r["grad_amax"] is not None for r in b)
+    assert (before / "captures.jsonl").read_text() == (after / "captures.jsonl").read_text()
 
 
 @pytest.mark.parametrize("steps,diverged", [(10, False), (22, True)])
@@ -342,7 +368,7 @@ def test_bad_arguments(tmp_path):
         Recorder(model, out=tmp_path / "full")
     with pytest.raises(ValueError, match="flush_every"):
         Recorder(model, out=tmp_path / "a", flush_every=-1.0)
-    # rec.step after scaler.update(): the scaler no longer says whether it skipped.
+    # A second rec.step with no scaler.step between: no step of the scaler to record.
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu")
     rec = Recorder(model, out=tmp_path / "b", every=0, scaler=scaler)
@@ -351,8 +377,11 @@ def test_bad_arguments(tmp_path):
     scaler.scale(loss).backward()
     scaler.step(opt)
     scaler.update()
-    with pytest.raises(RuntimeError, match="before scaler.update"):
+    rec.step(loss, scaler=scaler)
+    with pytest.raises(RuntimeError, match="not stepped since the last rec.step"):
         rec.step(loss, scaler=scaler)
+    rec.close()
+    assert "update" not in vars(scaler) and "scale" not in vars(scaler)  # unwrapped
     # A scaler the constructor did not get: its policy is not in the config.
     rec = Recorder(model, out=tmp_path / "c", every=0)
     with pytest.raises(ValueError, match="Recorder\\(..., scaler=scaler\\)"):
@@ -646,8 +675,9 @@ def test_a_gradient_holding_an_inf_says_nothing_of_its_other_values(tmp_path):
 @pytest.mark.filterwarnings("ignore:Recorder. the loop stores no tensor narrower")  # FP32 on purpose
 def test_an_fp32_loop_records_the_weights_gradients(tmp_path):
     """A loop that stores no narrow tensor (no autocast, FP32 weights and outputs) runs without
-    the dispatch mode: ``grad_amax`` is the largest magnitude of the weights' gradients
-    (unscaled), and a step with an inf among them is marked bounded."""
+    the node hooks once its first step's graph showed no narrow gradient: ``grad_amax`` is the
+    largest magnitude of the weights' gradients (unscaled), and a step with an inf among them is
+    marked bounded."""
     torch.manual_seed(0)
     model = TinyTransformer()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -657,7 +687,7 @@ def test_an_fp32_loop_records_the_weights_gradients(tmp_path):
         for step, (x, y) in enumerate(batches(4), start=1):
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(x), y)
-            assert not rec._backward.on
+            assert rec._backward.on == (step == 1)
             scaler.scale(loss).backward()
             if step == 3:
                 model.head.weight.grad[0, 0] = math.inf
