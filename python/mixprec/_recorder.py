@@ -16,17 +16,17 @@
                 loss = loss_fn(model(x), y)
             scaler.scale(loss).backward()
             scaler.step(opt)
-            rec.step(loss)   # after scaler.step, before scaler.update
+            rec.step(loss)   # after scaler.step (before or after scaler.update)
             scaler.update()
 
 Every step writes a line of ``metrics.jsonl``: the loss, the GradScaler's scale (the one this
 step's backward used), whether it found an inf or NaN and so skipped the step, and ``grad_amax``:
 what decides whether the step overflows at another scale, the largest magnitude of the gradients
-the backward pass stored in the loop's precision, unscaled. In a loop that stores tensors
-narrower than FP32 (autocast on, or the model's weights or outputs in fp16, bf16 or fp8) hooks
-on the autograd graph's nodes, from the start of each forward pass of the model (with gradients
-on) to the optimizer's step (or ``rec.step``), read what the backward passes that reach the
-model store narrow: each gradient a node passes on to another, each that a node or a weight
+the backward pass stored in the loop's precision, unscaled. Hooks on the autograd graph's
+nodes, from the start of each forward pass of the model (with gradients on) to the optimizer's
+step (or the scaler's update, or ``rec.step``), read what the backward passes that reach the
+model store narrower than FP32 (the dtype the graph's input metadata names, so autocast inside a
+framework's wrapper of the forward counts whatever dtype its outputs are cast back to): each gradient a node passes on to another, each that a node or a weight
 receives summed from several, and for a cast into a narrow format the FP32 values cast (before
 rounding); of each, its largest magnitude. These are the values proportional to the loss scale:
 halving the loss halves ``grad_amax`` (``python/tests/test_zoo_recorder.py``, on GPT-2, BERT,
@@ -43,12 +43,19 @@ value inside its formula overflowed whatever the scale (gelu_new's 3x^2 past 655
 and the step names the node under ``intermediate_overflow`` and overflows at every scale (not
 bounded); the report says no scale avoids it. The hooks cost a Python call per node of the
 graph that passes on or sums a narrow gradient, and one reduction (read on the host) per such
-gradient (``reports/perf/python.md``). In a loop that stores no narrow tensor (FP32 throughout) they stay
-off and ``grad_amax`` is the largest magnitude of the weights' gradients, one reduction per step
-(an inf or NaN among them marks the step bounded): what overflows there is FP32, at 2^128, far
-above any of its gradients. To judge a narrow format's overflow, record the loop in it
-(autocast); a model that casts into a narrow dtype only inside its forward pass (FP32 weights
-and outputs, no autocast) is taken for an FP32 loop. A model compiled by ``torch.compile`` is
+gradient (``reports/perf/python.md``). A loop whose first step stores no narrow gradient (FP32
+throughout) runs without them from then on (unless autocast or a narrow weight shows before a
+forward pass), and ``grad_amax`` is the largest magnitude of the weights' gradients, one
+reduction per step (an inf or NaN among them marks the step bounded): what overflows there is
+FP32, at 2^128, far above any of its gradients. To judge a narrow format's overflow, record the
+loop in it (autocast). The recorder warns, once each, where the loop stores no narrow gradient
+though ``format`` is narrow, where it stores another dtype than ``format``'s (Lightning's
+``16-mixed`` on the CPU runs in bfloat16), and where a step ran more backward passes through the
+model than the GradScaler scaled losses (an FP32 backward for a dump, done inside the loop,
+mixes into that step's ``grad_amax`` and capture). The gradients are taken at the optimizer's
+step (or the scaler's update), so frameworks that zero them before calling back lose nothing;
+``HFCallback`` and ``LightningCallback`` (``mixprec.torch``) drive a recorder from the Hugging
+Face and Lightning trainers. A model compiled by ``torch.compile`` is
 refused (when the recorder is made, or at its first forward pass): its fused backward hides the
 gradients, and its graph the capture hooks.
 On capture steps (the first, then every ``every``) hooks see the weights the
@@ -541,7 +548,7 @@ class Recorder:
             "model": type(model).__name__,
             "layers": self._layers,
             "parameters": sum(p.numel() for p in model.parameters()),
-            "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "optimizer": type(self.optimizer).__name__ if optimizer is not None else None,
             "torch": torch.__version__,
             "rank": rank,
             "world_size": world,
@@ -946,17 +953,16 @@ class Recorder:
         """Warns, once, that the loop stores nothing narrower than FP32 while the run's recipe
         says it stores ``format`` (the usual cause: autocast for another device, which does
         nothing)."""
-        if "fp32" in self._warned or self._format_info["name"] in ("fp32", "tf32"):
+        if self._format_info["name"] in ("fp32", "tf32"):
             return
-        self._warned.add("fp32")
-        warnings.warn(
+        self._warn_once(
+            "fp32",
             f"Recorder: the loop stores no tensor narrower than FP32 (no autocast on the "
-            f"model's device: torch.autocast('cuda') does nothing on the CPU; FP32 weights and "
-            f"outputs), yet the run {self.name!r} is recorded as trained in "
-            f"{self._format_info['name']}: its counts are of FP32 values rounded into "
+            f"model's device: torch.autocast('cuda') does nothing on the CPU, nor does "
+            f"accelerate's fp16; FP32 weights and gradients), yet the run {self.name!r} is "
+            f"recorded as trained in {self._format_info['name']}: its counts are of FP32 values rounded into "
             f"{self._format_info['name']}; use torch.autocast(device) on the model's device, "
             f"or format='fp32' for an FP32 loop",
-            stacklevel=4,
         )
 
     def _narrow_before(self) -> bool:

@@ -5,13 +5,29 @@
 - :class:`Simulate` (``mixprec._simulate``): trains a model as if in a recipe's formats, rounding
   what the recipe stores where the hardware would store it;
 - :func:`quantize` (``mixprec._torch_round``): rounds torch tensors into mixprec's formats, bit
-  for bit as :func:`mixprec.quantize`, on whatever device they lie.
+  for bit as :func:`mixprec.quantize`, on whatever device they lie;
+- :class:`HFCallback` (``mixprec._hf``) and :class:`LightningCallback` (``mixprec._lightning``):
+  a :class:`Recorder` inside the Hugging Face ``Trainer`` and Lightning's ``Trainer``.
 
 ``from mixprec.torch import Recorder, Simulate, quantize`` imports torch; ``import mixprec`` does not.
+The callbacks import transformers or lightning when first named.
 """
 
 from ._recorder import Recorder
 from ._simulate import Simulate
 from ._torch_round import quantize
 
-__all__ = ["Recorder", "Simulate", "quantize"]
+__all__ = ["HFCallback", "LightningCallback", "Recorder", "Simulate", "quantize"]
+
+
+def __getattr__(name: str):
+    # The frameworks are imported only by those who name their callback.
+    if name == "HFCallback":
+        from ._hf import HFCallback
+
+        return HFCallback
+    if name == "LightningCallback":
+        from ._lightning import LightningCallback
+
+        return LightningCallback
+    raise AttributeError(f"module 'mixprec.torch' has no attribute {name!r}")

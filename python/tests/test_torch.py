@@ -9,6 +9,7 @@ import json
 import math
 import os
 import pathlib
+import warnings
 
 import numpy as np
 import pytest
@@ -731,3 +732,31 @@ def test_a_cast_into_float16_counts_the_values_before_rounding(tmp_path):
             rec.step(loss)
         (step,) = read_jsonl(out / "metrics.jsonl")
         assert (step["grad_amax"], step.get("grad_amax_bounded", False)) == (c, bounded)
+
+
+def test_a_backward_the_scaler_did_not_scale_inside_a_step_is_warned_of(tmp_path):
+    """Two scaled backward passes in a step (gradient accumulation) are the loop's own; an
+    extra FP32 backward inside a recorded step (a dump done in the loop) mixes gradients at
+    another scale into the step's grad_amax and capture: the recorder says so, naming the step,
+    once."""
+    torch.manual_seed(0)
+    model = TinyTransformer()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Recorder(model, out=tmp_path / "run", every=2, optimizer=opt, scaler=scaler) as rec:
+            for step, (x, y) in enumerate(batches(4), start=1):
+                opt.zero_grad()
+                h = len(x) // 2
+                for xs, ys in ((x[:h], y[:h]), (x[h:], y[h:])):
+                    with torch.autocast("cpu", dtype=torch.float16):
+                        loss = torch.nn.functional.cross_entropy(model(xs), ys) / 2
+                    scaler.scale(loss).backward()
+                if step >= 3:  # the README's dump, done inside the loop
+                    torch.nn.functional.cross_entropy(model(x), y).backward()
+                scaler.step(opt)
+                rec.step(loss)
+                scaler.update()
+    said = [str(w.message) for w in caught if str(w.message).startswith("Recorder")]
+    assert len(said) == 1 and "step 3 ran 3 backward passes" in said[0], said
