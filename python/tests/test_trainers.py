@@ -12,6 +12,9 @@ module, and ``16-mixed`` on the CPU running in bfloat16.
 """
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -20,6 +23,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (scripts/pyt
 pytest.importorskip("transformers", reason="the HF callback needs transformers")
 
 from mixprec.torch import Recorder  # noqa: E402
+from conftest import ROOT  # noqa: E402
 from zoo import ZOO  # noqa: E402
 
 GPT2 = ZOO["gpt2"]
@@ -214,3 +218,31 @@ def test_lightning_fp16_with_a_cpu_grad_scaler_records_its_scales_and_skips(tmp_
     own = json.loads(r.stdout)["policies"][0]
     assert [[s for at, s in own["scale_changes"] if at <= t][-1]
             for t in range(1, STEPS + 1)] == scales
+
+
+def readme_scripts():
+    """The Python blocks of the README's section on the trainers."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Inside the Hugging Face Trainer and Lightning", 1)[1]
+    section = section.split("\n### ", 1)[0]
+    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+
+
+def test_the_readmes_trainer_scripts_run_as_printed_and_their_runs_render(tmp_path, cli):
+    """The README's HF Trainer and Lightning scripts, run as printed (in a fresh directory,
+    with nothing else), each record a finished run of 100 steps that ``report`` renders."""
+    pytest.importorskip("lightning.pytorch", reason="the Lightning callback needs lightning")
+    scripts = readme_scripts()
+    assert len(scripts) == 2 and all(s.count("\n") <= 30 for s in scripts)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    for script, run in zip(scripts, ("runs/hf-gpt2", "runs/lightning")):
+        r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, check=False, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "Recorder:" not in r.stderr, r.stderr[-3000:]
+        run = tmp_path / run
+        assert not (run / "INCOMPLETE").exists()
+        assert len(read_jsonl(run / "metrics.jsonl")) == 100
+        page = cli("report", str(run), "--out", str(run / "page"))
+        assert page.returncode == 0, page.stderr
+        assert (run / "page" / "index.html").is_file()
