@@ -544,20 +544,35 @@ pub struct Advice {
     pub predicted_min_log2_scale_sgd: Option<i32>,
 }
 
+/// How many binades below the largest scale that keeps one dump's amax finite a run should start
+/// (`init_scale`). One step's weight gradients bound a run's scale from above only: over 300
+/// steps of the model zoo's GPT-2, BERT and ViT (`python/tests/zoo.py`; fp16 autocast, AdamW at
+/// learning rates 3e-4 to 3e-3, 3 seeds) the run's largest backward gradient lay 0 to 2.5
+/// binades above the first step's FP32 weight gradients (the backward's other gradients at that
+/// step within 0.12 binades of them), and closed-loop reruns from the bound itself skipped steps
+/// within 100 on all three, from two binades below it none
+/// (`python/tests/test_advice_reruns.py`).
+pub const RUN_MARGIN_BITS: i32 = 3;
+
 /// The recommendation in `GradScaler`'s terms (its scale is an f32, so powers of two from
 /// 2^-149 to 2^127).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GradScalerAdvice {
-    /// `init_scale`: the recommended scale (`None` when amax overflows at every scale of the
-    /// range).
+    /// `init_scale`: where a run should start: the recommended scale, at most
+    /// [`RUN_MARGIN_BITS`] (`run_margin_bits`) below the largest scale that keeps amax finite
+    /// (`None` when amax overflows at every scale of the range).
     pub init_scale: Option<f64>,
     /// Its log2.
     pub log2_init_scale: Option<i32>,
-    /// Where a dynamic scaler settles on gradients like these: the largest power of two below
-    /// the overflow boundary (it doubles until a step overflows, then halves).
+    /// The largest power of two below this dump's overflow boundary: where a dynamic scaler
+    /// would settle on gradients like these alone (it doubles until a step overflows, then
+    /// halves); a run's own gradients grow, and its scaler settles lower (a recorded run shows
+    /// where).
     pub settles_at: f64,
     /// Its log2: `overflow_log2_scale - 1`, at most 127.
     pub settles_log2_scale: i32,
+    /// How far below `settles_log2_scale` `init_scale` may lie: [`RUN_MARGIN_BITS`].
+    pub run_margin_bits: i32,
 }
 
 /// A tensor's own window beside the pooled recommendation (one entry of [`Analysis::windows`]).
@@ -729,7 +744,11 @@ fn advise(sweep: &Sweep, options: &AnalysisOptions) -> Option<Advice> {
     };
     let near_overflow = log2_scale.is_some_and(|k| i64::from(k) + 1 >= i64::from(k_over));
     let settles = (k_over - 1).clamp(-149, F32_MAX_LOG2);
-    let init = log2_scale.map(|k| k.clamp(-149, F32_MAX_LOG2));
+    // A run starts below what this one step allows, by the margin its later gradients need.
+    let init = log2_scale.map(|k| {
+        k.min(k_over - 1 - RUN_MARGIN_BITS)
+            .clamp(-149, F32_MAX_LOG2)
+    });
     Some(Advice {
         log2_scale,
         min_log2_scale: r.min_log2_scale,
@@ -744,6 +763,7 @@ fn advise(sweep: &Sweep, options: &AnalysisOptions) -> Option<Advice> {
             log2_init_scale: init,
             settles_at: pow2(settles),
             settles_log2_scale: settles,
+            run_margin_bits: RUN_MARGIN_BITS,
         },
         excluded_tensors: Vec::new(),
         predicted_min_log2_scale: predicted_min_log2_scale(sweep, StepRule::Adaptive),

@@ -204,9 +204,11 @@ fn json_meets_the_contract_and_counts_are_exact() {
         kmax + 1
     );
     assert_eq!(rec["limited_by"], "overflow");
-    // GradScaler: start at the recommended scale; a dynamic one settles just below overflow.
+    // GradScaler: a run starts run_margin_bits below the largest scale keeping amax finite
+    // (its gradients grow past one step's), and never above the recommended one.
     let gs = &rec["grad_scaler"];
-    assert_eq!(gs["init_scale"].as_f64().unwrap(), 2f64.powi(kmax - 1));
+    assert_eq!(gs["run_margin_bits"], 3);
+    assert_eq!(gs["init_scale"].as_f64().unwrap(), 2f64.powi(kmax - 3));
     assert_eq!(gs["settles_log2_scale"].as_i64().unwrap() as i32, kmax);
     assert_eq!(rec["near_overflow"], false);
 }

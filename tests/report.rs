@@ -520,7 +520,7 @@ fn analyze_writes_the_same_kind_of_page_and_replaces_only_its_own_files() {
             "<section id=\"tensors\"",
             "<figure id=\"histogram\"",
             "<figure id=\"sweep\"",
-            "Use a loss scale of 2^",
+            "For a training run in fp16, start the loss scale at 2^",
         ],
     );
     // Run again: its own files are replaced; a user's index.html is not.

@@ -263,7 +263,7 @@ def test_analyze_reads_torch_tensors_and_knows_an_overflowed_step(tmp_path):
 
     healthy = mixprec.analyze(grads(False, 1.0))
     assert not healthy["dump"]["overflowed"] and not healthy["dump"]["many_zeros"]
-    assert healthy["explanation"].startswith("Use a loss scale of 2^")
+    assert healthy["explanation"].startswith("For a training run in fp16, start the loss scale at 2^")
     over = mixprec.analyze(grads(True, 2.0**24))
     assert over["dump"]["overflowed"], over["dump"]
     # Every value is inf or NaN here: nothing to scale, and the step said to have overflowed.

@@ -35,15 +35,21 @@ fn overflow_bounds_the_window_and_grad_scaler_settles_below_it() {
     assert!(r.near_overflow && r.works);
     // 2^0 keeps both values: scaling is not needed, though 2^6 is the largest safe scale.
     assert!(!r.scaling_needed);
-    assert_eq!(r.grad_scaler.init_scale, Some(64.0));
+    // A run starts RUN_MARGIN_BITS below the top, said first: its gradients grow.
+    assert_eq!(r.grad_scaler.init_scale, Some(8.0));
     assert_eq!(r.grad_scaler.settles_log2_scale, 6);
+    assert_eq!(r.grad_scaler.run_margin_bits, 3);
     assert!(
-        a.explanation.contains("init_scale=2.0**6"),
+        a.explanation.starts_with(
+            "For a training run in fp16, start the loss scale at 2^3 \
+             (torch.amp.GradScaler(init_scale=2.0**3)), 3 binades below what this step allows"
+        ),
         "{}",
         a.explanation
     );
+    assert!(!a.explanation.contains("settles"), "{}", a.explanation);
     assert!(
-        a.explanation.contains("skip 10 steps backing off"),
+        a.explanation.contains("skip at least 10 steps backing off"),
         "{}",
         a.explanation
     );
@@ -228,7 +234,7 @@ fn a_dump_of_an_overflowed_step_backs_off_and_says_why() {
     // amax 1.98e-4 = 1.6 * 2^-13: x 2^28 = 53000 is finite in fp16, x 2^29 is not.
     assert_eq!((r.overflow_log2_scale, r.max_log2_scale), (29, Some(28)));
     assert_eq!(r.log2_scale, Some(27));
-    assert_eq!(r.grad_scaler.log2_init_scale, Some(27));
+    assert_eq!(r.grad_scaler.log2_init_scale, Some(25)); // 3 binades below 2^28
     assert!(
         a.explanation
             .starts_with("This dump comes from a step whose gradients overflowed: 910 of the 1010 values (90.1%) are inf or NaN; 1 of the 2 tensors holds no finite value at all (b)."),
@@ -291,4 +297,19 @@ fn zeros_far_above_an_fp32_dump_are_reported() {
     let a = run(&[("w", &values(19))], &AnalysisOptions::default());
     assert!(!a.dump.many_zeros);
     assert!(!a.explanation.contains("exactly zero"), "{}", a.explanation);
+}
+
+#[test]
+fn a_window_narrower_than_the_runs_margin_is_said_so() {
+    // amax 1000: the top is 2^6 and a run starts at 2^3; 1.2e-9 underflows fp16 below 2^5.
+    let a = run(&[("w", &[1000.0, 1.2e-9])], &AnalysisOptions::default());
+    let r = a.recommendation.unwrap();
+    assert_eq!((r.min_log2_scale, r.log2_scale), (Some(5), Some(6)));
+    assert_eq!(r.grad_scaler.log2_init_scale, Some(3));
+    assert!(
+        a.explanation
+            .contains("though below the window's low edge 2^5 more than 0.1% of this step's"),
+        "{}",
+        a.explanation
+    );
 }

@@ -356,9 +356,10 @@ pub fn explain(
     if let (true, Some(k)) = (rec.works(), rec.log2_scale) {
         let lost = total.row(k).map_or(0, |r| r.underflow);
         return format!(
-            "Use a loss scale of 2^{k} ({}) for {format}: the largest scale in {range} that keeps \
-             amax {:.3e} finite{headroom}. Scales 2^{} to 2^{k} keep underflow within {pct} of the \
-             {} finite nonzero values; at 2^{k}, {lost} underflow.",
+            "2^{k} ({}) is the largest loss scale in {range} that keeps amax {:.3e} finite in \
+             {format}{headroom}: an upper bound for a run, whose later gradients grow. Scales \
+             2^{} to 2^{k} keep underflow within {pct} of the {} finite nonzero values; at 2^{k}, \
+             {lost} underflow.",
             2f64.powi(k),
             total.amax,
             rec.min_log2_scale.unwrap_or(k),
@@ -548,7 +549,7 @@ mod tests {
         let ok = sweep(&[1.0], 0..=4);
         let text = explain(FP16, &ok, &recommend(&ok, 0, 0.001), 0, 0.001, &[], &[]);
         assert!(
-            text.starts_with("Use a loss scale of 2^4 (16) for fp16"),
+            text.starts_with("2^4 (16) is the largest loss scale in 2^0..2^4 that keeps amax"),
             "{text}"
         );
     }
