@@ -202,6 +202,12 @@ class _BackwardAmax:
         #: The narrow dtypes of the gradients the graphs looked at pass (what the loop stores,
         #: whatever its outputs' dtypes say) since the last :meth:`take`.
         self.dtypes: set = set()
+        #: The leaf module whose forward pass is running (its name), and the module each node
+        #: looked at was created in; per backward pass, the first node that passed on an inf
+        #: or NaN from finite gradients: (node type, module).
+        self.module: Optional[str] = None
+        self.module_of: Dict[Any, Optional[str]] = {}
+        self.formed: Dict[int, Tuple[str, Optional[str]]] = {}
 
     @property
     def on(self) -> bool:
@@ -213,6 +219,7 @@ class _BackwardAmax:
         if node in self.looked:
             return
         self.looked.add(node)
+        self.module_of[node] = self.module
         name = type(node).__name__
         self.compiled |= name == "CompiledFunctionBackward"
         passed = []
@@ -255,7 +262,11 @@ class _BackwardAmax:
             g = grad_outputs[k]
             if g is not None:
                 self._amax(task, g)
-        if not finite and not cast and _overflows_inside(node, grad_outputs, passed):
+        if finite or not all(g is None or bool(torch.isfinite(g).all()) for g in grad_outputs):
+            return
+        # An inf or NaN formed here: the first of the pass is where its overflow began.
+        self.formed.setdefault(task, (type(node).__name__, self.module_of.get(node)))
+        if not cast and _overflows_inside(node, grad_outputs, passed):
             self.intermediate.append((task, type(node).__name__))
 
     def _amax(self, task: int, t: torch.Tensor) -> bool:
@@ -295,30 +306,33 @@ class _BackwardAmax:
         for h in self.handles:
             h.remove()
         self.handles, self.plans, self.looked, self.fed = [], {}, set(), {}
+        self.module_of = {}
 
     def mark(self, _grad_outputs) -> None:
         """A hook on the recorded model's outputs: the backward pass running reaches it."""
         self.ours.add(torch._C._current_graph_task_id())
 
-    def take(self) -> Tuple[Optional[float], bool, bool, List[str], int]:
+    def take(self) -> Tuple[Optional[float], bool, bool, List[str], int, Optional[Tuple]]:
         """Of the backward passes that reached the model since the last call: the largest
         finite magnitude of the narrow gradients (None when none was finite and nonzero),
         whether any held an inf or NaN, whether any was seen at all, the types of the nodes
-        that overflowed inside (in the order seen, once each), and how many backward passes
-        there were; then forgets them."""
+        that overflowed inside (in the order seen, once each), how many backward passes there
+        were, and where the first of them formed an inf or NaN (node type, module), if one
+        did; then forgets them."""
         seen = [(lo, hi) for task, lo, hi in self.seen if task in self.ours]
         inside = list(dict.fromkeys(n for task, n in self.intermediate if task in self.ours))
         passes = len(self.ours)
-        self.seen, self.intermediate, self.ours = [], [], set()
+        formed = next((self.formed[t] for t in sorted(self.formed) if t in self.ours), None)
+        self.seen, self.intermediate, self.ours, self.formed = [], [], set(), {}
         if not seen:
-            return None, False, False, inside, passes
+            return None, False, False, inside, passes, formed
         # A tensor's magnitudes are known where both its least and largest values are finite.
         nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in seen)
         amax = max(
             (max(-lo, hi) for lo, hi in seen if math.isfinite(lo) and math.isfinite(hi)),
             default=0.0,
         )
-        return (amax if amax > 0 else None), nonfinite, True, inside, passes
+        return (amax if amax > 0 else None), nonfinite, True, inside, passes, formed
 
 
 #: The torch dtype of each element format a loop can store in.
@@ -371,13 +385,11 @@ def _narrow_input(node, k: int) -> Optional[torch.dtype]:
 
 
 def _overflows_inside(node, grad_outputs, passed: List[int]) -> bool:
-    """Whether ``node``, which passed on an inf or NaN along an edge of ``passed``, formed it
-    inside its formula whatever the gradients it received: they were all finite, and the node,
+    """Whether ``node``, which passed on an inf or NaN along an edge of ``passed`` from finite
+    gradients, formed it inside its formula whatever the gradients it received: the node,
     called again on zeros in their place, passes on an inf or NaN again (a formula linear in
     its gradient gives zeros unless a value formed from the saved tensors alone overflowed).
     False when the node cannot be called again (its saved tensors are gone)."""
-    if any(g is not None and not bool(torch.isfinite(g).all()) for g in grad_outputs):
-        return False  # an inf or NaN received: formed before
     # The node's own outputs, before the engine sums them to its inputs' shapes (a broadcast
     # bias): where that sum overflows, the scale is the cause, and a sum of zeros is zero.
     try:
@@ -518,6 +530,9 @@ class Recorder:
         self._live_read = False
         self._scaled = 0
         self._warned: set = set()
+        #: Per leaf module run forward (gradients on) since the last take: its name, type and
+        #: whether its outputs were finite (a tensor, read only when the step overflowed).
+        self._forward_checks: List[Tuple[str, str, Any]] = []
         if not self.active:
             return
         if scaler is not None and not scaler.is_enabled():
@@ -730,7 +745,8 @@ class Recorder:
             if self._taken is None:
                 self._fresh = True  # no forward pass seen since the last step: take anyway
                 self._take()
-            (amax, bounded, seen, inside, passes, dtypes, grads), self._taken = self._taken, None
+            (amax, bounded, seen, inside, passes, dtypes, grads, formed), self._taken = \
+                self._taken, None
             if amax is not None:
                 amax /= scale
             if not seen:
@@ -757,6 +773,10 @@ class Recorder:
         }
         if inside:
             record["intermediate_overflow"] = inside
+        if sim is None and not math.isfinite(loss) and (formed or {}).get("tensor") != "activation":
+            formed = {"layer": "loss", "tensor": "activation", "op": "loss"}  # outside the modules
+        if sim is None and formed is not None and (overflow or not math.isfinite(loss)):
+            record["first_nonfinite"] = formed
         self._writer.step(json.dumps(record, allow_nan=False), capture)
         if self.every > 0 and (step + 1) % self.every == 0:
             self._begin_capture()
@@ -771,11 +791,21 @@ class Recorder:
         self._fresh = False
         backward = self._backward
         backward.stop()
-        amax, bounded, seen, inside, passes = backward.take()
+        amax, bounded, seen, inside, passes, formed = backward.take()
         dtypes, backward.dtypes = backward.dtypes, set()
         scaled = self.scaler is not None and self.scaler.is_enabled()
         grads = self._grad_amax() if not (seen and scaled) else (None, False)
-        self._taken = (amax, bounded, seen, inside, passes, dtypes, grads)
+        forward, self._forward_checks = self._forward_checks, []
+        # Where the step's first inf or NaN formed, as the run's storage site: an activation
+        # gradient a node of the backward passed on (the module it was made in), or, first, an
+        # activation a leaf module's forward returned (the backward only carried that on).
+        if formed is not None:
+            formed = {"layer": formed[1] or "model", "tensor": "activation_grad", "op": formed[0]}
+        for name, op, finite in forward:
+            if not bool(finite):
+                formed = {"layer": name, "tensor": "activation", "op": op}
+                break
+        self._taken = (amax, bounded, seen, inside, passes, dtypes, grads, formed)
 
     def _judge_loop(self, step: int, dtypes: set, passes: int, scaled: bool) -> None:
         """What the step's graphs say of the loop: whether it stores narrow gradients at all
@@ -921,8 +951,32 @@ class Recorder:
                                         for n in roots):
                 raise RuntimeError(_COMPILED)
 
+        def enter(name):
+            def hook(module, args):
+                backward.module = name
+
+            return hook
+
+        def leave(name):
+            def hook(module, args, output):
+                backward.module = None
+                if torch.is_grad_enabled():
+                    ts = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)
+                          and t.is_floating_point() and t.numel()]
+                    if ts:
+                        finite = torch.stack([torch.isfinite(t).all() for t in ts]).all()
+                        self._forward_checks.append((name, type(module).__name__, finite))
+
+            return hook
+
         self._watch = [self.model.register_forward_pre_hook(inputs),
                        self.model.register_forward_hook(outputs)]
+        # The module each node is created in, and where a forward pass first formed an inf or
+        # NaN: one reduction per leaf module's output, read on the host only when a step
+        # overflowed.
+        for name, module in self._leaves:
+            self._watch += [module.register_forward_pre_hook(enter(name)),
+                            module.register_forward_hook(leave(name))]
         if self.optimizer is not None:
             self._watch.append(self.optimizer.register_step_pre_hook(lambda *_: self._take()))
 

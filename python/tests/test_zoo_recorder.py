@@ -169,6 +169,68 @@ def test_an_overflow_inside_a_nodes_formula_is_told_from_one_of_the_scale(tmp_pa
         in html
 
 
+def test_where_a_steps_first_inf_formed_is_named_forward_or_backward(tmp_path, cli):
+    """GPT-2 in float16 with a GradScaler: with the second block's MLP output projection 10^6
+    times too large, the forward pass overflows there (the truth: the test's own hook finds its
+    output non-finite and every earlier module's finite) on four steps running, the scaler
+    halving its scale each time; then, the weights restored, a scale of 2^30 overflows in the
+    backward pass. Each step names where its first inf or NaN formed; the report says the
+    forward overflow is beyond any loss scale's reach and names the scaler's spiral."""
+    zoo = ZOO["gpt2"]
+    model = zoo.model(0)
+    proj = model.transformer.h[1].mlp.c_proj
+    order, first_bad = [], []
+
+    def spy(module, args, output):
+        order.append(module)
+        if not first_bad and not bool(torch.isfinite(output).all()):
+            first_bad.append(module)
+
+    leaves = [m for m in model.modules() if not any(True for _ in m.children())]
+    spies = [m.register_forward_hook(spy) for m in leaves]
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=1000)
+    with Recorder(model, tmp_path / "run", "fp16", every=0, optimizer=opt, scaler=scaler) as rec:
+        for step, batch in enumerate(zoo.batches(6), start=1):
+            with torch.no_grad():
+                if step == 2:
+                    proj.weight.mul_(1e6)
+                if step == 6:
+                    proj.weight.div_(1e6)
+                    scaler.update(2.0**30)
+            first_bad.clear()
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = zoo.loss(model, batch)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            rec.step(loss)
+            scaler.update()
+            if 2 <= step <= 5:
+                assert first_bad == [proj]  # the truth the recorder must name
+    for h in spies:
+        h.remove()
+    steps = [json.loads(line) for line in
+             (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert "first_nonfinite" not in steps[0]
+    name = "transformer.h.1.mlp.c_proj"
+    for s in steps[1:5]:
+        assert s["overflow"] and s["skipped"]
+        assert s["first_nonfinite"] == {"layer": name, "tensor": "activation", "op": "Conv1D"}
+    assert [s["loss_scale"] for s in steps[1:5]] == [2.0**10, 2.0**9, 2.0**8, 2.0**7]
+    last = steps[5]
+    assert last["overflow"] and last["loss_scale"] == 2.0**30
+    assert last["first_nonfinite"]["tensor"] == "activation_grad"
+    assert last["first_nonfinite"]["op"].endswith("Backward0")
+    page = tmp_path / "page"
+    r = cli("report", str(tmp_path / "run"), "--out", str(page))
+    assert r.returncode == 0, r.stderr
+    text = (page / "index.html").read_text()
+    assert (f"on 4 steps (the first 2) the forward pass formed an inf or NaN in {name} "
+            "(Conv1D), beyond any loss scale's reach") in text
+    assert "halving its scale each time (2^10 to 2^6)" in text
+
+
 class Mlp(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -210,16 +210,16 @@ impl Report {
             }
             @if any {
                 table {
-                    thead { tr { th { "run" } th { "first inf/NaN at (layer)" } th { "tensor" } th { "steps" } th { "first" } th { "last" } } }
+                    thead { tr { th { "run" } th { "first inf/NaN at (layer)" } th { "tensor" } th { "formed by" } th { "steps" } th { "first" } th { "last" } } }
                     tbody {
                         @for r in &self.runs {
                             @for (i, s) in r.nonfinite.iter().enumerate() {
                                 @if i < 12 {
-                                    tr { td { (r.name) } td { (s.layer) } td { (s.tensor.name()) } td { (s.steps) } td { (s.first) } td { (s.last) } }
+                                    tr { td { (r.name) } td { (s.layer) } td { (s.tensor.name()) } td { (s.op.as_deref().unwrap_or("")) } td { (s.steps) } td { (s.first) } td { (s.last) } }
                                 }
                             }
                             @if r.nonfinite.len() > 12 {
-                                tr { td { (r.name) } td colspan="5" { (r.nonfinite.len() - 12) " more sites (report.json lists them)" } }
+                                tr { td { (r.name) } td colspan="6" { (r.nonfinite.len() - 12) " more sites (report.json lists them)" } }
                             }
                         }
                     }

@@ -80,6 +80,8 @@ pub struct NonfiniteSite {
     pub first: u64,
     /// The last.
     pub last: u64,
+    /// The operation that formed it at its first step, where the writer named one.
+    pub op: Option<String>,
 }
 
 /// What rounding did to a set of values, as shares of the values stored.
@@ -505,6 +507,7 @@ impl RunData {
                     steps: 0,
                     first: r.step,
                     last: r.step,
+                    op: site.op.clone(),
                 });
             entry.steps += 1;
             entry.last = r.step;

@@ -132,6 +132,11 @@ pub struct Site {
     pub layer: String,
     /// The tensor class.
     pub tensor: Class,
+    /// The operation that formed the value, where the writer knows it (the PyTorch recorder:
+    /// the module's type in the forward pass, e.g. `Linear`, the autograd node's in the
+    /// backward, e.g. `MmBackward0`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub op: Option<String>,
 }
 
 /// What the stores of one tensor class held in one step, and what rounding did to them (the

@@ -264,6 +264,7 @@ impl Precision {
         self.first_nonfinite.map(|(layer, tensor)| Site {
             layer: self.layers.get(layer).cloned().unwrap_or_default(),
             tensor,
+            op: None,
         })
     }
 
@@ -622,6 +623,7 @@ mod tests {
             Some(Site {
                 layer: "a".into(),
                 tensor: Class::Activation
+                op: None,
             })
         );
         // Master weights are fp32 in this recipe: stored untouched.

@@ -88,7 +88,7 @@ type Say<'a> = &'a mut dyn FnMut(String, &str);
 type Rule = fn(usize, &RunData, &[RunData], Say<'_>);
 
 /// The rules, in the order the page says them for each run.
-const RULES: [Rule; 11] = [
+const RULES: [Rule; 12] = [
     unfinished,
     uncast,
     changed_after_the_run,
@@ -98,6 +98,7 @@ const RULES: [Rule; 11] = [
     shadow,
     outside,
     overflow,
+    forward_overflow,
     intermediate_overflow,
     swamping,
 ];
@@ -434,10 +435,11 @@ fn overflow(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
         let earliest = r.nonfinite.iter().min_by_key(|s| s.first);
         let mut site = earliest.map_or(String::new(), |s| {
             format!(
-                "; the first inf or NaN was stored at step {} in {} {}",
+                "; the first inf or NaN was stored at step {} in {} {}{}",
                 s.first,
                 s.layer,
-                s.tensor.name()
+                s.tensor.name(),
+                s.op.as_ref().map_or(String::new(), |op| format!(" ({op})"))
             )
         });
         if let Some(most) = r
@@ -457,6 +459,42 @@ fn overflow(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
             format!(
                 "{n}: {} steps had inf or NaN gradients, {} were skipped{site}.",
                 r.overflow.count, r.skipped.count
+            ),
+            "loss-scale",
+        );
+    }
+}
+
+/// Overflow in the forward pass, which no loss scale reaches (the scale multiplies the loss
+/// after it): a site of the activations where a step's first inf or NaN was stored, with the
+/// symptom a dynamic scaler shows (its scale halving on each of those steps).
+fn forward_overflow(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    for s in r.nonfinite.iter().filter(|s| s.tensor == Class::Activation) {
+        let halved: Vec<f64> = r
+            .skip_marks
+            .iter()
+            .filter(|(step, _)| (s.first..=s.last).contains(step))
+            .map(|&(_, scale)| scale)
+            .collect();
+        let spiral = match (halved.first(), halved.last()) {
+            (Some(a), Some(b)) if halved.len() >= 3 => format!(
+                " The scaler skipped {} of these steps, halving its scale each time ({} to {}): \
+                 that spiral is the symptom, not a scale too high.",
+                halved.len(),
+                crate::text::scale_name(*a),
+                crate::text::scale_name(b / 2.0)
+            ),
+            _ => String::new(),
+        };
+        say(
+            format!(
+                "{}: on {} step{} (the first {}) the forward pass formed an inf or NaN in {}{}, beyond any loss scale's reach: the scale multiplies the loss only after the forward pass.{spiral} Compute that operation in a wider format (FP32 or BF16) or bound its inputs.",
+                r.name,
+                s.steps,
+                if s.steps == 1 { "" } else { "s" },
+                s.first,
+                s.layer,
+                s.op.as_ref().map_or(String::new(), |op| format!(" ({op})")),
             ),
             "loss-scale",
         );

@@ -365,6 +365,7 @@ fn a_nonfinite_operand_is_found_and_counted() {
         Some(Site {
             layer: "l".into(),
             tensor: Class::GemmInput
+            op: None,
         })
     );
     p.begin_step();
