@@ -66,8 +66,12 @@ class Capture:
     ) -> None:
         """Adds float32 values as a storage point held them before rounding, with the counts
         of the rounding it did (``Simulate``'s captures)."""
-    def sites_json(self) -> str:
-        """The sites as ``captures.jsonl`` writes them."""
+    def sites_json(self, batch_only: bool = False) -> str:
+        """The sites as ``captures.jsonl`` writes them; with ``batch_only``, only the classes
+        computed from the batch (activations, their gradients, the operands cast from them)."""
+    def merge_json(self, sites_json: str) -> None:
+        """Merges another capture's sites (another rank's) into this one, site by site: counts
+        add, amax is the larger, the smallest nonzero magnitude the smaller, the sums add."""
 
 class RunWriter:
     """``mixprec::run::RunWriter``: a run directory to be written, checked when made and

@@ -94,7 +94,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils._pytree import tree_leaves
 
-from . import _mixprec
+from . import _mixprec, _ranks
 
 from ._simulate import _COMPILED as _COMPILED_TEMPLATE
 from ._simulate import _PARTS, Simulate, _check_model, _is_grad_scaler, _policy, _under_compile
@@ -427,7 +427,14 @@ class Recorder:
             counts (call :meth:`step` after ``sim.step()``), and capture steps the values its
             storage points rounded, before rounding, with what rounding did to them.
         ranks: with ``torch.distributed`` initialised, ``"zero"`` (only rank 0 records; the
-            others' calls do nothing) or ``"each"`` (every rank records its own directory).
+            others' calls do nothing), ``"each"`` (every rank records its own directory) or
+            ``"merge"`` (every rank captures what it holds, and rank 0 writes one run, ``out``,
+            whose captures are the exact merge of the ranks': FSDP2's shards of the weights,
+            their gradients and the optimizer's state, DDP's copies once, the union of the
+            ranks' activations and activation gradients; the loss is the mean over the ranks,
+            ``grad_amax`` the largest; every rank must call :meth:`step` and :meth:`close`;
+            see ``mixprec._ranks``). Under FSDP2 a rank's values are its shards, whichever
+            ``ranks``.
         name: the run's name in reports (default ``pytorch-{format}``).
         flush_every: the longest, in seconds, a step's line waits in memory before it reaches
             ``metrics.jsonl`` (capture steps, :meth:`flush`, :meth:`close` and an exception
@@ -467,8 +474,8 @@ class Recorder:
             )
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ValueError(f"every: expected a whole number of steps >= 0, got {every!r}")
-        if ranks not in ("zero", "each"):
-            raise ValueError(f"ranks: expected 'zero' or 'each', got {ranks!r}")
+        if ranks not in ("zero", "each", "merge"):
+            raise ValueError(f"ranks: expected 'zero', 'each' or 'merge', got {ranks!r}")
         if simulate is not None and scaler is not None:
             raise ValueError(
                 "scaler: with simulate=..., the loss scaling is the Simulate's (give it the "
@@ -491,7 +498,11 @@ class Recorder:
         rank, world = 0, 1
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-        self.active = ranks == "each" or rank == 0
+        self.active = ranks in ("each", "merge") or rank == 0
+        #: Merging the ranks' captures: weight gradients are taken at the end of the backward
+        #: pass (after DDP's all-reduce), replicated DTensors counted once.
+        self._merge = ranks == "merge" and world > 1
+        self._end_of_backward = _ranks.EndOfBackward()
         path = pathlib.Path(out)
         if ranks == "each" and world > 1:
             path = path / f"rank{rank}"
@@ -568,7 +579,11 @@ class Recorder:
             "rank": rank,
             "world_size": world,
         }
-        self._writer = _mixprec.RunWriter(str(path), json.dumps(config), float(flush_every))
+        if self._merge:
+            self._writer = _ranks.MergedWriter(
+                str(path), json.dumps(config), float(flush_every), list(model.parameters()))
+        else:
+            self._writer = _mixprec.RunWriter(str(path), json.dumps(config), float(flush_every))
         self._backward = _BackwardAmax()
         self._watch: List[Any] = []
         if simulate is None:
@@ -582,9 +597,9 @@ class Recorder:
 
     def _add(self, layer: str, tensor: str, t: torch.Tensor, part: Optional[str] = None) -> None:
         """Adds ``t``'s values to the site (layer, tensor, part) of the current capture."""
-        if not (t.is_floating_point() and t.numel()):
+        t = _ranks.local(t.detach(), self._merge)  # a DTensor's shard
+        if t is None or not (t.is_floating_point() and t.numel()):
             return
-        t = t.detach()
         sim = self.simulate
         if sim is not None:
             if sim.rounds(tensor):
@@ -631,7 +646,14 @@ class Recorder:
 
     def _grad_hook(self, layer: str):
         def hook(p):
-            if p.grad is not None:
+            if self._merge:
+                # Once DDP's all-reduce has written the average.
+                self._end_of_backward.defer(lambda: hook_now(p))
+            else:
+                hook_now(p)
+
+        def hook_now(p):
+            if p.grad is not None and self._capture is not None:
                 self._add(layer, "weight_grad", p.grad)
 
         return hook
@@ -659,7 +681,7 @@ class Recorder:
     def _grad_amax(self) -> Tuple[Optional[float], bool]:
         """The largest finite magnitude of the parameters' (unscaled) gradients, and whether
         one was inf or NaN."""
-        grads = [p.grad for p in self._param_layer if p.grad is not None]
+        grads = [_ranks.local(p.grad) for p in self._param_layer if p.grad is not None]
         if not grads:
             return None, False
         # One concatenation per device and dtype, then one reduction each: on the CPU a few
@@ -878,7 +900,8 @@ class Recorder:
         self._release()
         # The summary's counts, final loss and divergence come from what the writer tallied
         # of the steps, by the same Rust code as `mixprec train`'s.
-        weights_finite = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+        weights_finite = all(bool(torch.isfinite(_ranks.local(p)).all())
+                             for p in self.model.parameters())
         # Which weights' products the Simulate cast: the report names any left in FP32.
         coverage = None if self.simulate is None else self.simulate.coverage
         self._writer.finish(

@@ -256,10 +256,58 @@ impl Capture {
         Ok(())
     }
 
-    /// The sites as `captures.jsonl` writes them (a JSON list), in record order.
-    fn sites_json(&self) -> PyResult<String> {
-        serde_json::to_string(&self.builder.sites())
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+    /// The sites as `captures.jsonl` writes them (a JSON list), in record order; with
+    /// `batch_only`, only those of the classes computed from the batch (activations, their
+    /// gradients, the operands cast from them: what each data-parallel rank holds of its own).
+    #[pyo3(signature = (batch_only=false))]
+    fn sites_json(&self, batch_only: bool) -> PyResult<String> {
+        let mut sites = self.builder.sites();
+        if batch_only {
+            sites.retain(|s| s.tensor.from_batch());
+        }
+        serde_json::to_string(&sites).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Merges `sites_json` (another capture's [`Capture::sites_json`]: another rank's, of the
+    /// same step) into this capture, site by site (`mixprec::run::CaptureBuilder::merge`): the
+    /// histograms' and rounding counts add, amax is the larger, the smallest nonzero magnitude
+    /// the smaller, the sums of magnitudes and squares add.
+    ///
+    /// # Errors
+    /// JSON that is not a list of sites, or a site whose histogram is not a capture's, or whose
+    /// counts are of rounding into another format than this capture's sites'.
+    fn merge_json(&mut self, sites_json: &str) -> PyResult<()> {
+        let sites: Vec<SiteCapture> = parse("sites", sites_json)?;
+        let mine = self.builder.sites();
+        for s in &sites {
+            let s_bins = s.values.sub_bins_log2();
+            if s_bins != run::CAPTURE_SUB_BINS_LOG2 {
+                return Err(PyValueError::new_err(format!(
+                    "sites: site ({}, {}): a histogram of 2^{s_bins} sub-bins per octave, not a \
+                     capture's 2^{}",
+                    s.layer,
+                    s.tensor.name(),
+                    run::CAPTURE_SUB_BINS_LOG2
+                )));
+            }
+            let clash = mine.iter().find(|m| {
+                (&m.layer, m.tensor, &m.part) == (&s.layer, s.tensor, &s.part)
+                    && m.rounded_into.is_some()
+                    && s.rounded_into.is_some()
+                    && m.rounded_into != s.rounded_into
+            });
+            if let Some(m) = clash {
+                return Err(PyValueError::new_err(format!(
+                    "sites: site ({}, {}): counts of rounding into {:?}, this capture's into {:?}",
+                    s.layer,
+                    s.tensor.name(),
+                    s.rounded_into.map(|f| f.name()),
+                    m.rounded_into.map(|f| f.name()),
+                )));
+            }
+        }
+        self.builder.merge(&sites);
+        Ok(())
     }
 }
 

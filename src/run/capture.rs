@@ -64,6 +64,26 @@ impl CaptureBuilder {
         site.rounding += rounding;
     }
 
+    /// Merges `sites` (another capture of the same step: another rank's) into this one, site by
+    /// site: the histograms' counts and the rounding counts add, amax is the larger and the
+    /// smallest nonzero magnitude the smaller ([`Histogram::merge`]), so that the merge of the
+    /// captures of disjoint parts of a tensor counts exactly what a capture of the whole does.
+    /// The sums of magnitudes and squares add in f64: equal to the whole's up to reassociation
+    /// (exactly, where every partial sum is representable). A site's `rounded_into` is kept, or
+    /// taken from `sites` where this capture has none.
+    ///
+    /// # Panics
+    /// If a histogram of `sites` has other sub-bins than the capture's
+    /// ([`CAPTURE_SUB_BINS_LOG2`]).
+    pub fn merge<'a>(&mut self, sites: impl IntoIterator<Item = &'a SiteCapture>) {
+        for s in sites {
+            let site = self.site(&s.layer, s.tensor, s.part.as_deref());
+            site.values.merge(&s.values);
+            site.rounding += s.rounding;
+            site.rounded_into = site.rounded_into.or(s.rounded_into);
+        }
+    }
+
     /// The sites in record order: layer (the order of the layers given, others after them by
     /// name), then class, then part (none first).
     #[must_use]
@@ -107,3 +127,6 @@ pub fn class_counts(sites: &[SiteCapture]) -> BTreeMap<Class, StoreCounts> {
     }
     counts
 }
+
+#[cfg(test)]
+mod tests;

@@ -93,6 +93,19 @@ impl Class {
         )
     }
 
+    /// Whether the class's values are computed from the batch: the activations, their
+    /// gradients and the operands cast from them. Under data parallelism each rank holds its
+    /// own batch's, and merging the ranks' captures takes the union; the other classes belong
+    /// to the parameters, which DDP's ranks hold in identical copies (counted once) and FSDP's
+    /// in disjoint shards.
+    #[must_use]
+    pub fn from_batch(self) -> bool {
+        matches!(
+            self,
+            Class::Activation | Class::ActivationGrad | Class::GemmInput | Class::GemmGradOutput
+        )
+    }
+
     /// The key of the recipe's JSON that holds the class's format (the field
     /// [`Recipe::format`](super::Recipe::format) reads): a field of the recipe itself, or for an
     /// operand ([`Class::is_operand`]) a field of its `gemm_operands`; `None` for the update,
