@@ -329,7 +329,7 @@ fn counted_label(r: &RunData, class: Class) -> String {
 /// site for them.
 fn overflow_without_sites(r: &RunData) -> String {
     format!(
-        "{}: {} steps had inf or NaN gradients ({} skipped; first at step {}); where each was first stored was not recorded (the PyTorch recorder records only that a step overflowed).",
+        "{}: {} steps had inf or NaN gradients ({} skipped; first at step {}); where each was first stored was not recorded (the PyTorch recorder named no site before it recorded where an inf or NaN formed).",
         r.name,
         r.overflow.count,
         r.skipped.count,
