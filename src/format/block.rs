@@ -376,9 +376,9 @@ impl BlockRounder {
         let amax = || {
             if let Some(amax) = tensor_amax {
                 amax
-            } else if parallel {
+            } else if parallel && xs.len() > apply::PAR_TASK {
                 use rayon::prelude::*;
-                xs.par_chunks(1 << 16)
+                xs.par_chunks(apply::PAR_TASK)
                     .map(apply::amax_bits)
                     .max()
                     .unwrap_or(0)
