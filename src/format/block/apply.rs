@@ -25,7 +25,7 @@ use rayon::prelude::*;
 
 use super::super::slice::sticky;
 use super::super::{KernelPath, RoundCounts, Rounder};
-use super::{Plan, Scale};
+use super::{NVFP4_BLOCK, Plan, Scale};
 
 /// Values per unit of work (rounded to whole blocks): scaled, rounded and scaled back while
 /// they sit in the L1/L2 cache, and the unit of parallel work.
@@ -44,23 +44,39 @@ pub(super) const PAR_TASK: usize = 1 << 16;
 pub(super) fn amax_bits(block: &[f32]) -> u32 {
     block
         .iter()
-        .map(|x| x.to_bits() & 0x7fff_ffff)
-        .max()
-        .unwrap_or(0)
+        .fold(0, |m, x| m.max(x.to_bits() & 0x7fff_ffff))
 }
 
 /// The amax bits of each block of `C` values of `chunk` (the last may be shorter), whole
 /// blocks as arrays so that each is a few vector instructions.
-pub(super) fn block_amaxes<const C: usize>(chunk: &[f32]) -> impl Iterator<Item = u32> {
+#[inline(always)]
+fn block_amaxes<const C: usize>(chunk: &[f32]) -> Vec<u32> {
     let (whole, last) = chunk.as_chunks::<C>();
-    let whole = whole.iter().map(|b| {
+    let mut amaxes = vec![0; chunk.len().div_ceil(C)];
+    for (a, b) in amaxes.iter_mut().zip(whole) {
         let mut m = [0u32; C];
         for (m, x) in m.iter_mut().zip(b) {
             *m = x.to_bits() & 0x7fff_ffff;
         }
-        m.into_iter().fold(0, u32::max)
-    });
-    whole.chain((!last.is_empty()).then(|| amax_bits(last)))
+        *a = m.into_iter().fold(0, u32::max);
+    }
+    if !last.is_empty() {
+        amaxes[whole.len()] = amax_bits(last);
+    }
+    amaxes
+}
+
+crate::isa::isa_dispatch! {
+    /// [`amax_bits`] through the `isa` build: a tensor's amax (NVFP4's tensor scale), a pass
+    /// over the whole tensor that the baseline build does in SSE2 (no unsigned max: five
+    /// instructions a vector).
+    pub(super) fn amax_bits_with<>(xs: &[f32]) -> u32 = |_isa| amax_bits(xs)
+}
+
+crate::isa::isa_dispatch! {
+    /// [`block_amaxes`] of NVFP4's blocks of 16 through the `isa` build.
+    pub(super) fn nvfp4_amaxes_with<>(chunk: &[f32]) -> Vec<u32> =
+        |_isa| block_amaxes::<NVFP4_BLOCK>(chunk)
 }
 
 /// The same for f64 values, whose amax is rounded to f32 (scales are computed in f32).
