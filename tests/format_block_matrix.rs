@@ -565,3 +565,41 @@ fn a_short_last_row() {
         0,
     );
 }
+
+/// Matrices larger than a parallel task (64K values) are shared out among the pool's threads:
+/// a long row by its chunks, short rows whole, tiles by bands of rows. Each gives the bits and
+/// counts of the serial path (checked against the references above) in pools of 1, 2 and 3
+/// threads, nearest and stochastic.
+#[test]
+fn parallel_paths_give_the_serial_bits_whatever_the_threads() {
+    let mut rng = Rng::new(0x7a5c);
+    let xs = spread_values(3 * (1 << 16) + 77, 4.0, 40, &mut rng);
+    let cases = [
+        ("mxfp8-e4m3", xs.len()),
+        ("mxfp4", 100),
+        ("nvfp4", 1 << 12),
+        ("nvfp4", 45),
+        ("fp8-e4m3@1x128", 333),
+        ("fp8-e4m3@128x128", 1000),
+    ];
+    for (name, cols) in cases {
+        for o in [RoundOptions::default(), stochastic(3)] {
+            let r = BlockRounder::new(name.parse().unwrap(), o);
+            let mut want = xs.clone();
+            let want_counts = r.round_matrix_at(&mut want, cols, 7);
+            for threads in [1, 2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let mut got = xs.clone();
+                let counts = pool.install(|| r.par_round_matrix_at(&mut got, cols, 7));
+                let what = format!("{name} cols {cols} {o:?} on {threads} threads");
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(g.to_bits(), w.to_bits(), "{what}: x[{i}] = {:e}", xs[i]);
+                }
+                assert_eq!(counts, want_counts, "{what}: counts");
+            }
+        }
+    }
+}

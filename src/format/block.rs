@@ -49,6 +49,7 @@ use super::{
     FP4_E2M1, FP8_E4M3, FloatFormat, KernelPath, Overflow, RoundCounts, RoundOptions, Rounder,
 };
 use crate::error::Error;
+use crate::isa::Isa;
 use nvfp4::TensorScale;
 
 /// A block scheme with whatever it needs to scale each block: its format, and for NVFP4 the
@@ -89,7 +90,7 @@ impl Plan {
     /// shorter): each from its block's amax, NVFP4's E4M3 block scales rounded together.
     fn block_scales(&self, chunk: &[f32]) -> Vec<Scale> {
         match self {
-            Plan::Nvfp4(t) => t.block_scales(apply::block_amaxes::<NVFP4_BLOCK>(chunk)),
+            Plan::Nvfp4(t) => t.block_scales(apply::nvfp4_amaxes_with(Isa::best(), chunk)),
             // MX's scales are asked for here only by the tests' unfused twin.
             Plan::Mx(_) | Plan::Tile(_) => chunk
                 .chunks(self.shape().1)
@@ -376,14 +377,14 @@ impl BlockRounder {
         let amax = || {
             if let Some(amax) = tensor_amax {
                 amax
-            } else if parallel {
+            } else if parallel && xs.len() > apply::PAR_TASK {
                 use rayon::prelude::*;
-                xs.par_chunks(1 << 16)
-                    .map(apply::amax_bits)
+                xs.par_chunks(apply::PAR_TASK)
+                    .map(|part| apply::amax_bits_with(Isa::best(), part))
                     .max()
                     .unwrap_or(0)
             } else {
-                apply::amax_bits(xs)
+                apply::amax_bits_with(Isa::best(), xs)
             }
         };
         let Some(plan) = self.plan(amax) else {

@@ -25,11 +25,18 @@ use rayon::prelude::*;
 
 use super::super::slice::sticky;
 use super::super::{KernelPath, RoundCounts, Rounder};
-use super::{Plan, Scale};
+use super::{NVFP4_BLOCK, Plan, Scale};
 
 /// Values per unit of work (rounded to whole blocks): scaled, rounded and scaled back while
 /// they sit in the L1/L2 cache, and the unit of parallel work.
 const CHUNK: usize = 4096;
+
+/// Values per parallel task (whole chunks, rows or bands; at least one). A matrix of at most
+/// this many values is rounded on the calling thread even where all threads are asked for, as
+/// the element kernel rounds one of at most its `PAR_CHUNK` (`format::slice`): handing chunks
+/// to the pool and waiting for them (from a thread outside it, a wake-up) cost 5-6 us a call
+/// on a 2-core Xeon, a quarter of the time MXFP8 takes on 64K values.
+pub(super) const PAR_TASK: usize = 1 << 16;
 
 /// The bits of the largest magnitude in `block` (0 if empty): for non-negative floats integer
 /// order is value order, and NaN and infinity sort above every finite value.
@@ -37,23 +44,39 @@ const CHUNK: usize = 4096;
 pub(super) fn amax_bits(block: &[f32]) -> u32 {
     block
         .iter()
-        .map(|x| x.to_bits() & 0x7fff_ffff)
-        .max()
-        .unwrap_or(0)
+        .fold(0, |m, x| m.max(x.to_bits() & 0x7fff_ffff))
 }
 
 /// The amax bits of each block of `C` values of `chunk` (the last may be shorter), whole
 /// blocks as arrays so that each is a few vector instructions.
-pub(super) fn block_amaxes<const C: usize>(chunk: &[f32]) -> impl Iterator<Item = u32> {
+#[inline(always)]
+fn block_amaxes<const C: usize>(chunk: &[f32]) -> Vec<u32> {
     let (whole, last) = chunk.as_chunks::<C>();
-    let whole = whole.iter().map(|b| {
+    let mut amaxes = vec![0; chunk.len().div_ceil(C)];
+    for (a, b) in amaxes.iter_mut().zip(whole) {
         let mut m = [0u32; C];
         for (m, x) in m.iter_mut().zip(b) {
             *m = x.to_bits() & 0x7fff_ffff;
         }
-        m.into_iter().fold(0, u32::max)
-    });
-    whole.chain((!last.is_empty()).then(|| amax_bits(last)))
+        *a = m.into_iter().fold(0, u32::max);
+    }
+    if !last.is_empty() {
+        amaxes[whole.len()] = amax_bits(last);
+    }
+    amaxes
+}
+
+crate::isa::isa_dispatch! {
+    /// [`amax_bits`] through the `isa` build: a tensor's amax (NVFP4's tensor scale), a pass
+    /// over the whole tensor that the baseline build does in SSE2 (no unsigned max: five
+    /// instructions a vector).
+    pub(super) fn amax_bits_with<>(xs: &[f32]) -> u32 = |_isa| amax_bits(xs)
+}
+
+crate::isa::isa_dispatch! {
+    /// [`block_amaxes`] of NVFP4's blocks of 16 through the `isa` build.
+    pub(super) fn nvfp4_amaxes_with<>(chunk: &[f32]) -> Vec<u32> =
+        |_isa| block_amaxes::<NVFP4_BLOCK>(chunk)
 }
 
 /// The same for f64 values, whose amax is rounded to f32 (scales are computed in f32).
@@ -76,8 +99,9 @@ fn check_shape(len: usize, cols: usize) {
     );
 }
 
-/// Sums `f(i, item)` over `items`, on all threads or one; the same result either way.
-fn sum<T, F>(parallel: bool, items: Vec<T>, f: F) -> RoundCounts
+/// Sums `f(i, item)` over `items` of `len` values each, on all threads (tasks of about
+/// [`PAR_TASK`] values) or one; the same result either way.
+fn sum<T, F>(parallel: bool, items: Vec<T>, len: usize, f: F) -> RoundCounts
 where
     T: Send,
     F: Fn(usize, T) -> RoundCounts + Sync + Send,
@@ -85,6 +109,7 @@ where
     if parallel {
         items
             .into_par_iter()
+            .with_min_len((PAR_TASK / len.max(1)).max(1))
             .enumerate()
             .map(|(i, t)| f(i, t))
             .reduce(RoundCounts::default, Add::add)
@@ -130,6 +155,7 @@ fn round_f32_via(
     if xs.is_empty() {
         return RoundCounts::default();
     }
+    let parallel = parallel && xs.len() > PAR_TASK;
     let (r, c) = plan.shape();
     let chunk = chunk_len(c);
     if r == 1 {
@@ -139,10 +165,10 @@ fn round_f32_via(
             cols
         };
         let rows: Vec<&mut [f32]> = xs.chunks_mut(row_len).collect();
-        return sum(parallel, rows, |i, row| {
+        return sum(parallel, rows, row_len, |i, row| {
             let row_start = start + (i * row_len) as u64;
             let chunks: Vec<&mut [f32]> = row.chunks_mut(chunk).collect();
-            sum(parallel, chunks, |k, ch| {
+            sum(parallel, chunks, chunk, |k, ch| {
                 let pos = row_start + (k * chunk) as u64;
                 if let Some(counts) = plan.fused_mx(path, element, ch, pos) {
                     return counts;
@@ -152,10 +178,10 @@ fn round_f32_via(
         });
     }
     let bands: Vec<&mut [f32]> = xs.chunks_mut(r * cols).collect();
-    sum(parallel, bands, |b, band| {
+    sum(parallel, bands, r * cols, |b, band| {
         let scales = band_scales(plan, band, cols, c, amax_bits);
         let rows: Vec<&mut [f32]> = band.chunks_mut(cols).collect();
-        sum(parallel, rows, |i, row| {
+        sum(parallel, rows, cols, |i, row| {
             let row_start = start + ((b * r + i) * cols) as u64;
             row.chunks_mut(chunk)
                 .enumerate()

@@ -122,8 +122,11 @@ impl Nvfp4TensorScale {
 
     /// [`Nvfp4TensorScale::scale`] of every block amax (bits) of `amaxes`: their E4M3 block
     /// scales rounded in one call of the element kernel (the same bits as one by one).
-    pub(super) fn block_scales(&self, amaxes: impl Iterator<Item = u32>) -> Vec<Scale> {
-        let mut s: Vec<f32> = amaxes.map(|a| self.unrounded(f32::from_bits(a))).collect();
+    pub(super) fn block_scales(&self, amaxes: Vec<u32>) -> Vec<Scale> {
+        let mut s: Vec<f32> = amaxes
+            .into_iter()
+            .map(|a| self.unrounded(f32::from_bits(a)))
+            .collect();
         self.e4m3.round_f32_slice(&mut s);
         s.into_iter().map(|s| self.scale_of(s)).collect()
     }
