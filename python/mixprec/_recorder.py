@@ -384,6 +384,22 @@ def _narrow_input(node, k: int) -> Optional[torch.dtype]:
     return None
 
 
+def _first_formed(forward, backward, loss_finite: bool) -> Optional[Dict[str, Any]]:
+    """Where a step that overflowed first formed an inf or NaN, as a storage site: first, an
+    activation a leaf module's forward pass returned (``forward``: per module run, its name,
+    type and its outputs' finiteness; the backward only carried that on), or the loss (formed
+    outside the modules); else an activation gradient that a node of the backward passed on
+    (``backward``: the node's type and the module it was made in)."""
+    for name, op, finite in forward:
+        if not all(bool(f) for f in finite):
+            return {"layer": name, "tensor": "activation", "op": op}
+    if not loss_finite:
+        return {"layer": "loss", "tensor": "activation", "op": "loss"}
+    if backward is not None:
+        return {"layer": backward[1] or "model", "tensor": "activation_grad", "op": backward[0]}
+    return None
+
+
 def _overflows_inside(node, grad_outputs, passed: List[int]) -> bool:
     """Whether ``node``, which passed on an inf or NaN along an edge of ``passed`` from finite
     gradients, formed it inside its formula whatever the gradients it received: the node,
@@ -542,7 +558,7 @@ class Recorder:
         self._scaled = 0
         self._warned: set = set()
         #: Per leaf module run forward (gradients on) since the last take: its name, type and
-        #: whether its outputs were finite (a tensor, read only when the step overflowed).
+        #: whether each of its outputs was finite (tensors, read only when the step overflowed).
         self._forward_checks: List[Tuple[str, str, Any]] = []
         if not self.active:
             return
@@ -795,10 +811,10 @@ class Recorder:
         }
         if inside:
             record["intermediate_overflow"] = inside
-        if sim is None and not math.isfinite(loss) and (formed or {}).get("tensor") != "activation":
-            formed = {"layer": "loss", "tensor": "activation", "op": "loss"}  # outside the modules
-        if sim is None and formed is not None and (overflow or not math.isfinite(loss)):
-            record["first_nonfinite"] = formed
+        if sim is None and (overflow or not math.isfinite(loss)):
+            site = _first_formed(*formed, math.isfinite(loss))
+            if site is not None:
+                record["first_nonfinite"] = site
         self._writer.step(json.dumps(record, allow_nan=False), capture)
         if self.every > 0 and (step + 1) % self.every == 0:
             self._begin_capture()
@@ -817,16 +833,8 @@ class Recorder:
         dtypes, backward.dtypes = backward.dtypes, set()
         scaled = self.scaler is not None and self.scaler.is_enabled()
         grads = self._grad_amax() if not (seen and scaled) else (None, False)
-        forward, self._forward_checks = self._forward_checks, []
-        # Where the step's first inf or NaN formed, as the run's storage site: an activation
-        # gradient a node of the backward passed on (the module it was made in), or, first, an
-        # activation a leaf module's forward returned (the backward only carried that on).
-        if formed is not None:
-            formed = {"layer": formed[1] or "model", "tensor": "activation_grad", "op": formed[0]}
-        for name, op, finite in forward:
-            if not bool(finite):
-                formed = {"layer": name, "tensor": "activation", "op": op}
-                break
+        formed = (self._forward_checks, formed)
+        self._forward_checks = []
         self._taken = (amax, bounded, seen, inside, passes, dtypes, grads, formed)
 
     def _judge_loop(self, step: int, dtypes: set, passes: int, scaled: bool) -> None:
@@ -987,7 +995,7 @@ class Recorder:
                     ts = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)
                           and t.is_floating_point() and t.numel()]
                     if ts:
-                        finite = torch.stack([torch.isfinite(t).all() for t in ts]).all()
+                        finite = [torch.isfinite(t).all() for t in ts]
                         self._forward_checks.append((name, type(module).__name__, finite))
 
             return hook
