@@ -174,8 +174,10 @@ def test_where_a_steps_first_inf_formed_is_named_forward_or_backward(tmp_path, c
     times too large, the forward pass overflows there (the truth: the test's own hook finds its
     output non-finite and every earlier module's finite) on four steps running, the scaler
     halving its scale each time; then, the weights restored, a scale of 2^30 overflows in the
-    backward pass. Each step names where its first inf or NaN formed; the report says the
-    forward overflow is beyond any loss scale's reach and names the scaler's spiral."""
+    backward pass. Each step names where its first inf or NaN formed: the first overflowing
+    step the model's output (the leaf modules are hooked only while steps overflow), the next
+    ones the module; the report says the forward overflow is beyond any loss scale's reach and
+    names the scaler's spiral."""
     zoo = ZOO["gpt2"]
     model = zoo.model(0)
     proj = model.transformer.h[1].mlp.c_proj
@@ -214,8 +216,10 @@ def test_where_a_steps_first_inf_formed_is_named_forward_or_backward(tmp_path, c
              (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert "first_nonfinite" not in steps[0]
     name = "transformer.h.1.mlp.c_proj"
-    for s in steps[1:5]:
-        assert s["overflow"] and s["skipped"]
+    assert all(s["overflow"] and s["skipped"] for s in steps[1:5])
+    assert steps[1]["first_nonfinite"] == \
+        {"layer": "model", "tensor": "activation", "op": "GPT2LMHeadModel"}
+    for s in steps[2:5]:
         assert s["first_nonfinite"] == {"layer": name, "tensor": "activation", "op": "Conv1D"}
     assert [s["loss_scale"] for s in steps[1:5]] == [2.0**10, 2.0**9, 2.0**8, 2.0**7]
     last = steps[5]
@@ -226,9 +230,9 @@ def test_where_a_steps_first_inf_formed_is_named_forward_or_backward(tmp_path, c
     r = cli("report", str(tmp_path / "run"), "--out", str(page))
     assert r.returncode == 0, r.stderr
     text = (page / "index.html").read_text()
-    assert (f"on 4 steps (the first 2) the forward pass formed an inf or NaN in {name} "
+    assert (f"on 3 steps (the first 3) the forward pass formed an inf or NaN in {name} "
             "(Conv1D), beyond any loss scale's reach") in text
-    assert "halving its scale each time (2^10 to 2^6)" in text
+    assert "halving its scale each time (2^9 to 2^6)" in text
 
 
 class Mlp(torch.nn.Module):
