@@ -622,7 +622,7 @@ mod tests {
             p.first_nonfinite(),
             Some(Site {
                 layer: "a".into(),
-                tensor: Class::Activation
+                tensor: Class::Activation,
                 op: None,
             })
         );

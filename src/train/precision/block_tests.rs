@@ -364,7 +364,7 @@ fn a_nonfinite_operand_is_found_and_counted() {
         p.first_nonfinite(),
         Some(Site {
             layer: "l".into(),
-            tensor: Class::GemmInput
+            tensor: Class::GemmInput,
             op: None,
         })
     );
