@@ -9,8 +9,8 @@ lay up to 2.5 binades above the dump's (``reports/perf``-style figures in the RE
 section), so the window's top itself skips steps in a rerun (GPT-2 at 2^19 here); the test
 checks that too, so that a margin shrunk below what the runs need fails.
 
-ResNet-18's fp16 convolutions take seconds a step on the CPU; it runs where CUDA is
-(``scripts/gpu-check``).
+ResNet-18's fp16 convolutions take seconds a step on the CPU; it reruns where CUDA is
+(``scripts/gpu-check``; not yet run: no session has had a GPU since).
 """
 
 import pytest
@@ -21,6 +21,12 @@ pytest.importorskip("torchvision", reason="the zoo needs torchvision")
 
 import mixprec  # noqa: E402
 from zoo import ZOO  # noqa: E402
+
+#: The models and devices: ResNet-18's fp16 convolutions take seconds a step on the CPU, so it
+#: reruns on CUDA only (scripts/gpu-check runs the ids naming cuda).
+CASES = [("gpt2", "cpu"), ("bert", "cpu"), ("vit", "cpu"),
+         pytest.param("resnet", "cuda", marks=pytest.mark.skipif(
+             not torch.cuda.is_available(), reason="no CUDA device"))]
 
 STEPS = 100
 
@@ -54,14 +60,14 @@ def skips(zoo, seed, init_scale, device="cpu"):
     return skipped
 
 
-@pytest.mark.parametrize("name", ["gpt2", "bert", "vit"])
-def test_the_advised_init_scale_skips_no_step_in_a_rerun(name):
+@pytest.mark.parametrize("name,device", CASES)
+def test_the_advised_init_scale_skips_no_step_in_a_rerun(name, device):
     zoo = ZOO[name]
     advice = dump_advice(zoo, seed=0)
     scaler = advice["recommendation"]["grad_scaler"]
     top = advice["recommendation"]["log2_scale"]
     assert scaler["log2_init_scale"] < top  # below the dump's own bound
-    assert skips(zoo, 0, scaler["init_scale"]) == []
+    assert skips(zoo, 0, scaler["init_scale"], device) == []
 
 
 def test_the_dumps_own_bound_skips_steps_in_a_rerun():
