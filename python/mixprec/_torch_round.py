@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from . import _mixprec, _names, _round_args, formats
+from ._checks import check_tensor
 from . import quantize as _quantize_numpy
 
 __all__ = ["quantize", "quantize_torch"]
@@ -171,12 +172,13 @@ def quantize_torch(
     Raises:
         TypeError: ``t`` is not a float32/float64 tensor, or another argument has a wrong type.
         ValueError: an unknown format, rounding mode or overflow rule (the command line's
-            message), or a bad seed.
+            message), a bad seed, or ``t`` on the meta device (no values).
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"x: expected a float32 or float64 torch tensor, got {type(t).__name__}")
     if t.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"x: expected a float32 or float64 torch tensor, got dtype {t.dtype}")
+    check_tensor(t, "x")
     format, rounding, overflow, subnormals, seed = _round_args(
         format, rounding, overflow, subnormals, seed
     )
@@ -608,6 +610,7 @@ def quantize(
         raise TypeError(f"t: expected a torch tensor, got {type(t).__name__}")
     if out is not None and not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch tensor, got {type(out).__name__}")
+    check_tensor(t, "t")
     if out is not None and out.device != t.device:
         raise ValueError(f"out: on {out.device}, not t's device {t.device}")
     if t.device.type != "cpu":
