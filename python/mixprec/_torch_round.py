@@ -172,13 +172,12 @@ def quantize_torch(
     Raises:
         TypeError: ``t`` is not a float32/float64 tensor, or another argument has a wrong type.
         ValueError: an unknown format, rounding mode or overflow rule (the command line's
-            message), a bad seed, or ``t`` on the meta device (no values).
+            message), or a bad seed.
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"x: expected a float32 or float64 torch tensor, got {type(t).__name__}")
     if t.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"x: expected a float32 or float64 torch tensor, got dtype {t.dtype}")
-    check_tensor(t, "x")
     format, rounding, overflow, subnormals, seed = _round_args(
         format, rounding, overflow, subnormals, seed
     )
