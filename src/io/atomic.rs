@@ -72,7 +72,7 @@ pub fn write_dir_atomic<T>(target: &Path, write: impl FnOnce(&Path) -> Result<T>
     };
     std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
     let staging = TempDir(create_temp_dir(target).map_err(|e| io_error(target, e))?);
-    let written = write(&staging.0)?;
+    let written = write(&staging.0).map_err(|e| at_target(e, &staging.0, target))?;
     if std::fs::symlink_metadata(target).is_err() {
         std::fs::rename(&staging.0, target).map_err(|e| io_error(target, e))?;
         std::mem::forget(staging);
@@ -80,6 +80,26 @@ pub fn write_dir_atomic<T>(target: &Path, write: impl FnOnce(&Path) -> Result<T>
         merge(&staging.0, target)?;
     }
     Ok(written)
+}
+
+/// `error` about a file under `staging` said of the file it stands for under `target`: the
+/// staging directory is not a name the user gave.
+fn at_target(error: crate::Error, staging: &Path, target: &Path) -> crate::Error {
+    let moved = |path: PathBuf| match path.strip_prefix(staging) {
+        Ok(rest) => target.join(rest),
+        Err(_) => path,
+    };
+    match error {
+        crate::Error::Io { path, source } => crate::Error::Io {
+            path: moved(path),
+            source,
+        },
+        crate::Error::BadFile { path, problem } => crate::Error::BadFile {
+            path: moved(path),
+            problem,
+        },
+        other => other,
+    }
 }
 
 /// Renames every file under `from` to the same place under `to`, making the directories.
@@ -221,7 +241,11 @@ mod tests {
                 source: std::io::Error::other("disk full"),
             })
         });
-        assert!(err.is_err());
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.starts_with(&target.join("index.html").display().to_string()),
+            "{err}"
+        );
         assert_eq!(entries(dir.path()), ["out.txt"]);
         // A complete set, then a failed one over it: the first stays whole.
         write_dir_atomic(&target, |staging| {
