@@ -41,8 +41,11 @@
 //! Every length in a file is checked against the file's size before it is used, so the work and
 //! memory of reading a file are bounded by its size: an `.npz` whose directory entries overlap
 //! (a "zip bomb" that makes a small file stand for terabytes) or repeat a name is refused before
-//! any entry is decompressed. A pipe or a device is refused before it is
-//! opened, so reading never waits for a writer.
+//! any entry is decompressed. Every file the tools read (tensor files, run directories, grids,
+//! configs) is opened through one guarded open ([`read_document`] and the crate's `open_regular`
+//! and `open_log`): a pipe, a device or a socket, or a symbolic link to one, is refused before
+//! it is opened, so reading never waits for a writer nor reads without end; a JSON document is
+//! refused beyond [`MAX_DOCUMENT`] bytes and a line of a log beyond [`MAX_RECORD`].
 //!
 //! # Errors
 //! A file that cannot be opened gives [`Error::Io`]; a file whose content is wrong gives
@@ -64,6 +67,7 @@ mod decode;
 mod json;
 mod npy;
 pub(crate) mod npz;
+mod open;
 mod safetensors;
 pub mod tensorboard;
 
@@ -72,12 +76,14 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-pub use atomic::write_atomic;
+pub use atomic::{write_atomic, write_dir_atomic};
 pub(crate) use json::{
     duplicate_key, from_value as json_from_value, parse as parse_json, tracked as json_tracked,
 };
 pub(crate) use npy::read_npy_bytes;
 pub use npy::{NpyArray, NpyValues, npy_header, read_npy, write_npy};
+pub use open::{MAX_DOCUMENT, MAX_RECORD, read_document};
+pub(crate) use open::{open_log, open_regular, read_line};
 
 /// A `.npy` file (version 1.0) written by hand for tests: header `descr`, `shape` (Python tuple
 /// text, e.g. `"(2, 3)"`), order, then `data` as given (which may disagree with the header).
@@ -334,53 +340,6 @@ fn io_error(path: &Path, source: std::io::Error) -> Error {
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// Opens `path` for reading, refusing a directory, a device, a pipe or an empty file with a clear
-/// message (rather than the operating system's puzzling one when seeking fails, or a hang).
-///
-/// The kind of file is checked before opening, because opening a FIFO blocks until a writer
-/// appears; and again on what was opened (without blocking), in case the path was replaced in
-/// between.
-pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
-    let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
-    check_regular(path, &meta)?;
-    let file = open_nonblocking(path).map_err(|e| io_error(path, e))?;
-    let meta = file.metadata().map_err(|e| io_error(path, e))?;
-    check_regular(path, &meta)?;
-    Ok(file)
-}
-
-fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
-    if meta.is_dir() {
-        return Err(bad_file(path, "is a directory, not a file"));
-    }
-    if !meta.is_file() {
-        return Err(bad_file(
-            path,
-            "not a regular file (a pipe or a device cannot be read)",
-        ));
-    }
-    if meta.len() == 0 {
-        return Err(bad_file(path, "the file is empty"));
-    }
-    Ok(())
-}
-
-/// Opens for reading without waiting for a writer, should the path be a FIFO after all (on a
-/// regular file, `O_NONBLOCK` changes nothing).
-#[cfg(unix)]
-fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-}
-
-#[cfg(not(unix))]
-fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::open(path)
 }
 
 /// What tells, without reading it, that a file changed: its length and modification time.

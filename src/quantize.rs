@@ -3,7 +3,7 @@
 //! and written as the shortest decimal that parses back to the result, or as its bit pattern.
 //! Memory does not grow with the input; lines are rounded in parallel and written in order.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 
 use rayon::prelude::*;
 
@@ -175,17 +175,13 @@ pub fn quantize<R: Read>(
     }
 }
 
-/// Appends the next line of `input` (with its newline) to `buf`, reading at most one byte past
-/// [`MAX_LINE`]: the bytes read (0 at the end of the input), and whether the line is too long.
+/// The next line of standard input into `buf`, capped at [`MAX_LINE`] (see
+/// [`crate::io::read_line`]).
 fn read_line<R: Read>(input: &mut BufReader<R>, buf: &mut Vec<u8>) -> crate::Result<(usize, bool)> {
-    let n = input
-        .take(MAX_LINE as u64 + 1)
-        .read_until(b'\n', buf)
-        .map_err(|source| Error::Io {
-            path: "standard input".into(),
-            source,
-        })?;
-    Ok((n, n > MAX_LINE && buf.last() != Some(&b'\n')))
+    crate::io::read_line(input, buf, MAX_LINE).map_err(|source| Error::Io {
+        path: "standard input".into(),
+        source,
+    })
 }
 
 /// The first line without its byte-order mark, which is not part of the first number.

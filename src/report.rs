@@ -82,7 +82,10 @@ pub(crate) const JSON_SIGNATURE: &str = "\"written_by\": \"mixprec\"";
 fn written_by_mixprec(path: &Path) -> bool {
     use std::io::Read;
     let mut head = Vec::with_capacity(4096);
-    let read = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut head));
+    // The guarded open: a FIFO or a device in the way is not mixprec's, and must not hang this.
+    let read = crate::io::open_log(path)
+        .map_err(std::io::Error::other)
+        .and_then(|f| f.take(4096).read_to_end(&mut head));
     read.is_ok()
         && (head
             .windows(PNG_SIGNATURE.len())
@@ -109,6 +112,15 @@ pub fn check_plots_dir(dir: &Path) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::Io`] naming a file that cannot be removed.
+/// `paths`, written under a staging directory, at their place in `dir` (by file name).
+pub(crate) fn rebase(paths: &[std::path::PathBuf], dir: &Path) -> Vec<std::path::PathBuf> {
+    paths
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|name| dir.join(name))
+        .collect()
+}
+
 pub(crate) fn remove_stale_plot(dir: &Path, stem: &str) -> Result<()> {
     for ext in ["png", "svg"] {
         let path = dir.join(format!("{stem}.{ext}"));

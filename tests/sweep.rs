@@ -164,10 +164,34 @@ const CASES: &[Case] = &[
     bad("train-bad-model", "train --model rnn --out {d}/run", "invalid model 'rnn'"),
     bad("train-max-memory-raises", "train --config {d}/depth.json --max-memory 1 --out {d}/run",
         "over the limit of 1 MiB"),
+    // Issue 42, class 1: a FIFO in a run directory (opening one blocks until a writer comes).
+    bad("report-fifo-metrics", "report {d}/fifo-metrics --out {d}/page-fifo",
+        "metrics.jsonl: not a regular file (a pipe)"),
+    bad("replay-fifo-captures", "replay {d}/fifo-captures --policy gradscaler",
+        "captures.jsonl: not a regular file (a pipe)"),
+    bad("tensorboard-fifo-config", "export-tensorboard --out {d}/tb-fifo {d}/fifo-config",
+        "config.json: not a regular file (a pipe)"),
+    bad("train-config-fifo", "train --config {d}/fifo-config/config.json --out {d}/run",
+        "not a regular file (a pipe)"),
+    // Class 2: a file that never ends (a link to /dev/zero), and a line with no end in a
+    // regular (sparse) file: refused before reading, or cut at the cap per line.
+    bad("report-zero-config", "report {d}/zero-config --out {d}/page-zero",
+        "config.json: not a regular file (a device)"),
+    bad("replay-zero-captures", "replay {d}/zero-captures --policy gradscaler",
+        "captures.jsonl: not a regular file (a device)"),
+    bad("tensorboard-zero-metrics", "export-tensorboard --out {d}/tb-zero {d}/zero-metrics",
+        "metrics.jsonl: not a regular file (a device)"),
+    bad("report-endless-line", "report {d}/long-metrics --out {d}/page-long",
+        "metrics.jsonl: line 1 is longer than 256 MiB"),
+    // Class 3: the capture the histograms use has loss scale 0 (an infinite axis range, on
+    // which plotters never returned): the page is written, with a note.
+    good("report-scale-0", "report {d}/scale0 --out {d}/page-scale0", "index.html"),
+    bad("formats-gradients-scale-0", "formats fp16 --plots {d}/plots-scale0 --gradients {d}/scale0",
+        "3 of 3 captures have a loss scale that is not finite"),
     // Good inputs still work.
     good("formats-ok", "formats fp16", "65504"),
     good("quantize-ok", "quantize", "0.0999755859375").stdin(In::Text("0.1\n")),
-    good("analyze-ok", "analyze {d}/ok.npy", "Use a loss scale"),
+    good("analyze-ok", "analyze {d}/ok.npy", "start the loss scale at"),
     good("train-ok", "train --steps 2 --batch 16 --capture-every 1 --out {d}/run-ok", "2 steps"),
     good("train-csv-ok", "train --dataset {d}/ok.csv --batch 2 --steps 2 --out {d}/run-csv",
         "2 steps"),
@@ -260,10 +284,75 @@ fn make_files(d: &Path) {
     let one = zip.finish().unwrap().into_inner();
     w("bomb.npz", &repeat_entry(&one, 2000, false));
     w("twice.npz", &repeat_entry(&one, 1, true));
+    make_runs(d);
     for fifo in ["fifo.npy", "fifo.csv"] {
         let made = Command::new("mkfifo").arg(d.join(fifo)).status().unwrap();
         assert!(made.success());
     }
+}
+
+/// A small run in `d/base`, then copies of it with one file replaced: by a FIFO
+/// (`fifo-<stem>`), by a link to `/dev/zero` (`zero-<stem>`), `metrics.jsonl` by 300 MiB of
+/// zeros with no newline (`long-metrics`, sparse: no disk used), and every capture at loss scale
+/// 0 (`scale0`).
+fn make_runs(d: &Path) {
+    let base = d.join("base");
+    let trained = Command::new(bin())
+        .args([
+            "train",
+            "--steps",
+            "4",
+            "--batch",
+            "16",
+            "--capture-every",
+            "2",
+            "--out",
+        ])
+        .arg(&base)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(trained.success());
+    let copy = |name: &str| {
+        let to = d.join(name);
+        std::fs::create_dir(&to).unwrap();
+        for entry in std::fs::read_dir(&base).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+        to
+    };
+    for (stem, file) in [
+        ("config", "config.json"),
+        ("metrics", "metrics.jsonl"),
+        ("captures", "captures.jsonl"),
+    ] {
+        let fifo = copy(&format!("fifo-{stem}")).join(file);
+        std::fs::remove_file(&fifo).unwrap();
+        assert!(
+            Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let zero = copy(&format!("zero-{stem}")).join(file);
+        std::fs::remove_file(&zero).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    }
+    let long = std::fs::File::create(copy("long-metrics").join("metrics.jsonl")).unwrap();
+    long.set_len(300 << 20).unwrap();
+    let captures = copy("scale0").join("captures.jsonl");
+    let text = std::fs::read_to_string(&captures).unwrap();
+    let zeroed: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["loss_scale"] = serde_json::json!(0.0);
+            record.to_string()
+        })
+        .collect();
+    std::fs::write(&captures, zeroed.join("\n") + "\n").unwrap();
 }
 
 /// Runs one case; `Err` says how it failed.

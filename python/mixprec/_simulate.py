@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from . import _mixprec, _names
+from ._checks import check_module
 from ._products import Products, _layer_of
 from ._torch_round import quantize
 
@@ -63,10 +64,12 @@ _COMPILED = (
 
 
 def _check_model(model: Any, who: str, what: str) -> None:
-    """A ``torch.nn.Module`` (else a TypeError) that torch.compile does not run (else a
-    ValueError with :data:`_COMPILED`)."""
+    """A ``torch.nn.Module`` (else a TypeError) with its data on a real device (else a
+    ValueError naming the tensor) that torch.compile does not run (else a ValueError with
+    :data:`_COMPILED`)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    check_module(model, who)
     if _compiled(model):
         raise ValueError(_COMPILED.format(who=who, what=what))
 

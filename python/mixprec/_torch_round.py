@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from . import _mixprec, _names, _round_args, formats
+from ._checks import check_tensor
 from . import quantize as _quantize_numpy
 
 __all__ = ["quantize", "quantize_torch"]
@@ -608,6 +609,7 @@ def quantize(
         raise TypeError(f"t: expected a torch tensor, got {type(t).__name__}")
     if out is not None and not isinstance(out, torch.Tensor):
         raise TypeError(f"out: expected a torch tensor, got {type(out).__name__}")
+    check_tensor(t, "t")
     if out is not None and out.device != t.device:
         raise ValueError(f"out: on {out.device}, not t's device {t.device}")
     if t.device.type != "cpu":

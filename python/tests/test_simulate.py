@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (scripts/pyt
 import mixprec  # noqa: E402
 from mixprec import _mixprec  # noqa: E402
 from mixprec.torch import Recorder, Simulate, quantize  # noqa: E402
+from mixprec._torch_round import quantize_torch  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -59,9 +60,12 @@ def test_quantize_strided_and_in_place():
 
 
 def test_quantize_off_the_cpu_takes_the_torch_path():
-    # A meta tensor has no values: the torch path keeps every value where the tensor lies.
-    y = quantize(torch.empty(4, 64, device="meta"), "mxfp8-e4m3")
+    # A meta tensor has no values: the torch path keeps every value where the tensor lies; the
+    # public quantize names such a tensor instead of returning one without a word (issue 42).
+    y = quantize_torch(torch.empty(4, 64, device="meta"), "mxfp8-e4m3")
     assert y.device.type == "meta" and y.shape == (4, 64)
+    with pytest.raises(ValueError, match="meta device"):
+        quantize(torch.empty(4, 64, device="meta"), "mxfp8-e4m3")
 
 
 def small_mlp(seed=0):

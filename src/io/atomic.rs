@@ -51,6 +51,114 @@ pub fn write_atomic(
     Ok(())
 }
 
+/// Writes a set of files into the directory `target` as one: `write` writes them into a new
+/// staging directory beside `target` (same file system), and only once it has succeeded are they
+/// moved into place. So a failure (a full disk, a chart that cannot be drawn) leaves the previous
+/// output, or nothing, never half of the new one.
+///
+/// A `target` that does not exist is the staging directory renamed, in one step. One that exists
+/// (an earlier report, with files of the user's beside it) gets each staged file renamed over its
+/// own, subdirectories merged: no data is written then, so a full disk cannot stop it midway. The
+/// staging directory (`.<name>.<pid>-<n>.tmp`) is removed in every case. Missing parents of
+/// `target` are created.
+///
+/// # Errors
+/// What `write` returns, or [`crate::Error::Io`] naming the directory that could not be made or
+/// the file that could not be moved.
+pub fn write_dir_atomic<T>(target: &Path, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    let parent = match target.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+    let staging = TempDir(create_temp_dir(target).map_err(|e| io_error(target, e))?);
+    let written = write(&staging.0).map_err(|e| at_target(e, &staging.0, target))?;
+    if std::fs::symlink_metadata(target).is_err() {
+        std::fs::rename(&staging.0, target).map_err(|e| io_error(target, e))?;
+        std::mem::forget(staging);
+    } else {
+        merge(&staging.0, target)?;
+    }
+    Ok(written)
+}
+
+/// `error` about a file under `staging` said of the file it stands for under `target`: the
+/// staging directory is not a name the user gave.
+fn at_target(error: crate::Error, staging: &Path, target: &Path) -> crate::Error {
+    let moved = |path: PathBuf| match path.strip_prefix(staging) {
+        Ok(rest) => target.join(rest),
+        Err(_) => path,
+    };
+    match error {
+        crate::Error::Io { path, source } => crate::Error::Io {
+            path: moved(path),
+            source,
+        },
+        crate::Error::BadFile { path, problem } => crate::Error::BadFile {
+            path: moved(path),
+            problem,
+        },
+        other => other,
+    }
+}
+
+/// Renames every file under `from` to the same place under `to`, making the directories.
+fn merge(from: &Path, to: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(from).map_err(|e| io_error(from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(from, e))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().map_err(|e| io_error(&src, e))?.is_dir() {
+            match std::fs::create_dir(&dst) {
+                Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(io_error(&dst, e)),
+                _ => {}
+            }
+            merge(&src, &dst)?;
+        } else {
+            std::fs::rename(&src, &dst).map_err(|e| io_error(&dst, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// A temporary directory, removed with what it holds when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // Best effort, as for `Temp`.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Creates the directory `.<name>.<pid>-<n>.tmp` beside `path`, never reusing one.
+fn create_temp_dir(path: &Path) -> std::io::Result<PathBuf> {
+    loop {
+        let temp = temp_name(path)?;
+        match std::fs::create_dir(&temp) {
+            Ok(()) => return Ok(temp),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A new name `.<name>.<pid>-<n>.tmp` beside `path`.
+fn temp_name(path: &Path) -> std::io::Result<PathBuf> {
+    let name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(ErrorKind::InvalidInput, "the path does not name a file")
+    })?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}-{n}.tmp", std::process::id()));
+    Ok(dir.join(temp_name))
+}
+
 /// A temporary file, removed when dropped.
 struct Temp(PathBuf);
 
@@ -63,19 +171,8 @@ impl Drop for Temp {
 
 /// Creates `.<name>.<pid>-<n>.tmp` beside `path`, never reusing an existing file.
 fn create_temp(path: &Path) -> std::io::Result<(Temp, File)> {
-    let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(ErrorKind::InvalidInput, "the path does not name a file")
-    })?;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
     loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let mut temp_name = std::ffi::OsString::from(".");
-        temp_name.push(name);
-        temp_name.push(format!(".{}-{n}.tmp", std::process::id()));
-        let temp = dir.join(temp_name);
+        let temp = temp_name(path)?;
         match OpenOptions::new().write(true).create_new(true).open(&temp) {
             Ok(file) => return Ok((Temp(temp), file)),
             // Left over by a crashed process that had the same id: pick another name.
@@ -130,6 +227,61 @@ mod tests {
         let path = dir.path().join("no/such/dir/out.txt");
         let err = write_atomic(&path, |out| out.write_all(b"x")).unwrap_err();
         assert!(matches!(err, crate::Error::Io { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_failed_set_leaves_the_previous_output_and_no_staging() {
+        let (dir, path) = old_file();
+        let target = dir.path().join("page");
+        // No earlier output: nothing is left.
+        let err = write_dir_atomic(&target, |staging| {
+            write_atomic(&staging.join("a.svg"), |out| out.write_all(b"half"))?;
+            Err::<(), _>(crate::Error::Io {
+                path: staging.join("index.html"),
+                source: std::io::Error::other("disk full"),
+            })
+        });
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.starts_with(&target.join("index.html").display().to_string()),
+            "{err}"
+        );
+        assert_eq!(entries(dir.path()), ["out.txt"]);
+        // A complete set, then a failed one over it: the first stays whole.
+        write_dir_atomic(&target, |staging| {
+            std::fs::create_dir(staging.join("figures")).unwrap();
+            write_atomic(&staging.join("figures/a.svg"), |out| out.write_all(b"one"))?;
+            write_atomic(&staging.join("index.html"), |out| out.write_all(b"one"))
+        })
+        .unwrap();
+        std::fs::write(target.join("mine.txt"), "the user's").unwrap();
+        let err = write_dir_atomic(&target, |staging| {
+            std::fs::create_dir(staging.join("figures")).unwrap();
+            write_atomic(&staging.join("figures/a.svg"), |out| out.write_all(b"two"))?;
+            Err::<(), _>(crate::Error::Io {
+                path: staging.join("index.html"),
+                source: std::io::Error::other("disk full"),
+            })
+        });
+        assert!(err.is_err());
+        assert_eq!(entries(dir.path()), ["out.txt", "page"]);
+        assert_eq!(
+            std::fs::read_to_string(target.join("figures/a.svg")).unwrap(),
+            "one"
+        );
+        // A complete set over it replaces its files and keeps the user's.
+        write_dir_atomic(&target, |staging| {
+            std::fs::create_dir(staging.join("figures")).unwrap();
+            write_atomic(&staging.join("figures/a.svg"), |out| out.write_all(b"two"))?;
+            write_atomic(&staging.join("index.html"), |out| out.write_all(b"two"))
+        })
+        .unwrap();
+        assert_eq!(entries(&target), ["figures", "index.html", "mine.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(target.join("figures/a.svg")).unwrap(),
+            "two"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
     }
 
     #[test]

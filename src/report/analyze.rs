@@ -11,10 +11,10 @@ use super::charts::{
     ScaleSweep, Stack, Stroke, UNDERFLOW,
 };
 use super::{SIZE, check_plots_dir, heatmap_size, remove_stale_plot, write_png, write_svg};
+use crate::Result;
 use crate::analysis::Analysis;
 use crate::format::FloatFormat;
 use crate::stats::{Histogram, Recommendation, Sweep, SweepRow};
-use crate::{Error, Result};
 
 /// Values as given, and scaled by the recommended loss scale.
 const RAW: RGBColor = GREY;
@@ -312,19 +312,23 @@ pub fn heatmap_rows(tensors: &[(String, &Histogram)]) -> Vec<HeatRow> {
 /// Returns the paths written.
 ///
 /// # Errors
-/// [`check_plots_dir`]'s; [`Error::Io`] if the directory or a file cannot be written, or a
+/// [`check_plots_dir`]'s; [`crate::Error::Io`] if the directory or a file cannot be written, or a
 /// chart cannot be drawn.
 pub fn analyze_plots(dir: &Path, p: &AnalyzePlots<'_>) -> Result<Vec<std::path::PathBuf>> {
     check_plots_dir(dir)?;
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
-        path: dir.to_path_buf(),
-        source: e,
-    })?;
+    // The whole set, or nothing (see `write_dir_atomic`); then the earlier heatmap goes.
+    let written = crate::io::write_dir_atomic(dir, |staging| draw_analyze_plots(staging, p))?;
+    if p.tensors.len() <= 1 {
+        remove_stale_plot(dir, "heatmap")?;
+    }
+    Ok(super::rebase(&written, dir))
+}
+
+/// Writes [`analyze_plots`]'s files into the new directory `dir`; returns their paths.
+fn draw_analyze_plots(dir: &Path, p: &AnalyzePlots<'_>) -> Result<Vec<std::path::PathBuf>> {
     let mut charts = vec![Chart::Histogram, Chart::Sweep];
     if p.tensors.len() > 1 {
         charts.push(Chart::Heatmap);
-    } else {
-        remove_stale_plot(dir, "heatmap")?;
     }
     let mut written = Vec::new();
     for chart in charts {

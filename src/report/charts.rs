@@ -183,3 +183,30 @@ pub enum Corner {
 /// One histogram of a [`Log2Histograms`]: legend, colour, bars `(log2 lower, log2 upper,
 /// percent per octave)`.
 pub type HistogramLine = (String, RGBColor, Vec<(f64, f64, f64)>);
+/// The largest magnitude an axis bound may have: beyond it, the width of the range overflows.
+const AXIS_LIMIT: f64 = 1e300;
+
+/// The range `lo..hi` made safe for plotters, which never returns from laying out the ticks of a
+/// range that is infinite, NaN or empty (a capture at loss scale 0 unscales to an infinite
+/// axis): every chart's axes go through this before plotters sees them. A bound that is not
+/// finite is replaced by the other plus or minus one (0..1 when neither is), bounds are clamped
+/// to +-1e300, and an empty or inverted range is widened around its low end.
+#[must_use]
+pub(crate) fn axis_range(lo: f64, hi: f64) -> std::ops::Range<f64> {
+    let (lo, hi) = match (lo.is_finite(), hi.is_finite()) {
+        (true, true) => (lo, hi),
+        (true, false) => (lo, lo + 1.0),
+        (false, true) => (hi - 1.0, hi),
+        (false, false) => (0.0, 1.0),
+    };
+    let (lo, hi) = (
+        lo.clamp(-AXIS_LIMIT, AXIS_LIMIT),
+        hi.clamp(-AXIS_LIMIT, AXIS_LIMIT),
+    );
+    if hi > lo {
+        lo..hi
+    } else {
+        let half = (lo.abs() * 0.05).max(0.5);
+        (lo - half)..(lo + half)
+    }
+}

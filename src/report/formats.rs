@@ -154,8 +154,12 @@ pub fn gradient_band(octaves: &BTreeMap<i32, u64>, share: f64) -> Option<(i32, i
 }
 
 /// Adds the gradients of one capture (pooled, captured scaled by `loss_scale`) to `octaves`,
-/// unscaled: per octave of the unscaled magnitude, the count.
+/// unscaled: per octave of the unscaled magnitude, the count. A capture whose loss scale is not
+/// finite and positive (0 in a degenerate log) cannot be unscaled, and adds nothing.
 pub fn add_unscaled(octaves: &mut BTreeMap<i32, u64>, gradients: &Histogram, loss_scale: f64) {
+    if !(loss_scale.is_finite() && loss_scale > 0.0) {
+        return;
+    }
     let shift = loss_scale.log2().round() as i32;
     for (e, n) in gradients.exponent_counts() {
         *octaves.entry(e - shift).or_default() += n;
@@ -170,15 +174,21 @@ pub fn add_unscaled(octaves: &mut BTreeMap<i32, u64>, gradients: &Histogram, los
 pub fn run_gradient_band(dir: &Path) -> Result<GradientBand> {
     let run = crate::run::RunDir::open(dir)?;
     let mut octaves = BTreeMap::new();
-    let mut captures = 0;
+    let (mut captures, mut unscalable) = (0, 0);
     for c in run.captures()? {
         let c = c?;
-        add_unscaled(&mut octaves, &c.gradients(), c.loss_scale.unwrap_or(1.0));
+        let scale = c.loss_scale.unwrap_or(1.0);
+        unscalable += usize::from(!(scale.is_finite() && scale > 0.0));
+        add_unscaled(&mut octaves, &c.gradients(), scale);
         captures += 1;
     }
     let (lo, hi) = gradient_band(&octaves, BAND_SHARE).ok_or_else(|| Error::BadFile {
         path: dir.to_path_buf(),
-        problem: "no captured gradient (train it with --capture-every N)".into(),
+        problem: if unscalable > 0 {
+            format!("no captured gradient that can be unscaled ({unscalable} of {captures} captures have a loss scale that is not finite and positive)")
+        } else {
+            "no captured gradient (train it with --capture-every N)".into()
+        },
     })?;
     Ok(GradientBand {
         lo,
@@ -256,7 +266,7 @@ pub fn draw_number_lines<DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(110)
-        .build_cartesian_2d(x0..x1, 0.0..rows)?;
+        .build_cartesian_2d(super::charts::axis_range(x0, x1), 0.0..rows)?;
     let names: Vec<String> = lines.iter().map(|l| l.format.name()).collect();
     chart
         .configure_mesh()
@@ -362,7 +372,7 @@ pub fn draw_ranges<DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(10)
-        .build_cartesian_2d(x0..x1, 0.0..rows + 1.4)?;
+        .build_cartesian_2d(super::charts::axis_range(x0, x1), 0.0..rows + 1.4)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
@@ -448,10 +458,17 @@ pub fn write_format_plots(
     band: &GradientBand,
 ) -> Result<Vec<PathBuf>> {
     super::check_outputs(dir, &FORMAT_PLOT_FILES, "--plots")?;
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    let written =
+        crate::io::write_dir_atomic(dir, |staging| draw_format_plots(staging, formats, band))?;
+    Ok(super::rebase(&written, dir))
+}
+
+/// Writes [`write_format_plots`]'s files into the new directory `dir`; returns their paths.
+fn draw_format_plots(
+    dir: &Path,
+    formats: &[FloatFormat],
+    band: &GradientBand,
+) -> Result<Vec<PathBuf>> {
     let mut lines: Vec<NumberLine> = formats.iter().filter_map(|f| number_line(*f)).collect();
     if lines.is_empty() {
         lines = [crate::format::FP8_E4M3, crate::format::FP8_E5M2]

@@ -184,8 +184,9 @@ pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 
 /// Writes a page into `dir` (created if needed): its figures as `figures/{id}.{svg,png}`, its
 /// data as `json_name` ([`write_json`]) and `index.html`, made by `page` from the figures' SVGs
-/// (by id), each file atomically, once [`super::check_outputs`] has seen that none of them is a
-/// file mixprec did not write. Returns the page's path.
+/// (by id), once [`super::check_outputs`] has seen that none of them is a file mixprec did not
+/// write: all of them into a staging directory first, then moved into place together
+/// ([`crate::io::write_dir_atomic`]). Returns the page's path.
 ///
 /// # Errors
 /// A file there that mixprec did not write, a failed write, a chart that cannot be drawn.
@@ -202,9 +203,19 @@ pub(crate) fn write_report(
         names.push(format!("figures/{}.png", f.id));
     }
     super::check_outputs(dir, &names, "--out")?;
-    let svgs = write_figures(dir, figures)?;
-    write_json(&dir.join(json_name), data)?;
-    write_page(dir, &page(&svgs))
+    // The whole set, or nothing: a full disk must not leave figures without their page.
+    let svgs = crate::io::write_dir_atomic(dir, |staging| {
+        let svgs = write_figures(staging, figures)?;
+        write_json(&staging.join(json_name), data)?;
+        write_page(staging, &page(&svgs))?;
+        Ok(svgs)
+    })?;
+    let figures_dir = dir.join("figures");
+    remove_stale_figures(&figures_dir, &svgs).map_err(|source| Error::Io {
+        path: figures_dir,
+        source,
+    })?;
+    Ok(dir.join("index.html"))
 }
 
 /// `text` with a line-break opportunity after each `,` `:` and `(`, so that a long name without

@@ -14,9 +14,9 @@ use super::html::{
     Figure, css, document, figure_markup, section, write_json, write_page, write_report,
 };
 use super::runs::RunData;
+use crate::Result;
 use crate::analysis::Analysis;
 use crate::run::Class;
-use crate::{Error, Result};
 
 mod figures;
 mod findings;
@@ -240,6 +240,16 @@ impl Report {
 /// A file in `dir` that mixprec did not write, a failed write, a chart that cannot be drawn.
 pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<PathBuf> {
     super::check_outputs(dir, &["index.html", "report.json"], "--report")?;
+    // The whole set, or nothing (see `write_dir_atomic`); then an earlier heatmap goes.
+    crate::io::write_dir_atomic(dir, |staging| write_analysis_into(staging, a))?;
+    if super::AnalyzePlots::new(a).tensors.len() <= 1 {
+        super::remove_stale_plot(&dir.join("figures"), "heatmap")?;
+    }
+    Ok(dir.join("index.html"))
+}
+
+/// Writes [`write_analysis`]'s files into the new directory `dir`.
+fn write_analysis_into(dir: &Path, a: &Analysis) -> Result<PathBuf> {
     let figures_dir = dir.join("figures");
     let written = super::analyze_plots(&figures_dir, &super::AnalyzePlots::new(a))?;
     write_json(&dir.join("report.json"), a)?;
@@ -248,10 +258,8 @@ pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<PathBuf> {
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "svg"))
     {
-        let svg = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let svg = crate::io::read_document(path, crate::io::MAX_DOCUMENT)?;
+        let svg = String::from_utf8_lossy(&svg).into_owned();
         let id = path
             .file_stem()
             .map_or(String::new(), |s| s.to_string_lossy().into_owned());

@@ -1,7 +1,9 @@
-//! Reads a run directory, finished or not: typed records, streamed line by line.
+//! Reads a run directory, finished or not: typed records, streamed line by line. Every file is
+//! opened through the guarded open of [`crate::io`] (no FIFO, device or endless file; a line
+//! at most [`crate::io::MAX_RECORD`] bytes).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
@@ -172,10 +174,7 @@ impl RunDir {
         if !path.exists() && legacy.exists() {
             path = legacy;
         }
-        let file = File::open(&path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let file = crate::io::open_log(&path)?;
         Ok(Records {
             reader: BufReader::new(file),
             path,
@@ -209,12 +208,23 @@ impl<T: DeserializeOwned> Iterator for Records<T> {
             return None;
         }
         self.buffer.clear();
-        match self.reader.read_until(b'\n', &mut self.buffer) {
-            Ok(0) => {
+        match crate::io::read_line(&mut self.reader, &mut self.buffer, crate::io::MAX_RECORD) {
+            Ok((0, _)) => {
                 self.done = true;
                 return None;
             }
-            Ok(_) => {}
+            Ok((_, false)) => {}
+            Ok((_, true)) => {
+                self.done = true;
+                return Some(Err(Error::BadFile {
+                    path: self.path.clone(),
+                    problem: format!(
+                        "line {} is longer than {} MiB: not a log mixprec wrote?",
+                        self.line + 1,
+                        crate::io::MAX_RECORD >> 20
+                    ),
+                }));
+            }
             Err(source) => {
                 self.done = true;
                 return Some(Err(Error::Io {
@@ -245,9 +255,6 @@ impl<T: DeserializeOwned> Iterator for Records<T> {
 }
 
 fn read_json(path: &Path) -> crate::Result<Value> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = crate::io::read_document(path, crate::io::MAX_DOCUMENT)?;
     crate::io::parse_json(path, &bytes)
 }

@@ -154,7 +154,28 @@ impl RunWriter {
     /// # Errors
     /// A directory that holds an unfinished run or anything else, or a failed write.
     pub fn create(dir: &Path, config: &impl Serialize, shadow: bool) -> crate::Result<RunWriter> {
-        prepare_dir(dir)?;
+        let made = prepare_dir(dir)?;
+        let started = Self::start(dir, config, shadow);
+        if started.is_err() {
+            // A refused run leaves nothing behind: the directories this made (the error that
+            // brought us here matters more than one from cleaning up), or the files in the
+            // empty directory it was given.
+            match made {
+                Some(top) => {
+                    let _ = std::fs::remove_dir_all(top);
+                }
+                None => {
+                    for name in [INCOMPLETE, CONFIG, METRICS, CAPTURES, SHADOW] {
+                        let _ = std::fs::remove_file(dir.join(name));
+                    }
+                }
+            }
+        }
+        started
+    }
+
+    /// Writes the marker, the config and the empty logs into the prepared `dir`.
+    fn start(dir: &Path, config: &impl Serialize, shadow: bool) -> crate::Result<RunWriter> {
         write_atomic(&dir.join(INCOMPLETE), |w| {
             w.write_all(b"this run has not finished (or was killed)\n")
         })?;
@@ -327,11 +348,20 @@ fn write_json(path: &Path, value: &impl Serialize) -> crate::Result<()> {
     write_atomic(path, |w| w.write_all(&bytes))
 }
 
-fn prepare_dir(dir: &Path) -> crate::Result<()> {
-    if !dir.exists() {
-        return std::fs::create_dir_all(dir).map_err(io_error(dir));
+/// Creates `dir` (and its missing parents), or checks that it is empty: the topmost directory
+/// it made, which removing undoes it (`None` when `dir` was there).
+fn prepare_dir(dir: &Path) -> crate::Result<Option<std::path::PathBuf>> {
+    if dir.exists() {
+        return check_empty(dir).map(|()| None);
     }
-    check_empty(dir)
+    let top = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .last()
+        .unwrap_or(dir)
+        .to_path_buf();
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    Ok(Some(top))
 }
 
 fn check_empty(dir: &Path) -> crate::Result<()> {

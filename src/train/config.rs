@@ -251,10 +251,7 @@ impl TrainConfig {
     /// repeats a key, has a newer schema, or is not a valid config (serde's message after the
     /// path of keys to the unknown or mistyped value).
     pub fn from_file(path: &Path) -> crate::Result<TrainConfig> {
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = crate::io::read_document(path, crate::io::MAX_DOCUMENT)?;
         let mut value = crate::io::parse_json(path, &bytes)?;
         crate::run::schema::take_schema(&mut value, path)?;
         crate::io::json_from_value(path, value)

@@ -489,11 +489,8 @@ impl GridSpec {
     /// A missing, unreadable or malformed file, or a newer schema.
     pub fn read(dir: &Path) -> crate::Result<GridSpec> {
         let path = dir.join(GRID);
-        let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let spec: GridSpec = serde_json::from_str(&text).map_err(|e| Error::BadFile {
+        let bytes = crate::io::read_document(&path, crate::io::MAX_DOCUMENT)?;
+        let spec: GridSpec = serde_json::from_slice(&bytes).map_err(|e| Error::BadFile {
             path: path.clone(),
             problem: e.to_string(),
         })?;

@@ -73,7 +73,7 @@ pub fn dots<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart) -> 
         .x_label_area_size(50)
         .y_label_area_size(label_width)
         // An empty band under the last row holds the legend.
-        .build_cartesian_2d(x0 - pad..x1 + pad, -1.5..nr as f64 - 0.5)?;
+        .build_cartesian_2d(axis_range(x0 - pad, x1 + pad), -1.5..nr as f64 - 0.5)?;
     // Enough decimals that neighbouring ticks differ (values near 1 spread over 0.005).
     let digits = ((-(x1 - x0).log10()).ceil() as i32 + 1).clamp(0, 8) as usize;
     let x_label = |v: f64| {
@@ -225,7 +225,7 @@ pub fn grouped_bars<DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(90)
-        .build_cartesian_2d(-0.5..ng as f64 - 0.5, y0..y1)?;
+        .build_cartesian_2d(-0.5..ng as f64 - 0.5, axis_range(y0, y1))?;
     chart
         .configure_mesh()
         .disable_x_mesh()

@@ -139,7 +139,7 @@ pub fn stacked_shares<DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0..n as f64, 0.0..top)?;
+        .build_cartesian_2d(0.0..n as f64, axis_range(0.0, top))?;
     chart
         .configure_mesh()
         .disable_mesh()
@@ -240,7 +240,7 @@ pub fn magnitude_heatmap<DB: DrawingBackend>(
         .margin_top(10)
         .x_label_area_size(55)
         .y_label_area_size(longest_label(&names))
-        .build_cartesian_2d(x0..x1, 0.0..top)?;
+        .build_cartesian_2d(axis_range(x0, x1), axis_range(0.0, top))?;
     chart
         .configure_mesh()
         .disable_mesh()

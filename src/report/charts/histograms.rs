@@ -51,6 +51,8 @@ pub fn bars(h: &Histogram, shift: f64) -> Vec<(f64, f64, f64)> {
                 100.0 * b.count as f64 / n / (x1 - x0),
             )
         })
+        // A shift that is not finite (unscaling by a loss scale of 0) places no bar anywhere.
+        .filter(|&(x0, x1, y)| x0.is_finite() && x1.is_finite() && y.is_finite())
         .collect()
 }
 
@@ -157,7 +159,7 @@ pub fn log2_histograms<DB: DrawingBackend>(
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(80)
-        .build_cartesian_2d(x0..x1, 0.0..ymax)?;
+        .build_cartesian_2d(axis_range(x0, x1), axis_range(0.0, ymax))?;
     chart
         .configure_mesh()
         .disable_mesh()

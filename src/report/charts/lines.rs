@@ -187,7 +187,7 @@ pub fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(90)
-        .build_cartesian_2d(x0..x1, y0..y1)?;
+        .build_cartesian_2d(axis_range(x0, x1), axis_range(y0, y1))?;
     chart
         .configure_mesh()
         .max_light_lines(1)

@@ -5,7 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{DrawResult, FONT, Line, Stroke};
+use super::{DrawResult, FONT, Line, Stroke, axis_range};
 
 /// One class of a [`ScaleSweep`]'s stacked bars: legend, colour, and per scale `(k, from, to)`,
 /// the bar at the log2 scale `k` from `from` to `to` percent.
@@ -54,7 +54,7 @@ pub fn scale_sweep<DB: DrawingBackend>(
         .margin_right(LEGEND_W)
         .x_label_area_size(45)
         .y_label_area_size(80)
-        .build_cartesian_2d((lo - 0.5)..(hi + 0.5), 0.0..100.0)?;
+        .build_cartesian_2d(axis_range(lo - 0.5, hi + 0.5), 0.0..100.0)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -108,7 +108,10 @@ fn tails<DB: DrawingBackend>(
         .margin_right(LEGEND_W)
         .x_label_area_size(50)
         .y_label_area_size(80)
-        .build_cartesian_2d((lo - 0.5)..(hi + 0.5), (SWEEP_FLOOR..1.0).log_scale())?;
+        .build_cartesian_2d(
+            axis_range(lo - 0.5, hi + 0.5),
+            (SWEEP_FLOOR..1.0).log_scale(),
+        )?;
     chart
         .configure_mesh()
         .disable_x_mesh()

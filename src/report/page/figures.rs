@@ -163,14 +163,21 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
     }
     for (i, r) in runs.iter().enumerate() {
         let Some(h) = &r.histograms else { continue };
-        let s = h.loss_scale.log2();
+        // A capture at loss scale 0 (or inf, NaN) cannot be unscaled: only what was stored is drawn.
+        let unscalable = !(h.loss_scale.is_finite() && h.loss_scale > 0.0);
+        let s = if unscalable { 0.0 } else { h.loss_scale.log2() };
         let at = r.captures.iter().find(|c| c.step == h.step);
-        let rec = at.and_then(|c| c.window.max_log2_scale);
-        let mut series = vec![(
-            "unscaled gradients".to_string(),
-            charts::RUN_COLORS[7],
-            charts::bars(&h.activation_grads, -s),
-        )];
+        let rec = at
+            .and_then(|c| c.window.max_log2_scale)
+            .filter(|_| !unscalable);
+        let mut series = Vec::new();
+        if !unscalable {
+            series.push((
+                "unscaled gradients".to_string(),
+                charts::RUN_COLORS[7],
+                charts::bars(&h.activation_grads, -s),
+            ));
+        }
         if h.loss_scale != 1.0 {
             series.push((
                 format!(
@@ -200,6 +207,12 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
                 steps.join(", ")
             );
         }
+        if unscalable {
+            note.push_str(&format!(
+                " The capture at step {} gives loss scale {}: its gradients cannot be unscaled, so they are drawn only as stored.",
+                h.step, h.loss_scale
+            ));
+        }
         if !h.has_finite() {
             note = format!(
                 " At step {} every activation gradient stored was zero, inf or NaN: there is nothing to draw{}.",
@@ -228,7 +241,7 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
             caption: format!(
                 "{}: the same, per layer, unscaled.{}",
                 r.name,
-                if h.has_finite() {
+                if h.has_finite() && !unscalable {
                     ""
                 } else {
                     " Nothing to draw (see above)."
@@ -241,7 +254,11 @@ pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
                 ),
                 x_desc: "log2 |gradient| (unscaled)".into(),
                 zones: charts::format_zones(r.grad_format),
-                series: per_layer(&h.layers, -s),
+                series: if unscalable {
+                    Vec::new()
+                } else {
+                    per_layer(&h.layers, -s)
+                },
             }),
         });
     }
