@@ -299,7 +299,11 @@ pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<PathBuf> {
                             }) }
                             td { (w.at_log2_scale) }
                             td { (crate::text::percent(w.underflow_share)) }
-                            td { (if w.excludes_recommended { "yes" } else { "no" }) }
+                            td { (match (w.noise, w.excludes_recommended) {
+                                (true, _) => "noise (left out)",
+                                (false, true) => "yes",
+                                (false, false) => "no",
+                            }) }
                         }
                     }
                 }
