@@ -6,7 +6,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::report::runs::RunData;
+use crate::report::runs::{CaptureSummary, RunData, Shares};
+
+/// A layer's gradient class at a capture step, and what rounding did to it.
+type GradientShares = (String, Class, Shares);
 use crate::run::Class;
 
 /// A sentence of the findings, and the figure that shows it.
@@ -30,7 +33,7 @@ pub(crate) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
 pub const AT_CHANCE: f64 = 0.1;
 
 /// A run's loss "ends far above" a reference's when the mean of its last losses is at least this
-/// many times the reference's over the same steps ([`behind_in_loss`]).
+/// many times the reference's over the same steps ([`failed_to_train`]).
 pub const LOSS_FAR_ABOVE: f64 = 1.5;
 
 /// The last loss points a run's end is judged by: a tenth of its curve, at least 5 points.
@@ -89,7 +92,9 @@ fn behind_in_loss<'a>(r: &RunData, runs: &'a [RunData]) -> Option<(&'a str, f64,
 /// first step to its last), its metric ended at chance (a tenth, `AT_CHANCE`, of the way from the
 /// summary's chance level to a perfect score, or below), its metric ended far below another
 /// run's of the same report (by half the metric's range or more), or, with no test accuracy to
-/// compare, its loss ended far above an FP32 or loss-scaled run's ([`behind_in_loss`]).
+/// compare, its loss ended far above an FP32 or loss-scaled run's: over its last losses (a
+/// tenth of its curve, at least 5 points), every one above every one of the reference's at the
+/// same steps, and their mean [`LOSS_FAR_ABOVE`] times the reference's or more.
 pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
     let &(first_step, first) = r.loss.points.first()?;
@@ -293,7 +298,7 @@ fn failed(_: usize, r: &RunData, runs: &[RunData], say: Say<'_>) {
 
 /// The share of a gradient tensor's values that underflowed, less those below the noise floor
 /// (every one of which underflows before any value above it).
-fn underflow_above_noise(s: &crate::report::runs::Shares) -> f64 {
+fn underflow_above_noise(s: &Shares) -> f64 {
     (s.underflow - s.noise).max(0.0)
 }
 
@@ -401,12 +406,7 @@ fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
 
 /// The first capture step where gradient tensors lost 1% or more of their values to underflow,
 /// but under 1% above the noise floor, and those tensors (layer, class, share lost).
-fn noise_sites(
-    r: &RunData,
-) -> Option<(
-    &crate::report::runs::CaptureSummary,
-    Vec<&(String, Class, crate::report::runs::Shares)>,
-)> {
+fn noise_sites(r: &RunData) -> Option<(&CaptureSummary, Vec<&GradientShares>)> {
     r.captures.iter().find_map(|c| {
         let sites: Vec<_> = c
             .gradients
@@ -678,7 +678,7 @@ fn swamping(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
 }
 
 /// The capture steps whose loss scale was outside that step's window.
-pub(crate) fn outside_window(r: &RunData) -> Vec<&crate::report::runs::CaptureSummary> {
+pub(crate) fn outside_window(r: &RunData) -> Vec<&CaptureSummary> {
     r.captures
         .iter()
         .filter(|c| {
