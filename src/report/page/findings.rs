@@ -94,7 +94,7 @@ fn behind_in_loss<'a>(r: &RunData, runs: &'a [RunData]) -> Option<(&'a str, f64,
 /// run's of the same report (by half the metric's range or more), or, with no test accuracy to
 /// compare, its loss ended far above an FP32 or loss-scaled run's: over its last losses (a
 /// tenth of its curve, at least 5 points), every one above every one of the reference's at the
-/// same steps, and their mean [`LOSS_FAR_ABOVE`] times the reference's or more.
+/// same steps, and their mean `LOSS_FAR_ABOVE` (1.5) times the reference's or more.
 pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
     let &(first_step, first) = r.loss.points.first()?;
