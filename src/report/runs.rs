@@ -68,7 +68,7 @@ impl Curve {
 }
 
 /// A rise of `grad_amax` between consecutive steps (both exact) by this many binades or more is
-/// a finding ([`AmaxJump`]). Measured on ordinary runs: the largest rise in 71 runs of the
+/// a finding ([`AmaxJump`]). Measured on ordinary runs: the largest rise in 70 runs of the
 /// built-in trainer (every config of `analyses/`, and the four families in six recipes over two
 /// seeds) was 8.1 binades (the LSTM in fp16-dynamic), in the committed PyTorch example 3.6; the
 /// fault this catches (PyTorch's conv backward under CPU bf16 autocast writing 1e22-1e34 into a
