@@ -29,10 +29,13 @@
 //! assert_eq!(rec.log2_scale, Some(12));
 //! assert_eq!(rec.overflow_log2_scale, 13);
 //! // b loses 2 of its 3 values at 2^12 (1e-13 * 2^12 is below half fp16's min subnormal): 67%
-//! // of b, but 0.05% of all the values, within the pooled 0.1%. b's own window starts at 2^19.
-//! assert_eq!(rec.excluded_tensors, ["b"]);
-//! assert_eq!(a.windows[0].name, "b");
-//! assert_eq!(a.windows[0].window.min_log2_scale, Some(19));
+//! // of b, but 0.05% of all the values, within the pooled 0.1%. b's own window starts at 2^19,
+//! // but both values lie below 2^-25, the noise floor of amax 12.5 (2^-28 of 2^3): FP32
+//! // rounding residue, so b is named as noise, listed last, and not among the excluded tensors.
+//! assert!(rec.excluded_tensors.is_empty());
+//! assert_eq!(a.windows[1].name, "b");
+//! assert!(a.windows[1].noise && a.windows[1].excludes_recommended);
+//! assert_eq!(a.windows[1].window.min_log2_scale, Some(19));
 //! ```
 
 pub mod block;
@@ -57,6 +60,38 @@ use crate::{Error, Result};
 /// Scales beyond `2^±SCALE_LIMIT` are meaningless for any format of at most 8 exponent bits and
 /// f64 data; `--scales` and `--margin` stay within it.
 pub const SCALE_LIMIT: i32 = 2000;
+
+/// Values more than `2^NOISE_LOG2` below the largest gradient (of a dump, or of a capture step)
+/// are noise: FP32 rounding residue of a gradient that is truly zero, such as a transformer's
+/// attention key bias (softmax is shift-invariant), not values a loss scale should keep.
+///
+/// Measured on FP32 dumps of the zoo (`python/tests/zoo.py`: GPT-2, BERT, ResNet-18, ViT; Adam
+/// at lr 1e-3, steps 0, 10, 50, 100, 200, and GPT-2 every 100 steps to 800): the largest value of
+/// a zero-gradient tensor (BERT's `attention.self.key.bias`, the k third of GPT-2's
+/// `c_attn.bias`) lay 2^-30.8 to 2^-36.0 below the pooled amax; the lowest amax of a tensor with
+/// a true gradient, 2^-25.2 (GPT-2's layer-1 query bias at step 700; every other tensor above
+/// 2^-16). 2^-28 lies between, 2.8 binades from each.
+pub const NOISE_LOG2: i32 = 28;
+
+/// The noise floor of gradients whose largest magnitude is `amax`: `2^(e - NOISE_LOG2)`, `e`
+/// the binary exponent of `amax` (a power of two, so that log2 histograms count the values
+/// below it exactly). `None` when `amax` is not finite and positive, or the floor lies below
+/// f64's smallest subnormal.
+#[must_use]
+pub fn noise_floor(amax: f64) -> Option<f64> {
+    let k = amax.log2().floor() as i32 - NOISE_LOG2;
+    // Below f64's smallest subnormal no value lies: no floor.
+    (amax.is_finite() && amax > 0.0 && k >= -1074).then(|| pow2(k))
+}
+
+/// The finite nonzero values of `h` below `floor` (a power of two: a bin edge).
+#[must_use]
+pub fn count_below(h: &Histogram, floor: f64) -> u64 {
+    h.bins()
+        .take_while(|b| b.upper <= floor)
+        .map(|b| b.count)
+        .sum()
+}
 
 /// Sub-bins per octave of the histograms kept for the plots and the wider-format check.
 const SUB_BINS_LOG2: u32 = 2;
@@ -593,6 +628,12 @@ pub struct TensorWindow {
     pub underflow_share: f64,
     /// Whether its window excludes the recommended scale.
     pub excludes_recommended: bool,
+    /// Whether it is noise ([`NOISE_LOG2`]): its amax lies below the noise floor of the pooled
+    /// amax, or every value it loses at the recommended scale does (with those values left out,
+    /// its share is within `--max-underflow`). A noise tensor is listed last and never in
+    /// [`Advice::excluded_tensors`].
+    #[serde(default)]
+    pub noise: bool,
 }
 
 /// Analyses summarised tensors (from [`read_tensors`], or built with [`TensorInput::add`]).
@@ -641,6 +682,7 @@ pub fn analyze(
         .filter(|a| a.works)
         .and_then(|a| a.log2_scale);
     let several = several_files(&tensors);
+    let floor = noise_floor(total.values.sweep.amax);
     let mut windows: Vec<TensorWindow> = tensors
         .iter()
         .enumerate()
@@ -648,6 +690,17 @@ pub fn analyze(
             let window = t.window?;
             let n = t.values.sweep.finite_nonzero();
             let under = t.values.sweep.row(at).map_or(0, |r| r.underflow);
+            // Values below the floor underflow before any above it: those lost above it are
+            // the ones lost less the ones below it.
+            let noise = floor.is_some_and(|f| {
+                let below = count_below(&t.histogram, f);
+                let kept = n - below;
+                let allowed = |of: u64| options.max_underflow * of as f64;
+                t.values.sweep.amax < f
+                    || (under as f64 > allowed(n)
+                        && window.max_log2_scale.is_some_and(|hi| at <= hi)
+                        && under.saturating_sub(below) as f64 <= allowed(kept))
+            });
             Some(TensorWindow {
                 index,
                 name: t.name.clone(),
@@ -656,14 +709,16 @@ pub fn analyze(
                 at_log2_scale: at,
                 underflow_share: under as f64 / n as f64,
                 excludes_recommended: recommended.is_some_and(|k| !window.contains(k)),
+                noise,
             })
         })
         .collect();
-    // Worst first: excluded ones, then by the share lost at the scale, then the tensors that
-    // need the largest scale, then those with no window of their own.
+    // Worst first: noise last, then excluded ones, then by the share lost at the scale, then
+    // the tensors that need the largest scale, then those with no window of their own.
     windows.sort_by(|a, b| {
-        b.excludes_recommended
-            .cmp(&a.excludes_recommended)
+        a.noise
+            .cmp(&b.noise)
+            .then(b.excludes_recommended.cmp(&a.excludes_recommended))
             .then(b.underflow_share.total_cmp(&a.underflow_share))
             .then(b.window.min_log2_scale.cmp(&a.window.min_log2_scale))
             .then(a.window.works.cmp(&b.window.works))
@@ -672,7 +727,7 @@ pub fn analyze(
     if let Some(a) = advice.as_mut() {
         a.excluded_tensors = windows
             .iter()
-            .filter(|w| w.excludes_recommended)
+            .filter(|w| w.excludes_recommended && !w.noise)
             .map(|w| tensors[w.index].label(several))
             .collect();
     }

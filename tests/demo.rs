@@ -121,9 +121,25 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
         page.contains("Yet it trained like fp32 (test_accuracy 0.9824 against 0.9824): the window, which keeps all but 0.1% of the values, is conservative here, and leaving it cost nothing."),
         "{page}"
     );
-    // A capture step with an empty window is named, not silently left out of the figure.
+    // A capture step with an empty window is named, not silently left out of the figure, and
+    // before the range common to the others, which is said to leave it out (issue 41).
     assert!(
-        page.contains("At 5 of 9 capture steps (steps 400, 500, 600, 700, 800) no single scale kept the gradients (an empty window): the figure has no band there."),
+        page.contains("At 5 of 9 capture steps (steps 400, 500, 600, 700, 800) no single scale kept the gradients (an empty window). Apart from them, one scale lay in every window of this run"),
+        "{page}"
+    );
+    assert!(
+        page.contains("The figure has no band at a step with an empty window."),
+        "{page}"
+    );
+    // A tensor's share and the pooled window in sentences of their own; the run's 2^0 named
+    // as a scale (issue 41).
+    assert!(
+        page.contains("At step 1, 100% of 4.linear's activation gradients underflowed in fp16 (fp16-master). The window of the step's gradients, every layer's pooled (all but 0.1% kept), was 2^13..2^34; the run's loss scale, 2^0 (no loss scaling), lay below it."),
+        "{page}"
+    );
+    // The fp32 run needs no loss scaling; its window is of its gradients stored in fp16.
+    assert!(
+        page.contains("fp32 stores its gradients in FP32, which needs no loss scaling; stored in fp16, the window"),
         "{page}"
     );
     // Swamping counts only weights with a gradient (issue 29, case 5): Adam in fp32 loses

@@ -204,7 +204,7 @@ fn report_json_agrees_with_the_run_files_and_with_analyze() {
         text.iter().any(|t| t
             .contains("At step 1, 100% of 4.linear's activation gradients underflowed in fp16")
             && t.contains("lost all of their weight gradients' norm: 0.linear, 2.linear")
-            && t.contains("this run used none")),
+            && t.contains("the run's loss scale, 2^0 (no loss scaling), lay below it")),
         "{text:#?}"
     );
     assert!(stdout.contains("At step 1, 100% of 4.linear"));

@@ -202,7 +202,49 @@ pub fn explanation(a: &Analysis, alternatives: &(Vec<Alternative>, Vec<Alternati
     }
     s += &predicted_words(r, &fmt, o.lo);
     s += &excluded_words(a, r);
+    s += &noise_words(a);
     s + &zeros
+}
+
+/// The tensors left out as noise ([`super::NOISE_LOG2`]), named as such.
+fn noise_words(a: &Analysis) -> String {
+    let noise: Vec<&super::TensorWindow> = a.windows.iter().filter(|w| w.noise).collect();
+    let Some(floor) = super::noise_floor(a.total.values.sweep.amax).filter(|_| !noise.is_empty())
+    else {
+        return String::new();
+    };
+    let several = a.several_files();
+    let shown: Vec<String> = noise
+        .iter()
+        .take(5)
+        .map(|w| {
+            let t = &a.tensors[w.index];
+            let why = if t.values.sweep.amax < floor {
+                format!("all its values: amax {}", magnitude(t.values.sweep.amax))
+            } else {
+                format!(
+                    "the {}% of its values that underflow at 2^{}",
+                    percent(w.underflow_share),
+                    w.at_log2_scale
+                )
+            };
+            format!("{} ({why})", t.label(several))
+        })
+        .collect();
+    let more = noise.len() - shown.len();
+    format!(
+        " Left out as noise (values below {}, 2^-{} of the pooled amax's power of two, where FP32 \
+         rounding residue of a truly zero gradient lies, such as an attention key bias's: softmax \
+         is shift-invariant; no loss scale matters to them): {}{}.",
+        magnitude(floor),
+        super::NOISE_LOG2,
+        shown.join("; "),
+        if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        },
+    )
 }
 
 /// The advice for a dump that holds inf or NaN: its step overflowed, so its finite values are
@@ -320,7 +362,7 @@ fn excluded_words(a: &Analysis, r: &Advice) -> String {
     let shown: Vec<String> = a
         .windows
         .iter()
-        .filter(|w| w.excludes_recommended)
+        .filter(|w| w.excludes_recommended && !w.noise)
         .take(5)
         .map(|w| {
             let t = &a.tensors[w.index];
@@ -435,6 +477,7 @@ pub fn write_tables(out: &mut dyn Write, a: &Analysis) -> std::io::Result<()> {
                     k => show(k),
                 };
                 let note = match (w.window.works, rec) {
+                    _ if w.noise => "noise".to_string(),
                     (false, _) => "no window of its own".to_string(),
                     (true, Some(k)) if w.excludes_recommended => format!("excludes {k}"),
                     (true, Some(k)) => format!("holds {k}"),

@@ -149,7 +149,7 @@ impl Report {
                             td { (r.skipped.count) }
                             td { (r.overflow.count) }
                             td { (r.summary.as_ref().map_or("?", |s| if s.diverged { "yes" } else if failed_to_train(r, &self.runs).is_some() { "no, but failed to train" } else { "no" })) }
-                            td { (r.metric().map_or("?".into(), |(n, v)| format!("{n} {v:.4}"))) }
+                            td { (r.metric().map_or("?".into(), |(n, v)| format!("{n} {}", crate::text::four_digits(v)))) }
                             td { (r.summary.as_ref().map_or("?".into(), |s| format!("{:.1}", s.wall_seconds))) }
                             td { (if r.complete { "finished" } else { "UNFINISHED (killed or running)" }) }
                         }
@@ -307,7 +307,11 @@ fn write_analysis_into(dir: &Path, a: &Analysis) -> Result<PathBuf> {
                             }) }
                             td { (w.at_log2_scale) }
                             td { (crate::text::percent(w.underflow_share)) }
-                            td { (if w.excludes_recommended { "yes" } else { "no" }) }
+                            td { (match (w.noise, w.excludes_recommended) {
+                                (true, _) => "noise (left out)",
+                                (false, true) => "yes",
+                                (false, false) => "no",
+                            }) }
                         }
                     }
                 }

@@ -6,7 +6,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::report::runs::RunData;
+use crate::report::runs::{CaptureSummary, RunData, Shares};
+
+/// A layer's gradient class at a capture step, and what rounding did to it.
+type GradientShares = (String, Class, Shares);
 use crate::run::Class;
 
 /// A sentence of the findings, and the figure that shows it.
@@ -29,11 +32,69 @@ pub(crate) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
 /// from chance to a perfect score (for ten balanced classes, below 19% accuracy).
 pub const AT_CHANCE: f64 = 0.1;
 
+/// A run's loss "ends far above" a reference's when the mean of its last losses is at least this
+/// many times the reference's over the same steps ([`failed_to_train`]).
+pub const LOSS_FAR_ABOVE: f64 = 1.5;
+
+/// The last loss points a run's end is judged by: a tenth of its curve, at least 5 points.
+fn last_losses(r: &RunData) -> &[(u64, f64)] {
+    let p = &r.loss.points;
+    &p[p.len().saturating_sub((p.len() / 10).max(5))..]
+}
+
+/// Whether a run uses loss scaling (its recipe's `loss_scaling` is not `none`).
+fn scaled(r: &RunData) -> bool {
+    r.config
+        .pointer("/recipe/loss_scaling/kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k != "none")
+}
+
+/// The reference run of `runs` (FP32, or loss-scaled; finished, not diverged) whose loss `r`'s
+/// ends far above, for runs with no metric to compare (the PyTorch recorder's): over `r`'s last
+/// losses ([`last_losses`]), every one of `r`'s lies above every one of the reference's at the
+/// same steps (beyond both runs' spread) and their mean is [`LOSS_FAR_ABOVE`] times the
+/// reference's or more. Returns the reference's name and both means.
+fn behind_in_loss<'a>(r: &RunData, runs: &'a [RunData]) -> Option<(&'a str, f64, f64)> {
+    let last = last_losses(r);
+    let (&(from, _), &(to, _)) = (last.first()?, last.last()?);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let mine: Vec<f64> = last.iter().map(|p| p.1).collect();
+    if mine.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let low = mine.iter().copied().fold(f64::INFINITY, f64::min);
+    runs.iter()
+        .filter(|o| o.dir != r.dir && o.complete && (o.is_fp32() || scaled(o)))
+        .filter(|o| o.summary.as_ref().is_some_and(|s| !s.diverged))
+        .filter_map(|o| {
+            let theirs: Vec<f64> = o
+                .loss
+                .points
+                .iter()
+                .filter(|p| (from..=to).contains(&p.0))
+                .map(|p| p.1)
+                .collect();
+            let high = theirs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let (a, b) = (mean(&mine), mean(&theirs));
+            (!theirs.is_empty()
+                && high.is_finite()
+                && b > 0.0
+                && low > high
+                && a >= LOSS_FAR_ABOVE * b)
+                .then_some((o.name.as_str(), a, b))
+        })
+        .min_by(|x, y| x.2.total_cmp(&y.2))
+}
+
 /// Why a run that did not diverge still failed to train, if it did (the report's findings and
 /// table, and the demo, say it from this one rule): its loss grew many-fold (4x or more from its
 /// first step to its last), its metric ended at chance (a tenth, `AT_CHANCE`, of the way from the
-/// summary's chance level to a perfect score, or below), or its metric ended far below another
-/// run's of the same report (by half the metric's range or more).
+/// summary's chance level to a perfect score, or below), its metric ended far below another
+/// run's of the same report (by half the metric's range or more), or, with no test accuracy to
+/// compare, its loss ended far above an FP32 or loss-scaled run's: over its last losses (a
+/// tenth of its curve, at least 5 points), every one above every one of the reference's at the
+/// same steps, and their mean `LOSS_FAR_ABOVE` (1.5) times the reference's or more.
 pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
     let &(first_step, first) = r.loss.points.first()?;
@@ -49,14 +110,29 @@ pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let grew = first > 0.0 && s.final_loss.is_finite() && s.final_loss >= 4.0 * first;
     let behind = metric.name == "test_accuracy"
         && best.is_some_and(|(_, b)| b.eval_metric.value - metric.value >= 0.5);
-    if !grew && !behind && chance.is_none() {
+    let behind_loss = (metric.name != "test_accuracy")
+        .then(|| behind_in_loss(r, runs))
+        .flatten();
+    if !grew && !behind && chance.is_none() && behind_loss.is_none() {
         return None;
     }
+    let d = crate::text::four_digits;
     let mut why = Vec::new();
     if grew {
         why.push(format!(
             "its loss grew from {first:.4} at step {first_step} to {:.4}",
             s.final_loss
+        ));
+    }
+    if let Some((name, mine, theirs)) = behind_loss {
+        let last = last_losses(r);
+        why.push(format!(
+            "its loss over steps {}..{} averages {} against {} for {name}, {:.2}x, every step above {name}'s",
+            last[0].0,
+            last[last.len() - 1].0,
+            d(mine),
+            d(theirs),
+            mine / theirs
         ));
     }
     match (chance, best.filter(|_| behind)) {
@@ -88,13 +164,15 @@ type Say<'a> = &'a mut dyn FnMut(String, &str);
 type Rule = fn(usize, &RunData, &[RunData], Say<'_>);
 
 /// The rules, in the order the page says them for each run.
-const RULES: [Rule; 12] = [
+const RULES: [Rule; 14] = [
     unfinished,
     uncast,
     changed_after_the_run,
     diverged,
     failed,
+    amax_jump,
     underflow,
+    noise,
     shadow,
     outside,
     overflow,
@@ -219,14 +297,20 @@ fn failed(_: usize, r: &RunData, runs: &[RunData], say: Say<'_>) {
     }
 }
 
-/// Where gradients underflowed first (1% or more of a tensor), what the FP32 shadow saw, and the window that would have kept them; or that none did.
+/// The share of a gradient tensor's values that underflowed, less those below the noise floor
+/// (every one of which underflows before any value above it).
+fn underflow_above_noise(s: &Shares) -> f64 {
+    (s.underflow - s.noise).max(0.0)
+}
+
+/// Where gradients underflowed first (1% or more of a tensor, noise aside), what the FP32 shadow saw, and the step's pooled window beside the run's scale; or that none did.
 fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
     let n = &r.name;
     // Underflow: the first capture step where a gradient tensor lost 1% or more.
     let worst = r.captures.iter().find_map(|c| {
         c.gradients
             .iter()
-            .filter(|(_, _, s)| s.underflow >= 0.01)
+            .filter(|(_, _, s)| underflow_above_noise(s) >= 0.01)
             .max_by(|a, b| a.2.underflow.total_cmp(&b.2.underflow))
             .map(|g| (c, g))
     });
@@ -275,37 +359,135 @@ fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
                 )),
             );
         }
-        match window_name(&c.window) {
-            Some(w) if r.counted_formats.get(class).is_some_and(|f| f == "fp32") => {
+        // The window is of every layer's gradients pooled: said in its own sentence, never of
+        // the one tensor's share above.
+        let pooled = format!(
+            "the step's gradients, every layer's pooled (all but {} kept)",
+            crate::text::threshold_percent(crate::report::runs::MAX_UNDERFLOW)
+        );
+        let used = match crate::text::scale_name(c.loss_scale) {
+            s if c.loss_scale == 1.0 => format!("{s} (no loss scaling)"),
+            s => s,
+        };
+        let k = c.loss_scale.log2();
+        match (window_name(&c.window), c.window.min_log2_scale, c.window.max_log2_scale) {
+            (Some(w), _, _) if r.counted_formats.get(class).is_some_and(|f| f == "fp32") => {
+                let _ = write!(text, " Stored in {}, loss scales {w} would keep {pooled}.", r.grad_format);
+            }
+            (Some(w), Some(lo), Some(hi)) if f64::from(lo) <= k && k <= f64::from(hi) => {
                 let _ = write!(
                     text,
-                    " Stored in {}, loss scales {w} would keep them.",
-                    r.grad_format
+                    " The run's loss scale, {used}, lay inside the window of {pooled}, {w}: the loss is confined to few tensors, which no scale of that window keeps."
                 );
             }
-            Some(w) => {
+            (Some(w), Some(lo), _) => {
                 let _ = write!(
                     text,
-                    " Loss scales {w} would have kept all but {} of them; this run used {}.",
-                    crate::text::threshold_percent(crate::report::runs::MAX_UNDERFLOW),
-                    if c.loss_scale == 1.0 {
-                        "none".into()
-                    } else {
-                        crate::text::scale_name(c.loss_scale)
-                    }
+                    " The window of {pooled}, was {w}; the run's loss scale, {used}, lay {} it.",
+                    if k < f64::from(lo) { "below" } else { "above" }
                 );
             }
-            None => text.push_str(" No single loss scale keeps them all in range: see section 6."),
+            _ => text.push_str(" No single loss scale kept the step's gradients, every layer's pooled: see section 6."),
         }
         say(text, &format!("underflow-{i}"));
     } else if !r.captures.is_empty() && rounds_gradients(r) {
+        let aside = if noise_sites(r).is_some() {
+            " (noise aside: below)"
+        } else {
+            ""
+        };
         say(
             format!(
-                "{n}: no gradient tensor lost 1% or more of its values to underflow at any capture step."
+                "{n}: no gradient tensor lost 1% or more of its values to underflow at any capture step{aside}."
             ),
             &format!("shares-{i}"),
         );
     }
+}
+
+/// The first capture step where gradient tensors lost 1% or more of their values to underflow,
+/// but under 1% above the noise floor, and those tensors (layer, class, share lost).
+fn noise_sites(r: &RunData) -> Option<(&CaptureSummary, Vec<&GradientShares>)> {
+    r.captures.iter().find_map(|c| {
+        let sites: Vec<_> = c
+            .gradients
+            .iter()
+            .filter(|(_, _, s)| s.underflow >= 0.01 && underflow_above_noise(s) < 0.01)
+            .collect();
+        (!sites.is_empty()).then_some((c, sites))
+    })
+}
+
+/// Gradient tensors whose underflow is noise ([`crate::analysis::NOISE_LOG2`]), named as such.
+fn noise(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let Some((c, sites)) = noise_sites(r) else {
+        return;
+    };
+    const SHOWN: usize = 4;
+    let mut names: Vec<String> = sites
+        .iter()
+        .take(SHOWN)
+        .map(|(layer, class, s)| {
+            format!(
+                "{layer}'s {} ({})",
+                class.name().replace('_', " ").replace("grad", "gradients"),
+                crate::text::pct(s.underflow)
+            )
+        })
+        .collect();
+    if sites.len() > SHOWN {
+        names.push(format!("{} more", sites.len() - SHOWN));
+    }
+    say(
+        format!(
+            "{}: at step {}, {} lost to underflow values below the noise floor, 2^-{} of the step's largest gradient: FP32 rounding residue of a truly zero gradient (such as an attention key bias's: softmax is shift-invariant), which no loss scale need keep; left out of the underflow findings.",
+            r.name,
+            c.step,
+            crate::text::and_list(&names),
+            crate::analysis::NOISE_LOG2
+        ),
+        &format!("underflow-{i}"),
+    );
+}
+
+/// A rise of `grad_amax` by many binades from one step to the next
+/// ([`crate::report::runs::AMAX_JUMP_BINADES`]): where, and who made it.
+fn amax_jump(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    let Some(j) = r.amax_jumps.first() else {
+        return;
+    };
+    let at = j.tensor.as_ref().map_or(
+        "the step was not captured, so the tensor is not known".to_string(),
+        |(layer, class)| format!("largest in {layer}'s {}", class.name().replace('_', " ")),
+    );
+    let more = match r.amax_jumps.len() {
+        1 => String::new(),
+        k => format!("; {} such rises in all", k),
+    };
+    let cause = if j.loss.is_finite() {
+        let who = if r.config.get("source").and_then(Value::as_str) == Some("pytorch") {
+            "PyTorch's own backward produced it"
+        } else {
+            "the backward pass produced it"
+        };
+        format!(
+            " The loss stayed finite ({}) and grad_amax is unscaled, so neither the forward pass nor the loss scale explains it: {who}.",
+            crate::text::four_digits(j.loss)
+        )
+    } else {
+        " The step's loss was not finite.".to_string()
+    };
+    say(
+        format!(
+            "{}: at step {}, grad_amax rose {:.1} binades in one step, from {:.3e} to {:.3e} ({at}{more}).{cause}",
+            r.name,
+            j.step,
+            (j.to / j.from).log2(),
+            j.from,
+            j.to
+        ),
+        "window",
+    );
 }
 
 /// Against the FP32 shadow: steps with nothing to compare, or that under 1% of every layer's gradient norm was lost.
@@ -534,7 +716,7 @@ fn swamping(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
 }
 
 /// The capture steps whose loss scale was outside that step's window.
-pub(crate) fn outside_window(r: &RunData) -> Vec<&crate::report::runs::CaptureSummary> {
+pub(crate) fn outside_window(r: &RunData) -> Vec<&CaptureSummary> {
     r.captures
         .iter()
         .filter(|c| {

@@ -51,6 +51,10 @@ pub struct WindowAdvice {
     pub fit: Fit,
     /// The recommended `GradScaler(init_scale=2.0**init_scale)`.
     pub init_scale: i32,
+    /// Whether a loss scale is needed: false when `2^0` lay in every window and only the end of
+    /// the scales searched ([`WINDOW_SCALES`]) bounds the top (bf16, or any format with FP32's
+    /// exponent range), as `analyze` says no scaling is needed there.
+    pub scaling_needed: bool,
 }
 
 impl WindowAdvice {
@@ -92,6 +96,7 @@ impl WindowAdvice {
             rerun_top: r.window_rerun_top,
             fit,
             init_scale,
+            scaling_needed: !(fit != Fit::NoOne && bottom <= 0 && top >= *WINDOW_SCALES.end()),
         })
     }
 }
@@ -160,6 +165,14 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
         );
     };
     let (first_step, lo, hi) = a.first;
+    // Capture steps with finite gradients but an empty window: said before the range common to
+    // the others, which leaves them out.
+    let empty: Vec<String> = r
+        .captures
+        .iter()
+        .filter(|c| c.finite_gradients > 0 && window_name(&c.window).is_none())
+        .map(|c| c.step.to_string())
+        .collect();
     // The capture steps before the first window that held no finite gradient, named where the
     // window would be.
     let before: Vec<String> = r
@@ -168,7 +181,21 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
         .take_while(|c| c.step < first_step && c.finite_gradients == 0)
         .map(|c| c.step.to_string())
         .collect();
-    let mut s = format!("{}: in {}, ", r.name, r.grad_format);
+    let empty_words = format!(
+        "At {} of {} capture steps ({}) no single scale kept the gradients (an empty window)",
+        empty.len(),
+        r.captures.len(),
+        steps_named(&empty)
+    );
+    let stored = r.formats.get(&crate::run::Class::ActivationGrad);
+    let mut s = if stored.is_some_and(|f| f == "fp32") {
+        format!(
+            "{} stores its gradients in FP32, which needs no loss scaling; stored in {}, ",
+            r.name, r.grad_format
+        )
+    } else {
+        format!("{}: in {}, ", r.name, r.grad_format)
+    };
     if !before.is_empty() {
         let _ = write!(s, "no finite gradient at {}; ", steps_named(&before));
     }
@@ -182,15 +209,26 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
     let (bottom, top) = (a.bottom, a.top);
     match a.fit {
         Fit::Every | Fit::NotForARerun => {
+            let one = match empty.len() {
+                0 => ". One".to_string(),
+                1 => format!(". {empty_words}. Apart from it, one"),
+                _ => format!(". {empty_words}. Apart from them, one"),
+            };
             let _ = write!(
                 s,
-                ". One scale lay in every window of this run (the captures' low edges, every step's high edge{}): 2^{bottom}..2^{top}.",
+                "{one} scale lay in every window of this run (the captures' low edges, every step's high edge{}): 2^{bottom}..2^{top}.",
                 bounded_note(r),
             );
             if let Some(t) = a.rerun_top {
                 rerun_clause(&mut s, top, &t);
             }
-            if a.fit == Fit::Every {
+            if !a.scaling_needed {
+                let _ = write!(
+                    s,
+                    " No loss scaling is needed in {}: 2^0 lay in every window, whose top 2^{top} is only the end of the scales searched, as analyze says of such gradients.",
+                    r.grad_format
+                );
+            } else if a.fit == Fit::Every {
                 let _ = write!(
                     s,
                     " GradScaler(init_scale=2.0**{}) starts inside; with growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
@@ -255,30 +293,20 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
         }
         None => s.push_str(" The run's loss scale stayed inside the window at every capture step."),
     }
-    let empty: Vec<String> = r
-        .captures
-        .iter()
-        .filter(|c| c.finite_gradients > 0 && window_name(&c.window).is_none())
-        .map(|c| c.step.to_string())
-        .collect();
-    for (steps, what) in [
-        (
-            &empty,
-            "no single scale kept the gradients (an empty window): the figure has no band there.",
-        ),
-        (
-            &no_finite,
-            "every gradient value stored was zero, inf or NaN: no finite gradient, no window, and no band in the figure.",
-        ),
-    ] {
-        if !steps.is_empty() {
-            let (n, of) = (steps.len(), r.captures.len());
-            let _ = write!(
-                s,
-                " At {n} of {of} capture steps ({}) {what}",
-                steps_named(steps)
-            );
+    if !empty.is_empty() {
+        if a.fit == Fit::NoOne {
+            let _ = write!(s, " {empty_words}.");
         }
+        s.push_str(" The figure has no band at a step with an empty window.");
+    }
+    if !no_finite.is_empty() {
+        let _ = write!(
+            s,
+            " At {} of {} capture steps ({}) every gradient value stored was zero, inf or NaN: no finite gradient, no window, and no band in the figure.",
+            no_finite.len(),
+            r.captures.len(),
+            steps_named(&no_finite)
+        );
     }
     let range = format!("2^{}..2^{}", WINDOW_SCALES.start(), WINDOW_SCALES.end());
     let _ = write!(s, " (Windows searched over {range}.)");
