@@ -651,6 +651,18 @@ fn overflow(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
 /// after it): a site of the activations where a step's first inf or NaN was stored, with the
 /// symptom a dynamic scaler shows (its scale halving on each of those steps).
 fn forward_overflow(_: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
+    // An activation that only carried on a weight an earlier step's update made inf or NaN
+    // did not form it: then the update is where the run's overflow began.
+    let earliest = r.nonfinite.iter().map(|s| s.first).min();
+    let updated = r
+        .nonfinite
+        .iter()
+        .filter(|s| s.tensor != Class::Activation && s.tensor != Class::ActivationGrad)
+        .map(|s| s.first)
+        .min();
+    if updated.is_some() && updated == earliest {
+        return;
+    }
     for s in r.nonfinite.iter().filter(|s| s.tensor == Class::Activation) {
         let halved: Vec<f64> = r
             .skip_marks
