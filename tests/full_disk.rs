@@ -1,5 +1,5 @@
 //! Issue 42, class 4 (and 5): a full disk under the commands that write several files. On a
-//! small tmpfs, `report --out`, `replay --out` and `train --out` must exit 2 with one line and
+//! small tmpfs, `report --out`, `replay --out`, `train --out` and `demo --out` must exit 2 with one line and
 //! leave the previous output whole, or nothing (no half a page, no staging directory, no empty
 //! run directory). Mounting needs root; where `mount -t tmpfs` fails the test says why and
 //! passes without checking.
@@ -139,6 +139,8 @@ fn a_full_disk_leaves_the_previous_output_or_nothing() {
         &mixprec(&["train", "--steps", "5", "--out", train.to_str().unwrap()]),
         "train",
     );
+    let demo = disk.0.join("demo");
+    refused(&mixprec(&["demo", "--out", demo.to_str().unwrap()]), "demo");
     // Nothing else on the disk: no half page, no staging directory, no empty run directory.
     let mut left: Vec<String> = std::fs::read_dir(&disk.0)
         .unwrap()

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use mixprec::io::write_dir_atomic;
 use mixprec::report::page::{Fit, WindowAdvice, failed_to_train};
 use mixprec::report::{Report, ReportOptions, RunData};
 use mixprec::run::Class;
@@ -62,20 +63,42 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             args.out.display()
         );
     }
-    for name in EARLIER_NAMES {
-        clear_earlier_run(&runs_dir.join(name))?;
+    let names: Vec<&str> = EARLIER_NAMES
+        .into_iter()
+        .chain(RUNS.iter().map(|(n, _)| *n))
+        .collect();
+    for name in &names {
+        check_earlier_run(&runs_dir.join(name))?;
     }
-    for (name, _) in RUNS {
-        let mut config = base.clone();
-        config.apply(&Overrides {
-            recipe: Some(name.into()),
-            ..Overrides::default()
-        })?;
-        let dir = runs_dir.join(name);
-        clear_earlier_run(&dir)?;
-        bar.set_message(name);
-        summaries.push(run::run(&config, &dir, &mut |_| bar.inc(1))?);
+    // The runs train into a staging directory beside `runs/` and move into place together, an
+    // earlier demo's runs replaced only then: a failure leaves those, or nothing (the --out
+    // directory removed when this call made it).
+    let made = !args.out.exists();
+    let trained = write_dir_atomic(&runs_dir, |staging| {
+        for (name, _) in RUNS {
+            let mut config = base.clone();
+            config.apply(&Overrides {
+                recipe: Some(name.into()),
+                ..Overrides::default()
+            })?;
+            bar.set_message(name);
+            summaries.push(run::run(&config, &staging.join(name), &mut |_| bar.inc(1))?);
+        }
+        for name in &names {
+            let dir = runs_dir.join(name);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(|source| mixprec::Error::Io {
+                    path: dir.clone(),
+                    source,
+                })?;
+            }
+        }
+        Ok(())
+    });
+    if trained.is_err() && made {
+        let _ = std::fs::remove_dir_all(&args.out);
     }
+    trained?;
     bar.finish_and_clear();
 
     let dirs: Vec<PathBuf> = RUNS.iter().map(|(n, _)| runs_dir.join(n)).collect();
@@ -222,17 +245,13 @@ fn window_words(advice: Option<&WindowAdvice>) -> String {
     }
 }
 
-/// Removes a run directory an earlier demo wrote at `dir`, so that a rerun replaces it; refuses
-/// anything else found there.
-fn clear_earlier_run(dir: &Path) -> anyhow::Result<()> {
-    if !dir.exists() {
-        return Ok(());
-    }
-    if RunDir::open(dir).is_err() {
+/// Refuses anything at `dir` but a run directory an earlier demo wrote (which a rerun replaces).
+fn check_earlier_run(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && RunDir::open(dir).is_err() {
         anyhow::bail!(
             "{} exists and is not a run directory: choose another --out",
             dir.display()
         );
     }
-    std::fs::remove_dir_all(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))
+    Ok(())
 }
