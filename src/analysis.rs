@@ -585,8 +585,8 @@ pub struct Advice {
 /// learning rates 3e-4 to 3e-3, 3 seeds) the run's largest backward gradient lay 0 to 2.5
 /// binades above the first step's FP32 weight gradients (the backward's other gradients at that
 /// step within 0.12 binades of them), and closed-loop reruns from the bound itself skipped steps
-/// within 100 on all three, from two binades below it none
-/// (`python/tests/test_advice_reruns.py`).
+/// within 100 on all three, from two binades below it none (`benches/dump_margin.py`;
+/// `python/tests/test_advice_reruns.py`).
 pub const RUN_MARGIN_BITS: i32 = 3;
 
 /// The recommendation in `GradScaler`'s terms (its scale is an f32, so powers of two from
