@@ -878,10 +878,12 @@ class Recorder:
             )
         self._scaled = 0
 
-    def _warn_once(self, key: str, message: str) -> None:
+    def _warn_once(self, key: str, message: str, stacklevel: int = 4) -> None:
+        """Warns of ``key`` once, pointing at the loop's call of :meth:`step` (``stacklevel``
+        frames up: this, its caller, :meth:`_judge_loop`, :meth:`step`)."""
         if key not in self._warned:
             self._warned.add(key)
-            warnings.warn(message, stacklevel=4)
+            warnings.warn(message, stacklevel=stacklevel)
 
     def _wrap_scaler(self, scaler: Any) -> None:
         """Wraps the scaler instance's ``scale`` (counting the losses it scales) and ``update``
@@ -1067,6 +1069,7 @@ class Recorder:
             f"recorded as trained in {self._format_info['name']}: its counts are of FP32 values rounded into "
             f"{self._format_info['name']}; use torch.autocast(device) on the model's device, "
             f"or format='fp32' for an FP32 loop",
+            stacklevel=5,
         )
 
     def _narrow_before(self) -> bool:

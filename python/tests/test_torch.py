@@ -58,7 +58,8 @@ def train(out, steps=7, every=3, init_scale=2.0**24, dtype=torch.float16, spy=No
     scaler_args.setdefault("growth_interval", 2)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, **scaler_args)
     scales, skipped = [], []
-    with Recorder(model, out=out, format="fp16", every=every, optimizer=opt, scaler=scaler) as rec:
+    fmt = "bf16" if dtype == torch.bfloat16 else "fp16"
+    with Recorder(model, out=out, format=fmt, every=every, optimizer=opt, scaler=scaler) as rec:
         for step, (x, y) in enumerate(batches(steps), start=1):
             if spy is not None:
                 spy(step, model)

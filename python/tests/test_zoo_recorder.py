@@ -299,7 +299,7 @@ def test_a_loop_that_fails_before_its_first_step_leaves_nothing(tmp_path):
 
     def loop(out, steps_before_failing):
         with pytest.raises(RuntimeError):
-            with Recorder(model, out=out, every=1, optimizer=opt) as rec:
+            with Recorder(model, out=out, format="bf16", every=1, optimizer=opt) as rec:
                 for _ in range(steps_before_failing):
                     opt.zero_grad()
                     with torch.autocast("cpu", dtype=torch.bfloat16):
