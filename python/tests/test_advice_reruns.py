@@ -19,7 +19,10 @@ torch = pytest.importorskip("torch", reason="torch is not installed (scripts/pyt
 pytest.importorskip("transformers", reason="the zoo needs transformers")
 pytest.importorskip("torchvision", reason="the zoo needs torchvision")
 
+import json  # noqa: E402
+
 import mixprec  # noqa: E402
+from mixprec.torch import Recorder  # noqa: E402
 from zoo import ZOO  # noqa: E402
 
 #: The models and devices: ResNet-18's fp16 convolutions take seconds a step on the CPU, so it
@@ -75,3 +78,58 @@ def test_the_dumps_own_bound_skips_steps_in_a_rerun():
     zoo = ZOO["gpt2"]
     top = dump_advice(zoo, seed=0)["recommendation"]["log2_scale"]
     assert skips(zoo, 0, 2.0**top) != []
+
+
+REPLAY_STEPS = 40
+
+
+def zoo_loop(zoo, scale, out=None):
+    """``REPLAY_STEPS`` steps of the zoo model (seed 0, AdamW, fp16 autocast) at a static loss
+    scale, skipping a step whose weight gradients hold an inf or NaN (GradScaler's own check);
+    recorded into ``out`` when given. Returns the skipped steps."""
+    model = ZOO[zoo].model(0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    rec = None if out is None else Recorder(model, out, "fp16", every=10, optimizer=opt)
+    skipped = []
+    for step, batch in enumerate(ZOO[zoo].batches(REPLAY_STEPS, seed=1), start=1):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = ZOO[zoo].loss(model, batch)
+        (loss * scale).backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        found = torch.zeros(())
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found, torch.full((), 1 / scale))
+        if rec is not None:
+            rec.step(loss)  # unscaled by hand: the recorder divides by no scaler's scale
+        if bool(found > 0):
+            skipped.append(step)
+        else:
+            opt.step()
+    if rec is not None:
+        rec.close()
+    return skipped
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "vit"])
+def test_replays_skips_and_the_reports_top_agree_with_reruns(name, tmp_path, cli):
+    """Recorded at 2^0 (no step overflows), a zoo model's run is replayed (open loop) at static
+    scales around the report's window top, and each is rerun closed loop: up to its first
+    skipped step a rerun trains the recorded trajectory, so replay's first skipped step must be
+    the rerun's (after it the rerun, its update skipped, trains elsewhere); at the report's
+    top neither skips."""
+    run = tmp_path / "run"
+    assert zoo_loop(name, 1.0, out=run) == []
+    page = tmp_path / "page"
+    done = cli("report", str(run), "--out", str(page))
+    assert done.returncode == 0, done.stderr
+    entry = json.loads((page / "report.json").read_text())["runs"][0]
+    top = entry["window_top"][0]
+    policies = [f"static:2^{k}" for k in (top, top + 1, top + 2)]
+    done = cli("replay", str(run), "--policy", *policies, "--json")
+    assert done.returncode == 0, done.stderr
+    replayed = {p["policy"]: p for p in json.loads(done.stdout)["policies"]}
+    for k, policy in zip((top, top + 1, top + 2), policies):
+        assert replayed[policy]["undecided"]["steps"] == [], policy
+        rerun = zoo_loop(name, 2.0**k)
+        assert replayed[policy]["skipped"]["steps"][:1] == rerun[:1], (policy, rerun)
+        assert (rerun == []) == (k == top), (policy, rerun)
