@@ -133,3 +133,43 @@ def test_replays_skips_and_the_reports_top_agree_with_reruns(name, tmp_path, cli
         rerun = zoo_loop(name, 2.0**k)
         assert replayed[policy]["skipped"]["steps"][:1] == rerun[:1], (policy, rerun)
         assert (rerun == []) == (k == top), (policy, rerun)
+
+
+def test_an_unscaled_fp16_run_that_trains_worse_is_said_to_have_failed(tmp_path, cli):
+    """GPT-2 trained three times for 300 steps, the loss divided by 2^14 (a large effective
+    batch): in FP32, in fp16 with a GradScaler, and in fp16 without loss scaling, whose
+    gradients underflow. The runs are the closed-loop truth: the unscaled one ends far above
+    the others (on random tokens FP32 learns the uniform predictor, ln 256), and the report of
+    the three, which has no eval metric to go by, says that one, and only it, failed to train."""
+    zoo = ZOO["gpt2"]
+    ends = {}
+    for kind in ("fp32", "scaled", "unscaled"):
+        model = zoo.model(0)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu") if kind == "scaled" else None
+        fmt = "fp32" if kind == "fp32" else "fp16"
+        losses = []
+        with Recorder(model, tmp_path / kind, fmt, every=100, optimizer=opt, scaler=scaler,
+                      name=kind) as rec:
+            for batch in zoo.batches(300, seed=1):
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast("cpu", dtype=torch.float16, enabled=kind != "fp32"):
+                    loss = zoo.loss(model, batch) / 2**14
+                losses.append(float(loss.detach()) * 2**14)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    rec.step(loss)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    opt.step()
+                    rec.step(loss)
+        ends[kind] = sum(losses[-30:]) / 30
+    assert ends["unscaled"] > 1.2 * ends["fp32"] and ends["scaled"] < 1.05 * ends["fp32"], ends
+    page = tmp_path / "page"
+    done = cli("report", *(str(tmp_path / k) for k in ("fp32", "scaled", "unscaled")),
+               "--out", str(page))
+    assert done.returncode == 0, done.stderr
+    failed = [line for line in done.stdout.splitlines() if "failed to train" in line]
+    assert len(failed) == 1 and failed[0].startswith("- unscaled failed to train"), done.stdout

@@ -33,8 +33,11 @@ pub(crate) fn window_name(w: &crate::stats::Recommendation) -> Option<String> {
 pub const AT_CHANCE: f64 = 0.1;
 
 /// A run's loss "ends far above" a reference's when the mean of its last losses is at least this
-/// many times the reference's over the same steps ([`failed_to_train`]).
-pub const LOSS_FAR_ABOVE: f64 = 1.5;
+/// many times the reference's over the same steps ([`failed_to_train`]). The zoo's GPT-2 in fp16
+/// without loss scaling ends 1.28x above FP32 on random tokens (7.09 against 5.55, ln 256: the
+/// FP32 run learns the uniform predictor, the unscaled one not even that), while the committed
+/// runs that trained end within 1.03x of theirs (swamping's fp16-pure: 2.289 against 2.237).
+pub const LOSS_FAR_ABOVE: f64 = 1.2;
 
 /// The last loss points a run's end is judged by: a tenth of its curve, at least 5 points.
 fn last_losses(r: &RunData) -> &[(u64, f64)] {
@@ -94,7 +97,7 @@ fn behind_in_loss<'a>(r: &RunData, runs: &'a [RunData]) -> Option<(&'a str, f64,
 /// run's of the same report (by half the metric's range or more), or, with no test accuracy to
 /// compare, its loss ended far above an FP32 or loss-scaled run's: over its last losses (a
 /// tenth of its curve, at least 5 points), every one above every one of the reference's at the
-/// same steps, and their mean `LOSS_FAR_ABOVE` (1.5) times the reference's or more.
+/// same steps, and their mean `LOSS_FAR_ABOVE` (1.2) times the reference's or more.
 pub fn failed_to_train(r: &RunData, runs: &[RunData]) -> Option<String> {
     let s = r.summary.as_ref().filter(|s| r.complete && !s.diverged)?;
     let &(first_step, first) = r.loss.points.first()?;
