@@ -23,13 +23,13 @@ from typing import Any, List, Optional
 import torch
 from transformers import TrainerCallback
 
-from ._recorder import Recorder
+from ._recorder import _Callback
 from ._simulate import _is_grad_scaler
 
 __all__ = ["HFCallback"]
 
 
-class HFCallback(TrainerCallback):
+class HFCallback(_Callback, TrainerCallback):
     """Records a ``transformers.Trainer``'s training into the run directory ``out``.
 
     Args:
@@ -43,22 +43,15 @@ class HFCallback(TrainerCallback):
 
     def __init__(self, out, every: int = 100, format: Optional[str] = None,
                  name: Optional[str] = None, flush_every: float = 2.0) -> None:
-        self.out, self.every, self.format, self.name = out, every, format, name
-        self.flush_every = flush_every
-        self.recorder: Optional[Recorder] = None
+        super().__init__(out, every, format, name, flush_every)
         self._losses: List[torch.Tensor] = []
         self._hook: Any = None
         self._warned = False
 
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
-        format = self.format or ("bf16" if args.bf16 else "fp16" if args.fp16 else "fp32")
+        format = "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32"
         scaler = getattr(optimizer, "scaler", None)
-        self.recorder = Recorder(
-            model, self.out, format, self.every, optimizer=optimizer,
-            scaler=scaler if _is_grad_scaler(scaler) else None,
-            name=self.name or f"hf-{format}", flush_every=self.flush_every,
-        )
-        self.recorder.__enter__()
+        self._start(model, format, "hf", optimizer, scaler if _is_grad_scaler(scaler) else None)
         self._hook = model.register_forward_hook(self._loss)
 
     def _loss(self, module, args, output) -> None:
@@ -85,6 +78,6 @@ class HFCallback(TrainerCallback):
         self.recorder.step(loss)
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self.recorder is not None:
+        if self._hook is not None:
             self._hook.remove()
-            self.recorder.__exit__(None, None, None)
+        self._finish()

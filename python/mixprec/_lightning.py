@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 from lightning.pytorch import Callback
 
-from ._recorder import Recorder
+from ._recorder import _Callback
 
 __all__ = ["LightningCallback"]
 
@@ -31,7 +31,7 @@ __all__ = ["LightningCallback"]
 _FORMATS = {"16-mixed": "fp16", "16-true": "fp16", "bf16-mixed": "bf16", "bf16-true": "bf16"}
 
 
-class LightningCallback(Callback):
+class LightningCallback(_Callback, Callback):
     """Records a Lightning ``Trainer``'s training into the run directory ``out``.
 
     Args:
@@ -45,20 +45,13 @@ class LightningCallback(Callback):
 
     def __init__(self, out, every: int = 100, format: Optional[str] = None,
                  name: Optional[str] = None, flush_every: float = 2.0) -> None:
-        self.out, self.every, self.format, self.name = out, every, format, name
-        self.flush_every = flush_every
-        self.recorder: Optional[Recorder] = None
+        super().__init__(out, every, format, name, flush_every)
         self._loss = 0.0
         self._global_step = 0
 
     def on_train_start(self, trainer, pl_module):
-        format = self.format or _FORMATS.get(str(trainer.precision), "fp32")
-        self.recorder = Recorder(
-            pl_module, self.out, format, self.every, optimizer=trainer.optimizers[0],
-            scaler=getattr(trainer.precision_plugin, "scaler", None),
-            name=self.name or f"lightning-{format}", flush_every=self.flush_every,
-        )
-        self.recorder.__enter__()
+        self._start(pl_module, _FORMATS.get(str(trainer.precision), "fp32"), "lightning",
+                    trainer.optimizers[0], getattr(trainer.precision_plugin, "scaler", None))
         self._global_step = trainer.global_step
 
     def on_before_backward(self, trainer, pl_module, loss):
@@ -76,9 +69,7 @@ class LightningCallback(Callback):
             self.recorder.step(loss)
 
     def on_train_end(self, trainer, pl_module):
-        if self.recorder is not None:
-            self.recorder.__exit__(None, None, None)
+        self._finish()
 
     def on_exception(self, trainer, pl_module, exception):
-        if self.recorder is not None:
-            self.recorder.__exit__(type(exception), exception, exception.__traceback__)
+        self._finish(exception)

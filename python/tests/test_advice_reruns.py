@@ -5,9 +5,9 @@ given to ``mixprec.analyze``. The advised ``init_scale`` is then used, as a user
 run of the zoo model in fp16 (CPU autocast, torch's GradScaler, AdamW): it must skip no step in
 the first 100. One step's weight gradients bound the scale from above only: over 300 steps of
 GPT-2, BERT and ViT (3 seeds, learning rates 3e-4 to 3e-3) the run's largest backward gradient
-lay up to 2.5 binades above the dump's (``reports/perf``-style figures in the README's analyze
-section), so the window's top itself skips steps in a rerun (GPT-2 at 2^19 here); the test
-checks that too, so that a margin shrunk below what the runs need fails.
+lay up to 2.5 binades above the dump's (``benches/dump_margin.py``), so the window's top itself
+skips steps in a rerun (GPT-2 at 2^19 here): the test checks that too. A margin of 2 would still
+pass here (from 2 binades below the top no rerun skipped); a margin of 0 fails.
 
 ResNet-18's fp16 convolutions take seconds a step on the CPU; it reruns where CUDA is
 (``scripts/gpu-check``; not yet run: no session has had a GPU since).
