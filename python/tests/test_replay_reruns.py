@@ -6,7 +6,7 @@ What the recorder writes per step (the unscaled amax of the values the backward 
 float16, exact or a bound) must make replay's skipped steps those of the reruns, and the report's
 top for a rerun (the window's top from every step, less the margin the run's own step-to-step
 spread of amax asks for) a scale that does not overflow when rerun, where the recorded top can.
-Run as a script, it prints the table the README quotes.
+Run as a script, it prints the table the book quotes (docs/src/replay.md).
 """
 
 import importlib.util
