@@ -47,7 +47,7 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
     assert_eq!(fp32["window_rerun_top"]["log2_scale"], 34);
     assert!(
         text.contains(
-            "Start with GradScaler(init_scale=2.0**35): the top of the fp32 run's gradients; it halves on overflow.\n"
+            "Start with GradScaler(init_scale=2.0**35): the top of the run's gradients; it halves on overflow.\n"
         ),
         "{text}"
     );
@@ -72,7 +72,7 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
         conclusion,
         [
             "The windows' low edge, 2^35, is stricter: it lets 0.1% of the values underflow; matching fp32 allows 40%.",
-            "Start with GradScaler(init_scale=2.0**35): the top of the fp32 run's gradients; it halves on overflow.",
+            "Start with GradScaler(init_scale=2.0**35): the top of the run's gradients; it halves on overflow.",
             "Loss scales 2^4..2^34 are predicted to train like fp32 in fp16; the dynamic run, at 2^16, did.",
         ],
         "{text}"
@@ -93,6 +93,14 @@ fn the_demo_tells_the_story_and_reruns_in_place() {
         "{text}"
     );
     let page = std::fs::read_to_string(&index).unwrap();
+    // Section 6 says what the demo's conclusion says, in the same words.
+    for said in [
+        "Loss scales 2^4..2^34 are predicted to train like fp32 in fp16 (",
+        "Start with GradScaler(init_scale=2.0**35): the top of the run's gradients; it halves on overflow.",
+        "The windows' low edge, 2^35, is stricter: it lets 0.1% of the values underflow; matching fp32 allows 40%.",
+    ] {
+        assert!(page.contains(said), "section 6 does not say: {said}");
+    }
     // The run that failed without diverging is said to have failed (issue 29, item 4); the
     // others are not.
     assert!(

@@ -8,13 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use mixprec::io::write_dir_atomic;
-use mixprec::report::page::{Fit, WindowAdvice, failed_to_train};
+use mixprec::report::page::{PlainWords, WindowAdvice, failed_to_train};
 use mixprec::report::{Report, ReportOptions, RunData};
 use mixprec::run::Class;
 use mixprec::run::{RunDir, Summary};
-use mixprec::scaling::window::MAX_UNDERFLOW;
-use mixprec::stats::recommend::MATCH_MAX_UNDERFLOW;
-use mixprec::text::threshold_percent;
 use mixprec::train::config::{Overrides, TrainConfig};
 use mixprec::train::run::{self};
 
@@ -189,10 +186,10 @@ fn gradients_underflowed(r: &RunData) -> f64 {
     if nonzero > 0.0 { lost / nonzero } else { 0.0 }
 }
 
-/// The conclusion in at most three short lines, from section 6's window of the fp32 run's
-/// gradients in fp16 and the predicted edge: which scales are predicted to train like fp32 (from
-/// the predicted edge up to the top for a rerun), which scale to start a GradScaler at, and why
-/// the windows' low edge is stricter than the prediction.
+/// The conclusion in at most three short lines, as section 6 of the page says it
+/// ([`PlainWords`]): which scales are predicted to train like fp32, which scale to start a
+/// GradScaler at, and why the windows' low edge is stricter; the first adds whether the dynamic
+/// run matched fp32.
 fn conclusion(
     advice: Option<&WindowAdvice>,
     predicted: Option<i32>,
@@ -203,58 +200,20 @@ fn conclusion(
         "the dynamic run, at 2^{dynamic_scale}, {}",
         if matched { "did" } else { "did not" }
     );
-    let mut lines = Vec::new();
     let Some(a) = advice else {
-        if let Some(p) = predicted {
-            lines.push(format!(
-                "Loss scales from 2^{p} up are predicted to train like fp32 in fp16; {dynamic}."
-            ));
-        }
-        lines.push(
+        return vec![
             "No capture step of the fp32 run has a window in fp16: see the page's section 6."
                 .into(),
-        );
-        return lines;
+        ];
     };
-    let rerun_top = a.rerun_top.map_or(a.top, |t| t.log2_scale.min(a.top));
-    match predicted {
-        Some(p) if p <= rerun_top => lines.push(format!(
-            "Loss scales 2^{p}..2^{rerun_top} are predicted to train like fp32 in fp16; {dynamic}."
-        )),
-        Some(p) => lines.push(format!(
-            "Loss scales from 2^{p} up are predicted to train like fp32 in fp16, above the top \
-             for a rerun, 2^{rerun_top}; {dynamic}."
-        )),
-        None => {}
-    }
-    let init = a.init_scale;
-    lines.push(match a.fit {
-        _ if !a.scaling_needed => {
-            "No loss scaling is needed: 2^0 lay in every window of the fp32 run's gradients.".into()
-        }
-        Fit::Every => format!(
-            "Start with GradScaler(init_scale=2.0**{init}): the top of the fp32 run's gradients \
-             for a rerun."
-        ),
-        Fit::NotForARerun => format!(
-            "Start with GradScaler(init_scale=2.0**{init}): the top of the fp32 run's gradients; \
-             it halves on overflow."
-        ),
-        Fit::NoOne => format!(
-            "Start with GradScaler(init_scale=2.0**{init}), inside the first window: no one scale \
-             fit every step."
-        ),
-    });
-    if predicted.is_some_and(|p| a.bottom > p) {
-        lines.push(format!(
-            "The windows' low edge, 2^{}, is stricter: it lets {} of the values underflow; \
-             matching fp32 allows {}.",
-            a.bottom,
-            threshold_percent(MAX_UNDERFLOW),
-            threshold_percent(MATCH_MAX_UNDERFLOW),
-        ));
-    }
-    lines
+    let words = PlainWords::of(a, predicted, "fp16");
+    words
+        .predicted
+        .map(|p| format!("{p}; {dynamic}."))
+        .into_iter()
+        .chain([format!("{}.", words.start)])
+        .chain(words.stricter.map(|s| format!("{s}.")))
+        .collect()
 }
 
 /// Refuses anything at `dir` but a run directory an earlier demo wrote (which a rerun replaces).
