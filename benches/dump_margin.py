@@ -2,7 +2,7 @@
 the margin analyze's advised init_scale keeps below the dump's top (``RUN_MARGIN_BITS`` in
 src/analysis.rs).
 
-For each zoo model (python/tests/zoo.py) and seed: the README's dump (initial weights, the
+For each zoo model (python/tests/zoo.py) and seed: the book's dump (initial weights, the
 first batch, FP32, no autocast) given to ``mixprec.analyze``, then a recorded fp16 run of the
 same model (CPU autocast, GradScaler at a fixed 2^SCALE that never grows, AdamW) whose
 ``grad_amax`` per step is every narrow gradient of the backward, unscaled; printed: how many
@@ -11,7 +11,7 @@ binades the run's largest lies above the dump's, over all steps and the first 10
     PYTHONPATH=python:python/tests python benches/dump_margin.py gpt2,bert,vit 300 0,1,2 1e-3 -4
 
 Measured 2026-12-06 (Intel Xeon, one torch thread): 0 to 2.51 binades over 300 steps, for
-learning rates 3e-4, 1e-3 and 3e-3 and scales 2^-4 and 2^10 (the README's analyze section).
+learning rates 3e-4, 1e-3 and 3e-3 and scales 2^-4 and 2^10 (docs/src/analyze.md).
 """
 
 import json

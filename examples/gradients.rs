@@ -7,7 +7,7 @@
 //! ```
 //! `TOTAL_VALUES` (default 2^22) is split over the tensors; 2^28 gives a 1 GiB file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use mixprec::io::{TensorData, write_safetensors};
@@ -58,6 +58,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    match write(&out, total) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gradients: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes the file of `total` values to `out` (`tests/book.rs` writes the book's example with it).
+pub fn write(out: &Path, total: usize) -> mixprec::Result<()> {
     let mut rng = Rng(mixprec::train::Rng::new(2017));
     let data: Vec<(String, Vec<usize>, Vec<f32>)> = TENSORS
         .iter()
@@ -88,11 +99,5 @@ fn main() -> ExitCode {
         .iter()
         .map(|(name, shape, values)| (name.as_str(), shape.as_slice(), TensorData::F32(values)))
         .collect();
-    match write_safetensors(&out, &tensors) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("gradients: {e}");
-            ExitCode::from(2)
-        }
-    }
+    write_safetensors(out, &tensors)
 }

@@ -27,3 +27,8 @@ pub use error::{Error, Result};
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The book's chapter on the library: its Rust examples, compiled and run as doctests.
+#[doc = include_str!("../docs/src/library.md")]
+#[cfg(doctest)]
+pub struct BookLibraryDoctests;

@@ -370,7 +370,7 @@ fn formats_ranges_and_plots() {
     let plots = root.join("plots");
     let o = mixprec(&["formats", "--plots", plots.to_str().unwrap()], "");
     let t = stdout(&o);
-    let band = "typical gradients (98% of values): 2^-48..2^-24, from gradients of analyses/underflow/fp32.json";
+    let band = "gradient band (98% of values): 2^-48..2^-24, from gradients of analyses/underflow/fp32.json (MLP on digits, loss x 2^-16)";
     assert!(t.contains(band), "{t}");
     for name in ["number-line", "ranges", "spacing"] {
         let png = std::fs::read(plots.join(format!("{name}.png"))).unwrap();
@@ -391,7 +391,7 @@ fn formats_ranges_and_plots() {
     };
     let t = stdout(&with_gradients(&run));
     assert!(
-        t.contains("typical gradients (98% of values): 2^-48..2^-24, from gradients of"),
+        t.contains("gradient band (98% of values): 2^-48..2^-24, from gradients of"),
         "{t}"
     );
     assert_bad(&mixprec(&["formats", "--gradients", "x"], ""), "--plots");

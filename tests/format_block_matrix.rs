@@ -327,7 +327,7 @@ fn nvfp4_tensors() -> Vec<(Vec<f32>, usize)> {
 }
 
 /// A finite amax above f32's max over 448 overflows the dequantiser's `s_b * amax_t`: what
-/// does not round to zero becomes infinite, the rest NaN (as the README says).
+/// does not round to zero becomes infinite, the rest NaN (as docs/src/formats.md says).
 #[test]
 fn nvfp4_amax_beyond_f32_over_448_overflows_the_dequantiser() {
     let r = BlockRounder::new(BlockFormat::Nvfp4, RoundOptions::default());

@@ -4,9 +4,9 @@
 //! rounding) pinned by a hash of their `metrics.jsonl` and `captures.jsonl`. The hashes were
 //! computed on an AMD EPYC (Zen 3, AVX2 and FMA, no AVX-512); every machine that runs the tests
 //! checks them. A change that moves any bit of a training run fails here: if the change is
-//! meant, the figures of `analyses/` move too (see the README's "Reproducibility"). Issue 29
-//! re-pinned the three runs with momentum or Adam: `updates_lost` no longer counts weights
-//! without a gradient; every other byte of their files was checked unchanged (the demo's runs,
+//! meant, the figures of `analyses/` move too (see the book's "Reproducibility",
+//! docs/src/run-directory.md). Issue 29 re-pinned the three runs with momentum or Adam:
+//! `updates_lost` no longer counts weights without a gradient; every other byte of their files was checked unchanged (the demo's runs,
 //! metrics.jsonl but `updates_lost` and captures.jsonl, against the binary before the change).
 
 use std::path::Path;

@@ -1,7 +1,7 @@
 """analyze's advice from one gradient dump, checked by closed-loop reruns on the zoo.
 
-The README's recipe: one step in FP32 from the initial weights, its weight gradients dumped and
-given to ``mixprec.analyze``. The advised ``init_scale`` is then used, as a user would, for a
+The book's recipe (docs/src/analyze.md): one step in FP32 from the initial weights, its weight
+gradients dumped and given to ``mixprec.analyze``. The advised ``init_scale`` is then used, as a user would, for a
 run of the zoo model in fp16 (CPU autocast, torch's GradScaler, AdamW): it must skip no step in
 the first 100. One step's weight gradients bound the scale from above only: over 300 steps of
 GPT-2, BERT and ViT (3 seeds, learning rates 3e-4 to 3e-3) the run's largest backward gradient

@@ -6,7 +6,7 @@ What the recorder writes per step (the unscaled amax of the values the backward 
 float16, exact or a bound) must make replay's skipped steps those of the reruns, and the report's
 top for a rerun (the window's top from every step, less the margin the run's own step-to-step
 spread of amax asks for) a scale that does not overflow when rerun, where the recorded top can.
-Run as a script, it prints the table the README quotes.
+Run as a script, it prints the table the book quotes (docs/src/replay.md).
 """
 
 import importlib.util
@@ -184,7 +184,8 @@ def test_the_window_top_for_a_rerun_holds_where_the_recorded_top_overflows(tmp_p
     replayed, _ = replay(cli, run, ["static:2^17"])
     assert replayed["static:2^17"]["skipped"]["steps"] == []
     page = (tmp_path / "page" / "index.html").read_text()
-    assert "so the top for a rerun is 2^16. GradScaler(init_scale=2.0**16) starts inside" in page
+    assert ("so the top for a rerun is 2^16. Start with GradScaler(init_scale=2.0**16): the top for "
+            "a rerun." in page)
     # The window figure draws it as a level; section 7 says the recorder counts no swamping
     # (and draws no empty chart).
     svg = (tmp_path / "page" / "figures" / "window.svg").read_text()

@@ -248,8 +248,8 @@ def test_the_report_of_a_recording_agrees_with_itself(tmp_path, cli):
 
 
 def test_analyze_reads_torch_tensors_and_knows_an_overflowed_step(tmp_path):
-    """The README's recipe (issue 29, cases 1 and 2): ``mixprec.analyze`` on the CPU gradients
-    of a step, as torch tensors. In FP32 (autocast off) the step is healthy; under autocast at
+    """The book's recipe (docs/src/analyze.md; issue 29, cases 1 and 2): ``mixprec.analyze`` on
+    the CPU gradients of a step, as torch tensors. In FP32 (autocast off) the step is healthy; under autocast at
     2^24, unscaled, it overflowed: the analysis says so and backs off below the scale the
     survivors allow."""
     torch.manual_seed(0)
@@ -442,8 +442,8 @@ def test_the_run_directory_is_made_when_the_loop_starts(tmp_path):
 
 
 def test_an_fp32_loop_recorded_as_fp16_is_warned_of(tmp_path):
-    """The README's loop with autocast and GradScaler for a device they are off on (what
-    "cuda" is without CUDA): the loop trains in FP32 with no loss scaling while the run says
+    """The book's loop (docs/src/pytorch-recorder.md) with autocast and GradScaler for a device
+    they are off on (what "cuda" is without CUDA): the loop trains in FP32 with no loss scaling while the run says
     fp16; the recorder warns once of each. Under CPU autocast, or recorded as fp32, it does not."""
     import warnings
 
@@ -756,7 +756,7 @@ def test_a_backward_the_scaler_did_not_scale_inside_a_step_is_warned_of(tmp_path
                     with torch.autocast("cpu", dtype=torch.float16):
                         loss = torch.nn.functional.cross_entropy(model(xs), ys) / 2
                     scaler.scale(loss).backward()
-                if step >= 3:  # the README's dump, done inside the loop
+                if step >= 3:  # the book's dump, done inside the loop
                     torch.nn.functional.cross_entropy(model(x), y).backward()
                 scaler.step(opt)
                 rec.step(loss)

@@ -220,19 +220,18 @@ def test_lightning_fp16_with_a_cpu_grad_scaler_records_its_scales_and_skips(tmp_
             for t in range(1, STEPS + 1)] == scales
 
 
-def readme_scripts():
-    """The Python blocks of the README's section on the trainers."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Inside the Hugging Face Trainer and Lightning", 1)[1]
-    section = section.split("\n### ", 1)[0]
-    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+def book_scripts():
+    """The Python blocks of the book's chapter on the trainers."""
+    text = (ROOT / "docs" / "src" / "pytorch-trainers.md").read_text()
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
 
 
-def test_the_readmes_trainer_scripts_run_as_printed_and_their_runs_render(tmp_path, cli):
-    """The README's HF Trainer and Lightning scripts, run as printed (in a fresh directory,
-    with nothing else), each record a finished run of 100 steps that ``report`` renders."""
+def test_the_books_trainer_scripts_run_as_printed_and_their_runs_render(tmp_path, cli):
+    """The book's HF Trainer and Lightning scripts (docs/src/pytorch-trainers.md), run as
+    printed (in a fresh directory, with nothing else), each record a finished run of 100 steps
+    that ``report`` renders."""
     pytest.importorskip("lightning.pytorch", reason="the Lightning callback needs lightning")
-    scripts = readme_scripts()
+    scripts = book_scripts()
     assert len(scripts) == 2 and all(s.count("\n") <= 30 for s in scripts)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
     for script, run in zip(scripts, ("runs/hf-gpt2", "runs/lightning")):

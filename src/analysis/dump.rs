@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::{TensorAnalysis, ValueSummary};
 
 /// The largest share of a dump's values that may be exactly zero before [`DumpCheck::many_zeros`]
-/// says so: above every FP32 dump measured (README, "Which loss scale?"): 0.006-0.014% of the example
-/// transformer's weight gradients (`examples/pytorch_recorder.py`, autocast off) at every step
-/// measured, 6.0% of `examples/gradients.rs`'s file, and 16-19% of the built-in MLP's weight
+/// says so: above every FP32 dump measured (docs/src/analyze.md, "Many zeros"): 0.006-0.014% of
+/// the example transformer's weight gradients (`examples/pytorch_recorder.py`, autocast off) at
+/// every step measured, 6.0% of `examples/gradients.rs`'s file, and 16-19% of the built-in MLP's weight
 /// gradients on the digits (blank pixels give exact zeros in FP32 too); the same transformer's
 /// step under fp16 autocast with its loss 2^-12 as large held 72% zeros.
 pub const TYPICAL_MAX_ZERO_SHARE: f64 = 0.2;

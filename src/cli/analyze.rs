@@ -34,7 +34,8 @@ use mixprec::io::TensorInfo;
 /// scales. Beside it, predicted_min_log2_scale is the smallest scale from which training is
 /// predicted to match FP32: at most 0.5% of the squared norm and 40% of the values underflow
 /// (the tensors taken as weight gradients, as param.grad dumps are). On mixprec's MLP, CNN and
-/// LSTM loss-scale grids it is within one binade of re-training's lower edge (README).
+/// LSTM loss-scale grids it is within one binade of re-training's lower edge
+/// (docs/src/predicted-edge.md).
 ///
 /// With a block format (--format mxfp8-e4m3, mxfp8-e5m2, mxfp6-e2m3, mxfp6-e3m2, mxfp4, nvfp4, or
 /// a tile ELEMENT@RxC such as fp8-e4m3@1x128 or fp8-e4m3@128x128) there is no loss scale: each value is rounded in its block

@@ -8,13 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use mixprec::io::write_dir_atomic;
-use mixprec::report::page::{Fit, WindowAdvice, failed_to_train};
+use mixprec::report::page::{PlainWords, WindowAdvice, failed_to_train};
 use mixprec::report::{Report, ReportOptions, RunData};
 use mixprec::run::Class;
 use mixprec::run::{RunDir, Summary};
-use mixprec::scaling::window::MAX_UNDERFLOW;
-use mixprec::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
-use mixprec::text::threshold_percent;
 use mixprec::train::config::{Overrides, TrainConfig};
 use mixprec::train::run::{self};
 
@@ -138,33 +135,15 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         dynamic_scale,
         mixprec::text::pct(gradients_underflowed(dynamic)),
     )?;
-    // Section 6's window and recommendation for the fp32 run, from the same rule and data.
+    // Section 6's window and recommendation for the fp32 run, from the same rule and data, and
+    // the page's prediction for it (its weight gradients, every capture pooled).
     let advice = WindowAdvice::of(&data[0]);
-    // The page's prediction for the fp32 run (its weight gradients, every capture pooled).
     let predicted = data[0].predicted_min_log2_scale;
-    writeln!(out, "{}", window_words(advice.as_ref()))?;
-    if let Some(p) = predicted {
-        // Within MATCH_TOLERANCE of fp32's accuracy: the grid report's rule for matching.
-        let matched = (summaries[2].eval_metric.value - summaries[0].eval_metric.value).abs()
-            <= mixprec::report::grid::MATCH_TOLERANCE;
-        writeln!(
-            out,
-            "From the fp32 run's weight gradients, training in fp16 is predicted to match fp32 \
-             from 2^{p} up (at most {} of their squared norm and {} of their values \
-             underflow){}; the dynamic scaler's run, at 2^{dynamic_scale}, {} fp32.",
-            threshold_percent(MATCH_MAX_ENERGY_LOST),
-            threshold_percent(MATCH_MAX_UNDERFLOW),
-            match advice {
-                Some(a) if a.bottom > p => {
-                    format!(
-                        ", far below the windows' conservative low edge 2^{}",
-                        a.bottom
-                    )
-                }
-                _ => String::new(),
-            },
-            if matched { "matched" } else { "did not match" }
-        )?;
+    // Within MATCH_TOLERANCE of fp32's accuracy: the grid report's rule for matching.
+    let matched = (summaries[2].eval_metric.value - summaries[0].eval_metric.value).abs()
+        <= mixprec::report::grid::MATCH_TOLERANCE;
+    for line in conclusion(advice.as_ref(), predicted, dynamic_scale, matched) {
+        writeln!(out, "{line}")?;
     }
     let index = Report::new(data).write(&args.out.join("report"))?;
     writeln!(out, "Report: {}", index.display())?;
@@ -207,42 +186,34 @@ fn gradients_underflowed(r: &RunData) -> f64 {
     if nonzero > 0.0 { lost / nonzero } else { 0.0 }
 }
 
-/// Section 6's window of the fp32 run's gradients in fp16, briefly: the scales in every window
-/// (each capture step's low edge, every step's high edge), the top and the top for a rerun, and
-/// the GradScaler setting the page recommends.
-fn window_words(advice: Option<&WindowAdvice>) -> String {
-    let Some(a) = advice else {
-        return "No capture step of the fp32 run has a window in fp16: see the page's section 6."
-            .into();
-    };
-    let edges = format!(
-        "each capture step's low edge keeping all but {} of the values, every step's high edge keeping the largest finite",
-        threshold_percent(MAX_UNDERFLOW)
+/// The conclusion in at most three short lines, as section 6 of the page says it
+/// ([`PlainWords`]): which scales are predicted to train like fp32, which scale to start a
+/// GradScaler at, and why the windows' low edge is stricter; the first adds whether the dynamic
+/// run matched fp32.
+fn conclusion(
+    advice: Option<&WindowAdvice>,
+    predicted: Option<i32>,
+    dynamic_scale: i32,
+    matched: bool,
+) -> Vec<String> {
+    let dynamic = format!(
+        "the dynamic run, at 2^{dynamic_scale}, {}",
+        if matched { "did" } else { "did not" }
     );
-    let top = match a.top_step {
-        Some(step) => format!("2^{} (step {step})", a.top),
-        None => format!("2^{}", a.top),
+    let Some(a) = advice else {
+        return vec![
+            "No capture step of the fp32 run has a window in fp16: see the page's section 6."
+                .into(),
+        ];
     };
-    let rerun = match a.rerun_top {
-        Some(t) if t.margin > 0 => format!("2^{} for a rerun", t.log2_scale),
-        Some(_) => "the same for a rerun".into(),
-        None => "no estimate for a rerun".into(),
-    };
-    let init = a.init_scale;
-    match a.fit {
-        Fit::Every => format!(
-            "In fp16, one loss scale lay in every window of the fp32 run's gradients ({edges}): 2^{}..2^{}; the top is {top}, {rerun}: GradScaler(init_scale=2.0**{init}) starts inside.",
-            a.bottom, a.top
-        ),
-        Fit::NotForARerun => format!(
-            "In fp16, one loss scale lay in every window of the fp32 run's gradients ({edges}): 2^{}..2^{}; the top is {top}, {rerun}, below the low edge: GradScaler(init_scale=2.0**{init}) starts inside and halves back inside when it overflows.",
-            a.bottom, a.top
-        ),
-        Fit::NoOne => format!(
-            "In fp16, no one loss scale lay in every window of the fp32 run's gradients ({edges}): the top, {top}, is below the highest low edge 2^{}; GradScaler(init_scale=2.0**{init}) starts inside the first window.",
-            a.bottom
-        ),
-    }
+    let words = PlainWords::of(a, predicted, "fp16");
+    words
+        .predicted
+        .map(|p| format!("{p}; {dynamic}."))
+        .into_iter()
+        .chain([format!("{}.", words.start)])
+        .chain(words.stricter.map(|s| format!("{s}.")))
+        .collect()
 }
 
 /// Refuses anything at `dir` but a run directory an earlier demo wrote (which a rerun replaces).

@@ -30,10 +30,10 @@ pub struct Args {
     json: bool,
     /// Also draw teaching figures into DIR (created if needed): number-line (every value of the
     /// formats of 8 bits or fewer), ranges (the formats side by side on a log2 axis, with where
-    /// typical gradients live) and spacing (the ulp against magnitude), each .png and .svg.
+    /// one run's gradients live) and spacing (the ulp against magnitude), each .png and .svg.
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
-    /// With --plots: take typical gradients from this run directory's captured gradients
+    /// With --plots: take the gradient band from this run directory's captured gradients
     /// (default: the underflow study's FP32 run, analyses/underflow/fp32.json).
     #[arg(long, value_name = "RUN_DIR", requires = "plots")]
     gradients: Option<PathBuf>,
@@ -81,7 +81,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some((written, band)) = plots {
         writeln!(
             out,
-            "\ntypical gradients ({:.0}% of values): 2^{}..2^{}, from {}",
+            "\ngradient band ({:.0}% of values): 2^{}..2^{}, from {}",
             100.0 * band.share,
             band.lo,
             band.hi,

@@ -1,5 +1,5 @@
 //! Teaching figures of number formats (`mixprec formats --plots DIR`): every value of the 8-bit
-//! formats on a number line, the formats' ranges side by side on a log2 axis with where typical
+//! formats on a number line, the formats' ranges side by side on a log2 axis with where one run's
 //! gradients live, and the relative spacing of neighbouring values (1 ulp / |x|) against magnitude.
 //! Each chart takes plain data, computed by a function of its own that the tests check.
 
@@ -94,7 +94,7 @@ pub fn range(f: FloatFormat) -> Range {
     }
 }
 
-/// Where typical gradients live: the octaves `2^lo..2^hi` holding the central share of the
+/// Where one run's gradients live: the octaves `2^lo..2^hi` holding the central share of the
 /// values, and where they were measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GradientBand {
@@ -166,7 +166,7 @@ pub fn add_unscaled(octaves: &mut BTreeMap<i32, u64>, gradients: &Histogram, los
     }
 }
 
-/// The band of typical gradients of the run directory `dir`: its activation and weight
+/// The band of the gradients of the run directory `dir`: its activation and weight
 /// gradients, unscaled, over every capture step.
 ///
 /// # Errors
@@ -351,7 +351,7 @@ fn draw_spans<DB: DrawingBackend>(
 }
 
 /// Draws the ranges: one row per format, the subnormal range light and the normal range dark on
-/// a log2 axis, each edge labelled with its power of two, and the band of typical gradients
+/// a log2 axis, each edge labelled with its power of two, and the band of one run's gradients
 /// across all rows.
 ///
 /// # Errors
@@ -391,11 +391,11 @@ pub fn draw_ranges<DB: DrawingBackend>(
                 color.mix(0.15).filled(),
             )))?
             .label(format!(
-                "typical gradients, {:.0}% of values: 2^{}..2^{} ({})",
+                "{:.0}% of the {}: 2^{}..2^{}",
                 100.0 * b.share,
+                b.source,
                 b.lo,
-                b.hi,
-                b.source
+                b.hi
             ))
             .legend(swatch(color.mix(0.4).filled()));
     }

@@ -26,7 +26,7 @@ use figures::figures;
 pub use findings::failed_to_train;
 pub(crate) use findings::{Finding, findings};
 use window::window_sentence;
-pub use window::{Fit, WindowAdvice};
+pub use window::{Fit, PlainWords, WindowAdvice};
 
 /// A report of one or more runs.
 #[derive(Clone, Debug, Serialize)]

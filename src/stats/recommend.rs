@@ -114,8 +114,8 @@ pub enum StepRule {
 /// when no scale of the sweep does, or the sweep holds no finite nonzero value.
 ///
 /// Both shares fall as the scale grows, so this is the larger of the two rules' edges. The
-/// thresholds are measured, not derived: on mixprec's loss-scale grids (README, "Which scale
-/// trains like FP32") the predicted scale is within one binade of the smallest scale from
+/// thresholds are measured, not derived: on mixprec's loss-scale grids (the book's "Which
+/// scale trains like FP32", docs/src/predicted-edge.md) the predicted scale is within one binade of the smallest scale from
 /// which fp16 re-training matched FP32, where analyze's window (at most 0.1% of the values)
 /// starts 14 to 32 binades above it. It is a lower edge for choosing a scale, not a
 /// recommendation: the largest safe scale remains the recommended one.

@@ -101,6 +101,63 @@ impl WindowAdvice {
     }
 }
 
+/// The window's advice in plain words, as `mixprec demo` ends and section 6 says it: which
+/// scales are predicted to train like FP32 (from the predicted edge up to the top for a rerun),
+/// which scale to start a GradScaler at, and why the windows' low edge is stricter than the
+/// prediction. Sentences without their final period, so that a caller may add to them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlainWords {
+    /// The scales predicted to train like FP32, when there is a prediction.
+    pub predicted: Option<String>,
+    /// Where to start a GradScaler (or that no loss scaling is needed).
+    pub start: String,
+    /// Why the windows' low edge lies above the predicted edge, when it does.
+    pub stricter: Option<String>,
+}
+
+impl PlainWords {
+    /// The words for advice `a` in format `format`, with the predicted edge `2^predicted`.
+    #[must_use]
+    pub fn of(a: &WindowAdvice, predicted: Option<i32>, format: &str) -> PlainWords {
+        let rerun_top = a.rerun_top.map_or(a.top, |t| t.log2_scale.min(a.top));
+        let predicted_words = predicted.map(|p| {
+            if p <= rerun_top {
+                format!("Loss scales 2^{p}..2^{rerun_top} are predicted to train like fp32 in {format}")
+            } else {
+                format!(
+                    "Loss scales from 2^{p} up are predicted to train like fp32 in {format}, above the top for a rerun, 2^{rerun_top}"
+                )
+            }
+        });
+        let init = a.init_scale;
+        let start = match a.fit {
+            _ if !a.scaling_needed => format!("No loss scaling is needed in {format}"),
+            Fit::Every => {
+                format!("Start with GradScaler(init_scale=2.0**{init}): the top for a rerun")
+            }
+            Fit::NotForARerun => format!(
+                "Start with GradScaler(init_scale=2.0**{init}): the top of the run's gradients; it halves on overflow"
+            ),
+            Fit::NoOne => format!(
+                "Start with GradScaler(init_scale=2.0**{init}), inside the first window: no one scale fit every step"
+            ),
+        };
+        let stricter = predicted.filter(|&p| a.bottom > p).map(|_| {
+            format!(
+                "The windows' low edge, 2^{}, is stricter: it lets {} of the values underflow; matching fp32 allows {}",
+                a.bottom,
+                threshold_percent(MAX_UNDERFLOW),
+                threshold_percent(MATCH_MAX_UNDERFLOW)
+            )
+        });
+        PlainWords {
+            predicted: predicted_words,
+            start,
+            stricter,
+        }
+    }
+}
+
 /// How many of a run's steps gave only a bound of their high edge, as a clause.
 fn bounded_note(r: &RunData) -> String {
     if r.bounded_steps == 0 {
@@ -228,18 +285,6 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
                     " No loss scaling is needed in {}: 2^0 lay in every window, whose top 2^{top} is only the end of the scales searched, as analyze says of such gradients.",
                     r.grad_format
                 );
-            } else if a.fit == Fit::Every {
-                let _ = write!(
-                    s,
-                    " GradScaler(init_scale=2.0**{}) starts inside; with growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
-                    a.init_scale, r.steps_read
-                );
-            } else {
-                let _ = write!(
-                    s,
-                    " That is below the windows' low edge 2^{bottom}: for a rerun, at those odds, no one static scale lies in every window; GradScaler(init_scale=2.0**{}) starts inside and halves back inside when it overflows.",
-                    a.init_scale
-                );
             }
         }
         Fit::NoOne => {
@@ -250,13 +295,33 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
             );
         }
     }
-    if let Some(p) = r.predicted_min_log2_scale {
+    let words = PlainWords::of(&a, r.predicted_min_log2_scale, &r.grad_format.to_string());
+    if let Some(predicted) = &words.predicted {
         let _ = write!(
             s,
-            " From its FP32 weight gradients (every capture step pooled), training is predicted to match fp32 from 2^{p} up (at most {} of their squared norm and {} of their values underflow; mixprec's loss-scale grids confirm this rule within one binade, where the window's lower edge is the conservative one).",
+            " {predicted} (from its FP32 weight gradients, every capture step pooled: at most {} of their squared norm and {} of their values underflow; mixprec's loss-scale grids confirm this rule within one binade).",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
             threshold_percent(MATCH_MAX_UNDERFLOW)
         );
+    }
+    if a.scaling_needed && a.fit != Fit::NoOne {
+        let _ = write!(s, " {}.", words.start);
+        if a.fit == Fit::Every {
+            let _ = write!(
+                s,
+                " With growth_interval at least the run's length ({} steps) it never grows out, and a dynamic scaler that overflows halves back inside.",
+                r.steps_read
+            );
+        } else {
+            let _ = write!(
+                s,
+                " For a rerun, at those odds, no one static scale lies in every window: the top for a rerun is below the windows' low edge 2^{}.",
+                a.bottom
+            );
+        }
+    }
+    if let Some(stricter) = &words.stricter {
+        let _ = write!(s, " {stricter}.");
     }
     let outside = outside_window(r);
     match outside.first() {
