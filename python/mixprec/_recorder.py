@@ -554,9 +554,9 @@ class Recorder:
             (n or "model", m) for n, m in model.named_modules() if not any(True for _ in m.children())
         ]
         self._layers = [n for n, _ in self._leaves]
-        if simulate is not None and simulate.rounds("activation"):
+        if simulate is not None and simulate.rounds("activation", "input"):
             self._layers.insert(0, "input")
-        if simulate is not None and simulate.rounds("activation_grad"):
+        if simulate is not None and simulate.rounds("activation_grad", "loss"):
             self._layers.append("loss")
         self._param_layer = {}
         for n, p in model.named_parameters():
@@ -645,7 +645,7 @@ class Recorder:
             return
         sim = self.simulate
         if sim is not None:
-            if sim.rounds(tensor):
+            if sim.rounds(tensor, layer):
                 return  # the Simulate captures what it rounds, before rounding
             # Stored in FP32 by the recipe: nothing is rounded.
             values = t.float().contiguous().cpu().numpy()
