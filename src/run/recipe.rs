@@ -48,6 +48,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::Class;
+pub use keep::{Keep, glob};
 use crate::error::Error;
 use crate::format::BlockFormat;
 use crate::format::{FloatFormat, Overflow, Rounding};
@@ -260,6 +261,10 @@ pub struct Recipe {
     /// callers set), and so does [`Recipe::validate`] unless this is set.
     #[serde(default)]
     pub allow_fp16_unscale: bool,
+    /// Layers that keep another recipe's per-layer formats ([`Recipe::for_layer`]): glob
+    /// patterns over layer names, the first match deciding ([`keep`]). Not written when empty.
+    #[serde(default, skip_serializing_if = "Keep::is_empty")]
+    pub keep: Keep,
 }
 
 impl Recipe {
@@ -402,17 +407,42 @@ impl Recipe {
             fp8_scaling: None,
             gemm_operands: GemmOperands::default(),
             allow_fp16_unscale: false,
+            keep: Keep::default(),
         }
     }
 
-    /// Checks the recipe: the loss scaling's parameters, an fp8 history of at least one step, and
-    /// no loss scaling of FP16 weights without an FP32 master copy unless
-    /// [`Recipe::allow_fp16_unscale`].
+    /// What a layer that keeps `kept` runs: `kept`'s per-layer formats (`weights`,
+    /// `activations`, `activation_grads`, `weight_grads`, `gemm_operands` and `fp8_scaling` for
+    /// the layer's own tensors) with everything global of this recipe (loss scaling, master
+    /// weights, optimizer state, accumulation, rounding, overflow, FP32 operations), named as
+    /// `kept`, without a `keep`.
+    #[must_use]
+    pub fn for_layer(&self, kept: &Recipe) -> Recipe {
+        Recipe {
+            name: kept.name.clone(),
+            weights: kept.weights,
+            activations: kept.activations,
+            activation_grads: kept.activation_grads,
+            weight_grads: kept.weight_grads,
+            gemm_operands: kept.gemm_operands,
+            fp8_scaling: kept.fp8_scaling,
+            keep: Keep::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Checks the recipe: its `keep` ([`Keep::validate`]), the loss scaling's parameters, an fp8
+    /// history of at least one step, and no loss scaling of FP16 weights without an FP32 master
+    /// copy unless [`Recipe::allow_fp16_unscale`].
     ///
     /// # Errors
     /// [`Error::InvalidValue`] naming the first problem.
     pub fn validate(&self) -> crate::Result<()> {
         self.loss_scaling.validate()?;
+        self.keep.validate().map_err(|problem| Error::Unsupported {
+            what: format!("recipe {}", self.name),
+            problem,
+        })?;
         if let Some(f) = self.fp8_scaling
             && f.amax_history_len == 0
         {
@@ -540,5 +570,6 @@ impl FromStr for Recipe {
     }
 }
 
+pub mod keep;
 #[cfg(test)]
 mod tests;

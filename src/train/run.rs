@@ -125,9 +125,11 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
             &config.optimizer,
             config.seed,
         )?;
+        gan.precision.check_keep()?;
         return Ok((data, Job::Gan(gan)));
     }
     let trainer = classifier(config, &data, p)?;
+    trainer.precision.check_keep()?;
     Ok((data, Job::Classifier(trainer)))
 }
 
