@@ -954,6 +954,10 @@ class Recorder:
                              for p in self.model.parameters())
         # Which weights' products the Simulate cast: the report names any left in FP32.
         coverage = None if self.simulate is None else self.simulate.coverage
+        if coverage is not None:
+            # The run's coverage has no field for the weights a keep leaves uncast on purpose:
+            # the config's recipe names the layers kept.
+            coverage.pop("kept", None)
         self._writer.finish(
             self.name,
             sum(p.numel() for p in self.model.parameters()),
