@@ -687,9 +687,7 @@ class Simulate:
             skipped = self.scaler.update(found_inf)
             if not skipped:
                 self.optimizer.step()
-        for precision in self._precisions:
-            if precision.delayed is not None:
-                precision.delayed.end_step()
+        self._end_delayed()
         self.last = {
             "loss_scale": self._scale_used,
             "overflow": found_inf,
@@ -702,6 +700,13 @@ class Simulate:
         self._grad_nonfinite = False
         self.steps += 1
         return skipped
+
+    def _end_delayed(self) -> None:
+        """Ends the step of the fp8 delayed scales: each cast tensor's next scale from the
+        amax seen."""
+        for precision in self._precisions:
+            if precision.delayed is not None:
+                precision.delayed.end_step()
 
     def take_counts(self) -> Dict[str, Dict[str, int]]:
         """Per tensor class, the values stored and what rounding did to them since the last
