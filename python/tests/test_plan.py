@@ -215,6 +215,16 @@ def test_sensitivity_ranks_the_layer_whose_inputs_underflow_worst():
     assert "c " in str(sens).splitlines()[2]
 
 
+def test_fp8_delayed_scales_come_from_an_amax_seen():
+    """Under fp8-hybrid (per-tensor delayed scaling) each cast tensor is scaled from the amax
+    of a first, unmeasured pass: on the same batch twice, nothing a layer casts alone
+    saturates (with the initial scale of 1, layer c's inputs, up to ~2^10, exceed E4M3's
+    448)."""
+    b = spiky_batches(1)[0]
+    sens = sensitivity(Spiky(), [b, b], spiky_loss, "fp8-hybrid")
+    assert all(r["saturate"] == 0 for r in sens.layers)
+
+
 def test_sensitivity_is_reproducible_and_leaves_the_model_as_it_was(tmp_path):
     """The same seed gives the same numbers (stochastic rounding: another seed does not); the
     weights, buffers and gradients are as they were; sensitivity.json is the table."""
