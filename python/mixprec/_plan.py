@@ -262,7 +262,8 @@ def sensitivity(
 
     ::
 
-        sens = mixprec.torch.sensitivity(model, batches, lambda m, b: F.cross_entropy(m(b[0]), b[1]), "nvfp4")
+        loss_fn = lambda m, b: F.cross_entropy(m(b[0]), b[1])
+        sens = mixprec.torch.sensitivity(model, batches, loss_fn, "nvfp4")
         print(sens)                     # the table, the most harmed layer first
         sens.save("plan")               # plan/sensitivity.json
 
@@ -471,7 +472,8 @@ class Validation:
             line = f"  {arm:<5} {mean:.4f}  (n={len(values)})"
             w = None if arm == "fp32" else self.welch(arm)
             if w is not None:
-                verdict = "within seed noise of fp32" if w["p_value"] >= 0.05 else "differs from fp32"
+                noise = w["p_value"] >= 0.05
+                verdict = "within seed noise of fp32" if noise else "differs from fp32"
                 line += (
                     f"  vs fp32 {w['difference']:+.4f} [{w['low']:+.4f}, {w['high']:+.4f}] "
                     f"p={w['p_value']:.3g}: {verdict}"
@@ -510,7 +512,9 @@ def validate(
     try:
         recipe = json.loads((path / "plan-recipe.json").read_text())
     except (OSError, ValueError) as e:
-        raise ValueError(f"{path / 'plan-recipe.json'}: {e} (write it with plan(...).save)") from None
+        raise ValueError(
+            f"{path / 'plan-recipe.json'}: {e} (write it with plan(...).save)"
+        ) from None
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"seeds: expected a whole number >= 1, got {seeds!r}")
     if last_steps is not None and (
@@ -527,7 +531,8 @@ def validate(
             opt = make_optimizer(model)
             sim = Simulate(model, arms[arm], optimizer=opt, seed=k)
             trace = []
-            with sim, Recorder(model, path / run, every=0, simulate=sim, name=f"{arm}-seed{k}") as rec:
+            rec = Recorder(model, path / run, every=0, simulate=sim, name=f"{arm}-seed{k}")
+            with sim, rec:
                 for batch in batches(k) if callable(batches) else batches:
                     opt.zero_grad()
                     loss = loss_fn(model, batch)
@@ -544,6 +549,8 @@ def validate(
         last_steps = max(1, steps // 5)
     if last_steps > steps:
         raise ValueError(f"last_steps: {last_steps} is more than the runs' {steps} steps")
-    doc = {"schema": "mixprec-validation/1", "metric": "loss", "last_steps": last_steps, "runs": runs}
+    doc = {
+        "schema": "mixprec-validation/1", "metric": "loss", "last_steps": last_steps, "runs": runs
+    }
     _write_atomic(path / "validation.json", _json(doc))
     return Validation(losses, last_steps)

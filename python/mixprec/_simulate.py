@@ -504,7 +504,8 @@ class Simulate:
         """The end of a forward pass: the products' mode off; a warning naming the weights whose
         products ran uncast, the first time each is seen."""
         self._products.__exit__(None, None, None)
-        new = [n for n in self._products.uncast if n not in self._warned and n not in self._products.kept]
+        kept = self._products.kept
+        new = [n for n in self._products.uncast if n not in self._warned and n not in kept]
         if new:
             self._warned.update(new)
             uncast = ", ".join(f"{n} ({self._products.uncast[n]})" for n in new)
@@ -780,7 +781,8 @@ def _split_keep(recipe: Any, keep: Optional[Mapping[str, Any]]):
                 f"{type(given).__name__}"
             )
         try:
-            text = _mixprec.recipe_json(given if isinstance(given, str) else json.dumps(dict(given)))
+            given_json = given if isinstance(given, str) else json.dumps(dict(given))
+            text = _mixprec.recipe_json(given_json)
         except ValueError as e:
             raise ValueError(f"keep[{pattern!r}]: {e}") from None
         parsed[pattern] = (given if isinstance(given, str) else json.loads(text), _Precision(text))

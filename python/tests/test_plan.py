@@ -58,8 +58,12 @@ def outputs(model, x, **simulate):
     """Each Linear's input and output in one forward pass under ``Simulate(**simulate)``, and
     the Simulate."""
     seen = {}
+
+    def hook(name):
+        return lambda m, i, o: seen.__setitem__(name, (i[0].detach(), o.detach()))
+
     hooks = [
-        m.register_forward_hook(lambda m, i, o, n=n or "model": seen.__setitem__(n, (i[0].detach(), o.detach())))
+        m.register_forward_hook(hook(n or "model"))
         for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)
     ]
     with Simulate(model, **simulate) as sim:
@@ -83,11 +87,13 @@ def test_a_kept_layer_runs_uncast_and_every_other_is_cast_as_without_keep():
     for name, recipe in (("0", "nvfp4"), ("4", "mxfp8")):
         alone, _ = outputs(model[int(name)], seen[name][0], recipe=recipe)
         assert torch.equal(seen[name][1], alone["model"][1]), name
-        assert not torch.equal(seen[name][1], F.linear(seen[name][0], model[int(name)].weight, model[int(name)].bias))
+        lin = model[int(name)]
+        assert not torch.equal(seen[name][1], F.linear(seen[name][0], lin.weight, lin.bias))
     cov = sim.coverage
     assert cov["kept"] == ["2.weight"] and cov["uncast"] == []
     assert cov["cast"] == ["0.weight", "4.weight"]
-    assert cov["product_weights"] == 32 * 32 * 2 + 32 * 4 and cov["cast_weights"] == 32 * 32 + 32 * 4
+    assert cov["product_weights"] == 32 * 32 * 2 + 32 * 4
+    assert cov["cast_weights"] == 32 * 32 + 32 * 4
     assert sim.recipe["keep"] == keep
 
 
@@ -106,7 +112,8 @@ def test_keep_in_the_recipe_is_keep_as_an_argument():
 
 def test_bad_keeps_are_refused_naming_the_problem():
     model = mlp()
-    with pytest.raises(ValueError, match=r"pattern '\*\.attn' matches no layer of the model \(model, 0, 1"):
+    match = r"pattern '\*\.attn' matches no layer of the model \(model, 0, 1"
+    with pytest.raises(ValueError, match=match):
         Simulate(model, "nvfp4", keep={"*.attn": "fp32"})
     base = Simulate(model, "nvfp4").recipe
     with pytest.raises(ValueError, match="given both as keep="):
@@ -189,7 +196,10 @@ class Spiky(torch.nn.Module):
 
 def spiky_batches(n=2):
     g = torch.Generator().manual_seed(3)
-    return [(torch.randn(32, 32, generator=g), torch.randint(0, 4, (32,), generator=g)) for _ in range(n)]
+    return [
+        (torch.randn(32, 32, generator=g), torch.randint(0, 4, (32,), generator=g))
+        for _ in range(n)
+    ]
 
 
 def spiky_loss(model, batch):
@@ -244,7 +254,8 @@ def test_sensitivity_is_reproducible_and_leaves_the_model_as_it_was(tmp_path):
     doc = json.loads(path.read_text())
     assert doc["schema"] == "mixprec-sensitivity/1" and doc["model"] == "Spiky"
     assert doc["batches"] == 2 and doc["seed"] == 5 and doc["recipe"] == "nvfp4"
-    assert doc["layers"] == one.layers and set(doc["all"]) == set(one.layers[0]) - {"layer", "flops"}
+    assert doc["layers"] == one.layers
+    assert set(doc["all"]) == set(one.layers[0]) - {"layer", "flops"}
 
 
 def test_the_plan_keeps_the_harmful_layer_and_its_recipe_trains(tmp_path):
@@ -265,7 +276,8 @@ def test_the_plan_keeps_the_harmful_layer_and_its_recipe_trains(tmp_path):
     assert p.flops_share == pytest.approx(1 - rows["c"]["flops"] / total)
     p.save(tmp_path)
     doc = json.loads((tmp_path / "plan.json").read_text())
-    assert doc["keep"] == ["c"] and doc["budget"] == {"max_grad_error": budget} and doc["high"] == "fp32"
+    assert doc["keep"] == ["c"] and doc["budget"] == {"max_grad_error": budget}
+    assert doc["high"] == "fp32"
     recipe = json.loads((tmp_path / "plan-recipe.json").read_text())
     assert recipe["keep"] == {"c": "fp32"} and recipe["name"] == "nvfp4"
     _, sim = outputs(model, spiky_batches(1)[0][0], recipe=recipe)
