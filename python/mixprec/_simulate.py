@@ -274,8 +274,8 @@ class Simulate:
             )
         self.scaler = None if self.grad_scaler is not None else _mixprec.LossScaler(self._recipe_json)
         self._streams = 0
-        #: Per layer, its cast operands' values: stored, underflowed, overflowed (or not
-        #: finite) since the products' mode was last entered.
+        #: Per layer, its cast operands' values since this Simulate was made: stored,
+        #: underflowed, overflowed or not finite (what the sensitivity of a layer reports).
         self._operand_counts: Dict[str, List[int]] = {}
         self._counts: Dict[str, List[int]] = {}
         self._weights: Dict[int, Tuple[Tuple[int, int], torch.Tensor]] = {}
