@@ -29,4 +29,7 @@ def loss(model: torch.nn.Module, b) -> torch.Tensor:
 
 
 if __name__ == "__main__":
-    study(Task("vit", batch, loss, lr=1e-3, steps=200), "nvfp4", {"flops_share": 0.5}, pretrain=100)
+    study(
+        Task("vit", batch, loss, lr=1e-3, steps=200), "nvfp4", {"flops_share": 0.5}, pretrain=100,
+        seeds=10,
+    )
