@@ -48,11 +48,11 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::Class;
-pub use keep::{Keep, glob};
 use crate::error::Error;
 use crate::format::BlockFormat;
 use crate::format::{FloatFormat, Overflow, Rounding};
 use crate::scaling::scaler::{DynamicScaling, LossScaling};
+pub use keep::{Keep, glob};
 
 /// The largest `|k|` of a loss scale `2^k` that [`Recipe::loss_scale_inert`] calls inert.
 pub const INERT_LOG2_SCALE: i32 = 32;
