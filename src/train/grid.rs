@@ -238,7 +238,8 @@ pub struct GridRun {
 }
 
 impl GridRun {
-    fn new(
+    /// Run `name` at `position` of its grid, of `values` and `seed`, training `config`.
+    pub(crate) fn new(
         position: usize,
         name: String,
         values: Vec<(String, String)>,

@@ -672,7 +672,10 @@ impl Precision {
             let flops = 2 * (a.nrows() * a.ncols() * b.ncols()) as u64;
             *self.flops.entry(self.current).or_default() += flops;
         }
-        match (self.recipe.accumulation, self.here().rounders[class.index()]) {
+        match (
+            self.recipe.accumulation,
+            self.here().rounders[class.index()],
+        ) {
             (Accumulation::Storage, Some(rounder)) => matmul_rounded(a, b, &rounder),
             _ => gemm(a, b),
         }

@@ -134,7 +134,11 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
 }
 
 /// The classifier `config` describes on `data`, with storage points `p`.
-fn classifier(config: &TrainConfig, data: &Dataset, mut p: Precision) -> crate::Result<Trainer> {
+pub(crate) fn classifier(
+    config: &TrainConfig,
+    data: &Dataset,
+    mut p: Precision,
+) -> crate::Result<Trainer> {
     let input = p.register("input");
     let mut rng = Rng::derive(config.seed, 1);
     let model = match config.model {

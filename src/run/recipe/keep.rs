@@ -202,10 +202,14 @@ mod tests {
             "{json}"
         );
         let bad = |keep: &str| {
-            let text = format!(r#"{{"name":"nvfp4","weights":"fp32","activations":"fp32","activation_grads":"fp32","weight_grads":"fp32","optimizer_state":"fp32","master_weights":"fp32","keep":{keep}}}"#);
+            let text = format!(
+                r#"{{"name":"nvfp4","weights":"fp32","activations":"fp32","activation_grads":"fp32","weight_grads":"fp32","optimizer_state":"fp32","master_weights":"fp32","keep":{keep}}}"#
+            );
             Recipe::from_value(serde_json::from_str(&text).unwrap()).unwrap_err()
         };
-        let nested = bad(r#"{"0.linear":{"name":"y","weights":"fp32","activations":"fp32","activation_grads":"fp32","weight_grads":"fp32","optimizer_state":"fp32","master_weights":"fp32","keep":{"*":"fp32"}}}"#);
+        let nested = bad(
+            r#"{"0.linear":{"name":"y","weights":"fp32","activations":"fp32","activation_grads":"fp32","weight_grads":"fp32","optimizer_state":"fp32","master_weights":"fp32","keep":{"*":"fp32"}}}"#,
+        );
         assert!(nested.contains("nested keep"), "{nested}");
         assert!(bad(r#"{"[0.linear":"fp32"}"#).contains("without its ']'"));
         assert!(bad(r#"{"0.linear":"fp17"}"#).contains("keep pattern '0.linear'"));

@@ -566,6 +566,21 @@ fn keeping_one_layer_removes_only_its_casts() {
         run(config, &dir, &mut |_| {}).unwrap();
         let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
         let first: CaptureRecord = serde_json::from_str(captures.lines().next().unwrap()).unwrap();
+        // The report says which layers each pattern kept.
+        let read = crate::report::runs::RunData::read(&dir, &Default::default()).unwrap();
+        let kept: Vec<(String, String, Vec<String>)> = read
+            .kept
+            .into_iter()
+            .map(|k| (k.pattern, k.recipe, k.layers))
+            .collect();
+        let want: Vec<(String, String, Vec<String>)> = config
+            .recipe
+            .keep
+            .0
+            .iter()
+            .map(|(p, r)| (p.clone(), r.name.clone(), vec![p.clone()]))
+            .collect();
+        assert_eq!(kept, want);
         std::fs::remove_dir_all(&dir).unwrap();
         let gemm = [Class::GemmInput, Class::GemmWeight, Class::GemmGradOutput];
         let mut layers: Vec<String> = first
