@@ -310,3 +310,14 @@ def test_bad_budgets_are_refused():
         plan(sens, max_grad_error=0.1, high="fp99")
     with pytest.raises(ValueError, match="casts no operands"):
         sensitivity(mlp(), [torch.randn(4, 32)], lambda m, x: m(x).sum(), "bf16-master")
+
+
+def test_a_budget_nothing_fits_keeps_every_layer_high():
+    """A gradient budget below every layer's error casts nothing: every layer keeps ``high``
+    (bf16-master here), and the plan's error is that recipe's, measured (bf16 stores, not 0)."""
+    sens = sensitivity(Spiky(), spiky_batches(), spiky_loss, "nvfp4")
+    p = plan(sens, max_grad_error=1e-9, high="bf16-master")
+    assert p.cast == [] and p.steps == [] and p.flops_share == 0
+    assert p.keep == ["a", "b", "c", "d"]
+    assert p.recipe["keep"] == {n: "bf16-master" for n in "abcd"}
+    assert 0 < p.grad_rel_err < 0.05
