@@ -6,6 +6,7 @@ mod demo;
 mod explain;
 mod formats;
 mod grid;
+mod plan;
 mod quantize;
 mod replay;
 mod report;
@@ -42,6 +43,7 @@ enum Command {
     Analyze(analyze::Args),
     Train(train::Args),
     Grid(grid::Args),
+    Plan(plan::Args),
     Report(report::Args),
     Replay(replay::Args),
     ExportTensorboard(tensorboard::Args),
@@ -113,6 +115,7 @@ where
         Command::Analyze(args) => analyze::run(&args, &mut out),
         Command::Train(args) => train::run(&args, &mut out),
         Command::Grid(args) => grid::run(&args, &mut out),
+        Command::Plan(args) => plan::run(&args, &mut out),
         Command::Report(args) => report::run(&args, &mut out),
         Command::Replay(args) => replay::run(&args, &mut out),
         Command::ExportTensorboard(args) => tensorboard::run(&args, &mut out),

@@ -17,6 +17,7 @@ pub mod formats;
 pub mod grid;
 pub mod html;
 pub mod page;
+pub mod plan;
 pub mod replay;
 pub mod runs;
 

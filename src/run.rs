@@ -76,6 +76,7 @@ pub mod class;
 pub mod delayed;
 pub mod grid;
 pub mod names;
+pub mod plan;
 mod reader;
 pub mod recipe;
 pub mod schema;

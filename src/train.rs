@@ -41,6 +41,7 @@ pub mod layer;
 pub mod loss;
 pub mod model;
 pub mod optim;
+pub mod plan;
 pub mod precision;
 pub mod real;
 pub mod rng;

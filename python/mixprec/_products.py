@@ -70,7 +70,7 @@ class _CastMatmul(torch.autograd.Function):
         a, w, aq, wq = ctx.saved_tensors
         dy = dy.contiguous()
         cast = lambda cls, tensor, x: sim._operand(cls, layer, tensor, x)  # noqa: E731
-        if sim._blocks("gemm_grad_output") is not None:
+        if sim._blocks("gemm_grad_output", layer) is not None:
             # Blocks run along the axis each product sums: dL/da sums over the outputs,
             # dL/dw over the rows of a.
             da = cast("gemm_grad_output", "grad_output", dy) @ cast(
@@ -90,7 +90,9 @@ class Products(TorchFunctionMode):
     """Casts the products of ``weights`` (id of a parameter -> its name) as ``sim`` (a
     :class:`Simulate`) casts operands; the tensors read through ``sim``'s rounded weights carry
     their parameter's name in ``_mixprec_parameter``. ``cast`` and ``uncast`` collect the names
-    of the weights whose products were cast, and were not."""
+    of the weights whose products were cast, and were not; ``kept`` those whose layer ``sim``
+    keeps uncast (its products run as they are); ``flops`` per layer the FLOPs of its cast
+    products (forward, and the backward products its operands' gradients need)."""
 
     def __init__(self, sim: Any, weights: Dict[int, str]) -> None:
         super().__init__()
@@ -98,6 +100,8 @@ class Products(TorchFunctionMode):
         self.weights = weights
         self.cast: Dict[str, None] = {}
         self.uncast: Dict[str, str] = {}
+        self.kept: Dict[str, None] = {}
+        self.flops: Dict[str, int] = {}
 
     def weight(self, t: Any) -> Optional[str]:
         """The name of the parameter ``t`` is (a read of, or a view of one), else None."""
@@ -119,21 +123,29 @@ class Products(TorchFunctionMode):
                 return _mha_forward()(*args, **kwargs)
         if func not in _PRODUCTS:
             return func(*args, **kwargs)
-        cast = self._cast(func, args, kwargs)
-        if cast is not None:
-            return cast
+        form = self._form(func, args, kwargs)
+        if form is not None:
+            name, cast = form
+            if self.sim._casts(_layer_of(name)):
+                return cast()
+            self.kept[name] = None  # the layer's recipe keeps its products' operands in FP32
+            return func(*args, **kwargs)
         for t in (*args, *kwargs.values()):
             name = self.weight(t)
             if name is not None:
-                self.uncast.setdefault(name, getattr(func, "__name__", str(func)))
+                if self.sim._casts(_layer_of(name)):
+                    self.uncast.setdefault(name, getattr(func, "__name__", str(func)))
+                else:
+                    self.kept[name] = None
         return func(*args, **kwargs)
 
-    def _cast(self, func, args: Sequence[Any], kwargs: Dict[str, Any]) -> Optional[torch.Tensor]:
-        """The product cast, or None where this is not a form the mode casts."""
+    def _form(self, func, args: Sequence[Any], kwargs: Dict[str, Any]):
+        """The weight's name and the product cast (a function that forms it), or None where
+        this is not a form the mode casts."""
         if func is F.linear:
             x, w, b = _bind(args, kwargs, ("input", "weight", "bias"), (None,))
             name = self.weight(w)
-            return None if name is None else self._matmul(x, w, b, name)
+            return None if name is None else (name, lambda: self._matmul(x, w, b, name))
         if func in _ADDMM:
             bias, x, w, beta, alpha = _bind(
                 args, kwargs, ("input", "mat1", "mat2", "beta", "alpha"), (1, 1)
@@ -141,15 +153,15 @@ class Products(TorchFunctionMode):
             name = self.weight(w)
             if name is None or beta != 1 or alpha != 1 or self.weight(x) is not None:
                 return None
-            return self._matmul(x, w.t(), bias, name)
+            return name, lambda: self._matmul(x, w.t(), bias, name)
         if func in _MATMUL and not kwargs:
             x, w = args
             name = self.weight(w)
             if name is None or w.dim() != 2 or self.weight(x) is not None or x.dim() < 1:
                 return None
             if x.dim() == 1:
-                return self._matmul(x[None], w.t(), None, name)[0]
-            return self._matmul(x, w.t(), None, name)
+                return name, lambda: self._matmul(x[None], w.t(), None, name)[0]
+            return name, lambda: self._matmul(x, w.t(), None, name)
         if func in _CONV:
             x, w, b, stride, padding, dilation, groups = _bind(
                 args, kwargs, ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
@@ -158,14 +170,17 @@ class Products(TorchFunctionMode):
             name = self.weight(w)
             if name is None or self.weight(x) is not None:
                 return None
-            return self._conv(_CONV[func], x, w, b, stride, padding, dilation, groups, name)
+            n = _CONV[func]
+            return name, lambda: self._conv(n, x, w, b, stride, padding, dilation, groups, name)
         return None
 
     def _matmul(self, x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], name: str):
         """``x @ wᵀ + b`` over ``x``'s last axis, cast; ``w``: N x K."""
         self.cast[name] = None
         layer = _layer_of(name)
-        y = _CastMatmul.apply(x.reshape(-1, x.shape[-1]), w, self.sim, layer)
+        a = x.reshape(-1, x.shape[-1])
+        self._count(layer, a, w)
+        y = _CastMatmul.apply(a, w, self.sim, layer)
         y = y.reshape(*x.shape[:-1], w.shape[0])
         return y if b is None else y + b
 
@@ -190,6 +205,8 @@ class Products(TorchFunctionMode):
         patches = x.permute(0, *range(2, 2 + n), 1, *range(2 + n, 2 + 2 * n))
         patches = patches.reshape(batch * math.prod(out), groups, -1)
         rows = w.reshape(groups, w.shape[0] // groups, -1)
+        for g in range(groups):
+            self._count(layer, patches[:, g], rows[g])
         y = torch.cat(
             [_CastMatmul.apply(patches[:, g], rows[g], self.sim, layer) for g in range(groups)],
             dim=1,
@@ -198,6 +215,14 @@ class Products(TorchFunctionMode):
         if b is not None:
             y = y + b.reshape(1, -1, *([1] * n))
         return y if batched else y[0]
+
+
+    def _count(self, layer: str, a: torch.Tensor, w: torch.Tensor) -> None:
+        """Adds the FLOPs of ``a @ wᵀ`` (M x K times K x N: 2MNK) to ``layer``'s, once for
+        the forward product and once for each operand whose gradient the backward forms."""
+        products = 1 + a.requires_grad + w.requires_grad
+        flops = 2 * a.shape[0] * w.shape[0] * a.shape[1] * products
+        self.flops[layer] = self.flops.get(layer, 0) + flops
 
 
 def _bind(args: Sequence[Any], kwargs: Dict[str, Any], names: Tuple[str, ...], defaults: Tuple):

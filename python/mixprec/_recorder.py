@@ -554,9 +554,9 @@ class Recorder:
             (n or "model", m) for n, m in model.named_modules() if not any(True for _ in m.children())
         ]
         self._layers = [n for n, _ in self._leaves]
-        if simulate is not None and simulate.rounds("activation"):
+        if simulate is not None and simulate.rounds("activation", "input"):
             self._layers.insert(0, "input")
-        if simulate is not None and simulate.rounds("activation_grad"):
+        if simulate is not None and simulate.rounds("activation_grad", "loss"):
             self._layers.append("loss")
         self._param_layer = {}
         for n, p in model.named_parameters():
@@ -645,7 +645,7 @@ class Recorder:
             return
         sim = self.simulate
         if sim is not None:
-            if sim.rounds(tensor):
+            if sim.rounds(tensor, layer):
                 return  # the Simulate captures what it rounds, before rounding
             # Stored in FP32 by the recipe: nothing is rounded.
             values = t.float().contiguous().cpu().numpy()
@@ -954,6 +954,10 @@ class Recorder:
                              for p in self.model.parameters())
         # Which weights' products the Simulate cast: the report names any left in FP32.
         coverage = None if self.simulate is None else self.simulate.coverage
+        if coverage is not None:
+            # The run's coverage has no field for the weights a keep leaves uncast on purpose:
+            # the config's recipe names the layers kept.
+            coverage.pop("kept", None)
         self._writer.finish(
             self.name,
             sum(p.numel() for p in self.model.parameters()),

@@ -28,6 +28,7 @@ library's, through the binding: nothing of them is restated here.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import json
 import math
 import numbers
@@ -176,11 +177,23 @@ class Simulate:
             recipe records its policy).
         seed: the seed of stochastic rounding (each rounding of a tensor draws from its own
             stream, numbered in the order they happen).
+        keep: layers that keep another precision: glob patterns (``*`` any run of
+            characters, dots included; ``?`` one; ``[...]`` a class) over the modules'
+            qualified names (``model.named_modules()``: ``transformer.h.0.attn.c_attn``,
+            ``layer1.0.conv1``; ``model`` for the root), in order, each to a preset name or a
+            recipe dict: the first pattern that matches a module decides its weights,
+            activations, gradients and the casts of its products (``gemm_operands``) and their
+            fp8 scaling; the loss scaling, master weights, optimizer state and rounding stay
+            the recipe's. The same as a recipe whose ``"keep"`` is this dict. A product is the
+            layer's that owns its weight (GPT-2's head, tied to the token embedding, is
+            ``transformer.wte``'s).
 
     Raises:
         ValueError: an unknown recipe or policy (the command line's message), a static loss
             scale that is not a positive finite f32, a recipe that accumulates in storage
-            precision, or one that needs ``optimizer`` without it.
+            precision, or one that needs ``optimizer`` without it; a ``keep`` pattern that
+            matches no module, a kept recipe with a ``keep`` of its own, ``keep`` given both
+            as the argument and in the recipe.
         TypeError: a ``model`` that is not a ``torch.nn.Module``, a ``recipe`` or ``scaler`` of
             another type than those above, parameters that are not float32.
 
@@ -198,6 +211,7 @@ class Simulate:
         optimizer: Optional[torch.optim.Optimizer] = None,
         scaler: Any = None,
         seed: int = 0,
+        keep: Optional[Mapping[str, Any]] = None,
     ) -> None:
         _check_model(model, "Simulate", _SIMULATE_SEES)
         if not isinstance(recipe, (str, Mapping)):
@@ -222,14 +236,18 @@ class Simulate:
                 "'gradscaler', a positive number (a static loss scale) or a "
                 f"torch.amp.GradScaler, got {type(scaler).__name__}"
             )
-        spec = recipe if isinstance(recipe, str) else json.dumps(dict(recipe))
+        spec, keep = _split_keep(recipe, keep)
         try:
             self._recipe_json = _mixprec.recipe_json(spec, policy)
         except ValueError as e:
             if isinstance(scaler, numbers.Real):  # out of f32's range: name the argument
                 raise ValueError(f"scaler={scaler!r}: {e}") from None
             raise
+        #: The recipe, with its ``keep`` (the patterns and the recipes given, in order) where
+        #: it has one: what a recorded run's config holds.
         self.recipe: Dict[str, Any] = json.loads(self._recipe_json)
+        if keep:
+            self.recipe["keep"] = {pattern: given for pattern, (given, _) in keep.items()}
         if self.recipe["accumulation"] != "fp32":
             raise ValueError(
                 f"recipe: accumulation {self.recipe['accumulation']!r} rounds every partial sum "
@@ -242,30 +260,23 @@ class Simulate:
         self.model = model
         self.optimizer = optimizer
         self.seed = int(seed)
-        self._formats = {c: self._format_of(c) for c in (*_CLASS_KEYS, *_OPERANDS)}
-        #: The operand classes cast to a block format (blocks along a product's summed axis).
-        self._block_operands = {
-            c for c in _OPERANDS
-            if self._formats[c] is not None and "block_cols" in _format_info(self._formats[c])
-        }
-        needs_opt = [c for c in ("master", "optimizer_state") if self._formats[c] is not None]
+        self._base = _Precision(self._recipe_json)
+        #: The layers a ``keep`` pattern decides, and the precision each keeps (the first
+        #: pattern that matches its name); every other layer is the base recipe's.
+        self._kept = _layers_kept(model, keep)
+        self._precisions = [self._base, *{id(p): p for p in self._kept.values()}.values()]
+        needs_opt = [c for c in _GLOBAL if self._base.formats[c] is not None]
         if needs_opt and optimizer is None:
             raise ValueError(
                 f"optimizer: recipe {self.recipe['name']!r} stores "
-                f"{_CLASS_KEYS[needs_opt[0]]} in {self._formats[needs_opt[0]]}, which Simulate "
-                "rounds after each optimizer step: pass optimizer=..."
+                f"{_CLASS_KEYS[needs_opt[0]]} in {self._base.formats[needs_opt[0]]}, which "
+                "Simulate rounds after each optimizer step: pass optimizer=..."
             )
         self.scaler = None if self.grad_scaler is not None else _mixprec.LossScaler(self._recipe_json)
-        self._delayed = (
-            _mixprec.DelayedScales(self._recipe_json) if self.recipe.get("fp8_scaling") else None
-        )
-        # The classes whose 8-bit formats are scaled per tensor (as the training core's stores).
-        self._fp8_max = {}
-        for c, f in self._formats.items():
-            info = None if f is None or self._delayed is None else _format_info(f)
-            if info and "block_cols" not in info and info["exponent_bits"] + info["mantissa_bits"] < 8:
-                self._fp8_max[c] = info["max"]
         self._streams = 0
+        #: Per layer, its cast operands' values since this Simulate was made: stored,
+        #: underflowed, overflowed or not finite (what the sensitivity of a layer reports).
+        self._operand_counts: Dict[str, List[int]] = {}
         self._counts: Dict[str, List[int]] = {}
         self._weights: Dict[int, Tuple[Tuple[int, int], torch.Tensor]] = {}
         self._weight_sites: List[Tuple[torch.nn.Module, str, str]] = []
@@ -285,19 +296,27 @@ class Simulate:
 
     # -- the recipe ---------------------------------------------------------------------------
 
-    def _format_of(self, cls: str) -> Optional[str]:
-        """The format ``cls`` is stored in, or None where it stays in FP32 (nothing to do)."""
-        if cls in _OPERANDS:
-            name = self.recipe["gemm_operands"][_OPERANDS[cls]]
-        else:
-            name = self.recipe[_CLASS_KEYS[cls]]
-        return None if name == "fp32" else name
+    def _precision(self, cls: str, layer: str) -> "_Precision":
+        """The precision that stores ``cls`` at ``layer``: the base recipe's for the master
+        weights and the optimizer's state (global), else the layer's."""
+        return self._base if cls in _GLOBAL else self._kept.get(layer, self._base)
 
-    def rounds(self, cls: str) -> bool:
+    def _format(self, cls: str, layer: str) -> Optional[str]:
+        """The format ``cls`` is stored in at ``layer``, or None where it stays in FP32."""
+        return self._precision(cls, layer).formats.get(cls)
+
+    def rounds(self, cls: str, layer: Optional[str] = None) -> bool:
         """Whether the recipe stores tensor class ``cls`` (``weight``, ``activation``,
         ``activation_grad``, ``weight_grad``, ``optimizer_state``, ``master``, ``gemm_input``,
-        ``gemm_weight``, ``gemm_grad_output``) in a format narrower than FP32."""
-        return self._formats.get(cls) is not None
+        ``gemm_weight``, ``gemm_grad_output``) in a format narrower than FP32: at ``layer``
+        (a module's qualified name), or at any layer."""
+        if layer is not None:
+            return self._format(cls, layer) is not None
+        return any(p.formats.get(cls) is not None for p in self._precisions)
+
+    def _casts(self, layer: str) -> bool:
+        """Whether ``layer``'s products are cast (its recipe casts an operand)."""
+        return self._kept.get(layer, self._base).casts_operands
 
     def judged_format(self) -> str:
         """The element format the recipe's gradients are judged against in reports: the first
@@ -305,14 +324,15 @@ class Simulate:
         formats (a block format's element) that is not FP32; ``fp16`` for FP32 throughout."""
         order = ("activation_grad", "weight_grad", "activation", "weight", *_OPERANDS)
         for cls in order:
-            name = self._formats[cls]
+            name = self._base.formats[cls]
             if name is not None:
                 return _format_info(name).get("element", name)
         return "fp16"
 
-    def _blocks(self, cls: str) -> Optional[str]:
-        """The block format of operand class ``cls``, if the recipe casts it to one."""
-        return self._formats[cls] if cls in self._block_operands else None
+    def _blocks(self, cls: str, layer: str) -> Optional[str]:
+        """The block format of operand class ``cls`` at ``layer``, if it is cast to one."""
+        precision = self._precision(cls, layer)
+        return precision.formats[cls] if cls in precision.block_operands else None
 
     # -- rounding -----------------------------------------------------------------------------
 
@@ -329,7 +349,8 @@ class Simulate:
         8-bit formats, with the delayed scale of the storage point's ``tensor`` (a parameter's
         or operand's name; ``round(x * scale) * (1 / scale)`` in float32, as the training core
         computes it)."""
-        fmt = self._formats[cls]
+        precision = self._precision(cls, layer)
+        fmt = precision.formats[cls]
         if fmt is None or not x.is_floating_point() or x.numel() == 0:
             return x
         src = x.detach()
@@ -345,12 +366,12 @@ class Simulate:
                 amax = _amax(src.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0))
             self._grad_amax = max(self._grad_amax, amax / self._scale_used)
         unscaled, scale = src, None
-        if cls in self._fp8_max:
+        if cls in precision.fp8_max:
             amax = _amax(src)
             if math.isnan(amax):
                 amax = _amax(src.nan_to_num(nan=0.0))
             name = f"{layer}/{cls}/{part or ''}/{tensor}"
-            scale = self._delayed.cast(name, self._fp8_max[cls], amax if training else 0.0)
+            scale = precision.delayed.cast(name, precision.fp8_max[cls], amax if training else 0.0)
             # A float32 scale (the library's), exact as torch's float32 scalar.
             src = src * scale
         src = src.contiguous()
@@ -366,6 +387,11 @@ class Simulate:
         if scale is not None:
             y.mul_(float(np.float32(1.0) / np.float32(scale)))  # 1 / scale in float32
         self._count(cls, x.numel(), counts)
+        if cls in _OPERANDS:
+            c = self._operand_counts.setdefault(layer, [0, 0, 0])
+            c[0] += x.numel()
+            c[1] += counts["underflow"]
+            c[2] += counts["overflow"] + counts["infinite"]
         if self.capture is not None and training:
             values = unscaled.contiguous().cpu().numpy()
             key = tuple(counts[k] for k in ("underflow", "subnormal", "overflow", "nan", "infinite"))
@@ -376,7 +402,7 @@ class Simulate:
         self, x: torch.Tensor, cls: str, layer: str, part: Optional[str] = None, tensor: str = ""
     ) -> None:
         """Rounds the float32 tensor ``x`` into ``cls``'s format in place (as :meth:`_round`)."""
-        if self._formats[cls] is not None and x.numel():
+        if self._format(cls, layer) is not None and x.numel():
             x.copy_(self._round(x, cls, layer, part, tensor))
 
     def _operand(self, cls: str, layer: str, tensor: str, x: torch.Tensor) -> torch.Tensor:
@@ -428,20 +454,20 @@ class Simulate:
 
     def _install(self) -> None:
         model = self.model
-        if self._formats["activation"] is not None:
+        if self._format("activation", "input") is not None:
             h = model.register_forward_pre_hook(self._round_inputs, with_kwargs=True)
             self._undo.append(h.remove)
         names = {id(p): n for n, p in model.named_parameters()}
         for name, module in model.named_modules():
             name = name or "model"
             params = [n for n, p in module.named_parameters(recurse=False) if p is not None]
-            if params and self._formats["weight"] is not None:
+            if params and self.rounds("weight", name):
                 self._read_rounded(module, name, params, names)
             leaf = not any(True for _ in module.children())
-            if leaf and self._formats["activation"] is not None:
+            if leaf and self.rounds("activation", name):
                 h = module.register_forward_hook(self._round_output(name))
                 self._undo.append(h.remove)
-            if leaf and self._formats["activation_grad"] is not None:
+            if leaf and self.rounds("activation_grad", name):
                 h = module.register_forward_pre_hook(self._round_input_grads(name), with_kwargs=True)
                 self._undo.append(h.remove)
         h = model.register_forward_pre_hook(self._forward_begins)
@@ -450,22 +476,21 @@ class Simulate:
             self._products = Products(self, names)
             h = model.register_forward_hook(self._products_off, always_call=True)
             self._undo.append(h.remove)
-        if self._formats["activation_grad"] is not None:
+        if self._format("activation_grad", "loss") is not None:
             # The gradient of the loss with respect to the network's output (the training
             # core's "loss" site).
             h = model.register_forward_hook(self._round_loss_grad)
             self._undo.append(h.remove)
-        if self._formats["weight_grad"] is not None:
-            for name, p in model.named_parameters():
-                if p.requires_grad:
-                    h = p.register_post_accumulate_grad_hook(self._round_grad(name))
-                    self._undo.append(h.remove)
+        for name, p in model.named_parameters():
+            if p.requires_grad and self.rounds("weight_grad", _layer_of(name)):
+                h = p.register_post_accumulate_grad_hook(self._round_grad(name))
+                self._undo.append(h.remove)
         if self.optimizer is not None:
             h = self.optimizer.register_step_post_hook(self._after_optimizer_step)
             self._undo.append(h.remove)
 
     def _casts_operands(self) -> bool:
-        return any(self._formats[c] is not None for c in _OPERANDS)
+        return any(p.casts_operands for p in self._precisions)
 
     def _forward_begins(self, module, args) -> None:
         """Refuses a forward pass that torch.compile traces (its graph would run without the
@@ -479,7 +504,8 @@ class Simulate:
         """The end of a forward pass: the products' mode off; a warning naming the weights whose
         products ran uncast, the first time each is seen."""
         self._products.__exit__(None, None, None)
-        new = [n for n in self._products.uncast if n not in self._warned]
+        kept = self._products.kept
+        new = [n for n in self._products.uncast if n not in self._warned and n not in kept]
         if new:
             self._warned.update(new)
             uncast = ", ".join(f"{n} ({self._products.uncast[n]})" for n in new)
@@ -495,19 +521,27 @@ class Simulate:
         formats: ``cast`` and ``uncast`` (parameter names, each once however often it is read
         or tied), ``cast_weights`` and ``product_weights`` (the scalars of the weights cast, and
         of every weight that formed a product), and ``parameters`` (all the model's scalars);
+        with ``keep``, also ``kept``: the weights whose products ran uncast because a pattern
+        keeps their layer's operands in FP32 (counted in ``product_weights``, not ``uncast``).
         None for a recipe that casts no operands."""
         if self._products is None:
             return None
         sizes = {n: p.numel() for n, p in self.model.named_parameters()}
         cast = sorted(self._products.cast)
-        uncast = sorted(n for n in self._products.uncast if n not in self._products.cast)
-        return {
+        kept = sorted(n for n in self._products.kept if n not in self._products.cast)
+        uncast = sorted(
+            n for n in self._products.uncast if n not in self._products.cast and n not in kept
+        )
+        coverage = {
             "cast": cast,
             "uncast": uncast,
             "cast_weights": sum(sizes[n] for n in cast),
-            "product_weights": sum(sizes[n] for n in cast + uncast),
+            "product_weights": sum(sizes[n] for n in cast + uncast + kept),
             "parameters": sum(sizes.values()),
         }
+        if self._kept:
+            coverage["kept"] = kept
+        return coverage
 
     def _round_inputs(self, module, args, kwargs):
         store = lambda a: self._round(a, "activation", "input")  # noqa: E731
@@ -596,7 +630,7 @@ class Simulate:
                 self._weight(p, layer, name)
 
     def _after_optimizer_step(self, optimizer, args, kwargs) -> None:
-        if self._formats["master"] is None and self._formats["optimizer_state"] is None:
+        if all(self._base.formats[c] is None for c in _GLOBAL):
             self._sync_weights()
             return
         names = {id(p): n for n, p in self.model.named_parameters()}
@@ -654,8 +688,7 @@ class Simulate:
             skipped = self.scaler.update(found_inf)
             if not skipped:
                 self.optimizer.step()
-        if self._delayed is not None:
-            self._delayed.end_step()
+        self._end_delayed()
         self.last = {
             "loss_scale": self._scale_used,
             "overflow": found_inf,
@@ -669,12 +702,107 @@ class Simulate:
         self.steps += 1
         return skipped
 
+    def _end_delayed(self) -> None:
+        """Ends the step of the fp8 delayed scales: each cast tensor's next scale from the
+        amax seen."""
+        for precision in self._precisions:
+            if precision.delayed is not None:
+                precision.delayed.end_step()
+
     def take_counts(self) -> Dict[str, Dict[str, int]]:
         """Per tensor class, the values stored and what rounding did to them since the last
         call (the run directory's per-step ``counts``)."""
         counts, self._counts = self._counts, {}
         keys = ("stored", "underflow", "subnormal", "overflow", "nonfinite")
         return {cls: dict(zip(keys, c)) for cls, c in sorted(counts.items())}
+
+
+#: The classes the recipe stores once for the whole model (its ``keep`` cannot change them).
+_GLOBAL = ("master", "optimizer_state")
+
+
+class _Precision:
+    """What one recipe (``recipe_json``, the library's full JSON) stores: per tensor class its
+    format, None where FP32 (``formats``); the operand classes cast to a block format (blocks
+    along a product's summed axis); the 8-bit classes scaled per tensor (their largest value,
+    ``fp8_max``) and their delayed scales, where the recipe has fp8 scaling."""
+
+    def __init__(self, recipe_json: str) -> None:
+        recipe = json.loads(recipe_json)
+        self.formats: Dict[str, Optional[str]] = {}
+        for cls, key in (*_CLASS_KEYS.items(), *_OPERANDS.items()):
+            name = recipe["gemm_operands"][key] if cls in _OPERANDS else recipe[key]
+            self.formats[cls] = None if name == "fp32" else name
+        info = {c: _format_info(f) for c, f in self.formats.items() if f is not None}
+        self.block_operands = {c for c in _OPERANDS if "block_cols" in info.get(c, {})}
+        self.casts_operands = any(self.formats[c] is not None for c in _OPERANDS)
+        self.delayed = _mixprec.DelayedScales(recipe_json) if recipe.get("fp8_scaling") else None
+        self.fp8_max: Dict[str, float] = {}
+        for c, i in info.items():
+            if self.delayed is not None and "block_cols" not in i:
+                if i["exponent_bits"] + i["mantissa_bits"] < 8:
+                    self.fp8_max[c] = i["max"]
+
+
+def _split_keep(recipe: Any, keep: Optional[Mapping[str, Any]]):
+    """The recipe's spec without its ``keep`` (for the library's parser) and the keep map:
+    pattern -> (the recipe as given: a preset name or the full recipe dict, its
+    :class:`_Precision`), in order; ``keep`` given both ways is a ValueError."""
+    spec = recipe
+    if isinstance(recipe, str) and recipe.lstrip().startswith("{"):
+        try:
+            spec = json.loads(recipe)
+        except json.JSONDecodeError:
+            return recipe, {}  # the library's parser names the error
+    if isinstance(spec, Mapping) and "keep" in spec:
+        if keep is not None:
+            raise ValueError(
+                "keep: given both as keep=... and as the recipe's \"keep\"; give one"
+            )
+        spec = dict(spec)
+        keep = spec.pop("keep")
+    if not isinstance(spec, str):
+        spec = json.dumps(dict(spec))
+    if keep is None:
+        return spec, {}
+    if not isinstance(keep, Mapping):
+        raise TypeError(
+            f"keep: expected a dict of layer patterns to recipes, got {type(keep).__name__}"
+        )
+    parsed = {}
+    for pattern, given in keep.items():
+        if not isinstance(pattern, str):
+            raise TypeError(f"keep: a pattern must be a string, got {pattern!r}")
+        if isinstance(given, Mapping) and "keep" in given:
+            raise ValueError(f"keep[{pattern!r}]: a kept recipe cannot have a keep of its own")
+        if not isinstance(given, (str, Mapping)):
+            raise TypeError(
+                f"keep[{pattern!r}]: expected a preset name or a recipe dict, got "
+                f"{type(given).__name__}"
+            )
+        try:
+            given_json = given if isinstance(given, str) else json.dumps(dict(given))
+            text = _mixprec.recipe_json(given_json)
+        except ValueError as e:
+            raise ValueError(f"keep[{pattern!r}]: {e}") from None
+        parsed[pattern] = (given if isinstance(given, str) else json.loads(text), _Precision(text))
+    return spec, parsed
+
+
+def _layers_kept(model: torch.nn.Module, keep: Dict[str, Tuple[Any, "_Precision"]]):
+    """Per module (by qualified name, ``model`` for the root) that a pattern of ``keep``
+    matches, the precision of the first that does; a pattern that matches none is a
+    ValueError naming it."""
+    names = [name or "model" for name, _ in model.named_modules()]
+    kept: Dict[str, _Precision] = {}
+    for pattern, (_, precision) in keep.items():
+        matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        if not matched:
+            some = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+            raise ValueError(f"keep: pattern {pattern!r} matches no layer of the model ({some})")
+        for n in matched:
+            kept.setdefault(n, precision)
+    return kept
 
 
 def _unscale(params: List[torch.Tensor], scale: float) -> bool:

@@ -7,7 +7,9 @@
 - :func:`quantize` (``mixprec._torch_round``): rounds torch tensors into mixprec's formats, bit
   for bit as :func:`mixprec.quantize`, on whatever device they lie;
 - :class:`HFCallback` (``mixprec._hf``) and :class:`LightningCallback` (``mixprec._lightning``):
-  a :class:`Recorder` inside the Hugging Face ``Trainer`` and Lightning's ``Trainer``.
+  a :class:`Recorder` inside the Hugging Face ``Trainer`` and Lightning's ``Trainer``;
+- :func:`sensitivity`, :func:`plan` and :func:`validate` (``mixprec._plan``): which layers can
+  take a narrow format, measured per layer, planned within a budget and checked by re-training.
 
 ``from mixprec.torch import Recorder, Simulate, quantize`` imports torch; ``import mixprec`` does not.
 The callbacks import transformers or lightning when first named.
@@ -17,7 +19,11 @@ from ._recorder import Recorder
 from ._simulate import Simulate
 from ._torch_round import quantize
 
-__all__ = ["HFCallback", "LightningCallback", "Recorder", "Simulate", "quantize"]
+__all__ = [
+    "HFCallback", "LightningCallback", "Recorder", "Simulate", "plan", "quantize", "sensitivity",
+    "validate",
+]
+_PLAN = ("sensitivity", "plan", "validate")
 
 
 def __getattr__(name: str):
@@ -30,4 +36,8 @@ def __getattr__(name: str):
         from ._lightning import LightningCallback
 
         return LightningCallback
+    if name in _PLAN:
+        from . import _plan
+
+        return getattr(_plan, name)
     raise AttributeError(f"module 'mixprec.torch' has no attribute {name!r}")

@@ -19,6 +19,8 @@ use mixprec::report::{GridReport, Report, ReportOptions, RunData};
 pub struct Args {
     /// Run directories (written by `mixprec train`); several are compared on the same axes. Or one
     /// grid directory (written by `mixprec grid`): the metric against the varied key, over seeds.
+    /// Or one plan directory (written by `mixprec plan` or the PyTorch side): each layer's
+    /// sensitivity, the plan, and its validation by re-training.
     #[arg(value_name = "RUN_DIR", required = true)]
     runs: Vec<PathBuf>,
     /// The directory to write the report into (created if needed; its index.html, report.json
@@ -46,6 +48,21 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         format,
         step: args.step,
     };
+    if let Some(dir) = args.runs.iter().find(|d| mixprec::run::plan::is_plan(d)) {
+        if args.runs.len() > 1 {
+            anyhow::bail!(
+                "{} is a plan directory: report it alone (its runs are compared in its report)",
+                dir.display()
+            );
+        }
+        let report = mixprec::report::plan::PlanReport::read(dir)?;
+        let index = report.write(&args.out)?;
+        for f in report.findings() {
+            writeln!(out, "- {f}")?;
+        }
+        writeln!(out, "report: {}", index.display())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(grid) = args.runs.iter().find(|d| is_grid(d)) {
         if args.runs.len() > 1 {
             anyhow::bail!(

@@ -12,7 +12,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::io::write_atomic;
-use crate::report::charts::{self, DotChart, Heatmap, LineChart, Log2Histograms, StackedShares};
+use crate::report::charts::{
+    self, DotChart, GroupedBars, Heatmap, LineChart, Log2Histograms, StackedShares,
+};
 use crate::{Error, Result};
 
 /// A chart of the page, as plain data.
@@ -28,6 +30,8 @@ pub enum Chart {
     Stacked(StackedShares),
     /// A distribution per series: a dot per run, the mean and its interval.
     Dots(DotChart),
+    /// Bars per category, a series each.
+    Bars(GroupedBars),
 }
 
 impl Chart {
@@ -38,6 +42,7 @@ impl Chart {
             Chart::Heatmap(c) => charts::heatmap(area, c),
             Chart::Stacked(c) => charts::stacked_shares(area, c),
             Chart::Dots(c) => charts::dots(area, c),
+            Chart::Bars(c) => charts::grouped_bars(area, c),
         }
         .map_err(|e| e.to_string())
     }

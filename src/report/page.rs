@@ -110,6 +110,7 @@ impl Report {
                             @if !self.differing_config_keys.is_empty() {
                                 p { "The runs differ in: " (self.differing_config_keys.join(", ")) "." }
                             }
+                            (self.kept_layers())
                         }
                         (section("information", "4. Information lost and preserved", html! {
                             p { "What rounding did to the gradients stored at each capture step (activation and weight gradients of every layer), and per layer the share that underflowed to zero. With an FP32 shadow, the share of each layer's FP32 gradient norm that the run lost (zero in the run, not in FP32), whatever the layer where it was lost." }
@@ -153,6 +154,21 @@ impl Report {
                             td { (r.summary.as_ref().map_or("?".into(), |s| format!("{:.1}", s.wall_seconds))) }
                             td { (if r.complete { "finished" } else { "UNFINISHED (killed or running)" }) }
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Which layers ran another recipe's formats (the recipes' `keep`), per run that has one.
+    fn kept_layers(&self) -> Markup {
+        html! {
+            @for r in self.runs.iter().filter(|r| !r.kept.is_empty()) {
+                p { (r.name) ": every layer runs " (r.recipe) " except " }
+                ul {
+                    @for k in &r.kept {
+                        li { "'" (k.pattern) "' (" (k.recipe) "): "
+                            (if k.layers.is_empty() { "no captured layer (the run captured none it matched)".to_string() } else { k.layers.join(", ") }) }
                     }
                 }
             }

@@ -337,6 +337,20 @@ pub struct RunData {
     /// gradients pooled over the capture steps at the first one's loss scale
     /// ([`crate::stats::recommend::predicted_min_log2_scale`], the run's optimizer's rule).
     pub predicted_min_log2_scale: Option<i32>,
+    /// The recipe's `keep`: per pattern, the recipe its layers ran and the layers it matched
+    /// among those the captures name (in the order the run stored them).
+    pub kept: Vec<KeptLayers>,
+}
+
+/// One `keep` pattern of a run's recipe and what it matched.
+#[derive(Clone, Debug, Serialize)]
+pub struct KeptLayers {
+    /// The glob pattern.
+    pub pattern: String,
+    /// The name of the recipe those layers ran.
+    pub recipe: String,
+    /// The captured layers it decided (the first matching pattern decides a layer).
+    pub layers: Vec<String>,
 }
 
 impl RunData {
@@ -393,6 +407,17 @@ impl RunData {
             update_ratios: None,
             shadow: Vec::new(),
             predicted_min_log2_scale: None,
+            kept: recipe.as_ref().map_or_else(Vec::new, |r| {
+                r.keep
+                    .0
+                    .iter()
+                    .map(|(pattern, kept)| KeptLayers {
+                        pattern: pattern.clone(),
+                        recipe: kept.name.clone(),
+                        layers: Vec::new(),
+                    })
+                    .collect()
+            }),
         };
         let mut pooled_weights: Option<(f64, crate::stats::Histogram)> = None;
         for record in run.captures()? {
@@ -427,6 +452,16 @@ impl RunData {
                 });
             }
             data.captures.push(data.summarise(&record));
+            if let Some(r) = &recipe {
+                for site in &record.sites {
+                    let Some(k) = r.keep.find(&site.layer) else {
+                        continue;
+                    };
+                    if !data.kept[k].layers.contains(&site.layer) {
+                        data.kept[k].layers.push(site.layer.clone());
+                    }
+                }
+            }
             for site in &record.sites {
                 if let Some(f) = site.rounded_into {
                     data.counted_formats.insert(site.tensor, f.name());

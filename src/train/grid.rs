@@ -238,7 +238,8 @@ pub struct GridRun {
 }
 
 impl GridRun {
-    fn new(
+    /// Run `name` at `position` of its grid, of `values` and `seed`, training `config`.
+    pub(crate) fn new(
         position: usize,
         name: String,
         values: Vec<(String, String)>,
@@ -535,8 +536,9 @@ fn set_path(json: &mut Value, key: &str, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks every run's data set and budget ([`super::budget::check`]) before any training, each
-/// data set loaded once (with the base seed: only its shape matters here).
+/// Checks every run's data set and budget ([`super::budget::check`]) and that its recipe's
+/// `keep` patterns name layers of its model, before any training, each data set loaded once
+/// (with the base seed: only its shape matters here).
 ///
 /// # Errors
 /// The first run whose data set cannot be loaded or whose run would not fit, named by its
@@ -561,6 +563,10 @@ pub fn check_data(runs: &[GridRun]) -> crate::Result<()> {
             }
         };
         super::budget::check(c, &loaded[i].1).map_err(named)?;
+        if !c.recipe.keep.is_empty() {
+            // Every keep pattern must name a layer of the model: building it checks.
+            super::run::build(c).map_err(named)?;
+        }
     }
     Ok(())
 }

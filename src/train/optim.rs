@@ -209,6 +209,8 @@ pub fn apply_update_fn<T: Real>(
     step: impl Fn(T) -> T + Sync,
     p: &mut Precision,
 ) -> UpdateStats {
+    // The parameter's layer decides whether its weight copy rounds (a kept layer's may not).
+    p.enter(param.site);
     let fused =
         p.check_only(Class::Update) && p.check_only(Class::Master) && !p.rounds(Class::Weight);
     let n = param.grad.len();
@@ -229,7 +231,6 @@ pub fn apply_update_fn<T: Real>(
         lost: counts.lost,
     };
     // In the order of apply_update's stores: the update, then the master weights.
-    p.enter(param.site);
     p.note_store(Class::Update, n, bad_updates);
     p.set_tensor(param.name);
     p.note_store(Class::Master, n, bad_masters);

@@ -34,10 +34,10 @@ pub use product::{K_BLOCK, gemm, gemm_reference};
 #[derive(Debug)]
 pub struct Precision {
     recipe: Recipe,
-    rounders: [Option<Rounder>; Class::ALL.len()],
-    /// The block casts of the operand classes the recipe casts to block formats (whose
-    /// `rounders` entry is `None`).
-    blocks: [Option<BlockCast>; Class::ALL.len()],
+    /// The base recipe's formats, then those of each of its `keep` entries, in order.
+    formats: Vec<Formats>,
+    /// Which `formats` each registered layer uses.
+    layer_formats: Vec<usize>,
     layers: Vec<String>,
     current: usize,
     part: &'static str,
@@ -55,6 +55,8 @@ pub struct Precision {
     observer: Option<Observer>,
     tally: [StoreCounts; Class::ALL.len()],
     grad_amax: f64,
+    /// This step's matrix-product FLOPs per layer (`2 m n k` per product).
+    flops: BTreeMap<usize, u64>,
     /// Whether a gradient held an inf or NaN before rounding this step (one formed upstream,
     /// hiding the values it reached: `grad_amax` is then a lower bound).
     grad_nonfinite: bool,
@@ -65,13 +67,21 @@ pub struct Precision {
     block_casts: Vec<(Class, &'static str, (usize, usize), usize)>,
 }
 
-impl Precision {
-    /// Storage points of `recipe`, with `seed` for stochastic rounding.
-    ///
+/// How one recipe rounds each class: the formats of the layers that run it.
+#[derive(Debug)]
+struct Formats {
+    /// The recipe as the layer runs it ([`Recipe::for_layer`] for a kept one).
+    recipe: Recipe,
+    rounders: [Option<Rounder>; Class::ALL.len()],
+    /// The block casts of the operand classes the recipe casts to block formats (whose
+    /// `rounders` entry is `None`).
+    blocks: [Option<BlockCast>; Class::ALL.len()],
+}
+
+impl Formats {
     /// A class stored in fp32 has no rounder: values computed in f32 are already fp32, and in the
     /// f64 reference path such a class is left exact.
-    #[must_use]
-    pub fn new(recipe: &Recipe, seed: u64) -> Self {
+    fn new(recipe: Recipe, seed: u64) -> Formats {
         let options = RoundOptions {
             rounding: recipe.rounding,
             overflow: recipe.overflow,
@@ -88,10 +98,37 @@ impl Precision {
             (format != crate::format::FP32 && blocks[class.index()].is_none())
                 .then(|| Rounder::new(format, options))
         });
-        Precision {
-            recipe: recipe.clone(),
+        Formats {
+            recipe,
             rounders,
             blocks,
+        }
+    }
+}
+
+impl Precision {
+    /// Storage points of `recipe`, with `seed` for stochastic rounding. A layer registered
+    /// under a name that one of the recipe's `keep` patterns matches rounds as that pattern's
+    /// recipe says ([`Recipe::for_layer`]).
+    #[must_use]
+    pub fn new(recipe: &Recipe, seed: u64) -> Self {
+        let base = Recipe {
+            keep: crate::run::recipe::Keep::default(),
+            ..recipe.clone()
+        };
+        let formats = std::iter::once(Formats::new(base, seed))
+            .chain(
+                recipe
+                    .keep
+                    .0
+                    .iter()
+                    .map(|(_, kept)| Formats::new(recipe.for_layer(kept), seed)),
+            )
+            .collect();
+        Precision {
+            recipe: recipe.clone(),
+            formats,
+            layer_formats: Vec::new(),
             layers: Vec::new(),
             current: 0,
             part: "",
@@ -106,6 +143,7 @@ impl Precision {
             observer: None,
             tally: [StoreCounts::default(); Class::ALL.len()],
             grad_amax: 0.0,
+            flops: BTreeMap::new(),
             grad_nonfinite: false,
             taps: None,
             #[cfg(test)]
@@ -117,8 +155,8 @@ impl Precision {
     #[must_use]
     pub fn exact() -> Self {
         let mut p = Precision::new(&Recipe::fp32(), 0);
-        p.rounders = [None; Class::ALL.len()];
-        p.blocks = [None; Class::ALL.len()];
+        p.formats[0].rounders = [None; Class::ALL.len()];
+        p.formats[0].blocks = [None; Class::ALL.len()];
         p
     }
 
@@ -128,10 +166,52 @@ impl Precision {
         &self.recipe
     }
 
-    /// Adds a layer (storage-point owner) called `name` and returns its index.
+    /// Adds a layer (storage-point owner) called `name` and returns its index; the layer rounds
+    /// as the first of the recipe's `keep` patterns that matches `name` says, or as the recipe.
     pub fn register(&mut self, name: &str) -> usize {
         self.layers.push(name.to_string());
+        self.layer_formats
+            .push(self.recipe.keep.find(name).map_or(0, |k| k + 1));
         self.layers.len() - 1
+    }
+
+    /// The name of the recipe whose formats layer `layer` runs (its `keep` pattern's, or the
+    /// recipe's).
+    #[must_use]
+    pub fn layer_recipe(&self, layer: usize) -> &str {
+        &self.formats[self.layer_formats.get(layer).copied().unwrap_or(0)]
+            .recipe
+            .name
+    }
+
+    /// Checks that every `keep` pattern of the recipe matched a registered layer (call once the
+    /// model is built).
+    ///
+    /// # Errors
+    /// [`crate::Error::Unsupported`] naming the first pattern that matched none, and a few of
+    /// the layers' names.
+    pub fn check_keep(&self) -> crate::Result<()> {
+        for (k, (pattern, _)) in self.recipe.keep.0.iter().enumerate() {
+            if !self.layer_formats.contains(&(k + 1)) {
+                let mut some: Vec<&str> = self.layers.iter().map(String::as_str).take(6).collect();
+                if self.layers.len() > some.len() {
+                    some.push("...");
+                }
+                return Err(crate::Error::Unsupported {
+                    what: format!("keep pattern '{pattern}'"),
+                    problem: format!(
+                        "matches no layer of the model (its layers: {})",
+                        some.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The formats of the current layer.
+    fn here(&self) -> &Formats {
+        &self.formats[self.layer_formats.get(self.current).copied().unwrap_or(0)]
     }
 
     /// The registered layer names, by index.
@@ -173,10 +253,18 @@ impl Precision {
         self.nonfinite.clear();
         self.tally = [StoreCounts::default(); Class::ALL.len()];
         self.grad_amax = 0.0;
+        self.flops.clear();
         self.grad_nonfinite = false;
         if let Some(taps) = &mut self.taps {
             taps.clear();
         }
+    }
+
+    /// This step's matrix-product FLOPs per layer that formed products (`2 m n k` per product of
+    /// an `m x k` and a `k x n` matrix: forward and backward, as the step ran them).
+    #[must_use]
+    pub fn product_flops(&self) -> &BTreeMap<usize, u64> {
+        &self.flops
     }
 
     /// This step's counts per tensor class, summed over layers (classes with no store absent).
@@ -277,7 +365,8 @@ impl Precision {
     /// Whether class `class` is rounded (its format is not fp32, or is a block format).
     #[must_use]
     pub fn rounds(&self, class: Class) -> bool {
-        self.rounders[class.index()].is_some() || self.blocks[class.index()].is_some()
+        let here = self.here();
+        here.rounders[class.index()].is_some() || here.blocks[class.index()].is_some()
     }
 
     /// Stores `xs` as class `class` of the current layer: observes it (capture steps), rounds it
@@ -318,17 +407,19 @@ impl Precision {
             self.grad_nonfinite |= !finite;
             finite_before = Some(finite);
         }
-        let rounder = self.rounders[class.index()];
+        let here = self.here();
+        let (rounder, block) = (here.rounders[class.index()], here.blocks[class.index()]);
+        let fp8_scaling = here.recipe.fp8_scaling.is_some();
         let mut finite_after = None;
         if self.recording {
             self.tally[class.index()].stored += xs.len() as u64;
         }
-        if let Some(block) = self.blocks[class.index()] {
+        if let Some(block) = block {
             self.round_blocks(&block, class, xs, cols);
             return;
         }
         if let Some(rounder) = rounder {
-            let fp8 = self.recipe.fp8_scaling.is_some() && rounder.format().total_bits() <= 8;
+            let fp8 = fp8_scaling && rounder.format().total_bits() <= 8;
             let counts = if fp8 {
                 self.round_scaled(&rounder, class, xs)
             } else {
@@ -513,11 +604,11 @@ impl Precision {
     /// Ends a step for fp8 scaling: each tensor's [`DelayedScale::end_step`]. Called by
     /// [`Precision::begin_step`]; the first step's scale is 1, as Transformer Engine's.
     pub fn update_fp8_scales(&mut self) {
-        let Some(scaling) = self.recipe.fp8_scaling else {
-            return;
-        };
-        for meta in self.amax.values_mut() {
-            meta.end_step(&scaling);
+        for (((layer, _, _), _), meta) in &mut self.amax {
+            let formats = self.layer_formats.get(*layer).copied().unwrap_or(0);
+            if let Some(scaling) = self.formats[formats].recipe.fp8_scaling {
+                meta.end_step(&scaling);
+            }
         }
     }
 
@@ -566,13 +657,25 @@ impl Precision {
         Some(copy)
     }
 
-    /// `a b` with the recipe's accumulation rule for an output of class `class`: an f32 GEMM
+    /// `a b` (counted in this step's [`Precision::product_flops`]) with the recipe's accumulation rule for an output of class `class`: an f32 GEMM
     /// (FP32 accumulation), or with [`Accumulation::Storage`] and a rounded class, the running sum
     /// of each output rounded to the class's format after every multiply-add. The result is not
     /// yet stored (call [`Precision::store_array`]).
     #[must_use]
-    pub fn matmul<T: Real>(&self, a: ArrayView2<T>, b: ArrayView2<T>, class: Class) -> Array2<T> {
-        match (self.recipe.accumulation, self.rounders[class.index()]) {
+    pub fn matmul<T: Real>(
+        &mut self,
+        a: ArrayView2<T>,
+        b: ArrayView2<T>,
+        class: Class,
+    ) -> Array2<T> {
+        if self.recording {
+            let flops = 2 * (a.nrows() * a.ncols() * b.ncols()) as u64;
+            *self.flops.entry(self.current).or_default() += flops;
+        }
+        match (
+            self.recipe.accumulation,
+            self.here().rounders[class.index()],
+        ) {
             (Accumulation::Storage, Some(rounder)) => matmul_rounded(a, b, &rounder),
             _ => gemm(a, b),
         }
@@ -585,7 +688,7 @@ impl Precision {
     pub fn sum_rows<T: Real>(&self, a: ArrayView2<T>, class: Class) -> Array2<T> {
         match (
             self.recipe.fp32_ops.reductions,
-            self.rounders[class.index()],
+            self.here().rounders[class.index()],
         ) {
             (false, Some(rounder)) => {
                 let ones = Array2::from_elem((1, a.nrows()), T::one());

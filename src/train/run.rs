@@ -125,14 +125,20 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
             &config.optimizer,
             config.seed,
         )?;
+        gan.precision.check_keep()?;
         return Ok((data, Job::Gan(gan)));
     }
     let trainer = classifier(config, &data, p)?;
+    trainer.precision.check_keep()?;
     Ok((data, Job::Classifier(trainer)))
 }
 
 /// The classifier `config` describes on `data`, with storage points `p`.
-fn classifier(config: &TrainConfig, data: &Dataset, mut p: Precision) -> crate::Result<Trainer> {
+pub(crate) fn classifier(
+    config: &TrainConfig,
+    data: &Dataset,
+    mut p: Precision,
+) -> crate::Result<Trainer> {
     let input = p.register("input");
     let mut rng = Rng::derive(config.seed, 1);
     let model = match config.model {

@@ -157,6 +157,35 @@ impl Trainer {
         on_worker(|| self.forward_backward(x, targets, 1.0))
     }
 
+    /// One forward and backward pass on batch `x` from the master weights `weights` (one array
+    /// per parameter, in the model's order; the weight copies rounded from them as in
+    /// training), with no update: the loss and every weight gradient, divided by the loss
+    /// scale, in the model's order. The sensitivity measurements of [`super::plan`].
+    ///
+    /// # Errors
+    /// As [`Trainer::step`].
+    pub fn probe(
+        &mut self,
+        weights: &[Array2<f32>],
+        x: &Array2<f32>,
+        targets: Targets<'_, f32>,
+    ) -> crate::Result<(f64, Vec<f64>)> {
+        for (param, w) in self.model.params_mut().into_iter().zip(weights) {
+            param.master.assign(w);
+            param.sync(&mut self.precision);
+        }
+        let scale = self.scaler.scale();
+        let loss = on_worker(|| self.forward_backward(x, targets, scale))?;
+        let inv = 1.0 / f64::from(scale);
+        let grads = self
+            .model
+            .params()
+            .iter()
+            .flat_map(|q| q.grad.iter().map(|&g| f64::from(g) * inv))
+            .collect();
+        Ok((loss, grads))
+    }
+
     /// The model's outputs for `x` (rounded as in training, not counted), in chunks of 1,024 rows.
     pub fn predict(&mut self, x: &Array2<f32>) -> Array2<f32> {
         let p = &mut self.precision;

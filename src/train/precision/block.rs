@@ -98,7 +98,7 @@ impl Precision {
     /// made once and kept.
     #[must_use]
     pub fn casts_per_product(&self, class: Class) -> bool {
-        self.blocks[class.index()].is_some()
+        self.here().blocks[class.index()].is_some()
     }
 
     /// The cast of `x` for a product that sums over its axis `reduce` when operand class `class`

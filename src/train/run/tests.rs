@@ -529,3 +529,107 @@ fn the_shadow_changes_nothing_and_measures_the_loss() {
         }
     }
 }
+
+/// `small(base)` with `keep` (a JSON object of patterns to recipes).
+fn kept(base: &str, keep: &str) -> TrainConfig {
+    let mut recipe = serde_json::to_value(Recipe::preset(base).unwrap()).unwrap();
+    recipe["keep"] = serde_json::from_str(keep).unwrap();
+    TrainConfig {
+        recipe: Recipe::from_value(recipe).unwrap(),
+        ..small(base)
+    }
+}
+
+/// Every layer kept in FP32: the run is the FP32 run, bit for bit (every step's loss and
+/// counts), whatever the base recipe casts.
+#[test]
+fn keeping_every_layer_in_fp32_trains_the_fp32_bits() {
+    let (a, b) = (tempdir("keep-all"), tempdir("keep-fp32"));
+    run(&kept("nvfp4", r#"{"*": "fp32"}"#), &a, &mut |_| {}).unwrap();
+    run(&small("fp32"), &b, &mut |_| {}).unwrap();
+    let metrics = |d: &PathBuf| std::fs::read_to_string(d.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics(&a), metrics(&b));
+    // The recipe with its keep is what the run directory records, and reads back.
+    let r = RunDir::open(&a).unwrap();
+    assert_eq!(r.recipe().unwrap().keep.0.len(), 1);
+    for d in [a, b] {
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
+
+/// Keeping one layer in FP32 removes that layer's operand casts, and only its: the layers
+/// whose products cast their operands on a capture step.
+#[test]
+fn keeping_one_layer_removes_only_its_casts() {
+    let cast_layers = |config: &TrainConfig, name: &str| {
+        let dir = tempdir(name);
+        run(config, &dir, &mut |_| {}).unwrap();
+        let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
+        let first: CaptureRecord = serde_json::from_str(captures.lines().next().unwrap()).unwrap();
+        // The report says which layers each pattern kept.
+        let read = crate::report::runs::RunData::read(&dir, &Default::default()).unwrap();
+        let kept: Vec<(String, String, Vec<String>)> = read
+            .kept
+            .into_iter()
+            .map(|k| (k.pattern, k.recipe, k.layers))
+            .collect();
+        let want: Vec<(String, String, Vec<String>)> = config
+            .recipe
+            .keep
+            .0
+            .iter()
+            .map(|(p, r)| (p.clone(), r.name.clone(), vec![p.clone()]))
+            .collect();
+        assert_eq!(kept, want);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let gemm = [Class::GemmInput, Class::GemmWeight, Class::GemmGradOutput];
+        let mut layers: Vec<String> = first
+            .sites
+            .iter()
+            .filter(|s| gemm.contains(&s.tensor))
+            .map(|s| s.layer.clone())
+            .collect();
+        layers.dedup();
+        layers
+    };
+    assert_eq!(
+        cast_layers(&small("nvfp4"), "keep-none"),
+        ["0.linear", "2.linear", "4.linear"]
+    );
+    assert_eq!(
+        cast_layers(&kept("nvfp4", r#"{"2.linear": "fp32"}"#), "keep-one"),
+        ["0.linear", "4.linear"]
+    );
+}
+
+/// A kept layer's stored weights are in its recipe's format; the other layers' in the base's.
+#[test]
+fn a_kept_layer_stores_its_weights_in_its_format() {
+    let config = kept("fp32", r#"{"0.linear": "bf16-master"}"#);
+    let (_, Job::Classifier(t)) = build(&config).unwrap() else {
+        panic!("a classifier")
+    };
+    let bf16 = |xs: &Array2<f32>| xs.iter().all(|&x| x.to_bits() & 0xffff == 0);
+    let params = t.model.params();
+    let names = t.precision.layers();
+    for q in params.iter().filter(|q| q.name == "weight") {
+        let layer = &names[q.site];
+        assert_eq!(bf16(&q.weight), layer == "0.linear", "{layer}");
+        // The master weights are global: FP32 in every layer.
+        assert!(!bf16(&q.master), "{layer}");
+    }
+}
+
+/// A pattern that matches no layer is an error naming it, before anything is written.
+#[test]
+fn a_keep_pattern_that_matches_nothing_is_an_error() {
+    let dir = tempdir("keep-nothing");
+    let e = run(&kept("nvfp4", r#"{"*.conv2d": "fp32"}"#), &dir, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("keep pattern '*.conv2d'") && e.contains("0.linear"),
+        "{e}"
+    );
+    assert!(!dir.exists());
+}
