@@ -122,11 +122,13 @@ fn mismatch(quoted: &[String], printed: &str) -> Option<String> {
     })
 }
 
-/// A scratch directory for `page`, with `analyses/`, `tests/` and, when the page reads it, the
+/// A scratch directory for `page`, with `analyses/`, `tests/`, the committed plan directories
+/// (`reports/plan/`, read only: the quotes write nothing there) and, when the page reads it, the
 /// example gradients of reports/analyze.
 fn scratch(page: &str, text: &str) -> PathBuf {
     let dir = common::fresh_dir(&page.replace('/', "-"));
-    for linked in ["analyses", "tests"] {
+    std::fs::create_dir(dir.join("reports")).unwrap();
+    for linked in ["analyses", "tests", "reports/plan"] {
         std::os::unix::fs::symlink(root().join(linked), dir.join(linked)).unwrap();
     }
     if text.contains("grads.safetensors") {
