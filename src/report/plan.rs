@@ -430,3 +430,92 @@ fn mean_curve(curves: &[Vec<f64>]) -> Vec<(f64, f64, f64, f64)> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::RunWriter;
+    use crate::run::schema::{EvalMetric, StepRecord};
+
+    /// A plan directory written by hand as the PyTorch side writes one (its runs with a
+    /// recorder's config): each arm's metric is its runs' mean loss over their last steps, and
+    /// each arm is tested against fp32.
+    #[test]
+    fn a_plan_directory_from_another_writer_reads() {
+        let dir = std::env::temp_dir().join(format!("mixprec-plan-page-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+        write(
+            SENSITIVITY,
+            r#"{"schema": "mixprec-sensitivity/1", "model": "tiny", "recipe": "nvfp4",
+                "reference": "fp32", "batches": 2, "seed": 0,
+                "layers": [{"layer": "fc2", "flops": 2.0e3, "grad_rel_err": 0.3, "grad_cosine": 0.9,
+                            "loss_change": 0.01, "underflow": 0.0, "saturate": 0.0},
+                           {"layer": "fc1", "flops": 6000, "grad_rel_err": 0.1, "grad_cosine": 0.99,
+                            "loss_change": 0.001, "underflow": 0.0, "saturate": 0.0}],
+                "all": {"grad_rel_err": 0.35, "grad_cosine": 0.88, "loss_change": 0.02,
+                        "underflow": 0.0, "saturate": 0.0}}"#,
+        );
+        write(
+            PLAN,
+            r#"{"schema": "mixprec-plan/1", "recipe": "nvfp4", "high": "bf16-master",
+                "budget": {"max_grad_error": 0.2}, "cast": ["fc1"], "keep": ["fc2"],
+                "flops_share": 0.75, "grad_rel_err": 0.1,
+                "steps": [{"layer": "fc1", "flops_share": 0.75, "grad_rel_err": 0.1},
+                          {"layer": "fc2", "flops_share": 1.0, "grad_rel_err": 0.35}]}"#,
+        );
+        write(
+            PLAN_RECIPE,
+            r#"{"name": "nvfp4-plan", "keep": {"fc2": "bf16-master"}}"#,
+        );
+        // Losses per arm and seed: the last two steps count.
+        let losses = [
+            ("fp32", [[9.0, 1.0, 1.2], [9.0, 1.1, 1.1]]),
+            ("all", [[9.0, 2.0, 2.2], [9.0, 2.1, 2.3]]),
+            ("plan", [[9.0, 1.0, 1.3], [9.0, 1.2, 1.0]]),
+        ];
+        let mut runs = Vec::new();
+        for (arm, seeds) in losses {
+            for (seed, curve) in seeds.iter().enumerate() {
+                let run = format!("runs/{arm}-seed{seed}");
+                let config = serde_json::json!({"source": "pytorch", "recipe": {"name": arm}});
+                let mut w = RunWriter::create(&dir.join(&run), &config, false).unwrap();
+                for (i, &loss) in curve.iter().enumerate() {
+                    let line = format!(
+                        r#"{{"step": {}, "loss": {loss}, "loss_scale": 1.0, "overflow": false,
+                            "skipped": false, "updates_lost": 0.0}}"#,
+                        i + 1
+                    );
+                    w.step(&serde_json::from_str::<StepRecord>(&line).unwrap())
+                        .unwrap();
+                }
+                let metric = EvalMetric {
+                    name: "loss".into(),
+                    value: 0.0,
+                    chance: None,
+                };
+                let summary = w.summary(arm, metric, 1, true, 0.0);
+                w.finish(&summary).unwrap();
+                runs.push(serde_json::json!({"arm": arm, "seed": seed, "run": run}));
+            }
+        }
+        let validation = serde_json::json!({"schema": "mixprec-validation/1", "metric": "loss",
+                                            "last_steps": 2, "runs": runs});
+        write(VALIDATION, &validation.to_string());
+        let r = PlanReport::read(&dir).unwrap();
+        let values: Vec<Vec<f64>> = r.arms.iter().map(|a| a.values.clone()).collect();
+        let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12);
+        assert!(close(&values[0], &[1.1, 1.1]), "{values:?}");
+        assert!(close(&values[1], &[2.1, 2.2]), "{values:?}");
+        assert!(close(&values[2], &[1.15, 1.1]), "{values:?}");
+        assert_eq!(r.arms[1].within_noise(), Some(false));
+        assert_eq!(r.arms[2].within_noise(), Some(true));
+        assert_eq!(r.sensitivity.layers[0].flops, 2000);
+        let page = dir.join("page");
+        r.write(&page).unwrap();
+        let html = std::fs::read_to_string(page.join("index.html")).unwrap();
+        assert!(html.contains("kept (bf16-master)") && html.contains("cast (nvfp4)"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

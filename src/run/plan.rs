@@ -46,11 +46,25 @@ pub struct Harm {
 pub struct LayerHarm {
     /// The layer's name.
     pub layer: String,
-    /// Its matrix-product FLOPs per step, forward and backward.
+    /// Its matrix-product FLOPs per step, forward and backward (an integer; a writer that
+    /// computed it as a float, `1.2e9`, is read too).
+    #[serde(deserialize_with = "whole_number")]
     pub flops: u64,
     /// What casting it alone does.
     #[serde(flatten)]
     pub harm: Harm,
+}
+
+/// A count written as an integer or as a float with no fraction.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let x = f64::deserialize(d)?;
+    if x >= 0.0 && x.fract() == 0.0 && x < 2f64.powi(64) {
+        Ok(x as u64)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "flops {x}: expected a whole number"
+        )))
+    }
 }
 
 /// `sensitivity.json`: every product-forming layer, most harmful first.

@@ -210,6 +210,18 @@ fn block_presets_cast_only_the_operands() {
     for class in [Weight, Activation, WeightGrad, Master] {
         assert_eq!(nv.format(class), FP32, "{class:?}");
     }
+    // mxfp4: mxfp8's operands, every one in MXFP4 (E2M1 elements, E8M0 scales per 32).
+    let mx4 = Recipe::preset("mxfp4").unwrap();
+    assert_eq!(names(&mx4), ["mxfp4", "mxfp4", "mxfp4"]);
+    assert_eq!(mx4.format(Class::GemmGradOutput).name(), "fp4-e2m1");
+    assert_eq!(
+        Recipe {
+            gemm_operands: mx.gemm_operands,
+            name: mx.name.clone(),
+            ..mx4.clone()
+        },
+        mx
+    );
 }
 
 /// A config names a block recipe as any other, and a recipe object takes block formats for
