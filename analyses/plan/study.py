@@ -1,6 +1,7 @@
 """The plan study of one zoo model (python/tests/zoo.py) on a synthetic, learnable task:
-sensitivity, greedy plan and validation by re-training, written as a plan directory under
-reports/plan/<model>/ (``mixprec report reports/plan/<model>`` renders it).
+sensitivity, greedy plan and validation by re-training, written as a plan directory in
+target/plan-<model>/ and rendered by ``mixprec report`` into reports/plan/<model>/ (the
+binary: $MIXPREC_BIN, else target/release/mixprec).
 
 Each model's script (analyses/plan/<model>/regenerate.py) gives its task and settings and calls
 :func:`study`. Everything is seeded and runs on one CPU thread, so a rerun writes the same
@@ -9,8 +10,10 @@ numbers (the run directories' wall-clock times aside).
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -45,7 +48,7 @@ def study(task: Task, recipe: Any, budget: Dict[str, float], *, pretrain: int, s
     and validates the plan over ``seeds`` seeds of ``task.steps`` AdamW steps each."""
     torch.set_num_threads(1)
     zoo = ZOO[task.model]
-    out = ROOT / "reports" / "plan" / task.model
+    out = ROOT / "target" / f"plan-{task.model}"
     shutil.rmtree(out, ignore_errors=True)
     start = time.monotonic()
 
@@ -74,4 +77,8 @@ def study(task: Task, recipe: Any, budget: Dict[str, float], *, pretrain: int, s
         task.loss, seeds=seeds, last_steps=task.steps // 5,
     )
     print(v)
+    page = ROOT / "reports" / "plan" / task.model
+    shutil.rmtree(page, ignore_errors=True)
+    binary = os.environ.get("MIXPREC_BIN", str(ROOT / "target" / "release" / "mixprec"))
+    subprocess.run([binary, "report", str(out), "--out", str(page)], check=True)
     print(f"\n({time.monotonic() - start:.0f} s)")

@@ -365,8 +365,20 @@ class Plan:
 
 
 def _plan_recipe(base: Dict[str, Any], kept: Sequence[str], high: Any) -> Dict[str, Any]:
-    """``base`` with every layer of ``kept`` sent to ``high``."""
-    return dict(base, keep={_literal(l): high for l in kept}) if kept else dict(base)
+    """``base`` with every layer of ``kept`` sent to ``high``, named ``<base>-plan`` (as
+    ``mixprec plan`` names it) when it keeps any."""
+    if not kept:
+        return dict(base)
+    return dict(base, name=f"{base['name']}-plan", keep={_literal(l): high for l in kept})
+
+
+def _cast_recipe(plan_recipe: Dict[str, Any]) -> Dict[str, Any]:
+    """The recipe a plan's recipe casts every layer to: itself without ``keep``, and without
+    the ``-plan`` that :func:`_plan_recipe` adds to the name."""
+    base = {k: v for k, v in plan_recipe.items() if k != "keep"}
+    if "keep" in plan_recipe and base["name"].endswith("-plan"):
+        base["name"] = base["name"][: -len("-plan")]
+    return base
 
 
 def plan(
@@ -521,7 +533,7 @@ def validate(
         isinstance(last_steps, bool) or not isinstance(last_steps, int) or last_steps < 1
     ):
         raise ValueError(f"last_steps: expected a whole number >= 1, got {last_steps!r}")
-    arms = {"fp32": "fp32", "all": {k: v for k, v in recipe.items() if k != "keep"}, "plan": recipe}
+    arms = {"fp32": "fp32", "all": _cast_recipe(recipe), "plan": recipe}
     losses: Dict[str, List[List[float]]] = {arm: [] for arm in ARMS}
     runs = []
     for arm in ARMS:
@@ -531,7 +543,8 @@ def validate(
             opt = make_optimizer(model)
             sim = Simulate(model, arms[arm], optimizer=opt, seed=k)
             trace = []
-            rec = Recorder(model, path / run, every=0, simulate=sim, name=f"{arm}-seed{k}")
+            name = arms[arm] if isinstance(arms[arm], str) else arms[arm]["name"]
+            rec = Recorder(model, path / run, every=0, simulate=sim, name=name)
             with sim, rec:
                 for batch in batches(k) if callable(batches) else batches:
                     opt.zero_grad()

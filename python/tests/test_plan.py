@@ -279,7 +279,7 @@ def test_the_plan_keeps_the_harmful_layer_and_its_recipe_trains(tmp_path):
     assert doc["keep"] == ["c"] and doc["budget"] == {"max_grad_error": budget}
     assert doc["high"] == "fp32"
     recipe = json.loads((tmp_path / "plan-recipe.json").read_text())
-    assert recipe["keep"] == {"c": "fp32"} and recipe["name"] == "nvfp4"
+    assert recipe["keep"] == {"c": "fp32"} and recipe["name"] == "nvfp4-plan"
     _, sim = outputs(model, spiky_batches(1)[0][0], recipe=recipe)
     assert sim.coverage["kept"] == ["c.weight"]
     shares = plan(sens, flops_share=0.5)
@@ -297,6 +297,9 @@ def test_the_plan_keeps_the_harmful_layer_and_its_recipe_trains(tmp_path):
     ]
     config = json.loads((tmp_path / "runs" / "plan-seed1" / "config.json").read_text())
     assert config["recipe"]["keep"] == {"c": "fp32"}
+    names = {a: json.loads((tmp_path / "runs" / f"{a}-seed0" / "config.json").read_text())
+             ["recipe"]["name"] for a in ("fp32", "all", "plan")}
+    assert names == {"fp32": "fp32", "all": "nvfp4", "plan": "nvfp4-plan"}  # as the CLI names them
     assert len(v.losses["all"][1]) == 4 and all(math.isfinite(x) for x in v.final["plan"])
 
 
