@@ -80,5 +80,8 @@ def study(task: Task, recipe: Any, budget: Dict[str, float], *, pretrain: int, s
     page = ROOT / "reports" / "plan" / task.model
     shutil.rmtree(page, ignore_errors=True)
     binary = os.environ.get("MIXPREC_BIN", str(ROOT / "target" / "release" / "mixprec"))
-    subprocess.run([binary, "report", str(out), "--out", str(page)], check=True)
+    subprocess.run(  # paths from the repository's root, as the pages name them
+        [binary, "report", str(out.relative_to(ROOT)), "--out", str(page.relative_to(ROOT))],
+        cwd=ROOT, check=True,
+    )
     print(f"\n({time.monotonic() - start:.0f} s)")

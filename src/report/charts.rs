@@ -93,8 +93,30 @@ pub(crate) fn legend_on<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
     Ok(())
 }
 
+/// The size of a category label's font.
+const CATEGORY_FONT: u32 = 17;
+
+/// How tall the area under a categorical x axis must be for `labels`, spaced `spacing` pixels
+/// apart: `None` when each fits upright under its category (written level), else the height
+/// they take written upwards (the widest label and a margin).
+fn upward_labels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    labels: &[String],
+    spacing: f64,
+) -> Option<u32> {
+    let font = TextStyle::from((FONT, CATEGORY_FONT).into_font());
+    let widest = labels
+        .iter()
+        .filter_map(|l| root.estimate_text_size(l, &font).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(0);
+    (f64::from(widest) > 0.95 * spacing).then_some(widest + 24)
+}
+
 /// Writes `(x, name)` labels under a categorical x axis at `y` (its bottom), each centred at
-/// its x.
+/// its x, or, `upward`, written bottom to top and ending under its x (labels too wide to sit
+/// side by side: [`upward_labels`]).
 fn category_labels<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     chart: &ChartContext<
@@ -104,11 +126,20 @@ fn category_labels<DB: DrawingBackend>(
     >,
     y: f64,
     labels: impl IntoIterator<Item = (f64, String)>,
+    upward: bool,
 ) -> DrawResult<DB> {
+    use plotters::style::FontTransform;
     use plotters::style::text_anchor::{HPos, Pos, VPos};
     for (x, name) in labels {
         let (px, py) = chart.backend_coord(&(x, y));
-        let style = TextStyle::from((FONT, 17).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        let font = (FONT, CATEGORY_FONT).into_font();
+        let style = if upward {
+            TextStyle::from(font)
+                .transform(FontTransform::Rotate270)
+                .pos(Pos::new(HPos::Right, VPos::Center))
+        } else {
+            TextStyle::from(font).pos(Pos::new(HPos::Center, VPos::Top))
+        };
         root.draw(&Text::new(name, (px, py + 12), style))?;
     }
     Ok(())

@@ -220,10 +220,14 @@ pub fn grouped_bars<DB: DrawingBackend>(
     // so that it covers no bar.
     let share = ((21 * c.series.len() + 24) as f64 / 520.0).min(0.6);
     let y1 = top + (top - y0) * share / (1.0 - share);
+    // Group names too wide to sit side by side (a model's layer names) are written upwards.
+    let (width, _) = root.dim_in_pixel();
+    let spacing = f64::from(width.saturating_sub(90 + 32)) / ng as f64;
+    let upward = upward_labels(root, &c.groups, spacing);
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
-        .x_label_area_size(50)
+        .x_label_area_size(upward.unwrap_or(50))
         .y_label_area_size(90)
         .build_cartesian_2d(-0.5..ng as f64 - 0.5, axis_range(y0, y1))?;
     chart
@@ -245,7 +249,7 @@ pub fn grouped_bars<DB: DrawingBackend>(
         .iter()
         .enumerate()
         .map(|(g, n)| (g as f64, n.clone()));
-    category_labels(root, &chart, y0, names)?;
+    category_labels(root, &chart, y0, names, upward.is_some())?;
     let ns = c.series.len().max(1);
     let width = 0.8 / ns as f64;
     for (s, (name, color, values)) in c.series.iter().enumerate() {
@@ -292,6 +296,39 @@ pub fn grouped_bars<DB: DrawingBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Group names that fit side by side are written level; a model's long layer names, which
+    /// would run into each other, upwards (every one of them), with room made under the axis.
+    #[test]
+    fn group_names_too_wide_to_sit_side_by_side_are_written_upwards() {
+        let svg_of = |groups: Vec<String>| {
+            let n = groups.len();
+            let chart = GroupedBars {
+                title: String::new(),
+                y_desc: String::new(),
+                axis: Axis::Log10,
+                groups,
+                series: vec![("error".into(), run_color(0), vec![0.1; n])],
+            };
+            let mut svg = String::new();
+            {
+                crate::report::register_font();
+                let root = SVGBackend::with_string(&mut svg, (1100, 650)).into_drawing_area();
+                grouped_bars(&root, &chart).unwrap();
+                root.present().unwrap();
+            }
+            svg
+        };
+        let short: Vec<String> = (0..10).map(|i| format!("{i}.linear")).collect();
+        let level = svg_of(short.clone());
+        assert!(short.iter().all(|s| level.contains(s.as_str())), "{level}");
+        let long: Vec<String> = (0..10)
+            .map(|i| format!("transformer.h.{i}.attn.c_attn"))
+            .collect();
+        // The y axis's description is written upwards either way.
+        let rotated = |svg: &str| svg.matches("rotate(").count();
+        assert_eq!(rotated(&svg_of(long)), rotated(&level) + 10);
+    }
 
     /// The dots of a row go up in seed order, as the grid pages' captions say: the first
     /// seed's dot is drawn lowest (the largest SVG y).

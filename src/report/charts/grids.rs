@@ -158,6 +158,7 @@ pub fn stacked_shares<DB: DrawingBackend>(
         &chart,
         0.0,
         steps.map(|(i, s)| (i as f64 + 0.5, s.to_string())),
+        false,
     )?;
     let mut base = vec![0.0; n];
     for (name, color, shares) in &c.layers {
