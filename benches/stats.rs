@@ -10,7 +10,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mixprec::format::FP16;
-use mixprec::stats::{Histogram, SweepAccumulator};
+use mixprec::stats::{Histogram, SweepAccumulator, SweepPath};
 use mixprec::train::Rng;
 
 const N: usize = 1 << 24;
@@ -93,6 +93,14 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let mut acc = SweepAccumulator::new(FP16);
             acc.add_f32(black_box(&xs));
+            acc
+        })
+    });
+    // The loop before issue 11 (f64 terms, AVX2) beside today's, in the same run.
+    g.bench_function("sweep fp16 pass, f64 terms (AVX2), 1 thread", |b| {
+        b.iter(|| {
+            let mut acc = SweepAccumulator::new(FP16);
+            acc.add_f32_via(SweepPath::F64Avx2, black_box(&xs));
             acc
         })
     });

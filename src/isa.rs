@@ -7,7 +7,7 @@
 pub(crate) enum Isa {
     /// Whatever the crate is compiled for.
     Baseline,
-    /// AVX2 and FMA.
+    /// AVX2.
     Avx2,
     /// AVX-512 (F, BW, DQ, VL).
     Avx512,
@@ -22,7 +22,7 @@ impl Isa {
             if has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") {
                 return Isa::Avx512;
             }
-            if has!("avx2") && has!("fma") {
+            if has!("avx2") {
                 return Isa::Avx2;
             }
         }
@@ -53,13 +53,13 @@ macro_rules! isa_dispatch {
         $(#[$meta])*
         $vis fn $name<$($g: $bound),*>(isa: $crate::isa::Isa, $($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2,fma")]
+            #[target_feature(enable = "avx2")]
             unsafe fn avx2<$($g: $bound),*>($($arg: $ty),*) -> $ret {
                 let $isa = $crate::isa::Isa::Avx2;
                 $run
             }
             #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+            #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
             unsafe fn avx512<$($g: $bound),*>($($arg: $ty),*) -> $ret {
                 let $isa = $crate::isa::Isa::Avx512;
                 $run

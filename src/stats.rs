@@ -37,6 +37,7 @@ pub mod sweep;
 pub use histogram::{Bin, Histogram, MAX_SUB_BINS_LOG2};
 pub use recommend::{Alternative, Recommendation, explain, recommend};
 #[doc(hidden)]
+pub use sweep::SweepPath;
 pub use sweep::{Sweep, SweepAccumulator, SweepRow, sweep_from_histogram};
 
 /// Values per fixed-size chunk: floating-point sums are accumulated per chunk (relative to the

@@ -27,17 +27,17 @@
 //!
 //! The accumulator keeps, per exponent `E`, the counts per flags, `sum f^2`, the `p + 1` window
 //! errors and the normal-range error, each computed exactly per value (rounding to a grid
-//! `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 * 2^(52+g)` in f64, exact for f in `[1, 2)`), and sums
-//! them in f64 in a fixed vectorised order: within a fixed-size chunk, by exponent, each value
-//! into one of [`kernel::LANES`] lanes by its place among its exponent's values, the lanes folded
-//! by a fixed pairwise tree; the chunks' sums are combined by a fixed tree too (a binary
-//! counter over the chunks in slice order). The order depends on the data alone, so a result
-//! is the same bits whatever the thread count and build (baseline, AVX2, AVX-512), and every
-//! sum of the `n` nonnegative terms of one chunk is within `(SWEEP_CHUNK / LANES + 5) * 2^-53`
-//! relative of the exact sum, plus `2^-53` per level of the tree across chunks: about `2.5e-13`
-//! for a GiB of f32 (tested against exact sums). Sums are kept in units of `4^E` and rescaled
-//! relative to the largest exponent, so they neither overflow nor underflow for f64 inputs of
-//! any magnitude.
+//! `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 * 2^(52+g)` in f64, exact for f in `[1, 2)`; for f32
+//! inputs the same values come from `1.5 * 2^(23+g)` in f32, 16 lanes to a vector), and sums
+//! them in f64 in a fixed order: within a fixed-size chunk, value `i` into lane `i % LANES`
+//! of its exponent's sums, the lanes added in lane order; the chunks' sums combined by a fixed
+//! tree (a binary counter over the chunks in slice order). The order depends on the data alone,
+//! so a result is the same bits whatever the thread count and build (baseline, AVX2, AVX-512),
+//! and a sum of nonnegative terms is within `(SWEEP_CHUNK / LANES + LANES + levels) * 2^-53`
+//! relative of the exact sum, `levels` being the depth of the tree across chunks: below
+//! `1e-12` up to `2^30` chunks (tested against exact sums). Sums are kept in units of `4^E` and
+//! rescaled relative to the largest exponent, so they neither overflow nor underflow for f64
+//! inputs of any magnitude.
 //!
 //! `relative_error` is `||Q(x S)/S - x|| / ||x||` over the finite values. When any value
 //! overflows at a scale, the error there is infinite (the step would be skipped):
@@ -55,7 +55,7 @@ use serde::{Deserialize, Serialize};
 use crate::format::{FloatFormat, pow2};
 use crate::stats::Histogram;
 use crate::stats::histogram::{ChunkStats, Isa};
-use kernel::{HIST_MAX_S, Sample};
+use kernel::{HIST_MAX_S, Sample, Terms};
 
 pub use from_histogram::sweep_from_histogram;
 
@@ -65,6 +65,16 @@ const SWEEP_CHUNK: usize = 1 << 16;
 const CHUNKS_PER_BATCH: usize = 64;
 const FRAC_MASK: u64 = (1 << 52) - 1;
 const ONE_BITS: u64 = 0x3ff0_0000_0000_0000;
+
+/// Which chunk loop [`SweepAccumulator::add_f32_via`] runs (for benchmarks).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepPath {
+    /// What the other methods run: the best build and loop for the CPU and the data.
+    Auto,
+    /// The loop before issue 11's work: every term in f64, at most the AVX2 build.
+    F64Avx2,
+}
 
 /// One scale of a sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -283,20 +293,31 @@ impl SweepAccumulator {
 
     /// Adds `xs` (one thread).
     pub fn add_f32(&mut self, xs: &[f32]) {
-        self.add(xs, Isa::best());
+        self.add(xs, Isa::best(), Terms::Auto);
+    }
+
+    /// Adds `xs` chunk by chunk on this thread, through the loop built for `isa`.
+    fn add<T: Sample>(&mut self, xs: &[T], isa: Isa, terms: Terms) {
+        for chunk in xs.chunks(SWEEP_CHUNK) {
+            let part = kernel::chunk(self, chunk, isa, terms);
+            self.absorb(part);
+        }
+    }
+
+    /// [`SweepAccumulator::add_f32`] through a chosen chunk loop, so that benchmarks can set
+    /// the loops side by side (all give the same bits).
+    #[doc(hidden)]
+    pub fn add_f32_via(&mut self, path: SweepPath, xs: &[f32]) {
+        let (isa, terms) = match path {
+            SweepPath::Auto => (Isa::best(), Terms::Auto),
+            SweepPath::F64Avx2 => (Isa::best().min(Isa::Avx2), Terms::F64),
+        };
+        self.add(xs, isa, terms);
     }
 
     /// Adds `xs` (one thread).
     pub fn add_f64(&mut self, xs: &[f64]) {
-        self.add(xs, Isa::best());
-    }
-
-    /// Adds `xs` chunk by chunk on this thread, through the loop built for `isa`.
-    fn add<T: Sample>(&mut self, xs: &[T], isa: Isa) {
-        for chunk in xs.chunks(SWEEP_CHUNK) {
-            let part = kernel::chunk_with(isa, self, chunk, None);
-            self.absorb(part);
-        }
+        self.add(xs, Isa::best(), Terms::Auto);
     }
 
     /// Adds `xs` with rayon; bit-identical to [`SweepAccumulator::add_f32`].
@@ -359,7 +380,7 @@ impl SweepAccumulator {
         for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
             let parts: Vec<Partial> = batch
                 .par_chunks(SWEEP_CHUNK)
-                .map(|c| kernel::chunk_with(isa, self, c, hist_s))
+                .map(|c| kernel::chunk_with(isa, self, c, Terms::Auto, hist_s))
                 .collect();
             for p in parts {
                 then(&p);
