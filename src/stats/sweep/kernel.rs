@@ -499,7 +499,7 @@ fn fill32<const S: usize>(
             let (z, b) = (u32::from(frac == 0), u32::from(frac >= tb));
             // Lane l % LANES: the block starts at a multiple of LANES.
             let lane = l as u32 % LANES as u32;
-            let r = (((a >> 23) as i32).wrapping_sub(base) as u32) * LANES as u32 | lane;
+            let r = ((((a >> 23) as i32).wrapping_sub(base) as u32) * LANES as u32) | lane;
             // The spare row's lanes too, so that no counter takes more than a lane's share.
             row[l] = if normal { r } else { spare | lane };
             class[l] = z | u32::from(frac >= ta) << 1 | b << 2;

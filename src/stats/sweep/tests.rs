@@ -628,8 +628,8 @@ fn exact_rows(acc: &SweepAccumulator, xs: &[f32]) -> std::collections::BTreeMap<
         let f = f64::from_bits(frac | ONE_BITS);
         let row: &mut Vec<u128> = rows.entry(e).or_insert_with(|| vec![0; p + 4]);
         let error = |g: f64| f - ((f + g) - g);
-        for j in 0..=p {
-            row[j] += units(error(acc.grid[j]));
+        for (sum, &g) in row.iter_mut().zip(&acc.grid[..=p]) {
+            *sum += units(error(g));
         }
         row[p + 1 + usize::from(frac >= acc.t_b)] += units(error(acc.grid[p + 1]));
         if frac != 0 {
@@ -684,12 +684,9 @@ fn sums_are_the_same_bits_on_any_thread_count_and_within_1e_12_of_exact_sums() {
         };
         for (&e, sums) in &exact {
             let r = (e - rows.lo) as usize;
-            for j in 0..=p {
-                close(
-                    rows.window[r * (p + 1) + j],
-                    sums[j],
-                    &format!("E={e} window {j}"),
-                );
+            let window = &rows.window[r * (p + 1)..(r + 1) * (p + 1)];
+            for (j, (&got, &sum)) in window.iter().zip(sums).enumerate() {
+                close(got, sum, &format!("E={e} window {j}"));
             }
             close(rows.normal_err[r][0], sums[p + 1], &format!("E={e} normal"));
             close(
