@@ -489,7 +489,11 @@ fn fill32<const S: usize>(
     let hist_shift = 23 - hist_s;
     // The counters and the slots as plain slices, taken once: per value, only the row's index.
     let at = lanes.at;
-    let (counts, slots) = (&mut lanes.counts[..], &mut lanes.slots[at..]);
+    let mut sink = Sink {
+        counts: &mut lanes.counts[..],
+        slots: &mut lanes.slots[at..],
+        hist_s,
+    };
     let mut blocks = xs.chunks_exact(BLOCK);
     for (bi, block) in (&mut blocks).enumerate() {
         let (mut row, mut class, mut zb, mut f) =
@@ -512,17 +516,7 @@ fn fill32<const S: usize>(
         }
         if subnormal {
             for (l, &x) in block.iter().enumerate() {
-                add_one32(
-                    acc,
-                    &grid,
-                    &masks,
-                    counts,
-                    slots,
-                    hist_s,
-                    lo,
-                    bi * BLOCK + l,
-                    x,
-                );
+                add_one32(acc, &grid, &masks, &mut sink, lo, bi * BLOCK + l, x);
             }
             continue;
         }
@@ -535,8 +529,7 @@ fn fill32<const S: usize>(
             add32(
                 &grid,
                 &masks,
-                counts,
-                slots,
+                &mut sink,
                 row[l] as usize,
                 key,
                 zb[l] as usize,
@@ -546,8 +539,16 @@ fn fill32<const S: usize>(
     }
     let done = xs.len() - blocks.remainder().len();
     for (i, &x) in blocks.remainder().iter().enumerate() {
-        add_one32(acc, &grid, &masks, counts, slots, hist_s, lo, done + i, x);
+        add_one32(acc, &grid, &masks, &mut sink, lo, done + i, x);
     }
+}
+
+/// Where [`fill32`] adds: the lanes' counters and slots (see [`Lanes`]), and the histogram's
+/// sub-bins per octave as a power of two.
+struct Sink<'a> {
+    counts: &'a mut [[u16; KEYS]],
+    slots: &'a mut [f64],
+    hist_s: u32,
 }
 
 /// Adds the value `f` (its counts by `class`, its terms by the masks `zb`) to row and lane `r`.
@@ -555,18 +556,18 @@ fn fill32<const S: usize>(
 fn add32<const S: usize>(
     grid: &[f32; S],
     masks: &[[u32; S]; 4],
-    counts: &mut [[u16; KEYS]],
-    slots: &mut [f64],
+    sink: &mut Sink,
     r: usize,
     class: usize,
     zb: usize,
     f: f32,
 ) {
-    if let Some(c) = counts.get_mut(r) {
+    if let Some(c) = sink.counts.get_mut(r) {
         c[class & (KEYS - 1)] += 1;
     }
     let mask = &masks[zb & 3];
-    let row: Option<&mut [f64; S]> = slots
+    let row: Option<&mut [f64; S]> = sink
+        .slots
         .get_mut(r * S..(r + 1) * S)
         .and_then(|s| s.try_into().ok());
     if let Some(row) = row {
@@ -584,14 +585,11 @@ fn add32<const S: usize>(
 
 /// [`fill32`]'s value by value path: any f32 (subnormal too), at index `i` of the chunk.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn add_one32<const S: usize>(
     acc: &SweepAccumulator,
     grid: &[f32; S],
     masks: &[[u32; S]; 4],
-    counts: &mut [[u16; KEYS]],
-    slots: &mut [f64],
-    hist_s: u32,
+    sink: &mut Sink,
     lo: i32,
     i: usize,
     x: f32,
@@ -604,9 +602,9 @@ fn add_one32<const S: usize>(
     let (e, frac) = split(f64::from(f32::from_bits(a)).to_bits());
     let z = usize::from(frac == 0);
     let b = usize::from(frac >= acc.t_b);
-    let class = key(z, usize::from(frac >= acc.t_a), b, frac, hist_s);
+    let class = key(z, usize::from(frac >= acc.t_a), b, frac, sink.hist_s);
     // A normalised f32 subnormal has no fraction bits below bit 29 either.
     let f = f32::from_bits((frac >> 29) as u32 | 0x3f80_0000);
     let r = (e - lo) as usize * LANES + i % LANES;
-    add32(grid, masks, counts, slots, r, class, z * 2 + b, f);
+    add32(grid, masks, sink, r, class, z * 2 + b, f);
 }
