@@ -606,3 +606,150 @@ fn every_build_and_the_fused_survey_match_the_baseline_on_every_boundary() {
         }
     }
 }
+
+/// Exact per-row sums of f32 values (the reference of the order-free check below): every term
+/// is `d^2` with `d` a multiple of `2^-23` (f has 24 bits, the grids are coarser), so
+/// `d^2 * 2^46` is an integer below `2^48`, summed in u128 without rounding. Per row `E`: the
+/// `p + 1` window sums, the normal-range sums by `b`, and `sum f^2` over `f != 1`.
+fn exact_rows(acc: &SweepAccumulator, xs: &[f32]) -> std::collections::BTreeMap<i32, Vec<u128>> {
+    let p = acc.format.man_bits() as usize;
+    let mut rows = std::collections::BTreeMap::new();
+    let units = |d: f64| {
+        let k = (d * 2f64.powi(23)) as i64;
+        assert_eq!(k as f64, d * 2f64.powi(23), "a term off the 2^-23 grid");
+        (i128::from(k) * i128::from(k)) as u128
+    };
+    for &x in xs {
+        let a = f64::from(x).to_bits() & !(1 << 63);
+        if a == 0 || !x.is_finite() {
+            continue;
+        }
+        let (e, frac) = split(a);
+        let f = f64::from_bits(frac | ONE_BITS);
+        let row: &mut Vec<u128> = rows.entry(e).or_insert_with(|| vec![0; p + 4]);
+        let error = |g: f64| f - ((f + g) - g);
+        for (sum, &g) in row.iter_mut().zip(&acc.grid[..=p]) {
+            *sum += units(error(g));
+        }
+        row[p + 1 + usize::from(frac >= acc.t_b)] += units(error(acc.grid[p + 1]));
+        if frac != 0 {
+            row[p + 3] += units(f);
+        }
+    }
+    rows
+}
+
+/// The sums' fixed order (issue 44): the same bits on 1, 2 and 3 threads and from every build,
+/// and every per-row sum within `1e-12` relative of the exact sum, on runs of one exponent (a
+/// chunk's values all in one row: the longest lanes), log-uniform values over 40
+/// binades, awkward values (subnormal f32, specials) and a length that leaves partial lanes.
+/// The relative errors of the sweep are then within `1e-12` of those of the exact sums, added
+/// with compensation.
+#[test]
+fn sums_are_the_same_bits_on_any_thread_count_and_within_1e_12_of_exact_sums() {
+    let mut rng = Rng(44);
+    let mut xs: Vec<f32> = (0..3 * SWEEP_CHUNK + 777)
+        .map(|_| {
+            let v = 2f64.powf(rng.uniform() * 40.0 - 30.0) as f32;
+            if rng.next_u64() & 1 == 1 { -v } else { v }
+        })
+        .collect();
+    xs.extend((0..SWEEP_CHUNK + 5).map(|_| 1.0 + rng.uniform() as f32));
+    xs.extend(awkward_f32(45, 5000));
+    let pools = [1, 2, 3].map(|n| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap()
+    });
+    for format in [FP16, BF16, FP8_E4M3, FP8_E5M2] {
+        let mut want = SweepAccumulator::new(format);
+        want.add(&xs, Isa::Baseline, Terms::Generic);
+        for isa in Isa::available() {
+            for pool in &pools {
+                let mut got = (SweepAccumulator::new(format), Histogram::new(2));
+                pool.install(|| got.0.par_add_with(&xs, &mut got.1, isa));
+                assert!(got.0 == want, "{format} {isa:?} {pool:?}");
+            }
+        }
+        let rows = want.rows();
+        let exact = exact_rows(&want, &xs);
+        let p = format.man_bits() as usize;
+        let close = |got: f64, exact: u128, what: &str| {
+            let exact = exact as f64 * 2f64.powi(-46);
+            assert!(
+                (got - exact).abs() <= 1e-12 * exact,
+                "{format} {what}: {got:e} vs {exact:e}"
+            );
+        };
+        for (&e, sums) in &exact {
+            let r = (e - rows.lo) as usize;
+            let window = &rows.window[r * (p + 1)..(r + 1) * (p + 1)];
+            for (j, (&got, &sum)) in window.iter().zip(sums).enumerate() {
+                close(got, sum, &format!("E={e} window {j}"));
+            }
+            close(rows.normal_err[r][0], sums[p + 1], &format!("E={e} normal"));
+            close(
+                rows.normal_err[r][1],
+                sums[p + 2],
+                &format!("E={e} normal, b"),
+            );
+            close(rows.sq[r][0], sums[p + 3], &format!("E={e} f^2"));
+        }
+        assert_eq!(
+            exact.len(),
+            rows.counts
+                .iter()
+                .filter(|c| c.iter().sum::<u64>() > 0)
+                .count()
+        );
+        // The sweep's relative errors against the same formula on the exact sums, added with
+        // compensation (Neumaier) in units of the top row's 4^E.
+        let top = *exact.keys().last().unwrap();
+        let compensated = |terms: &mut dyn Iterator<Item = f64>| {
+            let (mut s, mut c) = (0f64, 0f64);
+            for t in terms {
+                let u = s + t;
+                c += if s.abs() >= t.abs() {
+                    (s - u) + t
+                } else {
+                    (t - u) + s
+                };
+                s = u;
+            }
+            s + c
+        };
+        let unit = |e: i32| 2f64.powi(2 * (e - top) - 46);
+        let ones = |e: i32| rows.sq[(e - rows.lo) as usize][1] * 2f64.powi(46);
+        let total = compensated(
+            &mut exact
+                .iter()
+                .map(|(&e, s)| (s[p + 3] as f64 + ones(e)) * unit(e)),
+        );
+        let (emin, emax) = (format.emin(), format.emax());
+        let sweep = want.sweep(-40..=40);
+        for row in &sweep.rows {
+            let k = row.log2_scale;
+            let err = compensated(&mut exact.iter().map(|(&e, s)| {
+                let k_a = emin - p as i32 - e - 1;
+                let x = if k < k_a {
+                    s[p + 3] as f64 + ones(e)
+                } else if k <= k_a + p as i32 {
+                    s[(k - k_a) as usize] as f64
+                } else {
+                    // Values that overflow add nothing to the finite error: those with flag b
+                    // one scale before the others.
+                    let below = |k_over: i32| f64::from(u8::from(k < k_over));
+                    s[p + 1] as f64 * below(emax - e + 1) + s[p + 2] as f64 * below(emax - e)
+                };
+                x * unit(e)
+            }));
+            let want_rel = (err / total).sqrt();
+            let got = row.relative_error_finite.unwrap();
+            assert!(
+                (got - want_rel).abs() <= 1e-12 * want_rel,
+                "{format} k={k}: {got:e} vs {want_rel:e}"
+            );
+        }
+    }
+}
