@@ -25,19 +25,25 @@ pub const PLAN_RECIPE: &str = "plan-recipe.json";
 pub const VALIDATION: &str = "validation.json";
 
 /// What casting some layers does to one forward and backward pass, against FP32 on the same
-/// weights and batches, averaged over the batches.
+/// weights and batches, averaged over the batches. A measurement that was not finite (a cast
+/// that made the gradients infinite) is written `null`, as JSON has no NaN, and read as NaN.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Harm {
     /// `||g_cast - g_ref|| / ||g_ref||` over all the model's weight gradients.
+    #[serde(deserialize_with = "nan_if_null")]
     pub grad_rel_err: f64,
     /// `cos(g_cast, g_ref)` over all the model's weight gradients.
+    #[serde(deserialize_with = "nan_if_null")]
     pub grad_cosine: f64,
     /// `|loss_cast - loss_ref| / |loss_ref|`.
+    #[serde(deserialize_with = "nan_if_null")]
     pub loss_change: f64,
     /// The share of the cast operand values (nonzero before) that became zero.
+    #[serde(deserialize_with = "nan_if_null")]
     pub underflow: f64,
     /// The share of the cast operand values clamped to the format's largest value (or made
     /// infinite).
+    #[serde(deserialize_with = "nan_if_null")]
     pub saturate: f64,
 }
 
@@ -56,6 +62,10 @@ pub struct LayerHarm {
 }
 
 /// A count written as an integer or as a float with no fraction.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let x = f64::deserialize(d)?;
     if x >= 0.0 && x.fract() == 0.0 && x < 2f64.powi(64) {
@@ -197,4 +207,25 @@ pub fn write(path: &Path, value: &impl Serialize) -> crate::Result<()> {
         w.write_all(&json)?;
         w.write_all(b"\n")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A measurement that was not finite is written `null` (serde_json writes NaN so, and the
+    /// PyTorch side writes None) and read back as NaN, not refused.
+    #[test]
+    fn a_non_finite_measurement_reads_back_as_nan() {
+        let harm = Harm {
+            grad_rel_err: f64::NAN,
+            grad_cosine: 0.5,
+            ..Harm::default()
+        };
+        let text = serde_json::to_string(&harm).unwrap();
+        assert!(text.contains("\"grad_rel_err\":null"), "{text}");
+        let back: Harm = serde_json::from_str(&text).unwrap();
+        assert!(back.grad_rel_err.is_nan());
+        assert_eq!(back.grad_cosine, 0.5);
+    }
 }
