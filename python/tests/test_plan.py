@@ -15,6 +15,7 @@ pytest.importorskip("torchvision")
 import torch.nn.functional as F  # noqa: E402
 
 from mixprec.torch import Recorder, Simulate, plan, sensitivity, validate  # noqa: E402
+from test_zoo_simulate import Einsum  # noqa: E402  (a product Simulate cannot cast)
 from zoo import ZOO  # noqa: E402
 
 
@@ -122,18 +123,6 @@ def test_bad_keeps_are_refused_naming_the_problem():
         Simulate(model, "nvfp4", keep={"0": dict(base, keep={"2": "fp32"})})
     with pytest.raises(ValueError, match=r"keep\['0'\]: .*fp99"):
         Simulate(model, "nvfp4", keep={"0": "fp99"})
-
-
-class Einsum(torch.nn.Module):
-    """A product Simulate does not cast (an einsum of the root's weight), and one it does."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(4, 4))
-        self.lin = torch.nn.Linear(4, 4)
-
-    def forward(self, x):
-        return self.lin(torch.einsum("bi,oi->bo", x, self.w))
 
 
 def test_a_kept_layer_is_not_warned_of_as_uncast():
