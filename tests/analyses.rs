@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mixprec::run::Summary;
 use mixprec::train::TrainConfig;
-use mixprec::train::run::run;
+use mixprec::train::training::train;
 
 /// Tests run in parallel and may run the same config: each run gets its own directory.
 static RUN: AtomicU64 = AtomicU64::new(0);
@@ -50,7 +50,7 @@ fn analysis(dir: &str, recipe: &str) -> (Summary, PathBuf) {
         RUN.fetch_add(1, Ordering::Relaxed)
     ));
     let _ = std::fs::remove_dir_all(&out);
-    let summary = run(&config, &out, &mut |_| {}).unwrap();
+    let summary = train(&config, &out, &mut |_| {}).unwrap();
     println!(
         "{dir}/{recipe}: {} {:.4}, final loss {:.4}, skipped {}, diverged {}",
         summary.eval_metric.name,
@@ -282,7 +282,7 @@ fn committed_grid_reports_reproduce() {
             std::process::id(),
             RUN.fetch_add(1, Ordering::Relaxed)
         ));
-        let summary = run(&grid_run.config, &out, &mut |_| {}).unwrap();
+        let summary = train(&grid_run.config, &out, &mut |_| {}).unwrap();
         let _ = std::fs::remove_dir_all(&out);
         println!(
             "{folder}/{name}: {} {} (committed {committed})",

@@ -1,5 +1,5 @@
 //! A grid of training runs: every combination of the varied config values, times seeds, each an
-//! ordinary run directory written by [`super::run::run`].
+//! ordinary run directory written by [`super::training::train`].
 //!
 //! # The grid directory
 //! - `grid.json`: the grid itself (`"schema": 1`, `base`: the resolved base config, `vary`: each
@@ -29,7 +29,7 @@
 //! # Runs trained once
 //! A run whose training cannot depend on a varied key is trained once for all its values: the
 //! `loss_scale` of an FP32 recipe (static or no scaling, powers of two within `2^-32..2^32`:
-//! [`crate::run::recipe::Recipe::loss_scale_inert`]) is inert, so of `recipe=fp32` with
+//! [`crate::recipe::Recipe::loss_scale_inert`]) is inert, so of `recipe=fp32` with
 //! `loss_scale=2^0..2^30` only `loss_scale=2^0` is trained (the value nearest `2^0`), and its
 //! `grid.jsonl` line says `"inert": ["loss_scale"]`. The report draws it as a reference line.
 
@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::config::{Overrides, TrainConfig};
-use super::run::{self};
+use super::training;
 use crate::error::Error;
 use crate::io::write_atomic;
 use crate::run::grid::{GRID, INDEX, LOSS_SCALE, RUNS, SCHEMA, Vary, value_name};
@@ -565,7 +565,7 @@ pub fn check_data(runs: &[GridRun]) -> crate::Result<()> {
         super::budget::check(c, &loaded[i].1).map_err(named)?;
         if !c.recipe.keep.is_empty() {
             // Every keep pattern must name a layer of the model: building it checks.
-            super::run::build(c).map_err(named)?;
+            training::build(c).map_err(named)?;
         }
     }
     Ok(())
@@ -676,7 +676,7 @@ fn train_one(
             source,
         })?;
     }
-    run::run(&run.config, path, &mut |_| progress(Event::Step))
+    training::train(&run.config, path, &mut |_| progress(Event::Step))
 }
 
 /// One line of `grid.jsonl`.

@@ -7,7 +7,7 @@ use super::loss::{Loss, Targets};
 use super::model::Sequential;
 use super::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use super::precision::Precision;
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::run::schema::StepRecord;
 use crate::scaling::scaler::LossScaler;
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::mlp::dense_cost;
 use super::{Cost, MlpConfig, Sequential};
 use crate::error::Error;
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::run::schema::StepRecord;
 use crate::scaling::scaler::LossScaler;
 use crate::train::data::{RING_MODES, RING_RADIUS, RING_STD};
@@ -254,7 +254,7 @@ impl GanTrainer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::recipe::Recipe;
+    use crate::recipe::Recipe;
     use crate::train::data::ring;
 
     #[test]

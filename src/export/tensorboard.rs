@@ -38,10 +38,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Component, Path, PathBuf};
 
-use super::schema::{CaptureRecord, StepRecord};
-use super::{CAPTURES, CONFIG, METRICS, Records, RunDir};
 use crate::error::Error;
 use crate::io::tensorboard::{EventWriter, HistogramProto, SummaryValue};
+use crate::run::schema::{CaptureRecord, StepRecord};
+use crate::run::{CAPTURES, CONFIG, METRICS, Records, RunDir};
 use crate::stats::Histogram;
 
 /// The event file written in each run's subdirectory of the log directory. TensorBoard reads
