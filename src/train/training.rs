@@ -11,10 +11,10 @@ use super::capture::Observer;
 use super::config::{ModelKind, TrainConfig};
 use super::data::{Batches, Dataset};
 use super::loss::{Loss, Targets};
-use super::model::{GanTrainer, Sequential, vocabulary};
+use super::model::{Sequential, vocabulary};
 use super::precision::Precision;
 use super::rng::Rng;
-use super::step::Trainer;
+use super::step::{GanTrainer, Trainer};
 use crate::error::Error;
 use crate::recipe::{Class, Recipe};
 use crate::run::{
