@@ -86,10 +86,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         for name in &names {
             let dir = runs_dir.join(name);
             if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(|source| mixprec::Error::Io {
-                    path: dir.clone(),
-                    source,
-                })?;
+                std::fs::remove_dir_all(&dir).map_err(mixprec::Error::io_at(&dir))?;
             }
         }
         Ok(())

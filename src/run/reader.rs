@@ -228,10 +228,7 @@ impl<T: DeserializeOwned> Iterator for Records<T> {
             }
             Err(source) => {
                 self.done = true;
-                return Some(Err(Error::Io {
-                    path: self.path.clone(),
-                    source,
-                }));
+                return Some(Err(Error::io(&self.path, source)));
             }
         }
         self.line += 1;

@@ -447,10 +447,6 @@ impl GridSpec {
     /// # Errors
     /// `dir` holds something other than this grid, or a failed write.
     pub fn prepare(&self, dir: &Path) -> crate::Result<()> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| Error::Io { path, source }
-        };
         let path = dir.join(GRID);
         if path.exists() {
             let there = GridSpec::read(dir)?;
@@ -463,7 +459,7 @@ impl GridSpec {
                 });
             }
         } else if dir.exists() {
-            let mut entries = std::fs::read_dir(dir).map_err(io(dir))?;
+            let mut entries = std::fs::read_dir(dir).map_err(Error::io_at(dir))?;
             if entries.next().is_some() {
                 return Err(Error::BadFile {
                     path: dir.to_path_buf(),
@@ -473,7 +469,7 @@ impl GridSpec {
             }
         }
         let runs = dir.join(RUNS);
-        std::fs::create_dir_all(&runs).map_err(io(&runs))?;
+        std::fs::create_dir_all(&runs).map_err(Error::io_at(&runs))?;
         if !path.exists() {
             let json = serde_json::to_vec_pretty(self).map_err(|e| Error::BadFile {
                 path: path.clone(),
@@ -645,10 +641,7 @@ pub fn execute(
                     let path = run.dir(dir);
                     let result = match &pool {
                         Ok(pool) => pool.install(|| train_one(run, &path, progress)),
-                        Err(e) => Err(Error::Io {
-                            path: path.clone(),
-                            source: std::io::Error::other(e.to_string()),
-                        }),
+                        Err(e) => Err(Error::io(&path, std::io::Error::other(e.to_string()))),
                     };
                     progress(Event::Done(run, result.as_ref()));
                     if let Err(e) = result
@@ -671,10 +664,7 @@ fn train_one(
     progress: &(dyn Fn(Event<'_>) + Sync),
 ) -> crate::Result<Summary> {
     if path.exists() {
-        std::fs::remove_dir_all(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        std::fs::remove_dir_all(path).map_err(Error::io_at(path))?;
     }
     training::train(&run.config, path, &mut |_| progress(Event::Step))
 }
