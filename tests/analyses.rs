@@ -261,9 +261,12 @@ fn committed_grid_reports_reproduce() {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let spec: GridSpec = serde_json::from_value(report["grid"].clone()).unwrap();
         let runs = spec.runs().unwrap();
-        let grid_run = runs.iter().find(|r| r.name == name).unwrap_or_else(|| {
-            panic!("{folder}: no run {name}");
-        });
+        let grid_run = runs
+            .iter()
+            .find(|r| r.planned.name == name)
+            .unwrap_or_else(|| {
+                panic!("{folder}: no run {name}");
+            });
         let cell = report["cells"]
             .as_array()
             .unwrap()
@@ -275,7 +278,7 @@ fn committed_grid_reports_reproduce() {
             mean,
             "{folder}: {series} at '{x}': the mean in analyses/README.md"
         );
-        let index = (grid_run.seed - spec.base.seed) as usize;
+        let index = (grid_run.planned.seed - spec.base.seed) as usize;
         let committed = cell["metric_values"][index].as_f64().unwrap();
         let out = std::env::temp_dir().join(format!(
             "mixprec-grid-figure-{}-{}",

@@ -227,8 +227,7 @@ pub struct GridSpec {
 }
 
 /// One run of a grid: the plan a reader of the grid directory sees ([`PlannedRun`]: position,
-/// name, values, seed, recipe, inert keys; reached through `Deref`) and the config the training
-/// core trains.
+/// name, values, seed, recipe, inert keys) and the config the training core trains.
 #[derive(Clone, Debug)]
 pub struct GridRun {
     /// The run as `report` reads it; its `config` is [`GridRun::config`] as JSON.
@@ -258,19 +257,6 @@ impl GridRun {
             },
             config,
         }
-    }
-}
-
-impl std::ops::Deref for GridRun {
-    type Target = PlannedRun;
-    fn deref(&self) -> &PlannedRun {
-        &self.planned
-    }
-}
-
-impl std::ops::DerefMut for GridRun {
-    fn deref_mut(&mut self) -> &mut PlannedRun {
-        &mut self.planned
     }
 }
 
@@ -371,7 +357,7 @@ impl GridSpec {
         else {
             return runs;
         };
-        let log2 = |run: &GridRun| power_of_two(&run.values[at].1);
+        let log2 = |run: &GridRun| power_of_two(&run.planned.values[at].1);
         let inert =
             |run: &GridRun| log2(run).is_some_and(|k| run.config.recipe.loss_scale_inert(k));
         let mut out: Vec<GridRun> = Vec::with_capacity(runs.len());
@@ -386,9 +372,9 @@ impl GridSpec {
                 if log2(&run) != kept {
                     continue;
                 }
-                run.inert.push(LOSS_SCALE.to_string());
+                run.planned.inert.push(LOSS_SCALE.to_string());
             }
-            run.position = out.len();
+            run.planned.position = out.len();
             out.push(run);
         }
         out
@@ -545,7 +531,7 @@ pub fn check_data(runs: &[GridRun]) -> crate::Result<()> {
         let c = &run.config;
         let key = (c.dataset.clone(), c.labels.clone());
         let named = |e: Error| Error::Grid {
-            what: format!("{RUNS}/{}", run.name),
+            what: format!("{RUNS}/{}", run.planned.name),
             problem: e.to_string(),
         };
         let i = match loaded.iter().position(|(k, _)| *k == key) {
@@ -584,7 +570,7 @@ pub enum RunState {
 /// A finished run whose config is not the one the grid gives it (the directory belongs to
 /// another grid), or an unreadable directory.
 pub fn state(dir: &Path, run: &GridRun) -> crate::Result<RunState> {
-    let path = run.dir(dir);
+    let path = run.planned.dir(dir);
     if !path.exists() {
         return Ok(RunState::Missing);
     }
@@ -638,7 +624,7 @@ pub fn execute(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    let path = run.dir(dir);
+                    let path = run.planned.dir(dir);
                     let result = match &pool {
                         Ok(pool) => pool.install(|| train_one(run, &path, progress)),
                         Err(e) => Err(Error::io(&path, std::io::Error::other(e.to_string()))),
@@ -647,7 +633,7 @@ pub fn execute(
                     if let Err(e) = result
                         && let Ok(mut f) = failed.lock()
                     {
-                        f.push((run.name.clone(), e));
+                        f.push((run.planned.name.clone(), e));
                     }
                 }
             });
@@ -693,22 +679,23 @@ pub struct IndexLine {
 pub fn index(dir: &Path, runs: &[GridRun]) -> crate::Result<Vec<IndexLine>> {
     let mut out = Vec::new();
     for run in runs {
-        let path = run.dir(dir);
+        let path = run.planned.dir(dir);
         if !path.join(crate::run::SUMMARY).exists() {
             continue;
         }
         let found = RunDir::open(&path)?;
         if let (true, Some(summary)) = (found.is_complete(), found.summary) {
             out.push(IndexLine {
-                run: format!("{RUNS}/{}", run.name),
+                run: format!("{RUNS}/{}", run.planned.name),
                 values: run
+                    .planned
                     .values
                     .iter()
                     .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
                     .collect(),
-                seed: run.seed,
+                seed: run.planned.seed,
                 summary,
-                inert: run.inert.clone(),
+                inert: run.planned.inert.clone(),
             });
         }
     }

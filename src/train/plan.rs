@@ -381,9 +381,9 @@ pub fn validate(
         runs: runs
             .iter()
             .map(|r| ValidationRun {
-                arm: r.values[0].1.clone(),
-                seed: r.seed,
-                run: format!("runs/{}", r.name),
+                arm: r.planned.values[0].1.clone(),
+                seed: r.planned.seed,
+                run: format!("runs/{}", r.planned.name),
             })
             .collect(),
     })
