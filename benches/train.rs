@@ -19,7 +19,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
-use mixprec::run::Recipe;
+use mixprec::recipe::Recipe;
 use mixprec::train::capture::Observer;
 use mixprec::train::data::digits;
 use mixprec::train::loss::{Loss, Targets};

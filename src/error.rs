@@ -1,6 +1,6 @@
 //! The library's one error type.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong in mixprec, with the fields a caller needs to say what happened.
 ///
@@ -165,6 +165,23 @@ pub enum Error {
         /// Why, and what to use instead.
         problem: String,
     },
+}
+
+impl Error {
+    /// An [`Error::Io`]: what the operating system said about `path`.
+    #[must_use]
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// [`Error::io`] on `path`, for `map_err`:
+    /// `std::fs::create_dir_all(dir).map_err(Error::io_at(dir))?`.
+    pub fn io_at(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+        move |source| Error::io(path, source)
+    }
 }
 
 /// Shorthand for results whose error is [`Error`].

@@ -334,14 +334,6 @@ fn bad_file(path: &Path, problem: impl Into<String>) -> Error {
     }
 }
 
-/// An [`Error::Io`] for `path`.
-fn io_error(path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// What tells, without reading it, that a file changed: its length and modification time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Stamp {
@@ -359,7 +351,7 @@ impl Stamp {
 
     /// The stamp of the open `file`.
     pub(crate) fn of(path: &Path, file: &std::fs::File) -> Result<Stamp> {
-        let meta = file.metadata().map_err(|e| io_error(path, e))?;
+        let meta = file.metadata().map_err(Error::io_at(path))?;
         Ok(Stamp {
             len: meta.len(),
             modified: meta.modified().ok(),
@@ -412,7 +404,7 @@ pub(crate) fn read_failed(
             Err(e) => e,
         }
     } else {
-        io_error(path, err)
+        Error::io(path, err)
     }
 }
 

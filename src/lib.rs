@@ -9,11 +9,13 @@
 
 pub mod analysis;
 pub mod error;
+pub mod export;
 pub mod format;
 pub mod io;
 pub(crate) mod isa;
 pub(crate) mod names;
 pub mod quantize;
+pub mod recipe;
 pub mod report;
 pub mod run;
 pub mod scaling;

@@ -105,7 +105,7 @@ pub(crate) use {name_table, or_list, pipe_list, try_from_string};
 #[cfg(test)]
 mod tests {
     use crate::format::{Overflow, Rounding};
-    use crate::run::recipe::Accumulation;
+    use crate::recipe::Accumulation;
     use crate::train::config::ModelKind;
 
     /// Every name reads back as its value; the message lists the names in words.

@@ -178,10 +178,7 @@ pub fn quantize<R: Read>(
 /// The next line of standard input into `buf`, capped at [`MAX_LINE`] (see
 /// [`crate::io::read_line`]).
 fn read_line<R: Read>(input: &mut BufReader<R>, buf: &mut Vec<u8>) -> crate::Result<(usize, bool)> {
-    crate::io::read_line(input, buf, MAX_LINE).map_err(|source| Error::Io {
-        path: "standard input".into(),
-        source,
-    })
+    crate::io::read_line(input, buf, MAX_LINE).map_err(|source| Error::io("standard input", source))
 }
 
 /// The first line without its byte-order mark, which is not part of the first number.
@@ -192,10 +189,7 @@ fn strip_bom(text: &[u8]) -> &[u8] {
 
 /// Writing the results failed.
 fn stdout_error(source: std::io::Error) -> Error {
-    Error::Io {
-        path: "standard output".into(),
-        source,
-    }
+    Error::io("standard output", source)
 }
 
 /// Parses, rounds and formats consecutive lines, the first of which is line `line0`, up to the

@@ -126,10 +126,7 @@ pub(crate) fn remove_stale_plot(dir: &Path, stem: &str) -> Result<()> {
     for ext in ["png", "svg"] {
         let path = dir.join(format!("{stem}.{ext}"));
         if path.is_file() {
-            std::fs::remove_file(&path).map_err(|e| Error::Io {
-                path: path.clone(),
-                source: e,
-            })?;
+            std::fs::remove_file(&path).map_err(Error::io_at(&path))?;
         }
     }
     Ok(())
@@ -158,10 +155,7 @@ pub fn check_outputs<S: AsRef<str>>(dir: &Path, names: &[S], flag: &str) -> Resu
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => {
-            return Err(Error::Io {
-                path: dir.to_path_buf(),
-                source: e,
-            });
+            return Err(Error::io(dir, e));
         }
     }
     for name in names {
@@ -198,10 +192,10 @@ fn render<DB: DrawingBackend>(
 }
 
 pub(crate) fn draw_error(path: &Path, e: String) -> Error {
-    Error::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(format!("cannot draw the chart: {e}")),
-    }
+    Error::io(
+        path,
+        std::io::Error::other(format!("cannot draw the chart: {e}")),
+    )
 }
 
 /// Renders a chart of `size` pixels into memory and writes it as a PNG (signed with a `tEXt`

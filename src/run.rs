@@ -1,9 +1,9 @@
-//! The run layer: what every writer and reader of runs shares, below the training core. The
-//! precision vocabulary ([`class`]: tensor classes, sites, store counts; [`recipe`]: which format
-//! each class is stored in) and the run directory: its schema ([`schema`]), its writer
-//! ([`RunWriter`], which also tallies the summary) and its reader ([`RunDir`]). `train`, `grid`,
-//! the PyTorch recorder, `report` and `replay` all go through it; [`tensorboard`] exports runs as
-//! TensorBoard event files.
+//! The run layer: the run directory every writer and reader of runs shares, below the training
+//! core: its schema ([`schema`]), its writer ([`RunWriter`], which also tallies the summary), its
+//! reader ([`RunDir`]), the capture records ([`capture`]), the grid directory ([`grid`]) and the
+//! plan files ([`plan`]). `train`, `grid`, the PyTorch recorder, `report` and `replay` all go
+//! through it; the classes and recipes it records are [`crate::recipe`]'s, and
+//! [`crate::export::tensorboard`] exports runs as TensorBoard event files.
 //!
 //! # The run directory (an interface contract, schema version 1)
 //! Other commands (`report`, studies, replay) and other writers (the PyTorch recorder) use this
@@ -32,8 +32,9 @@
 //!   again from zero ones, so that the step overflows at every scale) and `counts`, per tensor
 //!   class summed
 //!   over layers, `{"stored", "underflow", "subnormal", "overflow", "nonfinite"}` (see
-//!   [`StoreCounts`]; classes with no store that step are absent). With `eval_every` N > 0, the
-//!   lines of steps N, 2N, ... end with `eval`, the test metric after that step's update, named
+//!   [`StoreCounts`](crate::recipe::StoreCounts); classes with no store that step are absent).
+//!   With `eval_every` N > 0, the lines of steps N, 2N, ... end with `eval`, the test metric
+//!   after that step's update, named
 //!   as in the summary: `"eval": {"name": "test_accuracy", "value": 0.93}`. Evaluation changes
 //!   nothing in training (it rounds as training does but counts nothing, and leaves the
 //!   stochastic-rounding stream and the GAN's noise where they were): the other keys are the same
@@ -72,22 +73,14 @@
 //! `shadow.jsonl` and `summary.json` (except its `wall_seconds`) whatever the number of threads.
 
 pub mod capture;
-pub mod class;
-pub mod delayed;
 pub mod grid;
-pub mod names;
 pub mod plan;
 mod reader;
-pub mod recipe;
 pub mod schema;
-pub mod tensorboard;
 mod writer;
 
 pub use capture::{CaptureBuilder, class_counts};
-pub use class::{Class, Key, Site, StoreCounts};
-pub use delayed::DelayedScale;
 pub use reader::{Records, RunDir};
-pub use recipe::Recipe;
 pub use schema::{
     CAPTURE_SUB_BINS_LOG2, CaptureRecord, Coverage, EvalMetric, RecordedConfig, ShadowRecord,
     ShadowSite, SiteCapture, StepRecord, Summary, UpdateRatios,

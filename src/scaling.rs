@@ -6,6 +6,7 @@
 //! `stats` (whose sweeps and recommendations give the window); it reads no files: the commands
 //! on top hand it a run's per-step records.
 
+pub mod delayed;
 pub mod policy;
 pub mod replay;
 pub mod scaler;

@@ -29,7 +29,7 @@
 //! Flags override the config file ([`config::TrainConfig`]); the run directory's contents are
 //! described in [`crate::run`]. Models: MLP, CNN, LSTM, GAN ([`model`]); data: the embedded UCI digits,
 //! synthetic blobs, spirals, the `recall` sequence task, the `ring` of Gaussians, a CSV, `.npz` or
-//! `.npy` file ([`data`]); recipes: [`crate::run::recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
+//! `.npy` file ([`data`]); recipes: [`crate::recipe`]; optimizers: SGD with momentum and Adam ([`optim`]);
 //! loss scaling: [`crate::scaling`] (also reachable as `train::scaler`).
 
 pub mod budget;
@@ -45,8 +45,8 @@ pub mod plan;
 pub mod precision;
 pub mod real;
 pub mod rng;
-pub mod run;
 pub mod step;
+pub mod training;
 
 /// The loss scaler, at its former path (it lives in [`crate::scaling`], below the training core).
 pub use crate::scaling::scaler;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mixprec::run::Summary;
 use mixprec::train::TrainConfig;
-use mixprec::train::run::run;
+use mixprec::train::training::train;
 
 /// Tests run in parallel and may run the same config: each run gets its own directory.
 static RUN: AtomicU64 = AtomicU64::new(0);
@@ -50,7 +50,7 @@ fn analysis(dir: &str, recipe: &str) -> (Summary, PathBuf) {
         RUN.fetch_add(1, Ordering::Relaxed)
     ));
     let _ = std::fs::remove_dir_all(&out);
-    let summary = run(&config, &out, &mut |_| {}).unwrap();
+    let summary = train(&config, &out, &mut |_| {}).unwrap();
     println!(
         "{dir}/{recipe}: {} {:.4}, final loss {:.4}, skipped {}, diverged {}",
         summary.eval_metric.name,
@@ -261,9 +261,12 @@ fn committed_grid_reports_reproduce() {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let spec: GridSpec = serde_json::from_value(report["grid"].clone()).unwrap();
         let runs = spec.runs().unwrap();
-        let grid_run = runs.iter().find(|r| r.name == name).unwrap_or_else(|| {
-            panic!("{folder}: no run {name}");
-        });
+        let grid_run = runs
+            .iter()
+            .find(|r| r.planned.name == name)
+            .unwrap_or_else(|| {
+                panic!("{folder}: no run {name}");
+            });
         let cell = report["cells"]
             .as_array()
             .unwrap()
@@ -275,14 +278,14 @@ fn committed_grid_reports_reproduce() {
             mean,
             "{folder}: {series} at '{x}': the mean in analyses/README.md"
         );
-        let index = (grid_run.seed - spec.base.seed) as usize;
+        let index = (grid_run.planned.seed - spec.base.seed) as usize;
         let committed = cell["metric_values"][index].as_f64().unwrap();
         let out = std::env::temp_dir().join(format!(
             "mixprec-grid-figure-{}-{}",
             std::process::id(),
             RUN.fetch_add(1, Ordering::Relaxed)
         ));
-        let summary = run(&grid_run.config, &out, &mut |_| {}).unwrap();
+        let summary = train(&grid_run.config, &out, &mut |_| {}).unwrap();
         let _ = std::fs::remove_dir_all(&out);
         println!(
             "{folder}/{name}: {} {} (committed {committed})",

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mixprec::format::{FloatFormat, Overflow, Rounding};
-use mixprec::run::recipe::{Accumulation, Recipe};
+use mixprec::recipe::{Accumulation, Recipe};
 use mixprec::train::config::{ModelKind, TrainConfig};
 use mixprec::train::data::Dataset;
 

@@ -112,7 +112,7 @@ class LossScaler:
         """Updates the scale; whether the step must be skipped."""
 
 class DelayedScales:
-    """Every cast tensor's fp8 delayed scale (``mixprec::run::DelayedScale``) by name."""
+    """Every cast tensor's fp8 delayed scale (``mixprec::scaling::delayed::DelayedScale``) by name."""
 
     def __init__(self, recipe_json: str) -> None: ...
     def cast(self, name: str, fp8_max: float, amax: float) -> float:

@@ -68,7 +68,7 @@ CPU tensors lie, and from one copy to the host (in the tensor's dtype) of tensor
 devices, on capture steps only.
 
 The directory is the one ``mixprec train`` writes (written by the same Rust code), its config a
-recorded run's (``mixprec::train::run::RecordedConfig``): the precision the loop trained in as a
+recorded run's (``mixprec::run::RecordedConfig``): the precision the loop trained in as a
 recipe (``format`` for the weights the forward reads, the activations and both gradients, FP32
 master weights and optimizer state, as ``torch.autocast`` trains) whose loss scaling is the
 GradScaler's own policy: the ``gradscaler`` preset with the scaler's initial scale, growth and

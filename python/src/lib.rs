@@ -250,10 +250,10 @@ fn formats_json(names: Vec<String>) -> PyResult<String> {
 
 /// The library's tables of names (rounding modes and overflow rules with their aliases, tensor
 /// classes with their recipe keys, optimizer-state parts, block schemes) as JSON:
-/// `mixprec::run::names::names_json`.
+/// `mixprec::recipe::catalog::names_json`.
 #[pyfunction]
 fn names_json() -> PyResult<String> {
-    to_json(&mixprec::run::names::names_json())
+    to_json(&mixprec::recipe::catalog::names_json())
 }
 
 /// A view of float32 (`Ok`) or float64 (`Err`) values.

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
+use mixprec::recipe::Class;
 use mixprec::run::{
-    self, CaptureBuilder, CaptureRecord, Class, Coverage, EvalMetric, RecordedConfig, SiteCapture,
+    self, CaptureBuilder, CaptureRecord, Coverage, EvalMetric, RecordedConfig, SiteCapture,
     StepRecord, Summary, class_counts,
 };
 use mixprec::stats::Histogram;

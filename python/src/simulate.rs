@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 
-use mixprec::run::{DelayedScale, Recipe};
+use mixprec::recipe::Recipe;
+use mixprec::scaling::delayed::DelayedScale;
 use mixprec::scaling::scaler::{self, LossScaling};
 use mixprec::train::TrainConfig;
 use ndarray::Array2;
@@ -70,11 +71,11 @@ impl LossScaler {
     }
 }
 
-/// Every cast tensor's fp8 delayed scale (`mixprec::run::DelayedScale`), by name, under the
+/// Every cast tensor's fp8 delayed scale (`mixprec::scaling::delayed::DelayedScale`), by name, under the
 /// recipe's `fp8_scaling`.
 #[pyclass(module = "mixprec._mixprec")]
 pub struct DelayedScales {
-    scaling: mixprec::run::recipe::Fp8Scaling,
+    scaling: mixprec::scaling::delayed::Fp8Scaling,
     tensors: HashMap<String, DelayedScale>,
 }
 
@@ -131,7 +132,7 @@ pub fn train_start<'py>(
 )> {
     let config: TrainConfig = serde_json::from_str(config_json)
         .map_err(|e| PyValueError::new_err(format!("config: {e}")))?;
-    let start = mixprec::train::run::start(&config).map_err(py_err)?;
+    let start = mixprec::train::training::start(&config).map_err(py_err)?;
     let matrix = |m: &Array2<f32>| -> PyResult<Bound<'py, PyAny>> {
         let values: Vec<f32> = m.iter().copied().collect();
         Ok(PyArray1::from_vec(py, values)

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use mixprec::io::write_dir_atomic;
+use mixprec::recipe::Class;
 use mixprec::report::page::{PlainWords, WindowAdvice, failed_to_train};
 use mixprec::report::{Report, ReportOptions, RunData};
-use mixprec::run::Class;
 use mixprec::run::{RunDir, Summary};
 use mixprec::train::config::{Overrides, TrainConfig};
-use mixprec::train::run::{self};
+use mixprec::train::training;
 
 /// Train the built-in MLP on the built-in digits in fp32, in fp16 without loss scaling and in
 /// fp16 with a dynamic loss scaler; analyze the captured gradients; write one report page and
@@ -79,15 +79,14 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 ..Overrides::default()
             })?;
             bar.set_message(name);
-            summaries.push(run::run(&config, &staging.join(name), &mut |_| bar.inc(1))?);
+            summaries.push(training::train(&config, &staging.join(name), &mut |_| {
+                bar.inc(1)
+            })?);
         }
         for name in &names {
             let dir = runs_dir.join(name);
             if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(|source| mixprec::Error::Io {
-                    path: dir.clone(),
-                    source,
-                })?;
+                std::fs::remove_dir_all(&dir).map_err(mixprec::Error::io_at(&dir))?;
             }
         }
         Ok(())

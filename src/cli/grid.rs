@@ -62,7 +62,10 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     let spec = GridSpec::new(base, vary, args.seeds)?;
     let runs = spec.runs()?;
-    let share: Vec<&grid::GridRun> = runs.iter().filter(|r| shard.holds(r.position)).collect();
+    let share: Vec<&grid::GridRun> = runs
+        .iter()
+        .filter(|r| shard.holds(r.planned.position))
+        .collect();
     grid::check_data(&runs)?;
     spec.prepare(&args.out)?;
     let mut todo = Vec::new();

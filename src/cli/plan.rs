@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mixprec::run::Recipe;
+use mixprec::recipe::Recipe;
 use mixprec::run::plan::{Budget, PLAN, PLAN_RECIPE, SENSITIVITY, Sensitivity, VALIDATION};
 use mixprec::train::TrainConfig;
 use mixprec::train::plan::{Probe, validate, validation_runs};

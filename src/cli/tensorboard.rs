@@ -4,8 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use mixprec::export::tensorboard::{EVENTS_FILE, Export, export, run_name};
 use mixprec::run::grid::GRID;
-use mixprec::run::tensorboard::{EVENTS_FILE, Export, export, run_name};
 
 /// Export runs to TensorBoard: per step the scalars loss, loss_scale, skipped (0/1),
 /// skipped_steps (so far), overflow (0/1), underflow/<class> (the share of the class's values

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use mixprec::format::{Overflow, Rounding};
-use mixprec::run::recipe::{Accumulation, PRESET_NAMES};
+use mixprec::recipe::{Accumulation, PRESET_NAMES};
 use mixprec::scaling::policy::POLICY_NAMES;
 use mixprec::scaling::scaler::LossScaling;
 use mixprec::train::config::{ModelKind, Overrides, TrainConfig};
-use mixprec::train::run;
+use mixprec::train::training;
 
 use super::round_args::{parse, whole};
 
@@ -204,7 +204,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
     }
     let bar = super::progress_bar(config.steps, "steps");
-    let summary = run::run(&config, dir, &mut |r| {
+    let summary = training::train(&config, dir, &mut |r| {
         bar.inc(1);
         if r.step % 10 == 0 {
             bar.set_message(format!("loss {:.4}  scale {}", r.loss, r.loss_scale));

@@ -5,7 +5,6 @@ use std::io::{BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::io_error;
 use crate::Result;
 
 /// Distinguishes the temporary files of concurrent writers in one process.
@@ -35,7 +34,7 @@ pub fn write_atomic(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let (temp, file) = create_temp(path).map_err(|e| io_error(path, e))?;
+    let (temp, file) = create_temp(path).map_err(crate::Error::io_at(path))?;
     let mut out = BufWriter::new(file);
     let written = write(&mut out).and_then(|()| {
         let file = out
@@ -45,7 +44,7 @@ pub fn write_atomic(
     });
     written
         .and_then(|()| std::fs::rename(&temp.0, path))
-        .map_err(|e| io_error(path, e))?;
+        .map_err(crate::Error::io_at(path))?;
     // Renamed: nothing left to clean up.
     std::mem::forget(temp);
     Ok(())
@@ -70,11 +69,11 @@ pub fn write_dir_atomic<T>(target: &Path, write: impl FnOnce(&Path) -> Result<T>
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
-    let staging = TempDir(create_temp_dir(target).map_err(|e| io_error(target, e))?);
+    std::fs::create_dir_all(parent).map_err(crate::Error::io_at(parent))?;
+    let staging = TempDir(create_temp_dir(target).map_err(crate::Error::io_at(target))?);
     let written = write(&staging.0).map_err(|e| at_target(e, &staging.0, target))?;
     if std::fs::symlink_metadata(target).is_err() {
-        std::fs::rename(&staging.0, target).map_err(|e| io_error(target, e))?;
+        std::fs::rename(&staging.0, target).map_err(crate::Error::io_at(target))?;
         std::mem::forget(staging);
     } else {
         merge(&staging.0, target)?;
@@ -90,10 +89,7 @@ fn at_target(error: crate::Error, staging: &Path, target: &Path) -> crate::Error
         Err(_) => path,
     };
     match error {
-        crate::Error::Io { path, source } => crate::Error::Io {
-            path: moved(path),
-            source,
-        },
+        crate::Error::Io { path, source } => crate::Error::io(moved(path), source),
         crate::Error::BadFile { path, problem } => crate::Error::BadFile {
             path: moved(path),
             problem,
@@ -104,18 +100,24 @@ fn at_target(error: crate::Error, staging: &Path, target: &Path) -> crate::Error
 
 /// Renames every file under `from` to the same place under `to`, making the directories.
 fn merge(from: &Path, to: &Path) -> Result<()> {
-    let entries = std::fs::read_dir(from).map_err(|e| io_error(from, e))?;
+    let entries = std::fs::read_dir(from).map_err(crate::Error::io_at(from))?;
     for entry in entries {
-        let entry = entry.map_err(|e| io_error(from, e))?;
+        let entry = entry.map_err(crate::Error::io_at(from))?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().map_err(|e| io_error(&src, e))?.is_dir() {
+        if entry
+            .file_type()
+            .map_err(crate::Error::io_at(&src))?
+            .is_dir()
+        {
             match std::fs::create_dir(&dst) {
-                Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(io_error(&dst, e)),
+                Err(e) if e.kind() != ErrorKind::AlreadyExists => {
+                    return Err(crate::Error::io(&dst, e));
+                }
                 _ => {}
             }
             merge(&src, &dst)?;
         } else {
-            std::fs::rename(&src, &dst).map_err(|e| io_error(&dst, e))?;
+            std::fs::rename(&src, &dst).map_err(crate::Error::io_at(&dst))?;
         }
     }
     Ok(())
@@ -236,10 +238,10 @@ mod tests {
         // No earlier output: nothing is left.
         let err = write_dir_atomic(&target, |staging| {
             write_atomic(&staging.join("a.svg"), |out| out.write_all(b"half"))?;
-            Err::<(), _>(crate::Error::Io {
-                path: staging.join("index.html"),
-                source: std::io::Error::other("disk full"),
-            })
+            Err::<(), _>(crate::Error::io(
+                staging.join("index.html"),
+                std::io::Error::other("disk full"),
+            ))
         });
         let err = err.unwrap_err().to_string();
         assert!(
@@ -258,10 +260,10 @@ mod tests {
         let err = write_dir_atomic(&target, |staging| {
             std::fs::create_dir(staging.join("figures")).unwrap();
             write_atomic(&staging.join("figures/a.svg"), |out| out.write_all(b"two"))?;
-            Err::<(), _>(crate::Error::Io {
-                path: staging.join("index.html"),
-                source: std::io::Error::other("disk full"),
-            })
+            Err::<(), _>(crate::Error::io(
+                staging.join("index.html"),
+                std::io::Error::other("disk full"),
+            ))
         });
         assert!(err.is_err());
         assert_eq!(entries(dir.path()), ["out.txt", "page"]);

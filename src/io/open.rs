@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use super::{bad_file, io_error};
+use super::bad_file;
 use crate::Result;
 
 /// The longest JSON document read whole (`config.json`, `summary.json`, `grid.json`, a config
@@ -60,7 +60,7 @@ pub fn read_document(path: &Path, limit: u64) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     file.take(len)
         .read_to_end(&mut bytes)
-        .map_err(|e| io_error(path, e))?;
+        .map_err(crate::Error::io_at(path))?;
     Ok(bytes)
 }
 
@@ -81,10 +81,10 @@ pub(crate) fn read_line<R: BufRead + ?Sized>(
 
 /// Opens a regular file (see the [module docs](self)), with its length.
 fn open_checked(path: &Path) -> Result<(File, u64)> {
-    let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
+    let meta = std::fs::metadata(path).map_err(crate::Error::io_at(path))?;
     check_regular(path, &meta)?;
-    let file = open_nonblocking(path).map_err(|e| io_error(path, e))?;
-    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    let file = open_nonblocking(path).map_err(crate::Error::io_at(path))?;
+    let meta = file.metadata().map_err(crate::Error::io_at(path))?;
     check_regular(path, &meta)?;
     Ok((file, meta.len()))
 }

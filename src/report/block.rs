@@ -166,10 +166,7 @@ pub fn compare_chart(a: &BlockAnalysis) -> GroupedBars {
 /// [`check_block_plots_dir`]'s; [`Error::Io`] if the directory or a file cannot be written.
 pub fn block_plots(dir: &Path, a: &BlockAnalysis) -> Result<Vec<PathBuf>> {
     check_block_plots_dir(dir)?;
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
-        path: dir.to_path_buf(),
-        source: e,
-    })?;
+    std::fs::create_dir_all(dir).map_err(Error::io_at(dir))?;
     let (name, stale) = if a.schemes.len() == 1 {
         ("block-ratios", "block-compare")
     } else {

@@ -15,7 +15,7 @@ use super::html::{Figure, css, document, figure_markup, fold, write_report};
 use super::runs::{ReportOptions, unscaled_window};
 use crate::Result;
 use crate::format::{FP16, FP32, FloatFormat};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::run::grid::{GRID, GridPlan, LOSS_SCALE, PlannedRun as GridRun, value_name};
 use crate::run::{RunDir, Summary};
 use crate::scaling::scaler::LossScaling;

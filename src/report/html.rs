@@ -79,10 +79,7 @@ pub struct Figure {
 /// A directory or file that cannot be written, or a chart that cannot be drawn.
 pub(crate) fn write_figures(dir: &Path, figures: &[Figure]) -> Result<BTreeMap<String, String>> {
     let figures_dir = dir.join("figures");
-    std::fs::create_dir_all(&figures_dir).map_err(|source| Error::Io {
-        path: figures_dir.clone(),
-        source,
-    })?;
+    std::fs::create_dir_all(&figures_dir).map_err(Error::io_at(&figures_dir))?;
     let mut svgs = BTreeMap::new();
     for f in figures {
         let size = f.chart.size();
@@ -93,10 +90,7 @@ pub(crate) fn write_figures(dir: &Path, figures: &[Figure]) -> Result<BTreeMap<S
         super::write_png(&png_path, size, &|a| f.chart.draw(a))?;
         svgs.insert(f.id.clone(), svg);
     }
-    remove_stale_figures(&figures_dir, &svgs).map_err(|source| Error::Io {
-        path: figures_dir.clone(),
-        source,
-    })?;
+    remove_stale_figures(&figures_dir, &svgs).map_err(Error::io_at(&figures_dir))?;
     Ok(svgs)
 }
 
@@ -216,10 +210,7 @@ pub(crate) fn write_report(
         Ok(svgs)
     })?;
     let figures_dir = dir.join("figures");
-    remove_stale_figures(&figures_dir, &svgs).map_err(|source| Error::Io {
-        path: figures_dir,
-        source,
-    })?;
+    remove_stale_figures(&figures_dir, &svgs).map_err(Error::io_at(&figures_dir))?;
     Ok(dir.join("index.html"))
 }
 

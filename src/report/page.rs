@@ -16,7 +16,7 @@ use super::html::{
 use super::runs::RunData;
 use crate::Result;
 use crate::analysis::Analysis;
-use crate::run::Class;
+use crate::recipe::Class;
 
 mod figures;
 mod findings;

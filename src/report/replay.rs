@@ -11,7 +11,7 @@ use super::charts::{Axis, Band, Corner, Line, LineChart, Stroke, run_color};
 use super::html::{Chart, Figure, breakable, document, figure_markup, write_report};
 use super::runs::{judged_format, recorded_step};
 use crate::format::{FP32, FloatFormat, Overflow};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::run::RunDir;
 use crate::scaling::replay::{OverflowModel, PolicyReplay, Replay, Replayer};
 use crate::scaling::scaler::LossScaling;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::format::{FP16, FP32, FloatFormat};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::run::{CaptureRecord, RunDir, ShadowRecord, StepRecord, Summary};
 use crate::scaling::replay::{OverflowModel, RecordedStep, high_edge, verdict};
 use crate::stats::recommend::{AmaxSpread, RerunTop};

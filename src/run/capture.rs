@@ -6,8 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{CAPTURE_SUB_BINS_LOG2, Class, SiteCapture, StoreCounts};
+use super::{CAPTURE_SUB_BINS_LOG2, SiteCapture};
 use crate::format::RoundCounts;
+use crate::recipe::{Class, StoreCounts};
 use crate::stats::Histogram;
 
 /// The sites of one capture step, being gathered.

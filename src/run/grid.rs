@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Recipe;
+use crate::recipe::Recipe;
 
 /// `grid.json`.
 pub const GRID: &str = "grid.json";

@@ -184,10 +184,7 @@ pub fn is_plan(dir: &Path) -> bool {
 /// [`crate::Error::Io`] or [`crate::Error::BadFile`] naming the file.
 pub fn read<T: serde::de::DeserializeOwned>(dir: &Path, name: &str) -> crate::Result<T> {
     let path = dir.join(name);
-    let text = std::fs::read_to_string(&path).map_err(|source| crate::Error::Io {
-        path: path.clone(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(&path).map_err(crate::Error::io_at(&path))?;
     serde_json::from_str(&text).map_err(|e| crate::Error::BadFile {
         path,
         problem: e.to_string(),

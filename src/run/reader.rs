@@ -11,22 +11,23 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::Recipe;
 use super::schema::{CaptureRecord, ShadowRecord, StepRecord, Summary, take_schema};
 use super::{CAPTURES, CONFIG, INCOMPLETE, METRICS, SHADOW, SUMMARY};
 use crate::error::Error;
+use crate::recipe::Recipe;
 
 /// A run directory opened for reading.
 ///
 /// ```
-/// use mixprec::run::{Recipe, RunDir};
-/// use mixprec::train::{TrainConfig, run::run};
+/// use mixprec::run::RunDir;
+/// use mixprec::recipe::Recipe;
+/// use mixprec::train::{TrainConfig, training::train};
 ///
 /// let config = TrainConfig { recipe: Recipe::preset("fp16-dynamic")?, steps: 4, batch: 16,
 ///     capture_every: 2, ..TrainConfig::default() };
 /// let dir = std::env::temp_dir().join(format!("mixprec-doc-read-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
-/// run(&config, &dir, &mut |_| {})?;
+/// train(&config, &dir, &mut |_| {})?;
 /// let run = RunDir::open(&dir)?;
 /// assert!(run.is_complete());
 /// let losses: Vec<f64> = run.steps()?.map(|r| r.map(|r| r.loss)).collect::<Result<_, _>>()?;
@@ -227,10 +228,7 @@ impl<T: DeserializeOwned> Iterator for Records<T> {
             }
             Err(source) => {
                 self.done = true;
-                return Some(Err(Error::Io {
-                    path: self.path.clone(),
-                    source,
-                }));
+                return Some(Err(Error::io(&self.path, source)));
             }
         }
         self.line += 1;

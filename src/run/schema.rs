@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::format::FloatFormat;
 use crate::format::RoundCounts;
-use crate::run::Recipe;
-use crate::run::{Class, Site, StoreCounts};
+use crate::recipe::Recipe;
+use crate::recipe::{Class, Site, StoreCounts};
 use crate::stats::Histogram;
 
 /// Octaves are split into `2^CAPTURE_SUB_BINS_LOG2` sub-bins in captured histograms: one bin

@@ -20,13 +20,6 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
 /// Bytes of lines kept in memory before they are written regardless of time.
 const BUFFER: usize = 1 << 20;
 
-fn io_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// An append-only JSON-lines log. Lines are serialised whole into a buffer that is written with
 /// one `write_all` when flushed, so the file only ever ends in the middle of a line if the
 /// process dies inside that call; readers ignore such a cut-off last line.
@@ -42,7 +35,7 @@ impl Log {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(io_error(&path))?;
+            .map_err(Error::io_at(&path))?;
         Ok(Log {
             path,
             file,
@@ -51,10 +44,8 @@ impl Log {
     }
 
     fn push<T: Serialize>(&mut self, value: &T) -> crate::Result<()> {
-        serde_json::to_writer(&mut self.buffer, value).map_err(|e| Error::Io {
-            path: self.path.clone(),
-            source: e.into(),
-        })?;
+        serde_json::to_writer(&mut self.buffer, value)
+            .map_err(|e| Error::io(&self.path, e.into()))?;
         self.buffer.push(b'\n');
         if self.buffer.len() >= BUFFER {
             self.flush()?;
@@ -66,7 +57,7 @@ impl Log {
         if !self.buffer.is_empty() {
             self.file
                 .write_all(&self.buffer)
-                .map_err(io_error(&self.path))?;
+                .map_err(Error::io_at(&self.path))?;
             self.buffer.clear();
         }
         Ok(())
@@ -74,7 +65,7 @@ impl Log {
 
     fn finish(mut self) -> crate::Result<()> {
         self.flush()?;
-        self.file.sync_all().map_err(io_error(&self.path))
+        self.file.sync_all().map_err(Error::io_at(&self.path))
     }
 }
 
@@ -322,11 +313,11 @@ impl RunWriter {
         }
         write_json(&self.dir.join(SUMMARY), summary)?;
         let marker = self.dir.join(INCOMPLETE);
-        std::fs::remove_file(&marker).map_err(io_error(&marker))?;
+        std::fs::remove_file(&marker).map_err(Error::io_at(&marker))?;
         // The renames and the removal are durable once the directory itself is synced.
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
-            .map_err(io_error(&self.dir))
+            .map_err(Error::io_at(&self.dir))
     }
 }
 
@@ -360,7 +351,7 @@ fn prepare_dir(dir: &Path) -> crate::Result<Option<std::path::PathBuf>> {
         .last()
         .unwrap_or(dir)
         .to_path_buf();
-    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    std::fs::create_dir_all(dir).map_err(Error::io_at(dir))?;
     Ok(Some(top))
 }
 
@@ -373,7 +364,7 @@ fn check_empty(dir: &Path) -> crate::Result<()> {
                 .into(),
         });
     }
-    let mut entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
+    let mut entries = std::fs::read_dir(dir).map_err(Error::io_at(dir))?;
     if entries.next().is_some() {
         return Err(Error::BadFile {
             path: dir.to_path_buf(),

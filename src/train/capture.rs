@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::real::Real;
-use crate::run::Key;
+use crate::recipe::Key;
 use crate::stats::Histogram;
 
 pub use crate::run::CAPTURE_SUB_BINS_LOG2;
@@ -68,7 +68,7 @@ impl Observer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::Class;
+    use crate::recipe::Class;
 
     #[test]
     fn observer_histograms_values_and_update_ratios() {

@@ -29,7 +29,7 @@ use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
 use crate::error::{Error, positive_finite};
 use crate::format::{Overflow, Rounding};
-use crate::run::recipe::{Accumulation, Recipe};
+use crate::recipe::{Accumulation, Recipe};
 use crate::scaling::scaler::LossScaling;
 
 /// Which model to train. Read by its [`FromStr`](std::str::FromStr) from flags and config files

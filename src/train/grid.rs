@@ -1,5 +1,5 @@
 //! A grid of training runs: every combination of the varied config values, times seeds, each an
-//! ordinary run directory written by [`super::run::run`].
+//! ordinary run directory written by [`super::training::train`].
 //!
 //! # The grid directory
 //! - `grid.json`: the grid itself (`"schema": 1`, `base`: the resolved base config, `vary`: each
@@ -29,7 +29,7 @@
 //! # Runs trained once
 //! A run whose training cannot depend on a varied key is trained once for all its values: the
 //! `loss_scale` of an FP32 recipe (static or no scaling, powers of two within `2^-32..2^32`:
-//! [`crate::run::recipe::Recipe::loss_scale_inert`]) is inert, so of `recipe=fp32` with
+//! [`crate::recipe::Recipe::loss_scale_inert`]) is inert, so of `recipe=fp32` with
 //! `loss_scale=2^0..2^30` only `loss_scale=2^0` is trained (the value nearest `2^0`), and its
 //! `grid.jsonl` line says `"inert": ["loss_scale"]`. The report draws it as a reference line.
 
@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::config::{Overrides, TrainConfig};
-use super::run::{self};
+use super::training;
 use crate::error::Error;
 use crate::io::write_atomic;
 use crate::run::grid::{GRID, INDEX, LOSS_SCALE, RUNS, SCHEMA, Vary, value_name};
@@ -227,8 +227,7 @@ pub struct GridSpec {
 }
 
 /// One run of a grid: the plan a reader of the grid directory sees ([`PlannedRun`]: position,
-/// name, values, seed, recipe, inert keys; reached through `Deref`) and the config the training
-/// core trains.
+/// name, values, seed, recipe, inert keys) and the config the training core trains.
 #[derive(Clone, Debug)]
 pub struct GridRun {
     /// The run as `report` reads it; its `config` is [`GridRun::config`] as JSON.
@@ -258,19 +257,6 @@ impl GridRun {
             },
             config,
         }
-    }
-}
-
-impl std::ops::Deref for GridRun {
-    type Target = PlannedRun;
-    fn deref(&self) -> &PlannedRun {
-        &self.planned
-    }
-}
-
-impl std::ops::DerefMut for GridRun {
-    fn deref_mut(&mut self) -> &mut PlannedRun {
-        &mut self.planned
     }
 }
 
@@ -371,7 +357,7 @@ impl GridSpec {
         else {
             return runs;
         };
-        let log2 = |run: &GridRun| power_of_two(&run.values[at].1);
+        let log2 = |run: &GridRun| power_of_two(&run.planned.values[at].1);
         let inert =
             |run: &GridRun| log2(run).is_some_and(|k| run.config.recipe.loss_scale_inert(k));
         let mut out: Vec<GridRun> = Vec::with_capacity(runs.len());
@@ -386,9 +372,9 @@ impl GridSpec {
                 if log2(&run) != kept {
                     continue;
                 }
-                run.inert.push(LOSS_SCALE.to_string());
+                run.planned.inert.push(LOSS_SCALE.to_string());
             }
-            run.position = out.len();
+            run.planned.position = out.len();
             out.push(run);
         }
         out
@@ -447,10 +433,6 @@ impl GridSpec {
     /// # Errors
     /// `dir` holds something other than this grid, or a failed write.
     pub fn prepare(&self, dir: &Path) -> crate::Result<()> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| Error::Io { path, source }
-        };
         let path = dir.join(GRID);
         if path.exists() {
             let there = GridSpec::read(dir)?;
@@ -463,7 +445,7 @@ impl GridSpec {
                 });
             }
         } else if dir.exists() {
-            let mut entries = std::fs::read_dir(dir).map_err(io(dir))?;
+            let mut entries = std::fs::read_dir(dir).map_err(Error::io_at(dir))?;
             if entries.next().is_some() {
                 return Err(Error::BadFile {
                     path: dir.to_path_buf(),
@@ -473,7 +455,7 @@ impl GridSpec {
             }
         }
         let runs = dir.join(RUNS);
-        std::fs::create_dir_all(&runs).map_err(io(&runs))?;
+        std::fs::create_dir_all(&runs).map_err(Error::io_at(&runs))?;
         if !path.exists() {
             let json = serde_json::to_vec_pretty(self).map_err(|e| Error::BadFile {
                 path: path.clone(),
@@ -549,7 +531,7 @@ pub fn check_data(runs: &[GridRun]) -> crate::Result<()> {
         let c = &run.config;
         let key = (c.dataset.clone(), c.labels.clone());
         let named = |e: Error| Error::Grid {
-            what: format!("{RUNS}/{}", run.name),
+            what: format!("{RUNS}/{}", run.planned.name),
             problem: e.to_string(),
         };
         let i = match loaded.iter().position(|(k, _)| *k == key) {
@@ -565,7 +547,7 @@ pub fn check_data(runs: &[GridRun]) -> crate::Result<()> {
         super::budget::check(c, &loaded[i].1).map_err(named)?;
         if !c.recipe.keep.is_empty() {
             // Every keep pattern must name a layer of the model: building it checks.
-            super::run::build(c).map_err(named)?;
+            training::build(c).map_err(named)?;
         }
     }
     Ok(())
@@ -588,7 +570,7 @@ pub enum RunState {
 /// A finished run whose config is not the one the grid gives it (the directory belongs to
 /// another grid), or an unreadable directory.
 pub fn state(dir: &Path, run: &GridRun) -> crate::Result<RunState> {
-    let path = run.dir(dir);
+    let path = run.planned.dir(dir);
     if !path.exists() {
         return Ok(RunState::Missing);
     }
@@ -642,19 +624,16 @@ pub fn execute(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    let path = run.dir(dir);
+                    let path = run.planned.dir(dir);
                     let result = match &pool {
                         Ok(pool) => pool.install(|| train_one(run, &path, progress)),
-                        Err(e) => Err(Error::Io {
-                            path: path.clone(),
-                            source: std::io::Error::other(e.to_string()),
-                        }),
+                        Err(e) => Err(Error::io(&path, std::io::Error::other(e.to_string()))),
                     };
                     progress(Event::Done(run, result.as_ref()));
                     if let Err(e) = result
                         && let Ok(mut f) = failed.lock()
                     {
-                        f.push((run.name.clone(), e));
+                        f.push((run.planned.name.clone(), e));
                     }
                 }
             });
@@ -671,12 +650,9 @@ fn train_one(
     progress: &(dyn Fn(Event<'_>) + Sync),
 ) -> crate::Result<Summary> {
     if path.exists() {
-        std::fs::remove_dir_all(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        std::fs::remove_dir_all(path).map_err(Error::io_at(path))?;
     }
-    run::run(&run.config, path, &mut |_| progress(Event::Step))
+    training::train(&run.config, path, &mut |_| progress(Event::Step))
 }
 
 /// One line of `grid.jsonl`.
@@ -703,22 +679,23 @@ pub struct IndexLine {
 pub fn index(dir: &Path, runs: &[GridRun]) -> crate::Result<Vec<IndexLine>> {
     let mut out = Vec::new();
     for run in runs {
-        let path = run.dir(dir);
+        let path = run.planned.dir(dir);
         if !path.join(crate::run::SUMMARY).exists() {
             continue;
         }
         let found = RunDir::open(&path)?;
         if let (true, Some(summary)) = (found.is_complete(), found.summary) {
             out.push(IndexLine {
-                run: format!("{RUNS}/{}", run.name),
+                run: format!("{RUNS}/{}", run.planned.name),
                 values: run
+                    .planned
                     .values
                     .iter()
                     .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
                     .collect(),
-                seed: run.seed,
+                seed: run.planned.seed,
                 summary,
-                inert: run.inert.clone(),
+                inert: run.planned.inert.clone(),
             });
         }
     }

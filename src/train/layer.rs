@@ -27,7 +27,7 @@ pub use lstm::Lstm;
 use super::precision::Precision;
 use super::real::{Real, zip_chunks};
 use super::rng::Rng;
-use crate::run::Class;
+use crate::recipe::Class;
 
 /// A trainable tensor: the master copy the optimizer updates, the copy in the weight format the
 /// passes read, and the gradient.

@@ -1,6 +1,6 @@
 //! Losses, each returning the mean loss and its gradient with respect to the network's output.
 //!
-//! They run in FP32 unless the recipe's [`crate::run::recipe::Fp32Ops`] says otherwise; the caller
+//! They run in FP32 unless the recipe's [`crate::recipe::Fp32Ops`] says otherwise; the caller
 //! multiplies the gradient by the loss scale and stores it as an activation gradient.
 
 use ndarray::{Array2, Axis, Zip};
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::precision::Precision;
 use super::real::Real;
 use crate::error::Error;
-use crate::run::Class;
+use crate::recipe::Class;
 
 /// A loss function.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn fp32_ops_policy_decides_what_the_loss_rounds() {
-        use crate::run::recipe::Recipe;
+        use crate::recipe::Recipe;
         let z = ndarray::arr2(&[[0.1f32, 0.2, 0.3], [1.0, -1.0, 0.5]]);
         let run = |softmax: bool, loss: bool| {
             let mut recipe = Recipe::preset("fp16-master").unwrap();

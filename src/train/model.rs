@@ -8,7 +8,7 @@ mod mlp;
 use ndarray::Array2;
 
 pub use cnn::CnnConfig;
-pub use gan::{GanConfig, GanTrainer};
+pub use gan::GanConfig;
 pub use lstm::{LstmConfig, vocabulary};
 pub use mlp::MlpConfig;
 

@@ -17,7 +17,7 @@ use super::layer::Param;
 use super::precision::Precision;
 use super::real::Real;
 use crate::error::Error;
-use crate::run::Class;
+use crate::recipe::Class;
 use add::add_updates;
 
 /// An optimizer and its hyperparameters.
@@ -305,7 +305,7 @@ fn one_weight<T: Real>(
     let mut p = if recipe == "exact" {
         Precision::exact()
     } else {
-        let recipe = crate::run::recipe::Recipe::preset(recipe).expect("a preset");
+        let recipe = crate::recipe::Recipe::preset(recipe).expect("a preset");
         Precision::new(&recipe, 0)
     };
     let site = p.register("w");

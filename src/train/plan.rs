@@ -14,13 +14,13 @@ use super::grid::GridRun;
 use super::loss::Targets;
 use super::precision::Precision;
 use super::rng::Rng;
-use super::run::classifier;
+use super::training::classifier;
 use crate::error::Error;
-use crate::run::Class;
+use crate::recipe::Class;
+use crate::recipe::{Keep, Recipe};
 use crate::run::plan::{
     Budget, Harm, LayerHarm, Plan, PlanStep, Sensitivity, Validation, ValidationRun,
 };
-use crate::run::recipe::{Keep, Recipe};
 
 /// The operand classes whose casts the underflow and saturation shares count.
 const OPERANDS: [Class; 3] = [Class::GemmInput, Class::GemmWeight, Class::GemmGradOutput];
@@ -63,8 +63,8 @@ impl Probe {
             recipe: Recipe::fp32(),
             ..config.clone()
         };
-        let (data, job) = super::run::build(&fp32)?;
-        let super::run::Job::Classifier(mut reference) = job else {
+        let (data, job) = super::training::build(&fp32)?;
+        let super::training::Job::Classifier(mut reference) = job else {
             unreachable!("a classifier config builds a classifier")
         };
         let weights = reference
@@ -381,9 +381,9 @@ pub fn validate(
         runs: runs
             .iter()
             .map(|r| ValidationRun {
-                arm: r.values[0].1.clone(),
-                seed: r.seed,
-                run: format!("runs/{}", r.name),
+                arm: r.planned.values[0].1.clone(),
+                seed: r.planned.seed,
+                run: format!("runs/{}", r.planned.name),
             })
             .collect(),
     })

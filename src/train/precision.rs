@@ -14,11 +14,11 @@ use block::BlockCast;
 use super::capture::{Observer, Seen};
 use super::real::Real;
 use crate::format::{RoundCounts, RoundOptions, Rounder};
-use crate::run::DelayedScale;
+use crate::recipe::{Accumulation, Recipe};
+use crate::recipe::{Class, Key, Site, StoreCounts};
+use crate::scaling::delayed::DelayedScale;
 #[cfg(doc)]
-use crate::run::recipe::Fp8Scaling;
-use crate::run::recipe::{Accumulation, Recipe};
-use crate::run::{Class, Key, Site, StoreCounts};
+use crate::scaling::delayed::Fp8Scaling;
 
 mod accumulate;
 pub mod block;
@@ -113,7 +113,7 @@ impl Precision {
     #[must_use]
     pub fn new(recipe: &Recipe, seed: u64) -> Self {
         let base = Recipe {
-            keep: crate::run::recipe::Keep::default(),
+            keep: crate::recipe::Keep::default(),
             ..recipe.clone()
         };
         let formats = std::iter::once(Formats::new(base, seed))
@@ -683,7 +683,7 @@ impl Precision {
 
     /// Column sums of `a` (the sum over the batch of a bias gradient) for an output of class
     /// `class`: in FP32, or accumulated in the class's format when the recipe's
-    /// [`crate::run::recipe::Fp32Ops::reductions`] is off.
+    /// [`crate::recipe::Fp32Ops::reductions`] is off.
     #[must_use]
     pub fn sum_rows<T: Real>(&self, a: ArrayView2<T>, class: Class) -> Array2<T> {
         match (

@@ -1,4 +1,4 @@
-//! One training step under a recipe, and evaluation.
+//! One training step under a recipe ([`Trainer`]; the GAN's: [`GanTrainer`]), and evaluation.
 
 use ndarray::{Array2, Axis};
 
@@ -7,9 +7,11 @@ use super::loss::{Loss, Targets};
 use super::model::Sequential;
 use super::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use super::precision::Precision;
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::run::schema::StepRecord;
 use crate::scaling::scaler::LossScaler;
+
+pub use gan::GanTrainer;
 
 /// A model with its optimizer, loss scaler and storage points: everything one step needs.
 pub struct Trainer {
@@ -274,6 +276,8 @@ pub(crate) fn record(p: &Precision, e: Ended) -> StepRecord {
         eval: None,
     }
 }
+
+mod gan;
 
 #[cfg(test)]
 mod tests;

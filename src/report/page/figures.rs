@@ -1,12 +1,12 @@
 //! The figures of a run page, from the runs' data, in the order of the page's sections.
 
+use crate::recipe::Class;
 use crate::report::charts::{
     self, Axis, Band, Corner, Heatmap, Line, LineChart, Log2Histograms, StackedShares, Stroke,
     Zone, run_color,
 };
 use crate::report::html::{Chart, Figure};
 use crate::report::runs::RunData;
-use crate::run::Class;
 use crate::stats::Histogram;
 use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
 use crate::text::threshold_percent;

@@ -10,7 +10,7 @@ use crate::report::runs::{CaptureSummary, RunData, Shares};
 
 /// A layer's gradient class at a capture step, and what rounding did to it.
 type GradientShares = (String, Class, Shares);
-use crate::run::Class;
+use crate::recipe::Class;
 
 /// A sentence of the findings, and the figure that shows it.
 #[derive(Clone, Debug, Serialize)]

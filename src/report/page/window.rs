@@ -244,7 +244,7 @@ pub(crate) fn window_sentence(r: &RunData, runs: &[RunData]) -> String {
         r.captures.len(),
         steps_named(&empty)
     );
-    let stored = r.formats.get(&crate::run::Class::ActivationGrad);
+    let stored = r.formats.get(&crate::recipe::Class::ActivationGrad);
     let mut s = if stored.is_some_and(|f| f == "fp32") {
         format!(
             "{} stores its gradients in FP32, which needs no loss scaling; stored in {}, ",

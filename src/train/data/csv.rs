@@ -20,10 +20,7 @@ use crate::error::Error;
 pub fn load(path: &Path) -> crate::Result<Dataset> {
     let mut file = crate::io::open_regular(path)?;
     let mut text = String::new();
-    file.read_to_string(&mut text).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    file.read_to_string(&mut text).map_err(Error::io_at(path))?;
     let (x, labels) = parse(&text).map_err(|problem| Error::BadFile {
         path: path.to_path_buf(),
         problem,

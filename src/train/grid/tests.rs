@@ -91,21 +91,27 @@ fn runs_are_named_ordered_and_configured() {
     let runs = s.runs().unwrap();
     // fp32 once per seed (its loss scale is inert), fp16-master at each scale.
     assert_eq!(runs.len(), 8);
-    assert_eq!(runs[0].name, "recipe=fp32,loss_scale=2^0,seed=7");
-    assert_eq!(runs[1].name, "recipe=fp32,loss_scale=2^0,seed=8");
+    assert_eq!(runs[0].planned.name, "recipe=fp32,loss_scale=2^0,seed=7");
+    assert_eq!(runs[1].planned.name, "recipe=fp32,loss_scale=2^0,seed=8");
     assert_eq!(
-        (runs[0].inert.clone(), runs[2].inert.len()),
+        (runs[0].planned.inert.clone(), runs[2].planned.inert.len()),
         (vec!["loss_scale".to_string()], 0)
     );
-    assert_eq!(runs[2].name, "recipe=fp16-master,loss_scale=2^0,seed=7");
-    assert_eq!(runs[7].name, "recipe=fp16-master,loss_scale=2^2,seed=8");
+    assert_eq!(
+        runs[2].planned.name,
+        "recipe=fp16-master,loss_scale=2^0,seed=7"
+    );
+    assert_eq!(
+        runs[7].planned.name,
+        "recipe=fp16-master,loss_scale=2^2,seed=8"
+    );
     for (i, r) in runs.iter().enumerate() {
-        assert_eq!(r.position, i);
+        assert_eq!(r.planned.position, i);
     }
     let r = &runs[7];
-    assert_eq!((r.seed, r.config.seed), (8, 8));
+    assert_eq!((r.planned.seed, r.config.seed), (8, 8));
     assert_eq!(
-        r.values,
+        r.planned.values,
         [
             ("recipe".to_string(), "fp16-master".to_string()),
             ("loss_scale".to_string(), "2^2".to_string())
@@ -123,7 +129,7 @@ fn runs_are_named_ordered_and_configured() {
     // Without --vary: the base config, once per seed.
     let plain = spec(&[], 3).runs().unwrap();
     assert_eq!(plain.len(), 3);
-    assert_eq!(plain[2].name, "seed=9");
+    assert_eq!(plain[2].planned.name, "seed=9");
     assert_eq!(plain[0].config, s.base);
 }
 
@@ -279,7 +285,7 @@ fn quoted_values_name_runs_cleanly() {
     )
     .runs()
     .unwrap();
-    let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+    let names: Vec<&str> = runs.iter().map(|r| r.planned.name.as_str()).collect();
     assert_eq!(
         names,
         [
@@ -295,7 +301,7 @@ fn quoted_values_name_runs_cleanly() {
         1,
     );
     assert_eq!(
-        g.runs().unwrap()[0].name,
+        g.runs().unwrap()[0].planned.name,
         "optimizer=kind-sgd-lr-0.5,seed=7"
     );
     // A quoted and a bare spelling of one value, or two values that differ only in awkward

@@ -4,7 +4,7 @@ use ndarray::{Array2, Zip};
 use serde::{Deserialize, Serialize};
 
 use super::Layer;
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 

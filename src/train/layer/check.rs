@@ -8,7 +8,7 @@
 use ndarray::Array2;
 
 use super::{Layer, Param};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::precision::Precision;
 use crate::train::rng::Rng;
 

@@ -4,7 +4,7 @@ use ndarray::{Array2, Axis};
 
 use super::linear::{forward_product, param_grads};
 use super::{Layer, Param, init_uniform};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;

@@ -3,7 +3,7 @@
 use ndarray::{Array1, Array2, Axis, Zip};
 
 use super::{Layer, Param};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 
@@ -123,7 +123,7 @@ mod tests {
     /// `[-2, 0, 0, 0]` instead of `[-1.73, 0.58, 0.58, 0.58]`.
     #[test]
     fn norm_stats_in_fp32_follow_f64_and_in_fp16_do_not() {
-        use crate::run::recipe::Recipe;
+        use crate::recipe::Recipe;
         let rows = [
             [1000.0, 1000.5, 1000.5, 1000.5],
             [1000.0, 1000.0, 1000.0, 1001.5],

@@ -3,7 +3,7 @@
 use ndarray::{Array2, Axis};
 
 use super::{Layer, Param, init_uniform};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;
@@ -14,7 +14,7 @@ use crate::train::rng::Rng;
 /// dL/dx = dL/dy W          dL/dW = (dL/dy)ᵀ x          dL/db = Σ_rows dL/dy
 /// ```
 ///
-/// With a recipe that casts GEMM operands ([`crate::run::recipe::GemmOperands`]), the three
+/// With a recipe that casts GEMM operands ([`crate::recipe::GemmOperands`]), the three
 /// products read `x`, `W` and `dL/dy` as cast: with a per-tensor format, x and W once, in
 /// forward, kept for backward (as Transformer Engine's Linear keeps its FP8 input and weight),
 /// and `dL/dy` once for both backward products; with a block format, each for each product, its
@@ -208,7 +208,7 @@ mod tests {
     /// as the forward product read them, cast, for the backward products.
     #[test]
     fn backward_reads_the_forward_casts() {
-        let recipe = crate::run::recipe::Recipe::preset("fp8-hybrid").unwrap();
+        let recipe = crate::recipe::Recipe::preset("fp8-hybrid").unwrap();
         let mut layer = Linear::<f32>::new(3, 2, 1.0, 0, &mut Rng::new(5));
         let x = Array2::from_shape_fn((4, 3), |(i, j)| 0.3 + (i * 3 + j) as f32 * 0.0137);
         let fresh = || {

@@ -3,7 +3,7 @@
 use ndarray::{Array2, Axis, s};
 
 use super::{Layer, Param, init_uniform};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::precision::Precision;
 use crate::train::real::Real;
 use crate::train::rng::Rng;

@@ -3,7 +3,7 @@
 use ndarray::{Array2, Zip};
 
 use super::{Optimizer, UpdateStats, apply_update, unscaled};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::layer::Param;
 use crate::train::precision::Precision;
 use crate::train::real::Real;

@@ -3,7 +3,7 @@
 use ndarray::Array2;
 
 use super::{Optimizer, UpdateStats, apply_update, apply_update_fn, unscaled};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::layer::Param;
 use crate::train::precision::Precision;
 use crate::train::real::Real;

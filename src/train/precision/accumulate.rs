@@ -14,7 +14,7 @@
 //! result does not depend on the thread count. [`matmul_rounded_reference`] is the same
 //! definition written one output at a time: the test below checks them bit for bit.
 //!
-//! [`Accumulation::Storage`]: crate::run::recipe::Accumulation::Storage
+//! [`Accumulation::Storage`]: crate::recipe::Accumulation::Storage
 
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;

@@ -30,7 +30,7 @@
 //! gradient twice (columns for wgrad, rows for dgrad). A per-tensor cast does not depend on the
 //! axis, and is made once and reused as before.
 //!
-//! Each block cast is a store of its class: counted ([`super::StoreCounts::stored`] counts the
+//! Each block cast is a store of its class: counted ([`crate::recipe::StoreCounts::stored`] counts the
 //! values of every cast, so a weight's values twice a step), its counts per element relative to
 //! its block (as the block rounder defines them), captured before rounding on capture steps (a
 //! tensor cast twice is observed twice) and checked for inf/NaN before rounding (an MX block
@@ -67,7 +67,7 @@ use ndarray::{Array2, ArrayView2, Axis};
 
 use super::Precision;
 use crate::format::{BlockRounder, RoundCounts, RoundOptions};
-use crate::run::Class;
+use crate::recipe::Class;
 use crate::train::real::Real;
 
 /// The block formats an operand may be cast to.

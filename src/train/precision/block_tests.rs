@@ -6,7 +6,7 @@ use ndarray::{Array2, Axis};
 
 use super::*;
 use crate::format::{BlockFormat, BlockRounder, FloatFormat, MxRounder};
-use crate::run::recipe::Recipe;
+use crate::recipe::Recipe;
 use crate::train::Rng;
 use crate::train::layer::{Conv2d, ImageShape, Layer, Linear, Lstm};
 

@@ -1,12 +1,13 @@
 //! Delayed fp8 scaling against Transformer Engine's update rule (`delayed_scaling.cu`), one
 //! history per tensor, and what the TE recipe casts in each layer type.
 
-use crate::run::recipe::AmaxComputeAlgo;
+use crate::scaling::delayed::AmaxComputeAlgo;
 use ndarray::Array2;
 
 use super::*;
 use crate::format::{FP8_E4M3, FP8_E5M2};
-use crate::run::recipe::{Fp8Scaling, Recipe};
+use crate::recipe::Recipe;
+use crate::scaling::delayed::Fp8Scaling;
 use crate::train::Rng;
 use crate::train::layer::{Conv2d, Embedding, ImageShape, Layer, LayerNorm, Linear, Lstm, Param};
 

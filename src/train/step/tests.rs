@@ -4,8 +4,8 @@ use ndarray::{Array2, Axis};
 
 use super::Trainer;
 use crate::format::{BF16, FP32, FloatFormat, RoundOptions, Rounder};
-use crate::run::Class;
-use crate::run::recipe::{PRESET_NAMES, Recipe};
+use crate::recipe::Class;
+use crate::recipe::{PRESET_NAMES, Recipe};
 use crate::train::data::{Batches, Dataset, digits};
 use crate::train::loss::{Loss, Targets};
 use crate::train::model::MlpConfig;
@@ -239,7 +239,7 @@ fn storage_accumulation_trains_and_changes_the_result() {
         t.step(&x, Targets::Labels(&y)).unwrap();
         t.step(&x, Targets::Labels(&y)).unwrap().loss
     };
-    use crate::run::recipe::Accumulation;
+    use crate::recipe::Accumulation;
     let (fast, slow) = (run(Accumulation::Fp32), run(Accumulation::Storage));
     assert!(
         slow.is_finite() && (fast - slow).abs() < 0.05,

@@ -1,4 +1,4 @@
-//! A whole training run: [`run`] trains a config into a run directory ([`crate::run`] owns the
+//! A whole training run: [`train`] trains a config into a run directory ([`crate::run`] owns the
 //! directory's schema, writer and reader).
 
 use std::collections::BTreeMap;
@@ -11,14 +11,15 @@ use super::capture::Observer;
 use super::config::{ModelKind, TrainConfig};
 use super::data::{Batches, Dataset};
 use super::loss::{Loss, Targets};
-use super::model::{GanTrainer, Sequential, vocabulary};
+use super::model::{Sequential, vocabulary};
 use super::precision::Precision;
 use super::rng::Rng;
-use super::step::Trainer;
+use super::step::{GanTrainer, Trainer};
 use crate::error::Error;
+use crate::recipe::{Class, Recipe};
 use crate::run::{
-    CaptureBuilder, CaptureRecord, Class, EvalMetric, Recipe, RunWriter, ShadowRecord, ShadowSite,
-    StepRecord, Summary, UpdateRatios,
+    CaptureBuilder, CaptureRecord, EvalMetric, RunWriter, ShadowRecord, ShadowSite, StepRecord,
+    Summary, UpdateRatios,
 };
 
 /// What a run trains: a classifier, or the GAN.
@@ -162,7 +163,7 @@ pub(crate) fn classifier(
 
 /// Where a classifier's run starts, for training the same model elsewhere from the same state
 /// (the PyTorch cross-check): its data set, every parameter's initial master weights, and the
-/// example indices of each step's batch, in the order `run` draws them.
+/// example indices of each step's batch, in the order `train` draws them.
 #[derive(Debug)]
 pub struct Start {
     /// The data set.
@@ -209,8 +210,8 @@ pub fn start(config: &TrainConfig) -> crate::Result<Start> {
 /// `progress` is called after every step.
 ///
 /// ```
-/// use mixprec::run::Recipe;
-/// use mixprec::train::{TrainConfig, run::run};
+/// use mixprec::recipe::Recipe;
+/// use mixprec::train::{TrainConfig, training::train};
 ///
 /// let config = TrainConfig {
 ///     recipe: Recipe::preset("fp16-dynamic")?,
@@ -220,7 +221,7 @@ pub fn start(config: &TrainConfig) -> crate::Result<Start> {
 /// };
 /// let dir = std::env::temp_dir().join(format!("mixprec-doc-run-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
-/// let summary = run(&config, &dir, &mut |record| assert!(record.loss.is_finite()))?;
+/// let summary = train(&config, &dir, &mut |record| assert!(record.loss.is_finite()))?;
 /// assert_eq!((summary.steps, summary.eval_metric.name.as_str()), (3, "test_accuracy"));
 /// assert!(dir.join("metrics.jsonl").exists() && !dir.join("INCOMPLETE").exists());
 /// # std::fs::remove_dir_all(&dir)?;
@@ -230,7 +231,7 @@ pub fn start(config: &TrainConfig) -> crate::Result<Start> {
 /// # Errors
 /// A bad config or data set (before anything is written), a directory that is not empty, or a
 /// failed write (the directory then keeps its `INCOMPLETE` marker).
-pub fn run(
+pub fn train(
     config: &TrainConfig,
     dir: &Path,
     progress: &mut dyn FnMut(&StepRecord),

@@ -4,8 +4,8 @@ use super::*;
 use crate::format::RoundCounts;
 use crate::io::tensorboard::masked_crc32c;
 use crate::io::test_dir_names as names;
+use crate::recipe::{Class, StoreCounts};
 use crate::run::schema::{EvalMetric, SiteCapture, Summary, UpdateRatios};
-use crate::run::{Class, StoreCounts};
 
 /// A protobuf field as read back: the decoder the tests check the writer's messages with.
 #[derive(Clone, Debug, PartialEq)]

@@ -38,10 +38,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Component, Path, PathBuf};
 
-use super::schema::{CaptureRecord, StepRecord};
-use super::{CAPTURES, CONFIG, METRICS, Records, RunDir};
 use crate::error::Error;
 use crate::io::tensorboard::{EventWriter, HistogramProto, SummaryValue};
+use crate::run::schema::{CaptureRecord, StepRecord};
+use crate::run::{CAPTURES, CONFIG, METRICS, Records, RunDir};
 use crate::stats::Histogram;
 
 /// The event file written in each run's subdirectory of the log directory. TensorBoard reads
@@ -203,17 +203,13 @@ pub fn capture_histograms(record: &CaptureRecord) -> Vec<(String, HistogramProto
 /// # Errors
 /// An unreadable or malformed log, a log whose steps do not increase, a failed write.
 pub fn write_events(run: &RunDir, out: &mut dyn Write, path: &Path) -> crate::Result<EventCounts> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
     let duration = run
         .summary
         .as_ref()
         .filter(|s| s.steps > 0 && s.wall_seconds.is_finite() && s.wall_seconds >= 0.0)
         .map(|s| (s.wall_seconds, s.steps));
     let wall_time = |step: u64| duration.map_or(0.0, |(secs, n)| secs * step as f64 / n as f64);
-    let mut events = EventWriter::new(out, 0.0, WRITER).map_err(io)?;
+    let mut events = EventWriter::new(out, 0.0, WRITER).map_err(Error::io_at(path))?;
     let mut steps = Ordered {
         records: run.steps()?,
         path: run.path.join(METRICS),
@@ -265,9 +261,9 @@ pub fn write_events(run: &RunDir, out: &mut dyn Write, path: &Path) -> crate::Re
         })?;
         events
             .write_summary(wall_time(at), step_number, &values)
-            .map_err(io)?;
+            .map_err(Error::io_at(path))?;
     }
-    events.into_inner().flush().map_err(io)?;
+    events.into_inner().flush().map_err(Error::io_at(path))?;
     Ok(counts)
 }
 
@@ -319,7 +315,7 @@ pub fn export(runs: &[Export], logdir: &Path) -> crate::Result<Vec<Exported>> {
         .collect::<crate::Result<Vec<_>>>()?;
     check_targets(runs, logdir)?;
     let created = !logdir.exists();
-    std::fs::create_dir_all(logdir).map_err(io_error(logdir))?;
+    std::fs::create_dir_all(logdir).map_err(Error::io_at(logdir))?;
     let staging = logdir.join(format!(".mixprec-tensorboard-{}.tmp", std::process::id()));
     let result = stage(&opened, &staging).and_then(|counts| commit(runs, logdir, &staging, counts));
     let result = result.map(|counts| {
@@ -340,13 +336,6 @@ pub fn export(runs: &[Export], logdir: &Path) -> crate::Result<Vec<Exported>> {
         let _ = std::fs::remove_dir(logdir);
     }
     result
-}
-
-fn io_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 fn check_targets(runs: &[Export], logdir: &Path) -> crate::Result<()> {
@@ -399,9 +388,9 @@ fn check_targets(runs: &[Export], logdir: &Path) -> crate::Result<()> {
             ));
         }
         if target.is_dir() {
-            let entries = std::fs::read_dir(&target).map_err(io_error(&target))?;
+            let entries = std::fs::read_dir(&target).map_err(Error::io_at(&target))?;
             for entry in entries {
-                let name = entry.map_err(io_error(&target))?.file_name();
+                let name = entry.map_err(Error::io_at(&target))?.file_name();
                 let name = name.to_string_lossy();
                 if name.contains("tfevents") && name != EVENTS_FILE {
                     return Err(bad(
@@ -421,17 +410,17 @@ fn check_targets(runs: &[Export], logdir: &Path) -> crate::Result<()> {
 fn stage(runs: &[RunDir], staging: &Path) -> crate::Result<Vec<EventCounts>> {
     // A directory of this name was left by a killed process that had our id.
     let _ = std::fs::remove_dir_all(staging);
-    std::fs::create_dir(staging).map_err(io_error(staging))?;
+    std::fs::create_dir(staging).map_err(Error::io_at(staging))?;
     let mut all = Vec::new();
     for (i, run) in runs.iter().enumerate() {
         let path = staging.join(i.to_string());
-        let file = File::create_new(&path).map_err(io_error(&path))?;
+        let file = File::create_new(&path).map_err(Error::io_at(&path))?;
         let mut out = BufWriter::new(file);
         let counts = write_events(run, &mut out, &path)?;
         let file = out
             .into_inner()
-            .map_err(|e| io_error(&path)(e.into_error()))?;
-        file.sync_all().map_err(io_error(&path))?;
+            .map_err(|e| Error::io(&path, e.into_error()))?;
+        file.sync_all().map_err(Error::io_at(&path))?;
         all.push(counts);
     }
     Ok(all)
@@ -446,9 +435,9 @@ fn commit(
 ) -> crate::Result<Vec<EventCounts>> {
     for (i, run) in runs.iter().enumerate() {
         let dir = logdir.join(&run.name);
-        std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        std::fs::create_dir_all(&dir).map_err(Error::io_at(&dir))?;
         let target = dir.join(EVENTS_FILE);
-        std::fs::rename(staging.join(i.to_string()), &target).map_err(io_error(&target))?;
+        std::fs::rename(staging.join(i.to_string()), &target).map_err(Error::io_at(&target))?;
     }
     Ok(counts)
 }

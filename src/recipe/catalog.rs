@@ -49,7 +49,7 @@ pub fn names_json() -> Value {
 mod tests {
     use super::*;
     use crate::format::Target;
-    use crate::run::Recipe;
+    use crate::recipe::Recipe;
 
     /// Every name and alias of the JSON reads back as its canonical name's value.
     #[test]

@@ -1,4 +1,6 @@
-//! Precision recipes: which format each tensor class is stored in, how values round, how sums
+//! The precision vocabulary: the classes of tensors and the sites that store them ([`class`]),
+//! the library's tables of names for the binding ([`catalog`]), and precision recipes: which
+//! format each tensor class is stored in, how values round, how sums
 //! accumulate, which operations stay in FP32 and how the loss is scaled.
 //!
 //! A recipe is data: the training step reads it, and no recipe has a code path of its own. The
@@ -50,11 +52,12 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::Class;
 use crate::error::Error;
 use crate::format::BlockFormat;
 use crate::format::{FloatFormat, Overflow, Rounding};
+use crate::scaling::delayed::Fp8Scaling;
 use crate::scaling::scaler::{DynamicScaling, LossScaling};
+pub use class::{Class, Key, Site, StoreCounts};
 pub use keep::{Keep, glob};
 
 /// The largest `|k|` of a loss scale `2^k` that [`Recipe::loss_scale_inert`] calls inert.
@@ -128,55 +131,6 @@ impl Default for Fp32Ops {
             reductions: true,
         }
     }
-}
-
-/// Per-tensor delayed scaling for 8-bit formats: Transformer Engine's `DelayedScaling` recipe
-/// (`transformer_engine/common/recipe/__init__.py`), with its defaults.
-///
-/// Before a tensor is rounded into a format of at most 8 bits it is multiplied by its scale,
-/// rounded, and divided by the scale again (the dequantised value is what later operations see):
-/// ```text
-/// scale = fp8_max * 2^-margin / amax       amax = max (or most recent) of the tensor's amax
-///                                          history: one entry per step, the largest |x| of
-///                                          all its casts in that step
-/// ```
-/// The scale is computed when a step ends, from that step and the `amax_history_len - 1`
-/// before it, and used by the next step: a tensor's first step uses scale 1. A step whose amax is
-/// 0 changes nothing; a non-finite amax keeps the previous scale; an amax so small that the
-/// scale would be infinite in f32 gives `f32::MAX` (TE's `delayed_scaling.cu`; the details are
-/// in [`crate::run::DelayedScale::end_step`]). Each tensor (each parameter, each operand of each layer)
-/// has its own scale and history.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Fp8Scaling {
-    /// Steps of amax history (TE's `amax_history_len`, 1024; `history` is accepted too).
-    #[serde(alias = "history")]
-    pub amax_history_len: usize,
-    /// Headroom in powers of two (TE's `margin`, 0).
-    pub margin: i32,
-    /// Which amax of the history sets the scale (TE's `amax_compute_algo`, `max`).
-    pub amax_compute_algo: AmaxComputeAlgo,
-}
-
-impl Default for Fp8Scaling {
-    fn default() -> Self {
-        Fp8Scaling {
-            amax_history_len: 1024,
-            margin: 0,
-            amax_compute_algo: AmaxComputeAlgo::Max,
-        }
-    }
-}
-
-/// Which amax of a tensor's history sets its fp8 scale (TE's `amax_compute_algo`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AmaxComputeAlgo {
-    /// The largest amax in the history window.
-    #[default]
-    Max,
-    /// The amax of the step that just ended.
-    MostRecent,
 }
 
 /// The format a matrix product's operand is cast to (the library's [`crate::format::Target`]):
@@ -583,6 +537,8 @@ impl FromStr for Recipe {
     }
 }
 
+pub mod catalog;
+pub mod class;
 pub mod keep;
 #[cfg(test)]
 mod tests;

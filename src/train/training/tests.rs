@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 fn small(recipe: &str) -> TrainConfig {
     TrainConfig {
-        recipe: crate::run::Recipe::preset(recipe).unwrap(),
+        recipe: crate::recipe::Recipe::preset(recipe).unwrap(),
         steps: 12,
         batch: 32,
         capture_every: 5,
@@ -28,7 +28,7 @@ fn tempdir(name: &str) -> PathBuf {
 fn writes_the_contract_files() {
     let dir = tempdir("contract");
     let mut seen = 0;
-    let s = run(&small("fp16-dynamic"), &dir, &mut |_| seen += 1).unwrap();
+    let s = train(&small("fp16-dynamic"), &dir, &mut |_| seen += 1).unwrap();
     assert_eq!(seen, 12);
     assert_eq!(
         (s.recipe.as_str(), s.steps, s.diverged),
@@ -60,7 +60,7 @@ fn writes_the_contract_files() {
     assert_eq!(config, small("fp16-dynamic"));
     // A second run into the same directory is refused.
     assert!(
-        run(&small("fp32"), &dir, &mut |_| {})
+        train(&small("fp32"), &dir, &mut |_| {})
             .unwrap_err()
             .to_string()
             .contains("not empty")
@@ -72,7 +72,7 @@ fn writes_the_contract_files() {
 /// [`OPTIMIZER_PARTS`] for its kind, all of them.
 #[test]
 fn optimizers_store_the_parts_the_table_names() {
-    use crate::run::class::OPTIMIZER_PARTS;
+    use crate::recipe::class::OPTIMIZER_PARTS;
     use crate::train::optim::OptimizerConfig;
     let optimizers = [
         (
@@ -91,7 +91,7 @@ fn optimizers_store_the_parts_the_table_names() {
             steps: 5,
             ..small("fp32")
         };
-        run(&config, &dir, &mut |_| {}).unwrap();
+        train(&config, &dir, &mut |_| {}).unwrap();
         let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
         let first: CaptureRecord = serde_json::from_str(captures.lines().next().unwrap()).unwrap();
         let mut parts: Vec<String> = first.sites.iter().filter_map(|s| s.part.clone()).collect();
@@ -111,7 +111,7 @@ fn optimizers_store_the_parts_the_table_names() {
 #[test]
 fn capture_sees_every_storage_point() {
     let dir = tempdir("capture");
-    run(&small("fp16-pure"), &dir, &mut |_| {}).unwrap();
+    train(&small("fp16-pure"), &dir, &mut |_| {}).unwrap();
     let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
     let first: CaptureRecord = serde_json::from_str(captures.lines().next().unwrap()).unwrap();
     let has = |layer: &str, tensor: Class| {
@@ -176,7 +176,7 @@ fn with_and_without_eval(name: &str, config: &TrainConfig, every: u64) -> [(Stri
             eval_every,
             ..config.clone()
         };
-        let summary = run(&config, &dir, &mut |_| {}).unwrap();
+        let summary = train(&config, &dir, &mut |_| {}).unwrap();
         let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
         let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
@@ -263,7 +263,7 @@ fn evaluation_lines_follow_training() {
         capture_every: 0,
         ..small("fp32")
     };
-    run(&config, &dir, &mut |_| {}).unwrap();
+    train(&config, &dir, &mut |_| {}).unwrap();
     let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
     let lines: Vec<serde_json::Value> = metrics
         .lines()
@@ -291,7 +291,7 @@ fn the_reader_reads_what_the_writer_wrote() {
         eval_every: 4,
         ..small("fp16-dynamic")
     };
-    let summary = run(&config, &dir, &mut |_| {}).unwrap();
+    let summary = train(&config, &dir, &mut |_| {}).unwrap();
     let r = RunDir::open(&dir).unwrap();
     assert!(r.is_complete() && r.schema == schema::SCHEMA);
     assert_eq!(r.summary.as_ref(), Some(&summary));
@@ -360,7 +360,7 @@ fn a_recorded_config_gives_its_recipe() {
     assert_eq!(RunDir::open(&dir).unwrap().recipe(), None);
     std::fs::remove_dir_all(&dir).unwrap();
     let trained = tempdir("recipe-of-train");
-    run(&small("fp16-dynamic"), &trained, &mut |_| {}).unwrap();
+    train(&small("fp16-dynamic"), &trained, &mut |_| {}).unwrap();
     let r = RunDir::open(&trained).unwrap();
     assert_eq!(
         r.recipe(),
@@ -379,7 +379,7 @@ fn a_recorded_config_gives_its_recipe() {
 #[test]
 fn an_unfinished_run_is_read_up_to_its_last_whole_line() {
     let dir = tempdir("unfinished");
-    run(&small("fp16-master"), &dir, &mut |_| {}).unwrap();
+    train(&small("fp16-master"), &dir, &mut |_| {}).unwrap();
     std::fs::remove_file(dir.join(SUMMARY)).unwrap();
     std::fs::write(dir.join(INCOMPLETE), "killed\n").unwrap();
     let metrics = std::fs::read_to_string(dir.join(METRICS)).unwrap();
@@ -389,7 +389,7 @@ fn an_unfinished_run_is_read_up_to_its_last_whole_line() {
     assert!(!r.is_complete() && r.summary.is_none());
     let steps: Vec<u64> = r.steps().unwrap().map(|s| s.unwrap().step).collect();
     assert_eq!(steps, [1, 2, 3, 4, 5, 6, 7]);
-    let e = run(&small("fp32"), &dir, &mut |_| {})
+    let e = train(&small("fp32"), &dir, &mut |_| {})
         .unwrap_err()
         .to_string();
     assert!(e.contains("unfinished run"), "{e}");
@@ -423,7 +423,7 @@ fn per_step_counts_agree_with_the_captures() {
         let dir = tempdir(&format!("counts-{recipe}"));
         let mut config = small(recipe);
         config.loss_multiplier = 2f64.powi(-20); // some gradients underflow in fp16
-        run(&config, &dir, &mut |_| {}).unwrap();
+        train(&config, &dir, &mut |_| {}).unwrap();
         let r = RunDir::open(&dir).unwrap();
         let steps: Vec<StepRecord> = r.steps().unwrap().map(Result::unwrap).collect();
         for c in r.captures().unwrap().map(Result::unwrap) {
@@ -481,7 +481,7 @@ fn the_shadow_changes_nothing_and_measures_the_loss() {
                 shadow_every,
                 ..config.clone()
             };
-            let s = run(&config, &dir, &mut |_| {}).unwrap();
+            let s = train(&config, &dir, &mut |_| {}).unwrap();
             let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
             let logs = read(METRICS) + &read(CAPTURES);
             let shadow: Vec<ShadowRecord> = RunDir::open(&dir)
@@ -545,8 +545,8 @@ fn kept(base: &str, keep: &str) -> TrainConfig {
 #[test]
 fn keeping_every_layer_in_fp32_trains_the_fp32_bits() {
     let (a, b) = (tempdir("keep-all"), tempdir("keep-fp32"));
-    run(&kept("nvfp4", r#"{"*": "fp32"}"#), &a, &mut |_| {}).unwrap();
-    run(&small("fp32"), &b, &mut |_| {}).unwrap();
+    train(&kept("nvfp4", r#"{"*": "fp32"}"#), &a, &mut |_| {}).unwrap();
+    train(&small("fp32"), &b, &mut |_| {}).unwrap();
     let metrics = |d: &PathBuf| std::fs::read_to_string(d.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics(&a), metrics(&b));
     // The recipe with its keep is what the run directory records, and reads back.
@@ -563,7 +563,7 @@ fn keeping_every_layer_in_fp32_trains_the_fp32_bits() {
 fn keeping_one_layer_removes_only_its_casts() {
     let cast_layers = |config: &TrainConfig, name: &str| {
         let dir = tempdir(name);
-        run(config, &dir, &mut |_| {}).unwrap();
+        train(config, &dir, &mut |_| {}).unwrap();
         let captures = std::fs::read_to_string(dir.join("captures.jsonl")).unwrap();
         let first: CaptureRecord = serde_json::from_str(captures.lines().next().unwrap()).unwrap();
         // The report says which layers each pattern kept.
@@ -624,7 +624,7 @@ fn a_kept_layer_stores_its_weights_in_its_format() {
 #[test]
 fn a_keep_pattern_that_matches_nothing_is_an_error() {
     let dir = tempdir("keep-nothing");
-    let e = run(&kept("nvfp4", r#"{"*.conv2d": "fp32"}"#), &dir, &mut |_| {})
+    let e = train(&kept("nvfp4", r#"{"*.conv2d": "fp32"}"#), &dir, &mut |_| {})
         .unwrap_err()
         .to_string();
     assert!(
