@@ -241,7 +241,7 @@ if [ -n "$only" ]; then
   refresh="Refreshed by \`benches/compare.sh --only analyze --rounds $rounds --analyze-mib $mib\` on"
   refresh+=" $(date -u '+%Y-%m-%d %H:%M UTC') at git commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
   refresh+=", load average (1, 5, 15 min) $load_start at the start, $load_end at the end"
-  refresh+="$([ -n "$note" ] && echo "; $note"); the other sections are from the run the header describes."
+  refresh+="${note:+; $note}; the other sections are from the run the header describes."
   python3 benches/compare_table.py "$results" "$mib" "$steps" "$profiles" --splice "$out" "$refresh" >"$out.part"
   mv "$out.part" "$out"
   say "refreshed section (b) of $out ($((elapsed / 60)) min $((elapsed % 60)) s)"
