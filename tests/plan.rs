@@ -187,6 +187,20 @@ fn bad_input_is_refused_in_one_line() {
             "--config",
             c,
             "--recipe",
+            "fp32",
+            "--flops-share",
+            "0.5",
+            "--out",
+            o,
+        ],
+        "--recipe fp32: stores and casts everything in FP32",
+    );
+    assert_bad(
+        &[
+            "plan",
+            "--config",
+            c,
+            "--recipe",
             "nvfp5",
             "--flops-share",
             "0.5",

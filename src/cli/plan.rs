@@ -85,6 +85,12 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let config = TrainConfig::from_file(&args.config)?;
     config.validate()?;
     let cast = recipe(&args.recipe, "--recipe")?;
+    if cast.is_fp32() {
+        anyhow::bail!(
+            "--recipe {}: stores and casts everything in FP32, so no layer has anything to measure against FP32 (a narrow recipe: nvfp4, mxfp8, mxfp4, fp8-hybrid, fp16-master, ...)",
+            args.recipe
+        );
+    }
     let high = recipe(&args.high, "--high")?;
     if args.seeds < 2 && args.validate {
         anyhow::bail!(
