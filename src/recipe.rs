@@ -57,7 +57,7 @@ use crate::format::BlockFormat;
 use crate::format::{FloatFormat, Overflow, Rounding};
 use crate::scaling::delayed::Fp8Scaling;
 use crate::scaling::scaler::{DynamicScaling, LossScaling};
-pub use class::{Class, Key, Site, StoreCounts};
+pub use class::{Class, Site, SiteKey, StoreCounts};
 pub use keep::{Keep, glob};
 
 /// The largest `|k|` of a loss scale `2^k` that [`Recipe::loss_scale_inert`] calls inert.

@@ -168,6 +168,23 @@ pub struct StoreCounts {
     pub nonfinite: u64,
 }
 
-/// A storage point: layer index, tensor class and part (`""` for the class as a whole; see
-/// [`crate::train::Precision::set_part`]).
-pub type Key = (usize, Class, &'static str);
+/// A storage point: a layer (its site's index), a tensor class and a part of the class (`""`
+/// for the class as a whole; see [`crate::train::Precision::set_part`]). Ordered by layer, then
+/// class, then part: the order in which captures and counts are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SiteKey {
+    /// The site's index ([`crate::train::Precision::register`]).
+    pub layer: usize,
+    /// The tensor class stored there.
+    pub class: Class,
+    /// The part of the class (an optimizer state's `momentum`, ...), `""` for the whole.
+    pub part: &'static str,
+}
+
+impl SiteKey {
+    /// The storage point of `class`'s `part` at site `layer`.
+    #[must_use]
+    pub const fn new(layer: usize, class: Class, part: &'static str) -> SiteKey {
+        SiteKey { layer, class, part }
+    }
+}

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::real::Real;
-use crate::recipe::Key;
+use crate::recipe::SiteKey;
 use crate::stats::Histogram;
 
 pub use crate::run::CAPTURE_SUB_BINS_LOG2;
@@ -16,7 +16,7 @@ pub use crate::run::CAPTURE_SUB_BINS_LOG2;
 pub struct Observer {
     /// Per storage point (layer index, class, part): log2 histogram of the FP32 values before
     /// rounding.
-    pub values: BTreeMap<Key, Histogram>,
+    pub values: BTreeMap<SiteKey, Histogram>,
     /// Per layer index: histogram of `|w| / |update|` over the nonzero updates of that step
     /// (`w` the master weight before the update; 0 when the weight is 0). An update is lost in
     /// a format with `p` mantissa bits when the ratio exceeds about `2^(p+1)` (2^11 in fp16).
@@ -37,7 +37,7 @@ pub struct Seen {
 
 impl Observer {
     /// Adds `xs`, stored at storage point `key`, and returns what its histogram shows of it.
-    pub fn observe<T: Real>(&mut self, key: Key, xs: &[T]) -> Seen {
+    pub fn observe<T: Real>(&mut self, key: SiteKey, xs: &[T]) -> Seen {
         let h = self
             .values
             .entry(key)
@@ -74,7 +74,7 @@ mod tests {
     fn observer_histograms_values_and_update_ratios() {
         let mut o = Observer::default();
         let first = o.observe(
-            (0, Class::Activation, ""),
+            SiteKey::new(0, Class::Activation, ""),
             &[0.0f32, 1e-3, -4.0, f32::NAN, f32::INFINITY],
         );
         assert_eq!(
@@ -85,7 +85,7 @@ mod tests {
             }
         );
         // Below the largest magnitude so far: not known from the histogram.
-        let second = o.observe((0, Class::Activation, ""), &[2.0f32]);
+        let second = o.observe(SiteKey::new(0, Class::Activation, ""), &[2.0f32]);
         assert_eq!(
             second,
             Seen {
@@ -93,7 +93,7 @@ mod tests {
                 amax: None
             }
         );
-        let third = o.observe((0, Class::Activation, ""), &[-8.0f32, f32::NAN]);
+        let third = o.observe(SiteKey::new(0, Class::Activation, ""), &[-8.0f32, f32::NAN]);
         assert_eq!(
             third,
             Seen {
@@ -102,7 +102,7 @@ mod tests {
             }
         );
         // Nothing but zeros and NaN: amax 0, read off a fresh histogram.
-        let only_nan = o.observe((1, Class::Activation, ""), &[0.0f32, f32::NAN]);
+        let only_nan = o.observe(SiteKey::new(1, Class::Activation, ""), &[0.0f32, f32::NAN]);
         assert_eq!(
             only_nan,
             Seen {
@@ -110,7 +110,7 @@ mod tests {
                 amax: Some(0.0)
             }
         );
-        let h = &o.values[&(0, Class::Activation, "")];
+        let h = &o.values[&SiteKey::new(0, Class::Activation, "")];
         assert_eq!((h.count(), h.zeros(), h.nonfinite()), (8, 1, 3));
         assert_eq!(h.amax(), 8.0);
         assert_eq!(h.min_nonzero(), Some(f64::from(1e-3f32)));

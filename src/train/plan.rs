@@ -135,8 +135,8 @@ impl Probe {
             sum.grad_cosine += dot / (norm2 * own2).sqrt();
             sum.loss_change += ((loss - loss_ref) / loss_ref).abs();
             let layers = t.precision.layers();
-            for (&(layer, class, _), h) in &seen.values {
-                if OPERANDS.contains(&class) && cast.contains(&layers[layer].as_str()) {
+            for (key, h) in &seen.values {
+                if OPERANDS.contains(&key.class) && cast.contains(&layers[key.layer].as_str()) {
                     nonzero += h.count() - h.zeros();
                     values += h.count();
                 }

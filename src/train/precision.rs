@@ -15,7 +15,7 @@ use super::capture::{Observer, Seen};
 use super::real::Real;
 use crate::format::{RoundCounts, RoundOptions, Rounder};
 use crate::recipe::{Accumulation, Recipe};
-use crate::recipe::{Class, Key, Site, StoreCounts};
+use crate::recipe::{Class, Site, SiteKey, StoreCounts};
 use crate::scaling::delayed::DelayedScale;
 #[cfg(doc)]
 use crate::scaling::delayed::Fp8Scaling;
@@ -41,7 +41,7 @@ pub struct Precision {
     layers: Vec<String>,
     current: usize,
     part: &'static str,
-    counts: BTreeMap<Key, RoundCounts>,
+    counts: BTreeMap<SiteKey, RoundCounts>,
     first_nonfinite: Option<(usize, Class)>,
     nonfinite: BTreeSet<(usize, Class)>,
     stream: u64,
@@ -51,7 +51,7 @@ pub struct Precision {
     /// The tensor the following stores hold, when a layer stores several of one class (a
     /// parameter's name): each has its own fp8 scale and amax history.
     tensor: &'static str,
-    amax: BTreeMap<(Key, &'static str), DelayedScale>,
+    amax: BTreeMap<(SiteKey, &'static str), DelayedScale>,
     observer: Option<Observer>,
     tally: [StoreCounts; Class::ALL.len()],
     grad_amax: f64,
@@ -331,18 +331,23 @@ impl Precision {
         self.observer.take()
     }
 
+    /// The storage point of `class` at the current layer and part.
+    fn key(&self, class: Class) -> SiteKey {
+        SiteKey::new(self.current, class, self.part)
+    }
+
     /// This step's rounding counts of layer `layer` and class `class` (all parts).
     #[must_use]
     pub fn counts(&self, layer: usize, class: Class) -> RoundCounts {
         self.counts
-            .range((layer, class, "")..)
-            .take_while(|((l, c, _), _)| (*l, *c) == (layer, class))
+            .range(SiteKey::new(layer, class, "")..)
+            .take_while(|(k, _)| (k.layer, k.class) == (layer, class))
             .fold(RoundCounts::default(), |sum, (_, &c)| sum + c)
     }
 
     /// This step's rounding counts of one storage point.
     #[must_use]
-    pub fn part_counts(&self, key: Key) -> RoundCounts {
+    pub fn part_counts(&self, key: SiteKey) -> RoundCounts {
         self.counts.get(&key).copied().unwrap_or_default()
     }
 
@@ -388,7 +393,7 @@ impl Precision {
             && !duplicate
             && let Some(observer) = &mut self.observer
         {
-            seen = Some(observer.observe((self.current, class, self.part), xs));
+            seen = Some(observer.observe(SiteKey::new(self.current, class, self.part), xs));
         }
         let gradient = matches!(class, Class::ActivationGrad | Class::WeightGrad);
         // Gradients get one pass before rounding for their largest finite magnitude; unrounded,
@@ -439,10 +444,7 @@ impl Precision {
                 tally.subnormal += counts.subnormal;
                 tally.overflow += counts.overflow;
                 tally.nonfinite += counts.nan + counts.infinite;
-                *self
-                    .counts
-                    .entry((self.current, class, self.part))
-                    .or_default() += counts;
+                *self.counts.entry(self.key(class)).or_default() += counts;
             }
         }
         if !self.recording {
@@ -492,10 +494,7 @@ impl Precision {
         tally.subnormal += counts.subnormal;
         tally.overflow += counts.overflow;
         tally.nonfinite += bad;
-        *self
-            .counts
-            .entry((self.current, class, self.part))
-            .or_default() += counts;
+        *self.counts.entry(self.key(class)).or_default() += counts;
         if !finite {
             self.mark_nonfinite(class);
         }
@@ -584,7 +583,7 @@ impl Precision {
         let max = rounder.format().max() as f32;
         let meta = self
             .amax
-            .entry(((self.current, class, self.part), self.tensor))
+            .entry((self.key(class), self.tensor))
             .or_insert_with(|| DelayedScale::new(max));
         let amax_now = xs
             .iter()
@@ -604,8 +603,8 @@ impl Precision {
     /// Ends a step for fp8 scaling: each tensor's [`DelayedScale::end_step`]. Called by
     /// [`Precision::begin_step`]; the first step's scale is 1, as Transformer Engine's.
     pub fn update_fp8_scales(&mut self) {
-        for (((layer, _, _), _), meta) in &mut self.amax {
-            let formats = self.layer_formats.get(*layer).copied().unwrap_or(0);
+        for ((key, _), meta) in &mut self.amax {
+            let formats = self.layer_formats.get(key.layer).copied().unwrap_or(0);
             if let Some(scaling) = self.formats[formats].recipe.fp8_scaling {
                 meta.end_step(&scaling);
             }
@@ -615,14 +614,14 @@ impl Precision {
     /// The fp8 scale the next store of tensor `tensor` of class `class` at `key`'s layer and
     /// part will use (1 before its first step ends), and its amax history, oldest first.
     #[must_use]
-    pub fn fp8_scale(&self, key: Key, tensor: &'static str) -> Option<(f32, Vec<f32>)> {
+    pub fn fp8_scale(&self, key: SiteKey, tensor: &'static str) -> Option<(f32, Vec<f32>)> {
         self.amax
             .get(&(key, tensor))
             .map(|m| (m.scale(), m.history().collect()))
     }
 
     /// The tensors with fp8 scaling state: storage point and tensor name.
-    pub fn fp8_tensors(&self) -> impl Iterator<Item = (Key, &'static str)> + '_ {
+    pub fn fp8_tensors(&self) -> impl Iterator<Item = (SiteKey, &'static str)> + '_ {
         self.amax.keys().copied()
     }
 

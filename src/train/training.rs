@@ -310,14 +310,14 @@ pub fn train(
 fn capture_record(record: &StepRecord, observer: &Observer, p: &Precision) -> CaptureRecord {
     let name = |layer: usize| p.layers().get(layer).cloned().unwrap_or_default();
     let mut sites = CaptureBuilder::new(p.layers().to_vec());
-    for (&(layer, tensor, part), values) in &observer.values {
-        let part = (!part.is_empty()).then_some(part);
+    for (&key, values) in &observer.values {
+        let part = (!key.part.is_empty()).then_some(key.part);
         sites.add(
-            &name(layer),
-            tensor,
+            &name(key.layer),
+            key.class,
             part,
             values,
-            p.part_counts((layer, tensor, part.unwrap_or(""))),
+            p.part_counts(key),
         );
     }
     let sites = sites.sites();

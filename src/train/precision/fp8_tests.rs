@@ -21,7 +21,7 @@ fn every_store(scaling: Fp8Scaling) -> Precision {
 /// each step used.
 fn scales_used(p: &mut Precision, amaxes: &[f32]) -> Vec<f32> {
     let l = p.register("l");
-    let key = (l, Class::Activation, "");
+    let key = SiteKey::new(l, Class::Activation, "");
     amaxes
         .iter()
         .map(|&a| {
@@ -115,7 +115,7 @@ fn a_tiny_amax_clamps_the_scale_to_f32_max() {
     p.store(Class::Activation, &mut [1e-38f32, 0.0]);
     p.begin_step();
     assert_eq!(
-        p.fp8_scale((l, Class::Activation, ""), ""),
+        p.fp8_scale(SiteKey::new(l, Class::Activation, ""), ""),
         Some((f32::MAX, vec![1e-38]))
     );
     p.enter(l);
@@ -169,7 +169,7 @@ fn one_history_per_tensor_and_one_entry_per_step() {
         "{}",
         bias.weight
     );
-    let key = (l, Class::Weight, "");
+    let key = SiteKey::new(l, Class::Weight, "");
     assert_eq!(p.fp8_scale(key, "weight").unwrap().0, 4.48);
     assert_eq!(p.fp8_scale(key, "bias").unwrap().0, 448.0 / 0.01);
     // Three stores in one step: one history entry, their max.
@@ -180,7 +180,7 @@ fn one_history_per_tensor_and_one_entry_per_step() {
     }
     p.begin_step();
     assert_eq!(
-        p.fp8_scale((l, Class::Activation, ""), ""),
+        p.fp8_scale(SiteKey::new(l, Class::Activation, ""), ""),
         Some((448.0 / 3.0, vec![3.0]))
     );
 }
@@ -197,7 +197,7 @@ fn stores_not_recorded_leave_the_history() {
     p.set_recording(true);
     p.begin_step();
     assert_eq!(
-        p.fp8_scale((l, Class::Activation, ""), ""),
+        p.fp8_scale(SiteKey::new(l, Class::Activation, ""), ""),
         Some((224.0, vec![2.0]))
     );
 }
@@ -262,7 +262,7 @@ fn what_the_te_recipe_casts_in_each_layer() {
         let y = layer.forward(x, &mut p);
         p.enter(site);
         let _ = layer.backward(Array2::ones(y.dim()), &mut p);
-        let got: Vec<(Class, &str)> = p.fp8_tensors().map(|((_, c, _), t)| (c, t)).collect();
+        let got: Vec<(Class, &str)> = p.fp8_tensors().map(|(k, t)| (k.class, t)).collect();
         assert_eq!(got, want.to_vec(), "{}", layer.kind());
         for (class, _) in got {
             let format = te.format(class);
@@ -288,7 +288,7 @@ fn what_the_te_recipe_casts_in_each_layer() {
     p.enter(site);
     let y = linear.forward(Array2::ones((2, 3)), &mut p);
     let _ = linear.backward(Array2::ones(y.dim()), &mut p);
-    let got: Vec<(Class, &str)> = p.fp8_tensors().map(|((_, c, _), t)| (c, t)).collect();
+    let got: Vec<(Class, &str)> = p.fp8_tensors().map(|(k, t)| (k.class, t)).collect();
     assert_eq!(
         got,
         [
