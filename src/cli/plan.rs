@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use mixprec::recipe::Recipe;
-use mixprec::run::plan::{Budget, PLAN, PLAN_RECIPE, SENSITIVITY, Sensitivity, VALIDATION};
+use mixprec::run::plan::{
+    Budget, PLAN, PLAN_RECIPE, SENSITIVITY, Sensitivity, VALIDATION, layers_in_words,
+};
 use mixprec::train::TrainConfig;
 use mixprec::train::plan::{Probe, validate, validation_runs};
 
@@ -121,14 +123,11 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     writeln!(
         out,
         "\nplan ({}): cast {} ({} of the product FLOPs, gradient error {}); keep {} in {}",
-        match budget {
-            Budget::MaxGradError(x) => format!("gradient error at most {x}"),
-            Budget::FlopsShare(s) => format!("{} of the product FLOPs", mixprec::text::pct(s)),
-        },
-        list(&plan.cast),
+        budget.in_words(),
+        layers_in_words(&plan.cast),
         mixprec::text::pct(plan.flops_share),
         mixprec::text::four_digits(plan.grad_rel_err),
-        list(&plan.keep),
+        layers_in_words(&plan.keep),
         plan.high
     )?;
     writeln!(out, "recipe: {}", args.out.join(PLAN_RECIPE).display())?;
@@ -153,14 +152,6 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn list(layers: &[String]) -> String {
-    if layers.is_empty() {
-        "no layer".into()
-    } else {
-        layers.join(", ")
-    }
 }
 
 /// The sensitivity table, most harmful layer first.

@@ -16,7 +16,8 @@ use super::html::{Chart, Figure, document, figure_markup, section, write_report}
 use crate::Result;
 use crate::run::RunDir;
 use crate::run::plan::{
-    ARMS, PLAN, PLAN_RECIPE, Plan, SENSITIVITY, Sensitivity, VALIDATION, Validation, read,
+    ARMS, PLAN, PLAN_RECIPE, Plan, SENSITIVITY, Sensitivity, VALIDATION, Validation,
+    layers_in_words, read,
 };
 use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::text::{four_digits, p_value, pct};
@@ -328,7 +329,7 @@ impl PlanReport {
                     (figure("sensitivity"))
                 }))
                 (section("plan", "2. The plan", html! {
-                    p { "Layers cast in order of least harm, the gradient error of all of them cast together measured after each, until the budget (" (budget(&self.plan)) "). Cast to " (self.plan.recipe) ": " (list(&self.plan.cast)) "; kept in " (self.plan.high) ": " (list(&self.plan.keep)) ". The plan casts " (pct(self.plan.flops_share)) " of the product FLOPs." }
+                    p { "Layers cast in order of least harm, the gradient error of all of them cast together measured after each, until the budget (" (self.plan.budget.in_words()) "). Cast to " (self.plan.recipe) ": " (layers_in_words(&self.plan.cast)) "; kept in " (self.plan.high) ": " (layers_in_words(&self.plan.keep)) ". The plan casts " (pct(self.plan.flops_share)) " of the product FLOPs." }
                     table {
                         thead { tr { th { "step" } th { "layer added" } th { "product FLOPs cast" } th { "gradient error, together" } th { "in the plan" } } }
                         tbody {
@@ -368,21 +369,6 @@ impl PlanReport {
                 footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the plan directory " (self.dir) ". The numbers are in report.json." } }
             },
         )
-    }
-}
-
-fn budget(plan: &Plan) -> String {
-    match plan.budget {
-        crate::run::plan::Budget::MaxGradError(x) => format!("a gradient error of at most {x}"),
-        crate::run::plan::Budget::FlopsShare(s) => format!("{} of the product FLOPs cast", pct(s)),
-    }
-}
-
-fn list(layers: &[String]) -> String {
-    if layers.is_empty() {
-        "no layer".into()
-    } else {
-        layers.join(", ")
     }
 }
 

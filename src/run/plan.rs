@@ -110,6 +110,28 @@ pub enum Budget {
     FlopsShare(f64),
 }
 
+impl Budget {
+    /// The budget in words, as the page and the command say it: `a gradient error of at most
+    /// 0.05`, `60.0% of the product FLOPs cast`.
+    #[must_use]
+    pub fn in_words(self) -> String {
+        match self {
+            Budget::MaxGradError(x) => format!("a gradient error of at most {x}"),
+            Budget::FlopsShare(s) => format!("{} of the product FLOPs cast", crate::text::pct(s)),
+        }
+    }
+}
+
+/// Layer names in words: joined by commas, or `no layer`.
+#[must_use]
+pub fn layers_in_words(layers: &[String]) -> String {
+    if layers.is_empty() {
+        "no layer".into()
+    } else {
+        layers.join(", ")
+    }
+}
+
 /// One layer added on the greedy path, measured with all the layers added so far cast together.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanStep {
