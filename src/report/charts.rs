@@ -96,27 +96,59 @@ pub(crate) fn legend_on<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
 /// The size of a category label's font.
 const CATEGORY_FONT: u32 = 17;
 
-/// How tall the area under a categorical x axis must be for `labels`, spaced `spacing` pixels
-/// apart: `None` when each fits upright under its category (written level), else the height
-/// they take written upwards (the widest label and a margin).
-fn upward_labels<DB: DrawingBackend>(
+/// The names under a categorical x axis and the area they take: level (the area 50 pixels
+/// tall) when each fits under its category, `spacing` pixels apart; else written upwards, in an
+/// area of at most a third of the chart's height, a name too long for it shortened from the
+/// front to `…` and its end (a model's layer names differ at their ends; the page's table has
+/// them whole).
+struct CategoryNames {
+    names: Vec<String>,
+    upward: bool,
+    area: u32,
+}
+
+fn category_names<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     labels: &[String],
     spacing: f64,
-) -> Option<u32> {
+) -> CategoryNames {
     let font = TextStyle::from((FONT, CATEGORY_FONT).into_font());
-    let widest = labels
+    let width = |l: &str| root.estimate_text_size(l, &font).map_or(0, |(w, _)| w);
+    let widest = labels.iter().map(|l| width(l)).max().unwrap_or(0);
+    if f64::from(widest) <= 0.95 * spacing {
+        return CategoryNames {
+            names: labels.to_vec(),
+            upward: false,
+            area: 50,
+        };
+    }
+    let room = root.dim_in_pixel().1 / 3;
+    let names: Vec<String> = labels
         .iter()
-        .filter_map(|l| root.estimate_text_size(l, &font).ok())
-        .map(|(w, _)| w)
-        .max()
-        .unwrap_or(0);
-    (f64::from(widest) > 0.95 * spacing).then_some(widest + 24)
+        .map(|l| {
+            let chars: Vec<char> = l.chars().collect();
+            let mut name = l.clone();
+            let mut start = 0;
+            while width(&name) + 24 > room && start + 2 < chars.len() {
+                start += 1;
+                name = std::iter::once('…')
+                    .chain(chars[start..].iter().copied())
+                    .collect();
+            }
+            name
+        })
+        .collect();
+    let area = names.iter().map(|n| width(n)).max().unwrap_or(0) + 24;
+    CategoryNames {
+        names,
+        upward: true,
+        area,
+    }
 }
 
 /// Writes `(x, name)` labels under a categorical x axis at `y` (its bottom), each centred at
 /// its x, or, `upward`, written bottom to top and ending under its x (labels too wide to sit
-/// side by side: [`upward_labels`]).
+/// side by side: [`category_names`]).
 fn category_labels<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     chart: &ChartContext<

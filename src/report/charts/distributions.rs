@@ -223,11 +223,11 @@ pub fn grouped_bars<DB: DrawingBackend>(
     // Group names too wide to sit side by side (a model's layer names) are written upwards.
     let (width, _) = root.dim_in_pixel();
     let spacing = f64::from(width.saturating_sub(90 + 32)) / ng as f64;
-    let upward = upward_labels(root, &c.groups, spacing);
+    let names = category_names(root, &c.groups, spacing);
     let mut chart = ChartBuilder::on(root)
         .caption(&c.title, (FONT, 24))
         .margin(16)
-        .x_label_area_size(upward.unwrap_or(50))
+        .x_label_area_size(names.area)
         .y_label_area_size(90)
         .build_cartesian_2d(-0.5..ng as f64 - 0.5, axis_range(y0, y1))?;
     chart
@@ -244,12 +244,13 @@ pub fn grouped_bars<DB: DrawingBackend>(
         .label_style((FONT, 15))
         .draw()?;
     // The group names under the axis, centred on their groups (the x axis is categorical).
-    let names = c
-        .groups
-        .iter()
+    let upward = names.upward;
+    let names = names
+        .names
+        .into_iter()
         .enumerate()
-        .map(|(g, n)| (g as f64, n.clone()));
-    category_labels(root, &chart, y0, names, upward.is_some())?;
+        .map(|(g, n)| (g as f64, n));
+    category_labels(root, &chart, y0, names, upward)?;
     let ns = c.series.len().max(1);
     let width = 0.8 / ns as f64;
     for (s, (name, color, values)) in c.series.iter().enumerate() {
@@ -328,6 +329,18 @@ mod tests {
         // The y axis's description is written upwards either way.
         let rotated = |svg: &str| svg.matches("rotate(").count();
         assert_eq!(rotated(&svg_of(long)), rotated(&level) + 10);
+        // Names too long for a third of the chart's height lose their fronts, not their ends.
+        let longest: Vec<String> = (0..10)
+            .map(|i| format!("encoder.layers.encoder_layer_{i}.self_attention.out_proj"))
+            .collect();
+        let svg = svg_of(longest);
+        assert_eq!(rotated(&svg), rotated(&level) + 10);
+        assert_eq!(svg.matches("…").count(), 10, "{svg}");
+        assert!(
+            (0..10).all(|i| svg.contains(&format!("…{i}.self_attention.out_proj"))),
+            "{svg}"
+        );
+        assert!(!svg.contains("encoder.layers.encoder_layer_0"));
     }
 
     /// The dots of a row go up in seed order, as the grid pages' captions say: the first
