@@ -20,11 +20,13 @@ pub mod page;
 pub mod plan;
 pub mod replay;
 pub mod runs;
+pub mod section;
 
-pub use analyze::{AnalyzePlots, analyze_plots};
+pub use analyze::{AnalyzePlots, analyze_plots, write_analysis};
 pub use grid::GridReport;
 pub use page::Report;
 pub use runs::{ReportOptions, RunData};
+pub use section::Section;
 
 use std::path::Path;
 use std::sync::OnceLock;

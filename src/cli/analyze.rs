@@ -232,7 +232,7 @@ pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         mixprec::report::analyze_plots(dir, &mixprec::report::AnalyzePlots::new(&a))?;
     }
     if let Some(dir) = &args.report {
-        mixprec::report::page::write_analysis(dir, &a)?;
+        mixprec::report::write_analysis(dir, &a)?;
     }
     print(args, out, &a, &a.skipped, text::write_tables)
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use mixprec::io::write_dir_atomic;
 use mixprec::recipe::Class;
 use mixprec::report::page::{PlainWords, WindowAdvice, failed_to_train};
-use mixprec::report::{Report, ReportOptions, RunData};
+use mixprec::report::{Report, ReportOptions, RunData, Section};
 use mixprec::run::{RunDir, Summary};
 use mixprec::train::config::{Overrides, TrainConfig};
 use mixprec::train::training;
@@ -170,7 +170,7 @@ fn outcome(r: &RunData, s: &Summary, runs: &[RunData]) -> String {
 
 /// The share of the finite nonzero gradient values (activation and weight gradients of every
 /// layer) that underflowed to zero when stored, over a run's capture steps: from the counts of
-/// the page's section 4 (its shares are of every value stored, zeros included).
+/// the page's information section (its shares are of every value stored, zeros included).
 fn gradients_underflowed(r: &RunData) -> f64 {
     let (mut lost, mut nonzero) = (0.0, 0.0);
     for c in &r.captures {
@@ -185,7 +185,7 @@ fn gradients_underflowed(r: &RunData) -> f64 {
     if nonzero > 0.0 { lost / nonzero } else { 0.0 }
 }
 
-/// The conclusion in at most three short lines, as section 6 of the page says it
+/// The conclusion in at most three short lines, as the page's window section says it
 /// ([`PlainWords`]): which scales are predicted to train like fp32, which scale to start a
 /// GradScaler at, and why the windows' low edge is stricter; the first adds whether the dynamic
 /// run matched fp32.
@@ -200,10 +200,10 @@ fn conclusion(
         if matched { "did" } else { "did not" }
     );
     let Some(a) = advice else {
-        return vec![
-            "No capture step of the fp32 run has a window in fp16: see the page's section 6."
-                .into(),
-        ];
+        return vec![format!(
+            "No capture step of the fp32 run has a window in fp16: see the page's section {}.",
+            Section::Window.number()
+        )];
     };
     let words = PlainWords::of(a, predicted, "fp16");
     words

@@ -1,8 +1,10 @@
 //! `analyze --plots`' three charts, as plain data for the chart kit: the histogram of log2 |x|
-//! over the format's zones, the loss-scale sweep, and the heatmap of tensors by magnitude.
+//! over the format's zones, the loss-scale sweep, and the heatmap of tensors by magnitude; and
+//! `analyze --report`'s page of them ([`write_analysis`]).
 
 use std::path::Path;
 
+use maud::{Markup, html};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -10,6 +12,8 @@ use super::charts::{
     self, GREY, Line, Log2Histograms, MagnitudeHeatmap, NORMAL, OVERFLOW, RUN_COLORS, SUBNORMAL,
     ScaleSweep, Stack, Stroke, UNDERFLOW,
 };
+use super::html::{document, figure_markup, section, write_json, write_page};
+use super::section::Section;
 use super::{SIZE, check_plots_dir, heatmap_size, remove_stale_plot, write_png, write_svg};
 use crate::Result;
 use crate::analysis::Analysis;
@@ -374,6 +378,109 @@ impl Chart {
             Chart::Heatmap => charts::magnitude_heatmap(area, &p.heatmap()),
         }
         .map_err(|e| e.to_string())
+    }
+}
+
+/// The `schema` of analyze's `report.json` (its keys: docs/src/report.md): what `analyze --json`
+/// prints, under this key.
+pub const SCHEMA: &str = "mixprec.report.analyze.v1";
+
+/// The page of an `analyze`: the recommendation in words, each tensor's own window (worst
+/// first), and the analysis charts (histogram against the format's zones, the sweep, the
+/// tensors by magnitude), written into `dir` as `index.html`, `report.json` (what `analyze
+/// --json` prints, with [`SCHEMA`]) and `figures/` (the `--plots` files). Returns the page's path.
+///
+/// # Errors
+/// A file in `dir` that mixprec did not write, a failed write, a chart that cannot be drawn.
+pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<std::path::PathBuf> {
+    super::check_outputs(dir, &["index.html", "report.json"], "--report")?;
+    // The whole set, or nothing (see `write_dir_atomic`); then an earlier heatmap goes.
+    crate::io::write_dir_atomic(dir, |staging| write_analysis_into(staging, a))?;
+    if AnalyzePlots::new(a).tensors.len() <= 1 {
+        remove_stale_plot(&dir.join("figures"), "heatmap")?;
+    }
+    Ok(dir.join("index.html"))
+}
+
+/// Writes [`write_analysis`]'s files into the new directory `dir`.
+fn write_analysis_into(dir: &Path, a: &Analysis) -> Result<std::path::PathBuf> {
+    let figures_dir = dir.join("figures");
+    let written = analyze_plots(&figures_dir, &AnalyzePlots::new(a))?;
+    write_json(&dir.join("report.json"), Some(SCHEMA), a)?;
+    let mut figures = Vec::new();
+    for path in written
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+    {
+        let svg = crate::io::read_document(path, crate::io::MAX_DOCUMENT)?;
+        let svg = String::from_utf8_lossy(&svg).into_owned();
+        let id = path
+            .file_stem()
+            .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+        let caption = match id.as_str() {
+            "histogram" => format!("log2 |x| of every value of every tensor against {}'s zones, as they are and scaled by the recommended loss scale.", a.format),
+            "sweep" => "What each loss scale 2^k does to the values: the share that underflows, becomes subnormal, stays normal or overflows.".to_string(),
+            _ => "Each tensor's values by magnitude (share per octave), with the format's edges: which tensors sit where.".to_string(),
+        };
+        figures.push((id, svg, caption));
+    }
+    let files: Vec<String> = {
+        let mut f: Vec<String> = a
+            .tensors
+            .iter()
+            .map(|t| t.file.display().to_string())
+            .collect();
+        f.dedup();
+        f
+    };
+    let title = format!("mixprec analyze: {} against {}", files.join(", "), a.format);
+    let body = html! {
+        (section(Section::Recommendation, html! {
+            p { (a.explanation) }
+            @if let Some(r) = &a.recommendation {
+                @if !r.excluded_tensors.is_empty() {
+                    p { "Tensors whose own window excludes the recommended scale: " (r.excluded_tensors.join(", ")) "." }
+                }
+            }
+        }))
+        (section(Section::Tensors, windows_table(a)))
+        (section(Section::AnalyzeFigures, html! {
+            @for (id, svg, caption) in &figures {
+                (figure_markup(id, svg, caption))
+            }
+        }))
+        footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) ". The numbers are in report.json (what analyze --json prints)." } }
+    };
+    write_page(dir, &document(&title, body))
+}
+
+/// Each tensor's own window, worst first: analyze's second section.
+fn windows_table(a: &Analysis) -> Markup {
+    html! {
+        table {
+            thead { tr {
+                th { "tensor" } th { "file" } th { "window (log2 scale)" }
+                th { "at 2^k" } th { "underflow there (%)" } th { "excludes the recommendation" }
+            } }
+            tbody {
+                @for w in &a.windows {
+                    tr {
+                        td { (w.name) } td { (w.file) }
+                        td { (match (w.window.min_log2_scale, w.window.max_log2_scale) {
+                            (Some(lo), Some(hi)) if lo <= hi => format!("{lo}..{hi}"),
+                            _ => "none".to_string(),
+                        }) }
+                        td { (w.at_log2_scale) }
+                        td { (crate::text::percent(w.underflow_share)) }
+                        td { (match (w.noise, w.excludes_recommended) {
+                            (true, _) => "noise (left out)",
+                            (false, true) => "yes",
+                            (false, false) => "no",
+                        }) }
+                    }
+                }
+            }
+        }
     }
 }
 

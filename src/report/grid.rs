@@ -11,8 +11,11 @@ use maud::{Markup, html};
 use serde::Serialize;
 
 use super::charts::run_color;
-use super::html::{Figure, css, document, figure_markup, fold, write_report};
+use super::html::{
+    Figure, css, document, figures_of, fold, section, section_headed, write_report,
+};
 use super::runs::{ReportOptions, unscaled_window};
+use super::section::Section;
 use crate::Result;
 use crate::format::{FP16, FP32, FloatFormat};
 use crate::recipe::Class;
@@ -27,6 +30,9 @@ use crate::text::{Signed, four_digits, p_value};
 
 mod figures;
 mod findings;
+
+/// The `schema` of a grid page's `report.json` (its keys: docs/src/report.md).
+pub const SCHEMA: &str = "mixprec.report.grid.v1";
 
 /// The confidence level of every interval.
 pub const LEVEL: f64 = 0.95;
@@ -353,9 +359,14 @@ impl GridReport {
     /// # Errors
     /// A file there that mixprec did not write, a failed write, a chart that cannot be drawn.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
-        write_report(dir, &self.figure_data, "report.json", self, |svgs| {
-            self.html(svgs)
-        })
+        write_report(
+            dir,
+            &self.figure_data,
+            "report.json",
+            Some(SCHEMA),
+            self,
+            |svgs| self.html(svgs),
+        )
     }
 
     /// The page, with the figures' SVGs by id.
@@ -366,24 +377,17 @@ impl GridReport {
             self.metric, self.seeds
         );
         let body = html! {
-            section id="findings" {
-                h2 { "1. Findings" }
+            (section(Section::GridFindings, html! {
                 @if self.findings.is_empty() {
                     // Every comparison is with the fp32 series: without one, say so.
                     p { "No series of this grid is fp32, so none is compared with an fp32 baseline: \
-                         each series' mean and interval are in section 4." }
+                         each series' mean and interval are in section " (Section::GridTable.number()) "." }
                 } @else {
                     ul { @for f in &self.findings { li { (f) } } }
                 }
-            }
-            section id="figures" {
-                h2 { "2. Figures" }
-                @for f in &self.figure_data {
-                    (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
-                }
-            }
-            section id="grid" {
-                h2 { "3. The grid" }
+            }))
+            (section(Section::GridFigures, figures_of(Section::GridFigures, &self.figure_data, svgs)))
+            (section(Section::Grid, html! {
                 p { (self.runs) " runs: every combination of the values below, times " (self.seeds)
                     " seeds (" (self.base_seed) " to " (self.base_seed + self.seeds - 1)
                     ")" @if self.trained_once().is_some() { ", but for the series trained once (below)" } ", each a run directory under " code { (self.dir) "/runs/" } "; the rest of the config is the base config ("
@@ -398,12 +402,11 @@ impl GridReport {
                         (self.unfinished.iter().take(12).cloned().collect::<Vec<_>>().join("; "))
                         @if self.unfinished.len() > 12 { "; and " (self.unfinished.len() - 12) " more" } "." }
                 }
-            }
-            section id="table" {
-                h2 { "4. " (self.metric) " and final loss over seeds" }
+            }))
+            (section_headed(Section::GridTable, &Section::GridTable.titled(&format!("{} and final loss over seeds", self.metric)), html! {
                 p { "Mean over the finished runs with its 95% confidence interval (Student t, n - 1 degrees of freedom); the difference from the fp32 series at the same value with its 95% interval and the two-sided p-value of Welch's t-test (unequal variances), each test on its own: with many rows, some p-values under 0.05 come by chance. A diverged run's loss is not finite and is left out of the loss columns." }
                 (fold(self.cells.len(), self.table()))
-            }
+            }))
             footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the grid directory " (self.dir) ". The numbers are in report.json." } }
         };
         document(&title, body)

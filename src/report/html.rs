@@ -15,6 +15,7 @@ use crate::io::write_atomic;
 use crate::report::charts::{
     self, DotChart, GroupedBars, Heatmap, LineChart, Log2Histograms, StackedShares,
 };
+use crate::report::section::Section;
 use crate::{Error, Result};
 
 /// A chart of the page, as plain data.
@@ -64,8 +65,8 @@ impl Chart {
 pub struct Figure {
     /// The anchor and file name (`figures/{id}.svg`, `.png`).
     pub id: String,
-    /// The section it belongs to (1 to 8, see the page).
-    pub section: u8,
+    /// The section of its page it is shown in.
+    pub section: Section,
     /// What it shows, in a sentence.
     pub caption: String,
     /// The chart.
@@ -137,12 +138,27 @@ pub(crate) fn document(title: &str, body: Markup) -> Markup {
     }
 }
 
-/// A numbered section of a page: `id` for links, `title` its heading, then `body`.
-pub(crate) fn section(id: &str, title: &str, body: Markup) -> Markup {
+/// A section of a page: its anchor for links, its heading, then `body`.
+pub(crate) fn section(s: Section, body: Markup) -> Markup {
+    section_headed(s, &s.heading(), body)
+}
+
+/// A section of a page under `heading` ([`Section::titled`]: a title worded from the page's
+/// content), then `body`.
+pub(crate) fn section_headed(s: Section, heading: &str, body: Markup) -> Markup {
     html! {
-        section id=(id) {
-            h2 { (title) }
+        section id=(s.id()) {
+            h2 { (heading) }
             (body)
+        }
+    }
+}
+
+/// The figures of `figures` shown in section `s`, in order, with their SVGs by id.
+pub(crate) fn figures_of(s: Section, figures: &[Figure], svgs: &BTreeMap<String, String>) -> Markup {
+    html! {
+        @for f in figures.iter().filter(|f| f.section == s) {
+            (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
         }
     }
 }
@@ -163,14 +179,18 @@ pub(crate) fn figure_markup(id: &str, svg: &str, caption: &str) -> Markup {
 }
 
 /// `value` as pretty JSON with `"written_by": "mixprec"` first (the mark that lets a later report
-/// replace it), atomically.
-pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+/// replace it), then `"schema": schema` when given (a page kind's report.json, whose keys
+/// docs/src/report.md lists), atomically.
+pub(crate) fn write_json(path: &Path, schema: Option<&str>, value: &impl Serialize) -> Result<()> {
     let bad = |e: serde_json::Error| Error::BadFile {
         path: path.to_path_buf(),
         problem: e.to_string(),
     };
     let mut object = serde_json::Map::new();
     object.insert("written_by".into(), Value::from("mixprec"));
+    if let Some(schema) = schema {
+        object.insert("schema".into(), Value::from(schema));
+    }
     match serde_json::to_value(value).map_err(bad)? {
         Value::Object(fields) => object.extend(fields),
         other => {
@@ -182,7 +202,7 @@ pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 }
 
 /// Writes a page into `dir` (created if needed): its figures as `figures/{id}.{svg,png}`, its
-/// data as `json_name` ([`write_json`]) and `index.html`, made by `page` from the figures' SVGs
+/// data as `json_name` ([`write_json`], with `schema` when given) and `index.html`, made by `page` from the figures' SVGs
 /// (by id), once [`super::check_outputs`] has seen that none of them is a file mixprec did not
 /// write: all of them into a staging directory first, then moved into place together
 /// ([`crate::io::write_dir_atomic`]). Returns the page's path.
@@ -193,6 +213,7 @@ pub(crate) fn write_report(
     dir: &Path,
     figures: &[Figure],
     json_name: &str,
+    schema: Option<&str>,
     data: &impl Serialize,
     page: impl FnOnce(&BTreeMap<String, String>) -> Markup,
 ) -> Result<PathBuf> {
@@ -205,7 +226,7 @@ pub(crate) fn write_report(
     // The whole set, or nothing: a full disk must not leave figures without their page.
     let svgs = crate::io::write_dir_atomic(dir, |staging| {
         let svgs = write_figures(staging, figures)?;
-        write_json(&staging.join(json_name), data)?;
+        write_json(&staging.join(json_name), schema, data)?;
         write_page(staging, &page(&svgs))?;
         Ok(svgs)
     })?;

@@ -10,12 +10,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::charts::run_color;
-use super::html::{
-    Figure, css, document, figure_markup, section, write_json, write_page, write_report,
-};
+use super::html::{Figure, css, document, figures_of, section, section_headed, write_report};
 use super::runs::RunData;
+use super::section::Section;
 use crate::Result;
-use crate::analysis::Analysis;
 use crate::recipe::Class;
 
 mod figures;
@@ -27,6 +25,9 @@ pub use findings::failed_to_train;
 pub(crate) use findings::{Finding, findings};
 use window::window_sentence;
 pub use window::{Fit, PlainWords, WindowAdvice};
+
+/// The `schema` of a run page's `report.json` (its keys: docs/src/report.md).
+pub const SCHEMA: &str = "mixprec.report.runs.v1";
 
 /// A report of one or more runs.
 #[derive(Clone, Debug, Serialize)]
@@ -65,9 +66,14 @@ impl Report {
     /// # Errors
     /// A directory or file that cannot be written, or a chart that cannot be drawn.
     pub fn write(&self, dir: &Path) -> Result<PathBuf> {
-        write_report(dir, &self.figure_data, "report.json", self, |svgs| {
-            self.html(svgs)
-        })
+        write_report(
+            dir,
+            &self.figure_data,
+            "report.json",
+            Some(SCHEMA),
+            self,
+            |svgs| self.html(svgs),
+        )
     }
 
     fn html(&self, svgs: &BTreeMap<String, String>) -> Markup {
@@ -79,54 +85,46 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join(" vs ")
         );
-        // Section 2 is headed by what it draws: the metric only with evaluations to draw.
+        // The curves' section is headed by what it draws: the metric only with evaluations.
         let curves_heading = if self.figure_data.iter().any(|f| f.id == "metric") {
-            "2. Loss, metric and loss scale"
+            Section::Curves.titled("Loss, metric and loss scale")
         } else {
-            "2. Loss and loss scale"
+            Section::Curves.heading()
         };
-        let figure = |section: u8| -> Markup {
-            html! {
-                @for f in self.figure_data.iter().filter(|f| f.section == section) {
-                    (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
-                }
-            }
-        };
+        let figure = |s: Section| figures_of(s, &self.figure_data, svgs);
         document(
             &title,
             html! {
-                        section id="findings" {
-                            h2 { "1. Findings" }
-                            ul {
-                                @for f in &self.findings {
-                                    li { (f.text) " " a href=(format!("#{}", f.figure)) { "(figure)" } }
-                                }
-                            }
+                (section(Section::Findings, html! {
+                    ul {
+                        @for f in &self.findings {
+                            li { (f.text) " " a href=(format!("#{}", f.figure)) { "(figure)" } }
                         }
-                        (section("curves", curves_heading, figure(3)))
-                        section id="runs" {
-                            h2 { "3. Runs" }
-                            (self.runs_table())
-                            @if !self.differing_config_keys.is_empty() {
-                                p { "The runs differ in: " (self.differing_config_keys.join(", ")) "." }
-                            }
-                            (self.kept_layers())
-                        }
-                        (section("information", "4. Information lost and preserved", html! {
-                            p { "What rounding did to the gradients stored at each capture step (activation and weight gradients of every layer), and per layer the share that underflowed to zero. With an FP32 shadow, the share of each layer's FP32 gradient norm that the run lost (zero in the run, not in FP32), whatever the layer where it was lost." }
-                            (self.classes_table())
-                            (figure(4))
-                        }))
-                        (section("figure3", "5. Activation gradients against the format (the paper's Figure 3)", figure(5)))
-                        (section("window", "6. The loss-scale window over training", html! { (self.window_text()) (figure(6)) }))
-                        (section("swamping", "7. Swamping: updates lost to the master weights' precision", html! {
-                            @if self.runs.iter().all(|r| r.updates_lost.points.is_empty()) {
-                                p { "No run in this report recorded updates lost to swamping (metrics.jsonl's updates_lost; the PyTorch recorder does not count them)." }
-                            }
-                            (figure(7))
-                        }))
-                        (section("nonfinite", "8. Non-finite events", self.nonfinite_table()))
-                        footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the run directories: " (self.runs.iter().map(|r| r.dir.as_str()).collect::<Vec<_>>().join(", ")) ". The numbers are in report.json." } }
+                    }
+                }))
+                (section_headed(Section::Curves, &curves_heading, figure(Section::Curves)))
+                (section(Section::Runs, html! {
+                    (self.runs_table())
+                    @if !self.differing_config_keys.is_empty() {
+                        p { "The runs differ in: " (self.differing_config_keys.join(", ")) "." }
+                    }
+                    (self.kept_layers())
+                }))
+                (section(Section::Information, html! {
+                    p { "What rounding did to the gradients stored at each capture step (activation and weight gradients of every layer), and per layer the share that underflowed to zero. With an FP32 shadow, the share of each layer's FP32 gradient norm that the run lost (zero in the run, not in FP32), whatever the layer where it was lost." }
+                    (self.classes_table())
+                    (figure(Section::Information))
+                }))
+                (section(Section::Figure3, figure(Section::Figure3)))
+                (section(Section::Window, html! { (self.window_text()) (figure(Section::Window)) }))
+                (section(Section::Swamping, html! {
+                    @if self.runs.iter().all(|r| r.updates_lost.points.is_empty()) {
+                        p { "No run in this report recorded updates lost to swamping (metrics.jsonl's updates_lost; the PyTorch recorder does not count them)." }
+                    }
+                    (figure(Section::Swamping))
+                }))
+                (section(Section::Nonfinite, self.nonfinite_table()))
+                footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the run directories: " (self.runs.iter().map(|r| r.dir.as_str()).collect::<Vec<_>>().join(", ")) ". The numbers are in report.json." } }
             },
         )
     }
@@ -247,103 +245,6 @@ impl Report {
     }
 }
 
-/// The page of an `analyze`: the recommendation in words, each tensor's own window (worst
-/// first), and the analysis charts (histogram against the format's zones, the sweep, the
-/// tensors by magnitude), written into `dir` as `index.html`, `report.json` (what `analyze
-/// --json` prints) and `figures/` (the `--plots` files). Returns the page's path.
-///
-/// # Errors
-/// A file in `dir` that mixprec did not write, a failed write, a chart that cannot be drawn.
-pub fn write_analysis(dir: &Path, a: &Analysis) -> Result<PathBuf> {
-    super::check_outputs(dir, &["index.html", "report.json"], "--report")?;
-    // The whole set, or nothing (see `write_dir_atomic`); then an earlier heatmap goes.
-    crate::io::write_dir_atomic(dir, |staging| write_analysis_into(staging, a))?;
-    if super::AnalyzePlots::new(a).tensors.len() <= 1 {
-        super::remove_stale_plot(&dir.join("figures"), "heatmap")?;
-    }
-    Ok(dir.join("index.html"))
-}
-
-/// Writes [`write_analysis`]'s files into the new directory `dir`.
-fn write_analysis_into(dir: &Path, a: &Analysis) -> Result<PathBuf> {
-    let figures_dir = dir.join("figures");
-    let written = super::analyze_plots(&figures_dir, &super::AnalyzePlots::new(a))?;
-    write_json(&dir.join("report.json"), a)?;
-    let mut figures = Vec::new();
-    for path in written
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "svg"))
-    {
-        let svg = crate::io::read_document(path, crate::io::MAX_DOCUMENT)?;
-        let svg = String::from_utf8_lossy(&svg).into_owned();
-        let id = path
-            .file_stem()
-            .map_or(String::new(), |s| s.to_string_lossy().into_owned());
-        let caption = match id.as_str() {
-            "histogram" => format!("log2 |x| of every value of every tensor against {}'s zones, as they are and scaled by the recommended loss scale.", a.format),
-            "sweep" => "What each loss scale 2^k does to the values: the share that underflows, becomes subnormal, stays normal or overflows.".to_string(),
-            _ => "Each tensor's values by magnitude (share per octave), with the format's edges: which tensors sit where.".to_string(),
-        };
-        figures.push((id, svg, caption));
-    }
-    let files: Vec<String> = {
-        let mut f: Vec<String> = a
-            .tensors
-            .iter()
-            .map(|t| t.file.display().to_string())
-            .collect();
-        f.dedup();
-        f
-    };
-    let title = format!("mixprec analyze: {} against {}", files.join(", "), a.format);
-    let body = html! {
-        section id="findings" {
-            h2 { "1. Recommendation" }
-            p { (a.explanation) }
-            @if let Some(r) = &a.recommendation {
-                @if !r.excluded_tensors.is_empty() {
-                    p { "Tensors whose own window excludes the recommended scale: " (r.excluded_tensors.join(", ")) "." }
-                }
-            }
-        }
-        section id="tensors" {
-            h2 { "2. Each tensor's own window (worst first)" }
-            table {
-                thead { tr {
-                    th { "tensor" } th { "file" } th { "window (log2 scale)" }
-                    th { "at 2^k" } th { "underflow there (%)" } th { "excludes the recommendation" }
-                } }
-                tbody {
-                    @for w in &a.windows {
-                        tr {
-                            td { (w.name) } td { (w.file) }
-                            td { (match (w.window.min_log2_scale, w.window.max_log2_scale) {
-                                (Some(lo), Some(hi)) if lo <= hi => format!("{lo}..{hi}"),
-                                _ => "none".to_string(),
-                            }) }
-                            td { (w.at_log2_scale) }
-                            td { (crate::text::percent(w.underflow_share)) }
-                            td { (match (w.noise, w.excludes_recommended) {
-                                (true, _) => "noise (left out)",
-                                (false, true) => "yes",
-                                (false, false) => "no",
-                            }) }
-                        }
-                    }
-                }
-            }
-        }
-        section id="figures" {
-            h2 { "3. Figures" }
-            @for (id, svg, caption) in &figures {
-                (figure_markup(id, svg, caption))
-            }
-        }
-        footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) ". The numbers are in report.json (what analyze --json prints)." } }
-    };
-    write_page(dir, &document(&title, body))
-}
-
 /// The format a class's rounding counts are of, and the one it is stored in when they differ.
 fn counted_label(r: &RunData, class: Class) -> String {
     let counted = r.counted_formats.get(&class).map_or("?", String::as_str);
@@ -353,7 +254,7 @@ fn counted_label(r: &RunData, class: Class) -> String {
     }
 }
 
-/// Section 8's line for a run whose steps held inf or NaN but whose writer recorded no storage
+/// The non-finite section's line for a run whose steps held inf or NaN but whose writer recorded no storage
 /// site for them.
 fn overflow_without_sites(r: &RunData) -> String {
     format!(

@@ -12,7 +12,8 @@ use super::charts::{
     Band, Corner, DotChart, DotRow, GroupedBars, Line, LineChart, Stroke, run_color,
 };
 use super::grid::{ALPHA, LEVEL};
-use super::html::{Chart, Figure, document, figure_markup, section, write_report};
+use super::html::{Chart, Figure, document, figures_of, section, section_headed, write_report};
+use super::section::Section;
 use crate::Result;
 use crate::run::RunDir;
 use crate::run::plan::{
@@ -21,6 +22,9 @@ use crate::run::plan::{
 };
 use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::text::{four_digits, p_value, pct};
+
+/// The `schema` of a plan page's `report.json` (its keys: docs/src/plan.md).
+pub const SCHEMA: &str = "mixprec.report.plan.v1";
 
 /// One arm of a validation over its seeds.
 #[derive(Clone, Debug, Serialize)]
@@ -169,7 +173,7 @@ impl PlanReport {
     /// A file there that mixprec did not write, a failed write.
     pub fn write(&self, out: &Path) -> Result<PathBuf> {
         let figures = self.figures();
-        write_report(out, &figures, "report.json", self, |svgs| {
+        write_report(out, &figures, "report.json", Some(SCHEMA), self, |svgs| {
             self.page(&figures, svgs)
         })
     }
@@ -185,7 +189,7 @@ impl PlanReport {
         };
         let mut figures = vec![Figure {
             id: "sensitivity".into(),
-            section: 1,
+            section: Section::Sensitivity,
             caption: format!(
                 "Each layer cast alone to {} (every other layer in FP32), most harmful first, and every layer at once: the relative error of all the weight gradients and the relative change of the loss against FP32, on the same weights and {} batches.",
                 s.recipe, s.batches
@@ -210,7 +214,7 @@ impl PlanReport {
                 .map_or("loss", |v| v.metric.as_str());
             figures.push(Figure {
                 id: "loss".into(),
-                section: 3,
+                section: Section::Validation,
                 caption: "Training loss of the three arms: the mean over seeds of each run's loss (a moving average over a fiftieth of the run) and its 95% interval.".into(),
                 chart: Chart::Lines(LineChart {
                     title: "Training loss: FP32, every layer cast, the plan".into(),
@@ -245,7 +249,7 @@ impl PlanReport {
             });
             figures.push(Figure {
                 id: "metric".into(),
-                section: 3,
+                section: Section::Validation,
                 caption: format!(
                     "Each run's {metric} (a dot per seed), the arm's mean and its 95% interval."
                 ),
@@ -286,24 +290,17 @@ impl PlanReport {
         figures: &[Figure],
         svgs: &std::collections::BTreeMap<String, String>,
     ) -> Markup {
-        let figure = |id: &str| {
-            html! {
-                @for f in figures.iter().filter(|f| f.id == id) {
-                    (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))
-                }
-            }
-        };
+        let figure = |s: Section| figures_of(s, figures, svgs);
         let s = &self.sensitivity;
         let total: u64 = s.layers.iter().map(|l| l.flops).sum();
         let title = format!("mixprec plan: {} in {}", s.model, s.recipe);
         document(
             &title,
             html! {
-                section id="findings" {
-                    h2 { "Findings" }
+                (section(Section::PlanFindings, html! {
                     ul { @for f in self.findings() { li { (f) } } }
-                }
-                (section("sensitivity", "1. Each layer cast alone", html! {
+                }))
+                (section(Section::Sensitivity, html! {
                     p { "Every layer that forms matrix products, cast alone to " (s.recipe) " (every other layer in " (s.reference) "), against " (s.reference) " on the same weights and " (s.batches) " batches (seed " (s.seed) "), forward and backward, no update. Gradient error and cosine are over all the model's weight gradients; underflow is the share of the layer's cast operand values (nonzero before) that became zero, saturated the share clamped to the format's largest value." }
                     table {
                         thead { tr {
@@ -326,9 +323,9 @@ impl PlanReport {
                             }
                         }
                     }
-                    (figure("sensitivity"))
+                    (figure(Section::Sensitivity))
                 }))
-                (section("plan", "2. The plan", html! {
+                (section(Section::Plan, html! {
                     p { "Layers cast in order of least harm, the gradient error of all of them cast together measured after each, until the budget (" (self.plan.budget.in_words()) "). Cast to " (self.plan.recipe) ": " (layers_in_words(&self.plan.cast)) "; kept in " (self.plan.high) ": " (layers_in_words(&self.plan.keep)) ". The plan casts " (pct(self.plan.flops_share)) " of the product FLOPs." }
                     table {
                         thead { tr { th { "step" } th { "layer added" } th { "product FLOPs cast" } th { "gradient error, together" } th { "in the plan" } } }
@@ -343,9 +340,9 @@ impl PlanReport {
                     pre { (serde_json::to_string_pretty(&self.plan_recipe.get("keep").cloned().unwrap_or_default()).unwrap_or_default()) }
                 }))
                 @if self.arms.is_empty() {
-                    (section("validation", "3. Validation", html! { p { "Not validated yet: `mixprec plan --validate` re-trains FP32, every layer cast and the plan over seeds." } }))
+                    (section(Section::Validation, html! { p { "Not validated yet: `mixprec plan --validate` re-trains FP32, every layer cast and the plan over seeds." } }))
                 } @else {
-                    (section("validation", "3. Validation by re-training", html! {
+                    (section_headed(Section::Validation, &Section::Validation.titled("Validation by re-training"), html! {
                         p { "Each arm trained from the same seeds; the metric is " (self.metric_desc()) ". Welch's t-test of each arm against FP32; an arm trains within seed noise of FP32 when p >= " (ALPHA) "." }
                         table {
                             thead { tr { th { "arm" } th { "recipe" } th { "seeds" } th { "mean" } th { "95% interval" } th { "difference to FP32 (95% interval)" } th { "Welch p" } th { "verdict" } } }
@@ -362,8 +359,7 @@ impl PlanReport {
                                 }
                             }
                         }
-                        (figure("loss"))
-                        (figure("metric"))
+                        (figure(Section::Validation))
                     }))
                 }
                 footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) " from the plan directory " (self.dir) ". The numbers are in report.json." } }

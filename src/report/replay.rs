@@ -8,7 +8,8 @@ use maud::{Markup, html};
 use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, Line, LineChart, Stroke, run_color};
-use super::html::{Chart, Figure, breakable, document, figure_markup, write_report};
+use super::html::{Chart, Figure, breakable, document, figure_markup, section, write_report};
+use super::section::Section;
 use super::runs::{judged_format, recorded_step};
 use crate::format::{FP32, FloatFormat, Overflow};
 use crate::recipe::Class;
@@ -193,7 +194,7 @@ pub fn trajectory_figure(r: &RunReplay) -> Figure {
     }
     Figure {
         id: "replay".into(),
-        section: 1,
+        section: Section::Replay,
         caption: format!(
             "Each policy's loss scale over the recorded run's steps (open loop), its skipped steps (crosses), and the window in {} (band: from the smallest scale that keeps {} of the captured gradient values from underflowing, at the last capture step, to the largest that keeps the step's largest gradient finite).",
             r.replay.judged.format,
@@ -250,6 +251,7 @@ pub fn write_replay(dir: &Path, r: &RunReplay) -> Result<PathBuf> {
         dir,
         std::slice::from_ref(&figure),
         "replay.json",
+        None,
         r,
         |svgs| page(r, &figure, svgs),
     )
@@ -259,8 +261,7 @@ pub fn write_replay(dir: &Path, r: &RunReplay) -> Result<PathBuf> {
 fn page(r: &RunReplay, figure: &Figure, svgs: &BTreeMap<String, String>) -> Markup {
     let rows = table(r);
     let body = html! {
-        section id="replay" {
-            h2 { "Policies replayed" }
+        (section(Section::Replay, html! {
             p { (r.replay.open_loop) }
             p { "The run's recipe: " (r.recipe) "; its loss scaling: " (r.run_policy.as_deref().unwrap_or("unknown")) ". Gradients judged against " (r.replay.judged.format) "."
                 @for note in notes(&r.replay) { " " (note) }
@@ -273,7 +274,7 @@ fn page(r: &RunReplay, figure: &Figure, svgs: &BTreeMap<String, String>) -> Mark
                 } } } }
             }
             (figure_markup(&figure.id, svgs.get(&figure.id).map_or("", String::as_str), &figure.caption))
-        }
+        }))
         footer { p { "Made by mixprec " (env!("CARGO_PKG_VERSION")) ". The numbers are in replay.json (what replay --json prints)." } }
     };
     document(&format!("mixprec replay: {}", r.run), body)

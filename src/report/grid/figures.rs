@@ -5,6 +5,7 @@ use crate::report::charts::{
     Axis, Band, Corner, DotChart, DotRow, Line, LineChart, Stroke, run_color,
 };
 use crate::report::html::{Chart, Figure};
+use crate::report::section::Section;
 use crate::run::grid::LOSS_SCALE;
 use crate::stats::seeds::MeanCi;
 
@@ -152,7 +153,7 @@ impl GridReport {
             }
             Figure {
                 id: id.into(),
-                section: 4,
+                section: Section::GridFigures,
                 caption,
                 chart: Chart::Lines(LineChart {
                     title: format!(
@@ -224,7 +225,7 @@ impl GridReport {
         let positive = lo > 0.0 && hi > 10.0 * lo;
         Figure {
             id: id.into(),
-            section: 4,
+            section: Section::GridFigures,
             caption: format!(
                 "{caption} of each series over {} seeds: one dot per run (seeds {} to {}, bottom to top within a row), the mean (black tick) and its 95% confidence interval (bar; Student t).",
                 self.seeds,

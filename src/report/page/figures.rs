@@ -1,4 +1,5 @@
-//! The figures of a run page, from the runs' data, in the order of the page's sections.
+//! The figures of a run page, from the runs' data: one function per figure, in a list in the
+//! order of the page's sections ([`FIGURES`]).
 
 use crate::recipe::Class;
 use crate::report::charts::{
@@ -6,7 +7,8 @@ use crate::report::charts::{
     Zone, run_color,
 };
 use crate::report::html::{Chart, Figure};
-use crate::report::runs::RunData;
+use crate::report::runs::{CaptureSummary, RunData, StepHistograms};
+use crate::report::section::Section;
 use crate::stats::Histogram;
 use crate::stats::recommend::{MATCH_MAX_ENERGY_LOST, MATCH_MAX_UNDERFLOW};
 use crate::text::threshold_percent;
@@ -28,288 +30,363 @@ pub(crate) fn lines_of(runs: &[RunData], f: impl Fn(&RunData) -> Vec<(f64, f64)>
         .collect()
 }
 
+/// A part of the page's list of figures.
+enum Part {
+    /// A figure of every run together, when they have something to draw.
+    Runs(fn(&[RunData]) -> Option<Figure>),
+    /// Figures of each run, run by run, each when the run has something to draw.
+    EachRun(&'static [fn(usize, &RunData) -> Option<Figure>]),
+}
+
+/// The figures of the page, in the order of its sections, as the findings are a list of rules.
+const FIGURES: [Part; 8] = [
+    Part::Runs(loss),
+    Part::Runs(metric),
+    Part::Runs(loss_scale),
+    Part::EachRun(&[gradient_outcomes, underflow_per_layer, shadow_per_layer]),
+    Part::EachRun(&[figure3, figure3_per_layer]),
+    Part::Runs(window),
+    Part::EachRun(&[swamping]),
+    Part::Runs(updates_lost),
+];
+
 /// Every figure of the page.
-#[allow(clippy::too_many_lines)] // one list of figures, read top to bottom as the page is
 pub(crate) fn figures(runs: &[RunData]) -> Vec<Figure> {
     let mut out = Vec::new();
-    let positive = runs
-        .iter()
-        .all(|r| r.loss.points.iter().all(|p| p.1 > 0.0 || p.1.is_nan()));
-    out.push(Figure {
-        id: "loss".into(),
-        section: 3,
-        caption: "Training loss per step (the batch's mean loss, unscaled; the discriminator's for a GAN).".into(),
-        chart: Chart::Lines(LineChart {
-            title: "Training loss".into(),
-            x_desc: "step".into(),
-            x_axis: Axis::Linear,
-            y_desc: "loss (log scale)".into(),
-            axis: if positive { Axis::Log10 } else { Axis::Linear },
-            lines: lines_of(runs, |r| curve(&r.loss.points)),
-            bands: vec![],
-            marks: vec![],
-            legend: Corner::Free,
-        }),
-    });
-    if runs.iter().any(|r| !r.eval.is_empty()) {
-        let name = runs
-            .iter()
-            .find_map(|r| r.eval_name.clone())
-            .unwrap_or_default();
-        out.push(Figure {
-            id: "metric".into(),
-            section: 3,
-            caption: format!("The test metric ({name}) at each evaluation step."),
-            chart: Chart::Lines(LineChart {
-                title: format!("Test metric: {name}"),
-                x_desc: "step".into(),
-                x_axis: Axis::Linear,
-                y_desc: name,
-                axis: Axis::Linear,
-                lines: lines_of(runs, |r| curve(&r.eval)),
-                bands: vec![],
-                marks: vec![],
-                legend: Corner::Free,
-            }),
-        });
-    }
-    out.push(Figure {
-        id: "loss-scale".into(),
-        section: 3,
-        caption: "The loss scale each step's backward pass used; crosses mark skipped steps (inf or NaN gradients under loss scaling).".into(),
-        chart: Chart::Lines(LineChart {
-            title: "Loss scale".into(),
-            x_desc: "step".into(),
-            x_axis: Axis::Linear,
-            y_desc: "loss scale (log2)".into(),
-            axis: Axis::Log2,
-            lines: lines_of(runs, |r| curve(&r.loss_scale.points)),
-            bands: vec![],
-            marks: runs
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| !r.skip_marks.is_empty())
-                .map(|(i, r)| Line { name: format!("{}: skipped", r.name), color: run_color(i), points: curve(&r.skip_marks), stroke: Stroke::Solid })
-                .collect(),
-            // Scales sit at the top (2^16) and the bottom (2^0): the legend goes under the data.
-            legend: Corner::BelowData,
-        }),
-    });
-    for (i, r) in runs.iter().enumerate() {
-        if r.captures.is_empty() {
-            continue;
-        }
-        let steps: Vec<u64> = r.captures.iter().map(|c| c.step).collect();
-        // The outcomes of the gradients stored (activation and weight gradients pooled), as
-        // shares of the values stored; the rest were zero, inf or NaN before rounding.
-        let grad = |c: &crate::report::runs::CaptureSummary| {
-            let mut t = [0.0; 5];
-            for class in [Class::ActivationGrad, Class::WeightGrad] {
-                if let Some(x) = c.classes.get(&class) {
-                    let v = x.values as f64;
-                    for (t, share) in
-                        t.iter_mut()
-                            .zip([1.0, x.underflow, x.subnormal, x.normal, x.overflow])
-                    {
-                        *t += share * v;
-                    }
+    for part in FIGURES {
+        match part {
+            Part::Runs(figure) => out.extend(figure(runs)),
+            Part::EachRun(each) => {
+                for (i, r) in runs.iter().enumerate() {
+                    out.extend(each.iter().filter_map(|figure| figure(i, r)));
                 }
             }
-            let n = t[0].max(1.0);
-            let stored = [t[1] / n, t[2] / n, t[3] / n, t[4] / n];
-            let rest = (1.0 - stored.iter().sum::<f64>()).max(0.0);
-            [stored[0], stored[1], stored[2], stored[3], rest]
-        };
-        let shares: Vec<[f64; 5]> = r.captures.iter().map(grad).collect();
-        let outcomes = [
-            ("underflow (became 0)", charts::UNDERFLOW),
-            ("subnormal", charts::SUBNORMAL),
-            ("normal", charts::NORMAL),
-            ("overflow", charts::OVERFLOW),
-            ("zero or inf/NaN before rounding", charts::LIGHT_GREY),
-        ];
-        out.push(Figure {
-            id: format!("shares-{i}"),
-            section: 4,
-            caption: format!("{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); in grey, the values that were zero, inf or NaN before rounding.", r.name, r.counted_formats.get(&Class::ActivationGrad).map_or("?", String::as_str)),
-            chart: Chart::Stacked(StackedShares {
-                title: format!("{}: gradients stored, by outcome", r.name),
-                steps: steps.clone(),
-                layers: outcomes
-                    .iter()
-                    .enumerate()
-                    .map(|(j, &(name, color))| (name.to_string(), color, shares.iter().map(|s| s[j]).collect()))
-                    .collect(),
-            }),
-        });
-        out.push(layer_figure(
-            format!("underflow-{i}"),
-            format!("{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.", r.name),
-            format!("{}: underflow share per layer", r.name),
-            "values that underflowed (%)",
-            r.captures.iter().flat_map(|c| {
-                c.gradients.iter().map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
-            }),
-        ));
-        if !r.shadow.is_empty() {
-            out.push(layer_figure(
-                format!("shadow-{i}"),
-                format!("{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).", r.name),
-                format!("{}: gradient norm lost against FP32", r.name),
-                "FP32 gradient norm lost (%)",
-                r.shadow.iter().map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
-            ));
         }
     }
-    for (i, r) in runs.iter().enumerate() {
-        let Some(h) = &r.histograms else { continue };
-        // A capture at loss scale 0 (or inf, NaN) cannot be unscaled: only what was stored is drawn.
-        let unscalable = !(h.loss_scale.is_finite() && h.loss_scale > 0.0);
-        let s = if unscalable { 0.0 } else { h.loss_scale.log2() };
-        let at = r.captures.iter().find(|c| c.step == h.step);
-        let rec = at
-            .and_then(|c| c.window.max_log2_scale)
-            .filter(|_| !unscalable);
-        let mut series = Vec::new();
-        if !unscalable {
-            series.push((
-                "unscaled gradients".to_string(),
-                charts::RUN_COLORS[7],
-                charts::bars(&h.activation_grads, -s),
-            ));
-        }
-        if h.loss_scale != 1.0 {
-            series.push((
-                format!(
-                    "as stored: scaled by the run's {}",
-                    crate::text::scale_name(h.loss_scale)
-                ),
-                run_color(i),
-                charts::bars(&h.activation_grads, 0.0),
-            ));
-        }
-        if let Some(k) = rec {
-            series.push((
-                format!("scaled by the recommended 2^{k}"),
-                // Blue, or orange beside a run drawn blue: two curves of one colour read as one.
-                charts::RUN_COLORS[usize::from(run_color(i) == charts::RUN_COLORS[0])],
-                charts::bars(&h.activation_grads, f64::from(k) - s),
-            ));
-        }
-        // Why this step, when the default passed over earlier ones; and when it is empty.
-        let mut note = String::new();
-        if !h.passed_over.is_empty() {
-            let steps: Vec<String> = h.passed_over.iter().map(u64::to_string).collect();
-            note = format!(
-                " Step {} is the first capture step with a finite nonzero activation gradient: at step{} {} every value stored was zero, inf or NaN.",
-                h.step,
-                if steps.len() == 1 { "" } else { "s" },
-                steps.join(", ")
-            );
-        }
-        if unscalable {
-            note.push_str(&format!(
-                " The capture at step {} gives loss scale {}: its gradients cannot be unscaled, so they are drawn only as stored.",
-                h.step, h.loss_scale
-            ));
-        }
-        if !h.has_finite() {
-            note = format!(
-                " At step {} every activation gradient stored was zero, inf or NaN: there is nothing to draw{}.",
-                h.step,
-                if r.captures.iter().any(|c| c.finite_gradients > 0) {
-                    " (--step chooses another capture step)"
-                } else {
-                    ", at any capture step"
-                }
-            );
-        }
-        out.push(Figure {
-            id: format!("figure3-{i}"),
-            section: 5,
-            caption: format!("{}: log2 magnitudes of the activation gradients of every layer at step {}, against {}'s zones: unscaled, as the run stored them, and scaled by the largest scale that keeps the largest finite (the recommendation, as analyze makes it).{note}", r.name, h.step, r.grad_format),
-            chart: Chart::Histograms(Log2Histograms {
-                title: format!("{}: activation gradients at step {} vs {}", r.name, h.step, r.grad_format),
-                x_desc: "log2 |gradient|".into(),
-                zones: charts::format_zones(r.grad_format),
-                series,
-            }),
-        });
-        out.push(Figure {
-            id: format!("figure3-layers-{i}"),
-            section: 5,
-            caption: format!(
-                "{}: the same, per layer, unscaled.{}",
-                r.name,
-                if h.has_finite() && !unscalable {
-                    ""
-                } else {
-                    " Nothing to draw (see above)."
-                }
-            ),
-            chart: Chart::Histograms(Log2Histograms {
-                title: format!(
-                    "{}: activation gradients per layer at step {}",
-                    r.name, h.step
-                ),
-                x_desc: "log2 |gradient| (unscaled)".into(),
-                zones: charts::format_zones(r.grad_format),
-                series: if unscalable {
-                    Vec::new()
-                } else {
-                    per_layer(&h.layers, -s)
-                },
-            }),
-        });
-    }
-    out.push(window_figure(runs));
-    for (i, r) in runs.iter().enumerate() {
-        let Some(h) = r.update_ratios.as_ref().filter(|h| !h.layers.is_empty()) else {
-            continue;
-        };
-        let t = f64::from(r.master_mantissa_bits + 1);
-        out.push(Figure {
-            id: format!("swamping-{i}"),
-            section: 7,
-            caption: format!("{}: |w| / |update| per layer at step {}; an update is lost (rounds away) when the ratio exceeds about 2^{t} for master weights with {} mantissa bits.", r.name, h.step, r.master_mantissa_bits),
-            chart: Chart::Histograms(Log2Histograms {
-                title: format!("{}: weight-to-update ratios at step {}", r.name, h.step),
-                x_desc: "log2 (|w| / |update|)".into(),
-                zones: vec![
-                    Zone { from: -2.0 * charts::OPEN_ZONE, to: t, color: charts::NORMAL, label: "update changes the weight".into() },
-                    Zone { from: t, to: 2.0 * charts::OPEN_ZONE, color: charts::UNDERFLOW, label: format!("lost: above 2^{t}") },
-                ],
-                series: per_layer(&h.layers, 0.0),
-            }),
-        });
-    }
-    if runs.iter().all(|r| r.updates_lost.points.is_empty()) {
-        return out;
-    }
-    out.push(Figure {
-        id: "updates-lost".into(),
-        section: 7,
-        caption: "Share of nonzero updates that changed no master weight, per step.".into(),
-        chart: Chart::Lines(LineChart {
-            title: "Updates lost to swamping".into(),
-            x_desc: "step".into(),
-            x_axis: Axis::Linear,
-            y_desc: "updates lost (% of nonzero updates)".into(),
-            axis: Axis::Linear,
-            lines: lines_of(runs, |r| {
-                let percent = r.updates_lost.points.iter().map(|&(s, v)| (s, 100.0 * v));
-                curve(&percent.collect::<Vec<_>>())
-            }),
-            bands: vec![],
-            marks: vec![],
-            legend: Corner::Free,
-        }),
-    });
     out
 }
 
-/// Section 4's figure `id`: a layers x steps map from `(step, layer, class, value)` points, one
-/// row per layer and class and one column per step, in the order they first appear; NaN where
+/// Curves over steps, one per run, with a linear step axis and the legend where it fits.
+fn over_steps(title: String, y_desc: String, axis: Axis, lines: Vec<Line>) -> LineChart {
+    LineChart {
+        title,
+        x_desc: "step".into(),
+        x_axis: Axis::Linear,
+        y_desc,
+        axis,
+        lines,
+        bands: vec![],
+        marks: vec![],
+        legend: Corner::Free,
+    }
+}
+
+fn loss(runs: &[RunData]) -> Option<Figure> {
+    let positive = runs
+        .iter()
+        .all(|r| r.loss.points.iter().all(|p| p.1 > 0.0 || p.1.is_nan()));
+    Some(Figure {
+        id: "loss".into(),
+        section: Section::Curves,
+        caption: "Training loss per step (the batch's mean loss, unscaled; the discriminator's for a GAN).".into(),
+        chart: Chart::Lines(over_steps(
+            "Training loss".into(),
+            "loss (log scale)".into(),
+            if positive { Axis::Log10 } else { Axis::Linear },
+            lines_of(runs, |r| curve(&r.loss.points)),
+        )),
+    })
+}
+
+fn metric(runs: &[RunData]) -> Option<Figure> {
+    if runs.iter().all(|r| r.eval.is_empty()) {
+        return None;
+    }
+    let name = runs
+        .iter()
+        .find_map(|r| r.eval_name.clone())
+        .unwrap_or_default();
+    Some(Figure {
+        id: "metric".into(),
+        section: Section::Curves,
+        caption: format!("The test metric ({name}) at each evaluation step."),
+        chart: Chart::Lines(over_steps(
+            format!("Test metric: {name}"),
+            name,
+            Axis::Linear,
+            lines_of(runs, |r| curve(&r.eval)),
+        )),
+    })
+}
+
+fn loss_scale(runs: &[RunData]) -> Option<Figure> {
+    let mut chart = over_steps(
+        "Loss scale".into(),
+        "loss scale (log2)".into(),
+        Axis::Log2,
+        lines_of(runs, |r| curve(&r.loss_scale.points)),
+    );
+    chart.marks = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.skip_marks.is_empty())
+        .map(|(i, r)| Line {
+            name: format!("{}: skipped", r.name),
+            color: run_color(i),
+            points: curve(&r.skip_marks),
+            stroke: Stroke::Solid,
+        })
+        .collect();
+    // Scales sit at the top (2^16) and the bottom (2^0): the legend goes under the data.
+    chart.legend = Corner::BelowData;
+    Some(Figure {
+        id: "loss-scale".into(),
+        section: Section::Curves,
+        caption: "The loss scale each step's backward pass used; crosses mark skipped steps (inf or NaN gradients under loss scaling).".into(),
+        chart: Chart::Lines(chart),
+    })
+}
+
+/// The outcomes of the gradients stored at a capture (activation and weight gradients pooled),
+/// as shares of the values stored: underflow, subnormal, normal, overflow, and the rest (zero,
+/// inf or NaN before rounding).
+fn gradient_shares(c: &CaptureSummary) -> [f64; 5] {
+    let mut t = [0.0; 5];
+    for class in [Class::ActivationGrad, Class::WeightGrad] {
+        if let Some(x) = c.classes.get(&class) {
+            let v = x.values as f64;
+            for (t, share) in t
+                .iter_mut()
+                .zip([1.0, x.underflow, x.subnormal, x.normal, x.overflow])
+            {
+                *t += share * v;
+            }
+        }
+    }
+    let n = t[0].max(1.0);
+    let stored = [t[1] / n, t[2] / n, t[3] / n, t[4] / n];
+    let rest = (1.0 - stored.iter().sum::<f64>()).max(0.0);
+    [stored[0], stored[1], stored[2], stored[3], rest]
+}
+
+fn gradient_outcomes(i: usize, r: &RunData) -> Option<Figure> {
+    if r.captures.is_empty() {
+        return None;
+    }
+    let steps: Vec<u64> = r.captures.iter().map(|c| c.step).collect();
+    let shares: Vec<[f64; 5]> = r.captures.iter().map(gradient_shares).collect();
+    let outcomes = [
+        ("underflow (became 0)", charts::UNDERFLOW),
+        ("subnormal", charts::SUBNORMAL),
+        ("normal", charts::NORMAL),
+        ("overflow", charts::OVERFLOW),
+        ("zero or inf/NaN before rounding", charts::LIGHT_GREY),
+    ];
+    Some(Figure {
+        id: format!("shares-{i}"),
+        section: Section::Information,
+        caption: format!("{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); in grey, the values that were zero, inf or NaN before rounding.", r.name, r.counted_formats.get(&Class::ActivationGrad).map_or("?", String::as_str)),
+        chart: Chart::Stacked(StackedShares {
+            title: format!("{}: gradients stored, by outcome", r.name),
+            steps,
+            layers: outcomes
+                .iter()
+                .enumerate()
+                .map(|(j, &(name, color))| (name.to_string(), color, shares.iter().map(|s| s[j]).collect()))
+                .collect(),
+        }),
+    })
+}
+
+fn underflow_per_layer(i: usize, r: &RunData) -> Option<Figure> {
+    if r.captures.is_empty() {
+        return None;
+    }
+    Some(layer_figure(
+        format!("underflow-{i}"),
+        format!("{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.", r.name),
+        format!("{}: underflow share per layer", r.name),
+        "values that underflowed (%)",
+        r.captures.iter().flat_map(|c| {
+            c.gradients.iter().map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
+        }),
+    ))
+}
+
+fn shadow_per_layer(i: usize, r: &RunData) -> Option<Figure> {
+    if r.captures.is_empty() || r.shadow.is_empty() {
+        return None;
+    }
+    Some(layer_figure(
+        format!("shadow-{i}"),
+        format!("{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).", r.name),
+        format!("{}: gradient norm lost against FP32", r.name),
+        "FP32 gradient norm lost (%)",
+        r.shadow.iter().map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
+    ))
+}
+
+/// The log2 of the loss scale the chosen capture's gradients are divided by to unscale them;
+/// `None` for a capture at loss scale 0 (or inf, NaN), which cannot be unscaled: only what was
+/// stored is drawn.
+fn unscaling(h: &StepHistograms) -> Option<f64> {
+    (h.loss_scale.is_finite() && h.loss_scale > 0.0).then(|| h.loss_scale.log2())
+}
+
+/// Figure 3 of the paper from the run: its activation gradients at the chosen capture step
+/// against the format's zones, unscaled, as stored and scaled by the recommended scale.
+fn figure3(i: usize, r: &RunData) -> Option<Figure> {
+    let h = r.histograms.as_ref()?;
+    let unscalable = unscaling(h).is_none();
+    let s = unscaling(h).unwrap_or(0.0);
+    let at = r.captures.iter().find(|c| c.step == h.step);
+    let rec = at
+        .and_then(|c| c.window.max_log2_scale)
+        .filter(|_| !unscalable);
+    let mut series = Vec::new();
+    if !unscalable {
+        series.push((
+            "unscaled gradients".to_string(),
+            charts::RUN_COLORS[7],
+            charts::bars(&h.activation_grads, -s),
+        ));
+    }
+    if h.loss_scale != 1.0 {
+        series.push((
+            format!(
+                "as stored: scaled by the run's {}",
+                crate::text::scale_name(h.loss_scale)
+            ),
+            run_color(i),
+            charts::bars(&h.activation_grads, 0.0),
+        ));
+    }
+    if let Some(k) = rec {
+        series.push((
+            format!("scaled by the recommended 2^{k}"),
+            // Blue, or orange beside a run drawn blue: two curves of one colour read as one.
+            charts::RUN_COLORS[usize::from(run_color(i) == charts::RUN_COLORS[0])],
+            charts::bars(&h.activation_grads, f64::from(k) - s),
+        ));
+    }
+    Some(Figure {
+        id: format!("figure3-{i}"),
+        section: Section::Figure3,
+        caption: format!("{}: log2 magnitudes of the activation gradients of every layer at step {}, against {}'s zones: unscaled, as the run stored them, and scaled by the largest scale that keeps the largest finite (the recommendation, as analyze makes it).{}", r.name, h.step, r.grad_format, figure3_note(r, h)),
+        chart: Chart::Histograms(Log2Histograms {
+            title: format!("{}: activation gradients at step {} vs {}", r.name, h.step, r.grad_format),
+            x_desc: "log2 |gradient|".into(),
+            zones: charts::format_zones(r.grad_format),
+            series,
+        }),
+    })
+}
+
+/// Why Figure 3 shows this step, when the default passed over earlier ones; and why it is
+/// empty, when it is.
+fn figure3_note(r: &RunData, h: &StepHistograms) -> String {
+    let mut note = String::new();
+    if !h.passed_over.is_empty() {
+        let steps: Vec<String> = h.passed_over.iter().map(u64::to_string).collect();
+        note = format!(
+            " Step {} is the first capture step with a finite nonzero activation gradient: at step{} {} every value stored was zero, inf or NaN.",
+            h.step,
+            if steps.len() == 1 { "" } else { "s" },
+            steps.join(", ")
+        );
+    }
+    if unscaling(h).is_none() {
+        note.push_str(&format!(
+            " The capture at step {} gives loss scale {}: its gradients cannot be unscaled, so they are drawn only as stored.",
+            h.step, h.loss_scale
+        ));
+    }
+    if !h.has_finite() {
+        note = format!(
+            " At step {} every activation gradient stored was zero, inf or NaN: there is nothing to draw{}.",
+            h.step,
+            if r.captures.iter().any(|c| c.finite_gradients > 0) {
+                " (--step chooses another capture step)"
+            } else {
+                ", at any capture step"
+            }
+        );
+    }
+    note
+}
+
+fn figure3_per_layer(i: usize, r: &RunData) -> Option<Figure> {
+    let h = r.histograms.as_ref()?;
+    let shift = unscaling(h);
+    Some(Figure {
+        id: format!("figure3-layers-{i}"),
+        section: Section::Figure3,
+        caption: format!(
+            "{}: the same, per layer, unscaled.{}",
+            r.name,
+            if h.has_finite() && shift.is_some() {
+                ""
+            } else {
+                " Nothing to draw (see above)."
+            }
+        ),
+        chart: Chart::Histograms(Log2Histograms {
+            title: format!(
+                "{}: activation gradients per layer at step {}",
+                r.name, h.step
+            ),
+            x_desc: "log2 |gradient| (unscaled)".into(),
+            zones: charts::format_zones(r.grad_format),
+            series: shift.map_or_else(Vec::new, |s| per_layer(&h.layers, -s)),
+        }),
+    })
+}
+
+fn window(runs: &[RunData]) -> Option<Figure> {
+    Some(window_figure(runs))
+}
+
+fn swamping(i: usize, r: &RunData) -> Option<Figure> {
+    let h = r.update_ratios.as_ref().filter(|h| !h.layers.is_empty())?;
+    let t = f64::from(r.master_mantissa_bits + 1);
+    Some(Figure {
+        id: format!("swamping-{i}"),
+        section: Section::Swamping,
+        caption: format!("{}: |w| / |update| per layer at step {}; an update is lost (rounds away) when the ratio exceeds about 2^{t} for master weights with {} mantissa bits.", r.name, h.step, r.master_mantissa_bits),
+        chart: Chart::Histograms(Log2Histograms {
+            title: format!("{}: weight-to-update ratios at step {}", r.name, h.step),
+            x_desc: "log2 (|w| / |update|)".into(),
+            zones: vec![
+                Zone { from: -2.0 * charts::OPEN_ZONE, to: t, color: charts::NORMAL, label: "update changes the weight".into() },
+                Zone { from: t, to: 2.0 * charts::OPEN_ZONE, color: charts::UNDERFLOW, label: format!("lost: above 2^{t}") },
+            ],
+            series: per_layer(&h.layers, 0.0),
+        }),
+    })
+}
+
+fn updates_lost(runs: &[RunData]) -> Option<Figure> {
+    if runs.iter().all(|r| r.updates_lost.points.is_empty()) {
+        return None;
+    }
+    Some(Figure {
+        id: "updates-lost".into(),
+        section: Section::Swamping,
+        caption: "Share of nonzero updates that changed no master weight, per step.".into(),
+        chart: Chart::Lines(over_steps(
+            "Updates lost to swamping".into(),
+            "updates lost (% of nonzero updates)".into(),
+            Axis::Linear,
+            lines_of(runs, |r| {
+                let percent = r.updates_lost.points.iter().map(|&(s, v)| (s, 100.0 * v));
+                curve(&percent.collect::<Vec<_>>())
+            }),
+        )),
+    })
+}
+
+/// The information section's figure `id`: a layers x steps map from `(step, layer, class,
+/// value)` points, one row per layer and class and one column per step, in the order they first appear; NaN where
 /// a pair has no point.
 fn layer_figure<'a>(
     id: String,
@@ -341,7 +418,7 @@ fn layer_figure<'a>(
     }
     Figure {
         id,
-        section: 4,
+        section: Section::Information,
         caption,
         chart: Chart::Heatmap(Heatmap {
             title,
@@ -479,11 +556,12 @@ pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
     let (lines, marks) = (merge_coinciding(lines), merge_coinciding(marks));
     Figure {
         id: "window".into(),
-        section: 6,
+        section: Section::Window,
         caption: format!(
-            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section 6 names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section 6 gives comes from every step; grey). The edges are this run's; a dashed level is the top for a rerun (section 6), whose own trajectory can reach larger gradients, where it lies below them. Dotted curve: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
+            "The loss-scale window at each capture step (band: from the smallest scale that keeps 99.9% of the gradient values from underflowing to the largest that keeps the largest finite; a step whose window is empty has no band, and section {w} names it), with each run's loss scale and its skipped steps; a cross also marks a step between captures whose largest gradient gives a lower top than any capture step (the top section {w} gives comes from every step; grey). The edges are this run's; a dashed level is the top for a rerun (section {w}), whose own trajectory can reach larger gradients, where it lies below them. Dotted curve: for a run whose weight gradients are stored in FP32, the scale from which training is predicted to match fp32 (at most {} of their squared norm and {} of their values underflow), less conservative than the band's lower edge.",
             threshold_percent(MATCH_MAX_ENERGY_LOST),
-            threshold_percent(MATCH_MAX_UNDERFLOW)
+            threshold_percent(MATCH_MAX_UNDERFLOW),
+            w = Section::Window.number(),
         ),
         chart: Chart::Lines(LineChart {
             title: "Loss-scale window over training".into(),

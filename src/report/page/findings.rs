@@ -11,6 +11,7 @@ use crate::report::runs::{CaptureSummary, RunData, Shares};
 /// A layer's gradient class at a capture step, and what rounding did to it.
 type GradientShares = (String, Class, Shares);
 use crate::recipe::Class;
+use crate::report::section::Section;
 
 /// A sentence of the findings, and the figure that shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -390,7 +391,13 @@ fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
                     if k < f64::from(lo) { "below" } else { "above" }
                 );
             }
-            _ => text.push_str(" No single loss scale kept the step's gradients, every layer's pooled: see section 6."),
+            _ => {
+                let _ = write!(
+                    text,
+                    " No single loss scale kept the step's gradients, every layer's pooled: see section {}.",
+                    Section::Window.number()
+                );
+            }
         }
         say(text, &format!("underflow-{i}"));
     } else if !r.captures.is_empty() && rounds_gradients(r) {

@@ -30,7 +30,7 @@ pub enum Fit {
     NoOne,
 }
 
-/// The loss-scale window of one run over training, as section 6 says it, and the GradScaler
+/// The loss-scale window of one run over training, as the window section says it, and the GradScaler
 /// `init_scale` it recommends (`2^init_scale`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct WindowAdvice {
@@ -101,7 +101,7 @@ impl WindowAdvice {
     }
 }
 
-/// The window's advice in plain words, as `mixprec demo` ends and section 6 says it: which
+/// The window's advice in plain words, as `mixprec demo` ends and the window section says it: which
 /// scales are predicted to train like FP32 (from the predicted edge up to the top for a rerun),
 /// which scale to start a GradScaler at, and why the windows' low edge is stricter than the
 /// prediction. Sentences without their final period, so that a caller may add to them.
