@@ -383,7 +383,7 @@ impl Chart {
 
 /// The `schema` of analyze's `report.json` (its keys: docs/src/report.md): what `analyze --json`
 /// prints, under this key.
-pub const SCHEMA: &str = "mixprec.report.analyze.v1";
+pub const SCHEMA: &str = "mixprec-report-analyze/1";
 
 /// The page of an `analyze`: the recommendation in words, each tensor's own window (worst
 /// first), and the analysis charts (histogram against the format's zones, the sweep, the

@@ -32,7 +32,7 @@ mod figures;
 mod findings;
 
 /// The `schema` of a grid page's `report.json` (its keys: docs/src/report.md).
-pub const SCHEMA: &str = "mixprec.report.grid.v1";
+pub const SCHEMA: &str = "mixprec-report-grid/1";
 
 /// The confidence level of every interval.
 pub const LEVEL: f64 = 0.95;

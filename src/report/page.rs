@@ -27,7 +27,7 @@ use window::window_sentence;
 pub use window::{Fit, PlainWords, WindowAdvice};
 
 /// The `schema` of a run page's `report.json` (its keys: docs/src/report.md).
-pub const SCHEMA: &str = "mixprec.report.runs.v1";
+pub const SCHEMA: &str = "mixprec-report-runs/1";
 
 /// A report of one or more runs.
 #[derive(Clone, Debug, Serialize)]

@@ -24,7 +24,7 @@ use crate::stats::seeds::{MeanCi, Welch, welch};
 use crate::text::{four_digits, p_value, pct};
 
 /// The `schema` of a plan page's `report.json` (its keys: docs/src/plan.md).
-pub const SCHEMA: &str = "mixprec.report.plan.v1";
+pub const SCHEMA: &str = "mixprec-report-plan/1";
 
 /// One arm of a validation over its seeds.
 #[derive(Clone, Debug, Serialize)]
