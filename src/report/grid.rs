@@ -11,9 +11,7 @@ use maud::{Markup, html};
 use serde::Serialize;
 
 use super::charts::run_color;
-use super::html::{
-    Figure, css, document, figures_of, fold, section, section_headed, write_report,
-};
+use super::html::{Figure, css, document, figures_of, fold, section, section_headed, write_report};
 use super::runs::{ReportOptions, unscaled_window};
 use super::section::Section;
 use crate::Result;

@@ -155,7 +155,11 @@ pub(crate) fn section_headed(s: Section, heading: &str, body: Markup) -> Markup 
 }
 
 /// The figures of `figures` shown in section `s`, in order, with their SVGs by id.
-pub(crate) fn figures_of(s: Section, figures: &[Figure], svgs: &BTreeMap<String, String>) -> Markup {
+pub(crate) fn figures_of(
+    s: Section,
+    figures: &[Figure],
+    svgs: &BTreeMap<String, String>,
+) -> Markup {
     html! {
         @for f in figures.iter().filter(|f| f.section == s) {
             (figure_markup(&f.id, svgs.get(&f.id).map_or("", String::as_str), &f.caption))

@@ -178,7 +178,18 @@ impl PlanReport {
         })
     }
 
+    /// The page's figures, in the order of its sections.
     fn figures(&self) -> Vec<Figure> {
+        let mut figures = vec![self.sensitivity_figure()];
+        if !self.arms.is_empty() {
+            figures.push(self.loss_figure());
+            figures.push(self.metric_figure());
+        }
+        figures
+    }
+
+    /// What casting each layer alone, and every layer at once, does.
+    fn sensitivity_figure(&self) -> Figure {
         let s = &self.sensitivity;
         let mut groups: Vec<String> = s.layers.iter().map(|l| l.layer.clone()).collect();
         groups.push("all at once".into());
@@ -187,7 +198,7 @@ impl PlanReport {
             v.push(f(&s.all));
             (name.to_string(), run_color(color), v)
         };
-        let mut figures = vec![Figure {
+        Figure {
             id: "sensitivity".into(),
             section: Section::Sensitivity,
             caption: format!(
@@ -206,72 +217,77 @@ impl PlanReport {
                     series("loss change |L - L32| / |L32|", 1, &|h| h.loss_change),
                 ],
             }),
-        }];
-        if !self.arms.is_empty() {
-            let metric = self
-                .validation
-                .as_ref()
-                .map_or("loss", |v| v.metric.as_str());
-            figures.push(Figure {
-                id: "loss".into(),
-                section: Section::Validation,
-                caption: "Training loss of the three arms: the mean over seeds of each run's loss (a moving average over a fiftieth of the run) and its 95% interval.".into(),
-                chart: Chart::Lines(LineChart {
-                    title: "Training loss: FP32, every layer cast, the plan".into(),
-                    x_desc: "step".into(),
-                    x_axis: super::charts::Axis::Linear,
-                    y_desc: "training loss (cross-entropy, nats)".into(),
-                    axis: super::charts::Axis::Log10,
-                    lines: self
-                        .arms
-                        .iter()
-                        .enumerate()
-                        .map(|(i, a)| Line {
-                            name: format!("{} ({}), mean of {}", a.arm, a.recipe, a.values.len()),
-                            color: run_color(i),
-                            points: a.curve.iter().map(|&(x, m, _, _)| (x, m)).collect(),
-                            stroke: Stroke::Solid,
-                        })
-                        .collect(),
-                    bands: self
-                        .arms
-                        .iter()
-                        .enumerate()
-                        .map(|(i, a)| Band {
-                            name: format!("{}: 95% interval", a.arm),
-                            color: run_color(i),
-                            points: a.curve.iter().filter(|c| c.2.is_finite()).map(|&(x, _, lo, hi)| (x, lo, hi)).collect(),
-                        })
-                        .collect(),
-                    marks: Vec::new(),
-                    legend: Corner::Free,
-                }),
-            });
-            figures.push(Figure {
-                id: "metric".into(),
-                section: Section::Validation,
-                caption: format!(
-                    "Each run's {metric} (a dot per seed), the arm's mean and its 95% interval."
-                ),
-                chart: Chart::Dots(DotChart {
-                    title: format!("{metric} per arm over seeds"),
-                    x_desc: self.metric_desc(),
-                    axis: super::charts::Axis::Linear,
-                    rows: self
-                        .arms
-                        .iter()
-                        .enumerate()
-                        .map(|(i, a)| DotRow {
-                            name: format!("{} ({})", a.arm, a.recipe),
-                            color: run_color(i),
-                            values: a.values.clone(),
-                            mean: a.metric.as_ref().map(|m| (m.mean, m.low, m.high)),
-                        })
-                        .collect(),
-                }),
-            });
         }
-        figures
+    }
+
+    /// The three arms' training loss over steps.
+    fn loss_figure(&self) -> Figure {
+        Figure {
+            id: "loss".into(),
+            section: Section::Validation,
+            caption: "Training loss of the three arms: the mean over seeds of each run's loss (a moving average over a fiftieth of the run) and its 95% interval.".into(),
+            chart: Chart::Lines(LineChart {
+                title: "Training loss: FP32, every layer cast, the plan".into(),
+                x_desc: "step".into(),
+                x_axis: super::charts::Axis::Linear,
+                y_desc: "training loss (cross-entropy, nats)".into(),
+                axis: super::charts::Axis::Log10,
+                lines: self
+                    .arms
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| Line {
+                        name: format!("{} ({}), mean of {}", a.arm, a.recipe, a.values.len()),
+                        color: run_color(i),
+                        points: a.curve.iter().map(|&(x, m, _, _)| (x, m)).collect(),
+                        stroke: Stroke::Solid,
+                    })
+                    .collect(),
+                bands: self
+                    .arms
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| Band {
+                        name: format!("{}: 95% interval", a.arm),
+                        color: run_color(i),
+                        points: a.curve.iter().filter(|c| c.2.is_finite()).map(|&(x, _, lo, hi)| (x, lo, hi)).collect(),
+                    })
+                    .collect(),
+                marks: Vec::new(),
+                legend: Corner::Free,
+            }),
+        }
+    }
+
+    /// Each arm's metric over seeds.
+    fn metric_figure(&self) -> Figure {
+        let metric = self
+            .validation
+            .as_ref()
+            .map_or("loss", |v| v.metric.as_str());
+        Figure {
+            id: "metric".into(),
+            section: Section::Validation,
+            caption: format!(
+                "Each run's {metric} (a dot per seed), the arm's mean and its 95% interval."
+            ),
+            chart: Chart::Dots(DotChart {
+                title: format!("{metric} per arm over seeds"),
+                x_desc: self.metric_desc(),
+                axis: super::charts::Axis::Linear,
+                rows: self
+                    .arms
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| DotRow {
+                        name: format!("{} ({})", a.arm, a.recipe),
+                        color: run_color(i),
+                        values: a.values.clone(),
+                        mean: a.metric.as_ref().map(|m| (m.mean, m.low, m.high)),
+                    })
+                    .collect(),
+            }),
+        }
     }
 
     fn metric_desc(&self) -> String {

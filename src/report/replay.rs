@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::charts::{Axis, Band, Corner, Line, LineChart, Stroke, run_color};
 use super::html::{Chart, Figure, breakable, document, figure_markup, section, write_report};
-use super::section::Section;
 use super::runs::{judged_format, recorded_step};
+use super::section::Section;
 use crate::format::{FP32, FloatFormat, Overflow};
 use crate::recipe::Class;
 use crate::run::RunDir;

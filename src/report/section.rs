@@ -149,6 +149,9 @@ mod tests {
         }
         assert_eq!(Window.heading(), "6. The loss-scale window over training");
         assert_eq!(PlanFindings.heading(), "Findings");
-        assert_eq!(Validation.titled("Validation by re-training"), "3. Validation by re-training");
+        assert_eq!(
+            Validation.titled("Validation by re-training"),
+            "3. Validation by re-training"
+        );
     }
 }

@@ -7,14 +7,29 @@ use crate::report::charts::{
 use crate::report::html::{Chart, Figure};
 use crate::report::section::Section;
 use crate::run::grid::LOSS_SCALE;
-use crate::stats::seeds::MeanCi;
 
 use super::*;
 
 /// The colour of the window band.
 const WINDOW_COLOR: plotters::style::RGBColor = plotters::style::RGBColor(110, 110, 110);
 
+/// The x axis of a grid's figures against its varied key.
+struct XAxis<'a> {
+    /// The key.
+    key: &'a str,
+    /// Its description under the axis.
+    desc: String,
+    /// Linear, or log2 for loss scales and powers of two.
+    axis: Axis,
+    /// The smallest and largest x of the grid.
+    range: (f64, f64),
+    /// Analyze's window from the fp32 runs, when it is not empty: `(lo, hi, format)`.
+    window: Option<(i32, i32, String)>,
+}
+
 impl GridReport {
+    /// The grid's figures: the final metric and loss against the x key, or their distribution
+    /// over seeds when nothing but the series varies.
     pub(super) fn charts(&self) -> Vec<Figure> {
         let Some(x_key) = &self.x_key else {
             return vec![
@@ -22,171 +37,210 @@ impl GridReport {
                 self.distribution("grid-loss", true),
             ];
         };
+        let x = self.x_axis(x_key);
+        vec![
+            self.against_x(&x, "grid-metric", false),
+            self.against_x(&x, "grid-loss", true),
+        ]
+    }
+
+    fn x_axis<'a>(&self, key: &'a str) -> XAxis<'a> {
         let powers = self.cells.iter().all(|c| {
             let t = c.x.trim_start();
             t.starts_with("2^") || t.starts_with("2**")
         });
-        let x_axis = if x_key == LOSS_SCALE || powers {
+        let axis = if key == LOSS_SCALE || powers {
             Axis::Log2
         } else {
             Axis::Linear
         };
-        let x_desc = if x_key == LOSS_SCALE {
+        let desc = if key == LOSS_SCALE {
             "loss scale (log2 axis)".to_string()
         } else {
-            format!("{x_key}{}", if powers { " (log2 axis)" } else { "" })
+            format!("{key}{}", if powers { " (log2 axis)" } else { "" })
         };
         let window = self.window.as_ref().and_then(|w| {
             let (lo, hi) = (w.window.min_log2_scale?, w.window.max_log2_scale?);
             (lo <= hi).then_some((lo, hi, w.format.clone()))
         });
         let xs: Vec<f64> = self.cells.iter().filter_map(|c| number(&c.x)).collect();
-        let (x_min, x_max) = xs
+        let range = xs
             .iter()
             .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-        let chart = |id: &str, what: &str, pick: &dyn Fn(&Cell) -> Option<MeanCi>| {
-            let mut lines = Vec::new();
-            let mut bands = Vec::new();
-            let (mut y0, mut y1) = (f64::MAX, f64::MIN);
-            for (i, s) in self.series.iter().enumerate() {
-                let mut points = Vec::new();
-                let mut band = Vec::new();
-                let mut reference = false;
-                for c in self.cells.iter().filter(|c| &c.series == s) {
-                    let (Some(x), Some(m)) = (number(&c.x), pick(c)) else {
-                        continue;
-                    };
-                    // A cell standing for every value: a reference line across the grid.
-                    let xs = if c.inert { vec![x_min, x_max] } else { vec![x] };
-                    reference |= c.inert;
-                    for x in xs {
-                        points.push((x, m.mean));
-                        if m.low.is_finite() {
-                            band.push((x, m.low, m.high));
-                        }
-                    }
-                    y0 = y0.min(m.mean);
-                    y1 = y1.max(m.mean);
-                    if m.low.is_finite() {
-                        y0 = y0.min(m.low);
-                        y1 = y1.max(m.high);
-                    }
-                }
-                lines.push(Line {
-                    name: if reference {
-                        format!("{s} (mean; trained once, any {x_key})")
-                    } else {
-                        format!("{s} (mean)")
-                    },
-                    color: run_color(i),
-                    points,
-                    stroke: Stroke::dashed_if(reference),
-                });
-                if !band.is_empty() {
-                    bands.push(Band {
-                        name: format!("{s} (95% CI)"),
-                        color: run_color(i),
-                        points: band,
-                    });
-                }
-            }
-            let positive = y0 > 0.0;
-            let axis = if what == "loss" && positive {
-                Axis::Log10
-            } else {
-                Axis::Linear
-            };
-            let mut caption = format!(
-                "Final {} of each series against {x_key}: the mean over seeds, with its 95% confidence interval shaded.",
-                if what == "loss" {
-                    "training loss"
+        XAxis {
+            key,
+            desc,
+            axis,
+            range,
+            window,
+        }
+    }
+
+    /// Each series' mean (or, with `loss`, its final loss) against x, with its 95% interval as
+    /// a band; and the range of y they cover.
+    fn series_curves(&self, x: &XAxis<'_>, loss: bool) -> (Vec<Line>, Vec<Band>, (f64, f64)) {
+        let pick = |c: &Cell| if loss { c.final_loss } else { c.metric };
+        let (x_min, x_max) = x.range;
+        let mut lines = Vec::new();
+        let mut bands = Vec::new();
+        let (mut y0, mut y1) = (f64::MAX, f64::MIN);
+        for (i, s) in self.series.iter().enumerate() {
+            let mut points = Vec::new();
+            let mut band = Vec::new();
+            let mut reference = false;
+            for c in self.cells.iter().filter(|c| &c.series == s) {
+                let (Some(at), Some(m)) = (number(&c.x), pick(c)) else {
+                    continue;
+                };
+                // A cell standing for every value: a reference line across the grid.
+                let xs = if c.inert {
+                    vec![x_min, x_max]
                 } else {
-                    &self.metric
+                    vec![at]
+                };
+                reference |= c.inert;
+                for at in xs {
+                    points.push((at, m.mean));
+                    if m.low.is_finite() {
+                        band.push((at, m.low, m.high));
+                    }
                 }
-            );
-            let once = self.inert_series();
-            if !once.is_empty() {
-                caption += &format!(
-                    " Dashed: {} (trained once: {x_key} cannot change {} training).",
-                    crate::text::and_list(&once),
-                    if once.len() == 1 { "its" } else { "their" }
-                );
-            }
-            if let (Some((lo, hi, format)), true) = (&window, y0 <= y1) {
-                let (a, b) = (
-                    crate::format::pow2(*lo).max(x_min),
-                    crate::format::pow2(*hi).min(x_max),
-                );
-                if a <= b {
-                    bands.insert(
-                        0,
-                        Band {
-                            name: format!(
-                                "analyze's window (fp32 gradients, {format}): 2^{lo}..2^{hi}"
-                            ),
-                            color: WINDOW_COLOR,
-                            points: vec![(a, y0, y1), (b, y0, y1)],
-                        },
-                    );
-                }
-                caption += &format!(
-                    " Grey: the loss-scale window that analyze computes from the fp32 runs' captured gradients (2^{lo}..2^{hi} for {format}, clipped to the grid)."
-                );
-            }
-            let predicted = self
-                .window
-                .as_ref()
-                .and_then(|w| w.predicted_min_log2_scale);
-            if let (Some(k), true) = (predicted, y0 <= y1) {
-                let x = crate::format::pow2(k);
-                if (x_min..=x_max).contains(&x) {
-                    lines.push(Line {
-                        name: format!("predicted: matches fp32 from 2^{k}"),
-                        color: WINDOW_COLOR,
-                        points: vec![(x, y0), (x, y1)],
-                        stroke: Stroke::Dashed,
-                    });
-                    caption += &format!(
-                        " Dashed grey: the scale from which training is predicted to match fp32, from the fp32 runs' weight gradients (2^{k})."
-                    );
+                y0 = y0.min(m.mean);
+                y1 = y1.max(m.mean);
+                if m.low.is_finite() {
+                    y0 = y0.min(m.low);
+                    y1 = y1.max(m.high);
                 }
             }
-            Figure {
-                id: id.into(),
-                section: Section::GridFigures,
-                caption,
-                chart: Chart::Lines(LineChart {
-                    title: format!(
-                        "{} against {x_key}",
-                        if what == "loss" {
-                            "final training loss"
-                        } else {
-                            &self.metric
-                        }
-                    ),
-                    x_desc: x_desc.clone(),
-                    x_axis,
-                    y_desc: if what == "loss" {
-                        "final training loss (mean over seeds)".into()
-                    } else {
-                        format!("{} (mean over seeds)", self.metric)
-                    },
-                    axis,
-                    lines,
-                    bands,
-                    marks: Vec::new(),
-                    legend: if what == "loss" {
-                        Corner::UpperRight
-                    } else {
-                        Corner::LowerRight
-                    },
-                }),
+            lines.push(Line {
+                name: if reference {
+                    format!("{s} (mean; trained once, any {})", x.key)
+                } else {
+                    format!("{s} (mean)")
+                },
+                color: run_color(i),
+                points,
+                stroke: Stroke::dashed_if(reference),
+            });
+            if !band.is_empty() {
+                bands.push(Band {
+                    name: format!("{s} (95% CI)"),
+                    color: run_color(i),
+                    points: band,
+                });
             }
+        }
+        (lines, bands, (y0, y1))
+    }
+
+    /// The final metric (or, with `loss`, the final training loss) of each series against the
+    /// x key, with analyze's window and the predicted edge drawn over it.
+    fn against_x(&self, x: &XAxis<'_>, id: &str, loss: bool) -> Figure {
+        let (mut lines, mut bands, (y0, y1)) = self.series_curves(x, loss);
+        let what = if loss {
+            "training loss"
+        } else {
+            self.metric.as_str()
         };
-        vec![
-            chart("grid-metric", "metric", &|c| c.metric),
-            chart("grid-loss", "loss", &|c| c.final_loss),
-        ]
+        let mut caption = format!(
+            "Final {what} of each series against {}: the mean over seeds, with its 95% confidence interval shaded.",
+            x.key
+        );
+        let once = self.inert_series();
+        if !once.is_empty() {
+            caption += &format!(
+                " Dashed: {} (trained once: {} cannot change {} training).",
+                crate::text::and_list(&once),
+                x.key,
+                if once.len() == 1 { "its" } else { "their" }
+            );
+        }
+        if y0 <= y1 {
+            caption += &self.overlays(x, (y0, y1), &mut lines, &mut bands);
+        }
+        let axis = if loss && y0 > 0.0 {
+            Axis::Log10
+        } else {
+            Axis::Linear
+        };
+        let title = if loss {
+            "final training loss"
+        } else {
+            &self.metric
+        };
+        Figure {
+            id: id.into(),
+            section: Section::GridFigures,
+            caption,
+            chart: Chart::Lines(LineChart {
+                title: format!("{title} against {}", x.key),
+                x_desc: x.desc.clone(),
+                x_axis: x.axis,
+                y_desc: format!("{title} (mean over seeds)"),
+                axis,
+                lines,
+                bands,
+                marks: Vec::new(),
+                legend: if loss {
+                    Corner::UpperRight
+                } else {
+                    Corner::LowerRight
+                },
+            }),
+        }
+    }
+
+    /// Analyze's window (a grey band under the curves) and the predicted edge (a dashed grey
+    /// line) over the y range `ys`, clipped to the grid; returns what the caption says of them.
+    fn overlays(
+        &self,
+        x: &XAxis<'_>,
+        (y0, y1): (f64, f64),
+        lines: &mut Vec<Line>,
+        bands: &mut Vec<Band>,
+    ) -> String {
+        let (x_min, x_max) = x.range;
+        let mut caption = String::new();
+        if let Some((lo, hi, format)) = &x.window {
+            let (a, b) = (
+                crate::format::pow2(*lo).max(x_min),
+                crate::format::pow2(*hi).min(x_max),
+            );
+            if a <= b {
+                bands.insert(
+                    0,
+                    Band {
+                        name: format!(
+                            "analyze's window (fp32 gradients, {format}): 2^{lo}..2^{hi}"
+                        ),
+                        color: WINDOW_COLOR,
+                        points: vec![(a, y0, y1), (b, y0, y1)],
+                    },
+                );
+            }
+            caption += &format!(
+                " Grey: the loss-scale window that analyze computes from the fp32 runs' captured gradients (2^{lo}..2^{hi} for {format}, clipped to the grid)."
+            );
+        }
+        let predicted = self
+            .window
+            .as_ref()
+            .and_then(|w| w.predicted_min_log2_scale);
+        if let Some(k) = predicted {
+            let at = crate::format::pow2(k);
+            if (x_min..=x_max).contains(&at) {
+                lines.push(Line {
+                    name: format!("predicted: matches fp32 from 2^{k}"),
+                    color: WINDOW_COLOR,
+                    points: vec![(at, y0), (at, y1)],
+                    stroke: Stroke::Dashed,
+                });
+                caption += &format!(
+                    " Dashed grey: the scale from which training is predicted to match fp32, from the fp32 runs' weight gradients (2^{k})."
+                );
+            }
+        }
+        caption
     }
 
     /// For a grid that varies nothing but the series: the final metric (or, with `loss`, the

@@ -155,9 +155,9 @@ fn gradient_shares(c: &CaptureSummary) -> [f64; 5] {
     for class in [Class::ActivationGrad, Class::WeightGrad] {
         if let Some(x) = c.classes.get(&class) {
             let v = x.values as f64;
-            for (t, share) in t
-                .iter_mut()
-                .zip([1.0, x.underflow, x.subnormal, x.normal, x.overflow])
+            for (t, share) in
+                t.iter_mut()
+                    .zip([1.0, x.underflow, x.subnormal, x.normal, x.overflow])
             {
                 *t += share * v;
             }
@@ -185,14 +185,26 @@ fn gradient_outcomes(i: usize, r: &RunData) -> Option<Figure> {
     Some(Figure {
         id: format!("shares-{i}"),
         section: Section::Information,
-        caption: format!("{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); in grey, the values that were zero, inf or NaN before rounding.", r.name, r.counted_formats.get(&Class::ActivationGrad).map_or("?", String::as_str)),
+        caption: format!(
+            "{}: what rounding into {} did to the activation and weight gradients stored at each capture step (all layers); in grey, the values that were zero, inf or NaN before rounding.",
+            r.name,
+            r.counted_formats
+                .get(&Class::ActivationGrad)
+                .map_or("?", String::as_str)
+        ),
         chart: Chart::Stacked(StackedShares {
             title: format!("{}: gradients stored, by outcome", r.name),
             steps,
             layers: outcomes
                 .iter()
                 .enumerate()
-                .map(|(j, &(name, color))| (name.to_string(), color, shares.iter().map(|s| s[j]).collect()))
+                .map(|(j, &(name, color))| {
+                    (
+                        name.to_string(),
+                        color,
+                        shares.iter().map(|s| s[j]).collect(),
+                    )
+                })
                 .collect(),
         }),
     })
@@ -204,11 +216,16 @@ fn underflow_per_layer(i: usize, r: &RunData) -> Option<Figure> {
     }
     Some(layer_figure(
         format!("underflow-{i}"),
-        format!("{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.", r.name),
+        format!(
+            "{}: share of each layer's gradient values that underflowed to zero when stored, per capture step.",
+            r.name
+        ),
         format!("{}: underflow share per layer", r.name),
         "values that underflowed (%)",
         r.captures.iter().flat_map(|c| {
-            c.gradients.iter().map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
+            c.gradients
+                .iter()
+                .map(|(l, class, x)| (c.step, l.as_str(), *class, x.underflow))
         }),
     ))
 }
@@ -219,10 +236,15 @@ fn shadow_per_layer(i: usize, r: &RunData) -> Option<Figure> {
     }
     Some(layer_figure(
         format!("shadow-{i}"),
-        format!("{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).", r.name),
+        format!(
+            "{}: share of each gradient's FP32 squared norm lost (values zero in the run but not in the FP32 shadow step from the same weights and batch).",
+            r.name
+        ),
         format!("{}: gradient norm lost against FP32", r.name),
         "FP32 gradient norm lost (%)",
-        r.shadow.iter().map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
+        r.shadow
+            .iter()
+            .map(|p| (p.step, p.layer.as_str(), p.tensor, p.norm_lost)),
     ))
 }
 
@@ -272,9 +294,18 @@ fn figure3(i: usize, r: &RunData) -> Option<Figure> {
     Some(Figure {
         id: format!("figure3-{i}"),
         section: Section::Figure3,
-        caption: format!("{}: log2 magnitudes of the activation gradients of every layer at step {}, against {}'s zones: unscaled, as the run stored them, and scaled by the largest scale that keeps the largest finite (the recommendation, as analyze makes it).{}", r.name, h.step, r.grad_format, figure3_note(r, h)),
+        caption: format!(
+            "{}: log2 magnitudes of the activation gradients of every layer at step {}, against {}'s zones: unscaled, as the run stored them, and scaled by the largest scale that keeps the largest finite (the recommendation, as analyze makes it).{}",
+            r.name,
+            h.step,
+            r.grad_format,
+            figure3_note(r, h)
+        ),
         chart: Chart::Histograms(Log2Histograms {
-            title: format!("{}: activation gradients at step {} vs {}", r.name, h.step, r.grad_format),
+            title: format!(
+                "{}: activation gradients at step {} vs {}",
+                r.name, h.step, r.grad_format
+            ),
             x_desc: "log2 |gradient|".into(),
             zones: charts::format_zones(r.grad_format),
             series,
@@ -352,13 +383,26 @@ fn swamping(i: usize, r: &RunData) -> Option<Figure> {
     Some(Figure {
         id: format!("swamping-{i}"),
         section: Section::Swamping,
-        caption: format!("{}: |w| / |update| per layer at step {}; an update is lost (rounds away) when the ratio exceeds about 2^{t} for master weights with {} mantissa bits.", r.name, h.step, r.master_mantissa_bits),
+        caption: format!(
+            "{}: |w| / |update| per layer at step {}; an update is lost (rounds away) when the ratio exceeds about 2^{t} for master weights with {} mantissa bits.",
+            r.name, h.step, r.master_mantissa_bits
+        ),
         chart: Chart::Histograms(Log2Histograms {
             title: format!("{}: weight-to-update ratios at step {}", r.name, h.step),
             x_desc: "log2 (|w| / |update|)".into(),
             zones: vec![
-                Zone { from: -2.0 * charts::OPEN_ZONE, to: t, color: charts::NORMAL, label: "update changes the weight".into() },
-                Zone { from: t, to: 2.0 * charts::OPEN_ZONE, color: charts::UNDERFLOW, label: format!("lost: above 2^{t}") },
+                Zone {
+                    from: -2.0 * charts::OPEN_ZONE,
+                    to: t,
+                    color: charts::NORMAL,
+                    label: "update changes the weight".into(),
+                },
+                Zone {
+                    from: t,
+                    to: 2.0 * charts::OPEN_ZONE,
+                    color: charts::UNDERFLOW,
+                    label: format!("lost: above 2^{t}"),
+                },
             ],
             series: per_layer(&h.layers, 0.0),
         }),
@@ -467,91 +511,104 @@ fn merge_coinciding(curves: Vec<Line>) -> Vec<Line> {
     out
 }
 
-pub(crate) fn window_figure(runs: &[RunData]) -> Figure {
+/// One run's part of the window figure: its window band, predicted edge, loss scale, skipped
+/// steps, the top from every step where no band shows it, and the top for a rerun.
+fn window_curves(
+    i: usize,
+    r: &RunData,
+    bands: &mut Vec<Band>,
+    lines: &mut Vec<Line>,
+    marks: &mut Vec<Line>,
+) {
+    let pts: Vec<(f64, f64, f64)> = r
+        .captures
+        .iter()
+        .filter_map(|c| {
+            let (lo, hi) = (c.window.min_log2_scale?, c.window.max_log2_scale?);
+            (lo <= hi).then(|| (c.step as f64, 2f64.powi(lo), 2f64.powi(hi)))
+        })
+        .collect();
+    if !pts.is_empty() {
+        bands.push(Band {
+            name: format!("{}: window in {}", r.name, r.grad_format),
+            color: run_color(i),
+            points: pts,
+        });
+    }
+    let predicted: Vec<(f64, f64)> = r
+        .captures
+        .iter()
+        .filter_map(|c| Some((c.step as f64, 2f64.powi(c.predicted_min_log2_scale?))))
+        .collect();
+    if let Some(&(_, last)) = predicted.last() {
+        lines.push(Line {
+            name: format!(
+                "{}: predicted to match fp32 from (2^{} at the end)",
+                r.name,
+                last.log2()
+            ),
+            color: run_color(i),
+            points: predicted,
+            stroke: Stroke::Dotted,
+        });
+    }
+    lines.push(Line {
+        name: format!("{}: loss scale", r.name),
+        color: run_color(i),
+        points: curve(&r.loss_scale.points),
+        stroke: Stroke::Solid,
+    });
+    if !r.skip_marks.is_empty() {
+        marks.push(Line {
+            name: format!("{}: skipped", r.name),
+            color: run_color(i),
+            points: curve(&r.skip_marks),
+            stroke: Stroke::Solid,
+        });
+    }
+    // The window's top comes from every step: mark it where no capture step's band shows
+    // it (a step between captures whose largest gradient sets a lower top).
+    let band_top = r
+        .captures
+        .iter()
+        .filter_map(|c| c.window.max_log2_scale)
+        .min();
+    if let Some((k, step)) = r.window_top
+        && band_top.is_none_or(|t| k < t)
+    {
+        marks.push(Line {
+            name: format!(
+                "{}: window top from every step, 2^{k} at step {step}",
+                r.name
+            ),
+            // Grey, so that it is not read as one of the run's skipped steps.
+            color: charts::GREY,
+            points: vec![(step as f64, 2f64.powi(k))],
+            stroke: Stroke::Solid,
+        });
+    }
+    // The top for a rerun, where it lies below the recorded one: a level across the run.
+    let steps = r.loss_scale.points.first().zip(r.loss_scale.points.last());
+    if let (Some(top), Some(((first, _), (last, _)))) = (r.window_rerun_top, steps)
+        && top.margin > 0
+    {
+        let level = 2f64.powi(top.log2_scale);
+        lines.push(Line {
+            name: format!("{}: top for a rerun, 2^{}", r.name, top.log2_scale),
+            color: run_color(i),
+            points: vec![(*first as f64, level), (*last as f64, level)],
+            stroke: Stroke::Dashed,
+        });
+    }
+}
+
+/// The loss-scale window over training, every run's on the same axes.
+fn window_figure(runs: &[RunData]) -> Figure {
     let mut bands = Vec::new();
     let mut lines = Vec::new();
     let mut marks = Vec::new();
     for (i, r) in runs.iter().enumerate() {
-        let pts: Vec<(f64, f64, f64)> = r
-            .captures
-            .iter()
-            .filter_map(|c| {
-                let (lo, hi) = (c.window.min_log2_scale?, c.window.max_log2_scale?);
-                (lo <= hi).then(|| (c.step as f64, 2f64.powi(lo), 2f64.powi(hi)))
-            })
-            .collect();
-        if !pts.is_empty() {
-            bands.push(Band {
-                name: format!("{}: window in {}", r.name, r.grad_format),
-                color: run_color(i),
-                points: pts,
-            });
-        }
-        let predicted: Vec<(f64, f64)> = r
-            .captures
-            .iter()
-            .filter_map(|c| Some((c.step as f64, 2f64.powi(c.predicted_min_log2_scale?))))
-            .collect();
-        if let Some(&(_, last)) = predicted.last() {
-            lines.push(Line {
-                name: format!(
-                    "{}: predicted to match fp32 from (2^{} at the end)",
-                    r.name,
-                    last.log2()
-                ),
-                color: run_color(i),
-                points: predicted,
-                stroke: Stroke::Dotted,
-            });
-        }
-        lines.push(Line {
-            name: format!("{}: loss scale", r.name),
-            color: run_color(i),
-            points: curve(&r.loss_scale.points),
-            stroke: Stroke::Solid,
-        });
-        if !r.skip_marks.is_empty() {
-            marks.push(Line {
-                name: format!("{}: skipped", r.name),
-                color: run_color(i),
-                points: curve(&r.skip_marks),
-                stroke: Stroke::Solid,
-            });
-        }
-        // The window's top comes from every step: mark it where no capture step's band shows
-        // it (a step between captures whose largest gradient sets a lower top).
-        let band_top = r
-            .captures
-            .iter()
-            .filter_map(|c| c.window.max_log2_scale)
-            .min();
-        if let Some((k, step)) = r.window_top
-            && band_top.is_none_or(|t| k < t)
-        {
-            marks.push(Line {
-                name: format!(
-                    "{}: window top from every step, 2^{k} at step {step}",
-                    r.name
-                ),
-                // Grey, so that it is not read as one of the run's skipped steps.
-                color: charts::GREY,
-                points: vec![(step as f64, 2f64.powi(k))],
-                stroke: Stroke::Solid,
-            });
-        }
-        // The top for a rerun, where it lies below the recorded one: a level across the run.
-        let steps = r.loss_scale.points.first().zip(r.loss_scale.points.last());
-        if let (Some(top), Some(((first, _), (last, _)))) = (r.window_rerun_top, steps)
-            && top.margin > 0
-        {
-            let level = 2f64.powi(top.log2_scale);
-            lines.push(Line {
-                name: format!("{}: top for a rerun, 2^{}", r.name, top.log2_scale),
-                color: run_color(i),
-                points: vec![(*first as f64, level), (*last as f64, level)],
-                stroke: Stroke::Dashed,
-            });
-        }
+        window_curves(i, r, &mut bands, &mut lines, &mut marks);
     }
     let (lines, marks) = (merge_coinciding(lines), merge_coinciding(marks));
     Figure {

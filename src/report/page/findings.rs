@@ -374,9 +374,17 @@ fn underflow(i: usize, r: &RunData, _: &[RunData], say: Say<'_>) {
             s => s,
         };
         let k = c.loss_scale.log2();
-        match (window_name(&c.window), c.window.min_log2_scale, c.window.max_log2_scale) {
+        match (
+            window_name(&c.window),
+            c.window.min_log2_scale,
+            c.window.max_log2_scale,
+        ) {
             (Some(w), _, _) if r.counted_formats.get(class).is_some_and(|f| f == "fp32") => {
-                let _ = write!(text, " Stored in {}, loss scales {w} would keep {pooled}.", r.grad_format);
+                let _ = write!(
+                    text,
+                    " Stored in {}, loss scales {w} would keep {pooled}.",
+                    r.grad_format
+                );
             }
             (Some(w), Some(lo), Some(hi)) if f64::from(lo) <= k && k <= f64::from(hi) => {
                 let _ = write!(
