@@ -693,7 +693,9 @@ fn capture_steps_without_a_finite_gradient_have_no_window() {
 /// lists in its first column (a row of several, `a`, `b`, lists each), in order.
 fn documented_keys(doc: &str, heading: &str, nth: usize) -> Vec<String> {
     let text = std::fs::read_to_string(doc).unwrap();
-    let mut lines = text.lines().skip_while(|l| !(l.starts_with('#') && l.contains(heading)));
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !(l.starts_with('#') && l.contains(heading)));
     assert!(lines.next().is_some(), "{doc}: no heading '{heading}'");
     let section: Vec<&str> = lines.take_while(|l| !l.starts_with('#')).collect();
     let table = section
@@ -702,7 +704,10 @@ fn documented_keys(doc: &str, heading: &str, nth: usize) -> Vec<String> {
         .nth(nth)
         .unwrap_or_else(|| panic!("{doc}: no table {nth} under '{heading}'"));
     // The header row and the separator row name no key.
-    let first_cells = table.iter().skip(2).map(|row| row.split('|').nth(1).unwrap());
+    let first_cells = table
+        .iter()
+        .skip(2)
+        .map(|row| row.split('|').nth(1).unwrap());
     first_cells
         .flat_map(|cell| cell.split('`').skip(1).step_by(2).map(str::to_string))
         .collect()
@@ -722,7 +727,12 @@ fn report_json_holds_its_schema_and_the_documented_keys() {
     train("fp16-dynamic", "60", &run);
     ok(make_report(&[&run], &root.join("runs-page")));
     let page = read_json(&root.join("runs-page/report.json"));
-    check(&page, mixprec::report::page::SCHEMA, "docs/src/report.md", "Run page");
+    check(
+        &page,
+        mixprec::report::page::SCHEMA,
+        "docs/src/report.md",
+        "Run page",
+    );
     let run_keys = documented_keys("docs/src/report.md", "Run page", 1);
     assert_eq!(keys(&page["runs"][0]), run_keys);
 
@@ -731,11 +741,21 @@ fn report_json_holds_its_schema_and_the_documented_keys() {
     let config = root.join("grid.json");
     std::fs::write(&config, base.to_string()).unwrap();
     let grid = root.join("grid");
-    let vary = ["--vary", "recipe=fp32,fp16-master", "--vary", "loss_scale=2^0,2^8"];
+    let vary = [
+        "--vary",
+        "recipe=fp32,fp16-master",
+        "--vary",
+        "loss_scale=2^0,2^8",
+    ];
     ok(common::with_config("grid", &config, &vary, &grid, "2"));
     ok(make_report(&[&grid], &root.join("grid-page")));
     let page = read_json(&root.join("grid-page/report.json"));
-    check(&page, mixprec::report::grid::SCHEMA, "docs/src/report.md", "Grid page");
+    check(
+        &page,
+        mixprec::report::grid::SCHEMA,
+        "docs/src/report.md",
+        "Grid page",
+    );
     let cell_keys = documented_keys("docs/src/report.md", "Grid page", 1);
     assert_eq!(keys(&page["cells"][0]), cell_keys);
 
@@ -743,15 +763,37 @@ fn report_json_holds_its_schema_and_the_documented_keys() {
     let values: Vec<f32> = (0..2000).map(|i| 1e-7 * 1.01f32.powi(i % 900)).collect();
     write_npy(&npy, &[values.len()], TensorData::F32(&values)).unwrap();
     let out = root.join("analyze-page");
-    ok(bin().arg("analyze").arg(&npy).arg("--report").arg(&out).output().unwrap());
+    ok(bin()
+        .arg("analyze")
+        .arg(&npy)
+        .arg("--report")
+        .arg(&out)
+        .output()
+        .unwrap());
     let page = read_json(&out.join("report.json"));
-    check(&page, mixprec::report::analyze::SCHEMA, "docs/src/report.md", "Analyze's page");
+    check(
+        &page,
+        mixprec::report::analyze::SCHEMA,
+        "docs/src/report.md",
+        "Analyze's page",
+    );
 
     let plan = root.join("plan");
     let flags = ["--recipe", "mxfp4", "--flops-share", "0.6"];
-    ok(common::with_config("plan", Path::new("analyses/plan/mlp/fp32.json"), &flags, &plan, "2"));
+    ok(common::with_config(
+        "plan",
+        Path::new("analyses/plan/mlp/fp32.json"),
+        &flags,
+        &plan,
+        "2",
+    ));
     ok(make_report(&[&plan], &root.join("plan-page")));
     let page = read_json(&root.join("plan-page/report.json"));
-    check(&page, mixprec::report::plan::SCHEMA, "docs/src/plan.md", "report.json");
+    check(
+        &page,
+        mixprec::report::plan::SCHEMA,
+        "docs/src/plan.md",
+        "report.json",
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }
