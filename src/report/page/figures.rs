@@ -430,8 +430,8 @@ fn updates_lost(runs: &[RunData]) -> Option<Figure> {
 }
 
 /// The information section's figure `id`: a layers x steps map from `(step, layer, class,
-/// value)` points, one row per layer and class and one column per step, in the order they first appear; NaN where
-/// a pair has no point.
+/// value)` points, one row per layer and class and one column per step, in the order they
+/// first appear; NaN where a pair has no point.
 fn layer_figure<'a>(
     id: String,
     caption: String,

@@ -30,8 +30,8 @@ pub enum Fit {
     NoOne,
 }
 
-/// The loss-scale window of one run over training, as the window section says it, and the GradScaler
-/// `init_scale` it recommends (`2^init_scale`).
+/// The loss-scale window of one run over training, as the window section says it, and the
+/// GradScaler `init_scale` it recommends (`2^init_scale`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct WindowAdvice {
     /// The first capture step with a window, and its window's edges.
