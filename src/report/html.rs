@@ -207,9 +207,9 @@ pub(crate) fn write_json(path: &Path, schema: Option<&str>, value: &impl Seriali
 
 /// Writes a page into `dir` (created if needed): its figures as `figures/{id}.{svg,png}`, its
 /// data as `json_name` ([`write_json`], with `schema` when given) and `index.html`, made by
-/// `page` from the figures' SVGs (by id), once [`super::check_outputs`] has seen that none of them is a file mixprec did not
-/// write: all of them into a staging directory first, then moved into place together
-/// ([`crate::io::write_dir_atomic`]). Returns the page's path.
+/// `page` from the figures' SVGs (by id), once [`super::check_outputs`] has seen that none of
+/// them is a file mixprec did not write: all of them into a staging directory first, then moved
+/// into place together ([`crate::io::write_dir_atomic`]). Returns the page's path.
 ///
 /// # Errors
 /// A file there that mixprec did not write, a failed write, a chart that cannot be drawn.
