@@ -28,7 +28,15 @@ fn trainer(
         &mut p,
         &mut Rng::derive(seed, 1),
     );
-    Trainer::new(model, p, input, &optimizer, Loss::CrossEntropy)
+    let loss_scaling = recipe.loss_scaling;
+    Trainer::new(
+        model,
+        p,
+        input,
+        &optimizer,
+        Loss::CrossEntropy,
+        loss_scaling,
+    )
 }
 
 /// Trains for `steps` and returns the test accuracy and the trainer.
