@@ -136,7 +136,9 @@ mod tests {
         l.rounded(SiteKey::new(1, state, "adam_v"), counts(4, 0, 0), 0);
         l.rounded(SiteKey::new(0, state, ""), counts(8, 0, 0), 0);
         l.rounded(SiteKey::new(2, state, ""), counts(16, 0, 0), 0);
+        // Classes on either side of the optimizer state's, at the same layer.
         l.rounded(SiteKey::new(1, Class::Weight, ""), counts(32, 0, 0), 0);
+        l.rounded(SiteKey::new(1, Class::Master, ""), counts(64, 0, 0), 0);
         assert_eq!(l.counts(1, state), counts(7, 1, 0));
         assert_eq!(
             l.part_counts(SiteKey::new(1, state, "adam_v")),
