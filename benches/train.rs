@@ -54,7 +54,15 @@ fn trainer(
             .build(inputs, classes, &mut p, &mut rng)
             .expect("square input"),
     };
-    Trainer::new(model, p, input, &optimizer, Loss::CrossEntropy)
+    let loss_scaling = recipe.loss_scaling;
+    Trainer::new(
+        model,
+        p,
+        input,
+        &optimizer,
+        Loss::CrossEntropy,
+        loss_scaling,
+    )
 }
 
 fn bench_steps(

@@ -10,6 +10,7 @@
 pub mod analysis;
 pub mod error;
 pub mod export;
+pub mod flags;
 pub mod format;
 pub mod io;
 pub(crate) mod isa;

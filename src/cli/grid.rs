@@ -29,7 +29,7 @@ pub struct Args {
     #[arg(long, value_name = "KEY=VALUES")]
     vary: Vec<String>,
     /// Seeds per combination: the base config's seed and the ones after it.
-    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true, value_parser = super::round_args::whole::<u64>)]
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true, value_parser = mixprec::flags::whole::<u64>)]
     seeds: u64,
     /// Run only the I-th of N deterministic shares of the grid (I from 1), for a scheduler's
     /// job array; the shares' runs merge in one grid directory.

@@ -12,7 +12,7 @@ use mixprec::run::plan::{
 use mixprec::train::TrainConfig;
 use mixprec::train::plan::{Probe, validate, validation_runs};
 
-use super::round_args::whole;
+use mixprec::flags::whole;
 
 /// Measure what casting each layer that forms matrix products does (alone, against FP32, on the
 /// same weights and batches: forward and backward, no update), cast layers in order of least

@@ -3,7 +3,8 @@
 use std::io::{BufReader, Write};
 use std::process::ExitCode;
 
-use super::round_args::{OptionArgs, Target, parse, whole};
+use super::round_args::{OptionArgs, Target};
+use mixprec::flags::{parse, whole};
 use mixprec::format::{BlockRounder, Rounder};
 use mixprec::quantize::{BATCH_BYTES, MAX_BATCH, quantize, quantize_blocks};
 

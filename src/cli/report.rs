@@ -34,7 +34,7 @@ pub struct Args {
     format: Option<String>,
     /// The capture step of the histogram figures (default: the first capture whose activation
     /// gradients hold a finite nonzero value, else the first).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::round_args::whole::<u64>)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = mixprec::flags::whole::<u64>)]
     step: Option<u64>,
 }
 

@@ -1,8 +1,6 @@
-//! The rounding flags that `explain` and `quantize` share, and clap's parser for any value
-//! read by its `FromStr`.
+//! The rounding flags that `explain` and `quantize` share.
 
-use std::str::FromStr;
-
+use mixprec::flags::{parse, whole};
 use mixprec::format::{FloatFormat, Overflow, RoundOptions, Rounder, Rounding};
 
 /// Format and rounding options, as flags.
@@ -59,27 +57,6 @@ impl RoundArgs {
 }
 
 pub use mixprec::format::Target;
-
-/// A whole number of 0 or more, for clap (which adds the flag and the value to the message):
-/// a negative one, a fraction or a word is named for what it is, not as an "invalid digit".
-/// Flags using it set `allow_negative_numbers`, so that `--steps -1` reaches it instead of
-/// being taken for an unknown flag.
-pub fn whole<T: FromStr>(s: &str) -> Result<T, String> {
-    s.trim().parse().map_err(|_| {
-        match s.trim().parse::<f64>() {
-            Ok(x) if x < 0.0 => "a negative number: expected a whole number, 0 or more",
-            Ok(x) if x.fract() != 0.0 => "a fraction: expected a whole number, 0 or more",
-            Ok(_) => "too large",
-            Err(_) => "expected a whole number, 0 or more",
-        }
-        .to_string()
-    })
-}
-
-/// A value read by its `FromStr`, for clap (which adds the flag to the library's message).
-pub fn parse<T: FromStr<Err = mixprec::Error>>(s: &str) -> Result<T, String> {
-    s.parse().map_err(|e: mixprec::Error| e.to_string())
-}
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
     match s.to_ascii_lowercase().as_str() {

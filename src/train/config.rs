@@ -28,9 +28,11 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::model::{CnnConfig, GanConfig, LstmConfig, MlpConfig};
 use super::optim::OptimizerConfig;
 use crate::error::{Error, positive_finite};
-use crate::format::{Overflow, Rounding};
-use crate::recipe::{Accumulation, Recipe};
+
+mod overrides;
+use crate::recipe::Recipe;
 use crate::scaling::scaler::LossScaling;
+pub use overrides::Overrides;
 
 /// Which model to train. Read by its [`FromStr`](std::str::FromStr) from flags and config files
 /// alike.
@@ -198,49 +200,6 @@ fn recipe_or_name<'de, D: Deserializer<'de>>(d: D) -> Result<Recipe, D::Error> {
     Recipe::from_value(serde_json::Value::deserialize(d)?).map_err(D::Error::custom)
 }
 
-/// Command-line values that replace the config file's.
-#[derive(Clone, Debug, Default)]
-pub struct Overrides {
-    /// `--model`.
-    pub model: Option<ModelKind>,
-    /// `--dataset`.
-    pub dataset: Option<String>,
-    /// `--labels`.
-    pub labels: Option<String>,
-    /// `--recipe` (a preset name).
-    pub recipe: Option<String>,
-    /// `--rounding`.
-    pub rounding: Option<Rounding>,
-    /// `--accumulation`.
-    pub accumulation: Option<Accumulation>,
-    /// `--overflow`.
-    pub overflow: Option<Overflow>,
-    /// `--scaler` (a policy: [`crate::scaling::policy`]).
-    pub scaler: Option<LossScaling>,
-    /// `--loss-scale`.
-    pub loss_scale: Option<f32>,
-    /// `--steps`.
-    pub steps: Option<u64>,
-    /// `--batch`.
-    pub batch: Option<usize>,
-    /// `--lr`.
-    pub lr: Option<f64>,
-    /// `--seed`.
-    pub seed: Option<u64>,
-    /// `--capture-every`.
-    pub capture_every: Option<u64>,
-    /// `--eval-every`.
-    pub eval_every: Option<u64>,
-    /// `--shadow-every`.
-    pub shadow_every: Option<u64>,
-    /// `--max-memory` (MiB).
-    pub max_memory: Option<u64>,
-    /// `--max-captures` (MiB).
-    pub max_captures: Option<u64>,
-    /// `--sparse-labels` (only `true` changes anything).
-    pub sparse_labels: bool,
-}
-
 impl TrainConfig {
     /// Reads a config file (a run directory's `config.json` too: its `schema` key, a version
     /// this mixprec reads, is skipped, so a run can be repeated; a dataset path in it is read
@@ -375,6 +334,8 @@ impl TrainConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{Overflow, Rounding};
+    use crate::recipe::Accumulation;
 
     #[test]
     fn defaults_names_and_overrides() {

@@ -115,7 +115,7 @@ impl Probe {
     /// A keep pattern that matches no layer; a batch that does not fit the model.
     pub fn harm(&self, recipe: &Recipe, cast: &[&str]) -> crate::Result<Harm> {
         let p = Precision::new(recipe, self.config.seed);
-        let mut t = classifier(&self.config, &self.data, p)?;
+        let mut t = classifier(&self.config, &self.data, p, recipe.loss_scaling)?;
         t.precision.check_keep()?;
         let mut sum = Harm::default();
         let (mut zeroed, mut nonzero, mut clamped, mut values) = (0u64, 0u64, 0u64, 0u64);

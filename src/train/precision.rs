@@ -5,24 +5,35 @@
 //! products go through [`Precision::matmul`] so that the recipe's accumulation rule applies. The
 //! layers never look at the recipe themselves.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use ndarray::{Array2, ArrayView2, Axis};
 
 use block::BlockCast;
+use cursor::Cursor;
+use formats::{Formats, Rounders};
+use ledger::Ledger;
+use probes::Probes;
+use scales::Fp8Scales;
+use stream::Stream;
 
 use super::capture::{Observer, Seen};
 use super::real::Real;
-use crate::format::{RoundCounts, RoundOptions, Rounder};
+use crate::format::RoundCounts;
 use crate::recipe::{Accumulation, Recipe};
 use crate::recipe::{Class, Site, SiteKey, StoreCounts};
-use crate::scaling::delayed::DelayedScale;
 #[cfg(doc)]
-use crate::scaling::delayed::Fp8Scaling;
+use crate::scaling::delayed::{DelayedScale, Fp8Scaling};
 
 mod accumulate;
 pub mod block;
+mod cursor;
+mod formats;
+mod ledger;
+mod probes;
 mod product;
+mod scales;
+mod stream;
 pub use accumulate::{matmul_rounded, matmul_rounded_reference};
 pub use product::{K_BLOCK, gemm, gemm_reference};
 
@@ -31,79 +42,26 @@ pub use product::{K_BLOCK, gemm, gemm_reference};
 /// Layers are registered once ([`Precision::register`]) and the model says which one is running
 /// ([`Precision::enter`]); counts and the first non-finite site are per step
 /// ([`Precision::begin_step`]).
+///
+/// A hub of small parts, each with its own tests: the rounders of each layer (`formats`), the
+/// site cursor (`cursor`), the step's counts (`ledger`), the stochastic-rounding stream
+/// (`stream`), the fp8 delayed scales (`scales`) and the capture observer and gradient taps
+/// (`probes`). The hub's store runs them in order.
 #[derive(Debug)]
 pub struct Precision {
     recipe: Recipe,
-    /// The base recipe's formats, then those of each of its `keep` entries, in order.
-    formats: Vec<Formats>,
-    /// Which `formats` each registered layer uses.
-    layer_formats: Vec<usize>,
-    layers: Vec<String>,
-    current: usize,
-    part: &'static str,
-    counts: BTreeMap<SiteKey, RoundCounts>,
-    first_nonfinite: Option<(usize, Class)>,
-    nonfinite: BTreeSet<(usize, Class)>,
-    stream: u64,
-    /// The stream position when recording was turned off, restored when it is turned back on.
-    paused_stream: u64,
+    rounders: Rounders,
+    cursor: Cursor,
+    ledger: Ledger,
+    stream: Stream,
+    /// Whether stores are counted ([`Precision::set_recording`]).
     recording: bool,
-    /// The tensor the following stores hold, when a layer stores several of one class (a
-    /// parameter's name): each has its own fp8 scale and amax history.
-    tensor: &'static str,
-    amax: BTreeMap<(SiteKey, &'static str), DelayedScale>,
-    observer: Option<Observer>,
-    tally: [StoreCounts; Class::ALL.len()],
-    grad_amax: f64,
-    /// This step's matrix-product FLOPs per layer (`2 m n k` per product).
-    flops: BTreeMap<usize, u64>,
-    /// Whether a gradient held an inf or NaN before rounding this step (one formed upstream,
-    /// hiding the values it reached: `grad_amax` is then a lower bound).
-    grad_nonfinite: bool,
-    taps: Option<BTreeMap<(usize, Class), Vec<f32>>>,
+    scales: Fp8Scales,
+    probes: Probes,
     /// Every block cast made: class, tensor, shape and the axis its blocks ran along (what the
     /// tests of the layers' casts read).
     #[cfg(test)]
     block_casts: Vec<(Class, &'static str, (usize, usize), usize)>,
-}
-
-/// How one recipe rounds each class: the formats of the layers that run it.
-#[derive(Debug)]
-struct Formats {
-    /// The recipe as the layer runs it ([`Recipe::for_layer`] for a kept one).
-    recipe: Recipe,
-    rounders: [Option<Rounder>; Class::ALL.len()],
-    /// The block casts of the operand classes the recipe casts to block formats (whose
-    /// `rounders` entry is `None`).
-    blocks: [Option<BlockCast>; Class::ALL.len()],
-}
-
-impl Formats {
-    /// A class stored in fp32 has no rounder: values computed in f32 are already fp32, and in the
-    /// f64 reference path such a class is left exact.
-    fn new(recipe: Recipe, seed: u64) -> Formats {
-        let options = RoundOptions {
-            rounding: recipe.rounding,
-            overflow: recipe.overflow,
-            subnormals: true,
-            seed,
-        };
-        let blocks = Class::ALL.map(|class| {
-            recipe
-                .block_format(class)
-                .map(|format| BlockCast::new(format, options))
-        });
-        let rounders = Class::ALL.map(|class| {
-            let format = recipe.format(class);
-            (format != crate::format::FP32 && blocks[class.index()].is_none())
-                .then(|| Rounder::new(format, options))
-        });
-        Formats {
-            recipe,
-            rounders,
-            blocks,
-        }
-    }
 }
 
 impl Precision {
@@ -112,40 +70,19 @@ impl Precision {
     /// recipe says ([`Recipe::for_layer`]).
     #[must_use]
     pub fn new(recipe: &Recipe, seed: u64) -> Self {
-        let base = Recipe {
-            keep: crate::recipe::Keep::default(),
-            ..recipe.clone()
-        };
-        let formats = std::iter::once(Formats::new(base, seed))
-            .chain(
-                recipe
-                    .keep
-                    .0
-                    .iter()
-                    .map(|(_, kept)| Formats::new(recipe.for_layer(kept), seed)),
-            )
-            .collect();
+        Precision::with_rounders(recipe, Rounders::new(recipe, seed))
+    }
+
+    fn with_rounders(recipe: &Recipe, rounders: Rounders) -> Self {
         Precision {
             recipe: recipe.clone(),
-            formats,
-            layer_formats: Vec::new(),
-            layers: Vec::new(),
-            current: 0,
-            part: "",
-            counts: BTreeMap::new(),
-            first_nonfinite: None,
-            nonfinite: BTreeSet::new(),
-            stream: 0,
-            paused_stream: 0,
+            rounders,
+            cursor: Cursor::default(),
+            ledger: Ledger::default(),
+            stream: Stream::default(),
             recording: true,
-            tensor: "",
-            amax: BTreeMap::new(),
-            observer: None,
-            tally: [StoreCounts::default(); Class::ALL.len()],
-            grad_amax: 0.0,
-            flops: BTreeMap::new(),
-            grad_nonfinite: false,
-            taps: None,
+            scales: Fp8Scales::default(),
+            probes: Probes::default(),
             #[cfg(test)]
             block_casts: Vec::new(),
         }
@@ -154,10 +91,7 @@ impl Precision {
     /// No rounding anywhere: the reference the gradient checks use.
     #[must_use]
     pub fn exact() -> Self {
-        let mut p = Precision::new(&Recipe::fp32(), 0);
-        p.formats[0].rounders = [None; Class::ALL.len()];
-        p.formats[0].blocks = [None; Class::ALL.len()];
-        p
+        Precision::with_rounders(&Recipe::fp32(), Rounders::exact())
     }
 
     /// The recipe.
@@ -169,19 +103,15 @@ impl Precision {
     /// Adds a layer (storage-point owner) called `name` and returns its index; the layer rounds
     /// as the first of the recipe's `keep` patterns that matches `name` says, or as the recipe.
     pub fn register(&mut self, name: &str) -> usize {
-        self.layers.push(name.to_string());
-        self.layer_formats
-            .push(self.recipe.keep.find(name).map_or(0, |k| k + 1));
-        self.layers.len() - 1
+        self.rounders.add_layer(name);
+        self.cursor.register(name)
     }
 
     /// The name of the recipe whose formats layer `layer` runs (its `keep` pattern's, or the
     /// recipe's).
     #[must_use]
     pub fn layer_recipe(&self, layer: usize) -> &str {
-        &self.formats[self.layer_formats.get(layer).copied().unwrap_or(0)]
-            .recipe
-            .name
+        &self.rounders.of(layer).recipe.name
     }
 
     /// Checks that every `keep` pattern of the recipe matched a registered layer (call once the
@@ -191,41 +121,38 @@ impl Precision {
     /// [`crate::Error::Unsupported`] naming the first pattern that matched none, and a few of
     /// the layers' names.
     pub fn check_keep(&self) -> crate::Result<()> {
-        for (k, (pattern, _)) in self.recipe.keep.0.iter().enumerate() {
-            if !self.layer_formats.contains(&(k + 1)) {
-                let mut some: Vec<&str> = self.layers.iter().map(String::as_str).take(6).collect();
-                if self.layers.len() > some.len() {
-                    some.push("...");
-                }
-                return Err(crate::Error::Unsupported {
-                    what: format!("keep pattern '{pattern}'"),
-                    problem: format!(
-                        "matches no layer of the model (its layers: {})",
-                        some.join(", ")
-                    ),
-                });
-            }
+        let Some(pattern) = self.rounders.unmatched_keep() else {
+            return Ok(());
+        };
+        let layers = self.cursor.layers();
+        let mut some: Vec<&str> = layers.iter().map(String::as_str).take(6).collect();
+        if layers.len() > some.len() {
+            some.push("...");
         }
-        Ok(())
+        Err(crate::Error::Unsupported {
+            what: format!("keep pattern '{pattern}'"),
+            problem: format!(
+                "matches no layer of the model (its layers: {})",
+                some.join(", ")
+            ),
+        })
     }
 
     /// The formats of the current layer.
     fn here(&self) -> &Formats {
-        &self.formats[self.layer_formats.get(self.current).copied().unwrap_or(0)]
+        self.rounders.of(self.cursor.layer())
     }
 
     /// The registered layer names, by index.
     #[must_use]
     pub fn layers(&self) -> &[String] {
-        &self.layers
+        self.cursor.layers()
     }
 
     /// Makes layer `index` the owner of the following stores (of the whole class: the part is
     /// reset).
     pub fn enter(&mut self, index: usize) {
-        self.current = index;
-        self.part = "";
-        self.tensor = "";
+        self.cursor.enter(index);
     }
 
     /// Names the tensor the following stores of the current layer hold (a parameter's
@@ -233,7 +160,7 @@ impl Precision {
     /// scale and amax history, as each tensor has its own scaling factor in Transformer Engine.
     /// Counts and captures stay per (layer, class, part). Until the next [`Precision::enter`].
     pub fn set_tensor(&mut self, tensor: &'static str) {
-        self.tensor = tensor;
+        self.cursor.set_tensor(tensor);
     }
 
     /// Names the part of a class the following stores of the current layer hold, when a layer
@@ -241,41 +168,28 @@ impl Precision {
     /// each part is counted, captured and (fp8) scaled on its own. Until the next
     /// [`Precision::enter`].
     pub fn set_part(&mut self, part: &'static str) {
-        self.part = part;
+        self.cursor.set_part(part);
     }
 
     /// Clears the per-step counts and the first non-finite site, and updates the fp8 scales
     /// from the step that ended ([`Precision::update_fp8_scales`]).
     pub fn begin_step(&mut self) {
         self.update_fp8_scales();
-        self.counts.clear();
-        self.first_nonfinite = None;
-        self.nonfinite.clear();
-        self.tally = [StoreCounts::default(); Class::ALL.len()];
-        self.grad_amax = 0.0;
-        self.flops.clear();
-        self.grad_nonfinite = false;
-        if let Some(taps) = &mut self.taps {
-            taps.clear();
-        }
+        self.ledger.clear();
+        self.probes.clear_taps();
     }
 
     /// This step's matrix-product FLOPs per layer that formed products (`2 m n k` per product of
     /// an `m x k` and a `k x n` matrix: forward and backward, as the step ran them).
     #[must_use]
     pub fn product_flops(&self) -> &BTreeMap<usize, u64> {
-        &self.flops
+        self.ledger.flops()
     }
 
     /// This step's counts per tensor class, summed over layers (classes with no store absent).
     #[must_use]
     pub fn class_counts(&self) -> BTreeMap<Class, StoreCounts> {
-        Class::ALL
-            .iter()
-            .zip(&self.tally)
-            .filter(|(_, t)| t.stored > 0)
-            .map(|(&c, &t)| (c, t))
-            .collect()
+        self.ledger.class_counts()
     }
 
     /// The largest finite magnitude stored this step as an activation or weight gradient, before
@@ -284,7 +198,8 @@ impl Precision {
     /// `scale`; `None` when there was none.
     #[must_use]
     pub fn grad_amax_unscaled(&self, scale: f32) -> Option<f64> {
-        (self.grad_amax > 0.0).then(|| self.grad_amax / f64::from(scale))
+        let amax = self.ledger.grad_amax();
+        (amax > 0.0).then(|| amax / f64::from(scale))
     }
 
     /// Whether a gradient stored this step held an inf or NaN before rounding: formed upstream
@@ -293,19 +208,19 @@ impl Precision {
     /// a smaller scale.
     #[must_use]
     pub fn grad_nonfinite(&self) -> bool {
-        self.grad_nonfinite
+        self.ledger.grad_nonfinite()
     }
 
     /// Turns on (or off) keeping a copy of every gradient stored (after rounding), per layer and
     /// class, for comparison with an FP32 shadow step ([`Precision::take_taps`]); cleared by
     /// [`Precision::begin_step`].
     pub fn set_taps(&mut self, on: bool) {
-        self.taps = on.then(BTreeMap::new);
+        self.probes.set_taps(on);
     }
 
     /// The gradients kept since the step began (in store order within a layer and class).
     pub fn take_taps(&mut self) -> BTreeMap<(usize, Class), Vec<f32>> {
-        self.taps.as_mut().map(std::mem::take).unwrap_or_default()
+        self.probes.take_taps()
     }
 
     /// Whether stores are counted (off during evaluation, so that eval passes do not mix into
@@ -314,48 +229,40 @@ impl Precision {
     /// pass leaves training exactly as it would have been without it.
     pub fn set_recording(&mut self, on: bool) {
         if self.recording && !on {
-            self.paused_stream = self.stream;
+            self.stream.pause();
         } else if !self.recording && on {
-            self.stream = self.paused_stream;
+            self.stream.resume();
         }
         self.recording = on;
     }
 
     /// Installs (or removes) the observer that sees values before rounding on capture steps.
     pub fn set_observer(&mut self, observer: Option<Observer>) {
-        self.observer = observer;
+        self.probes.set_observer(observer);
     }
 
     /// Takes the observer back with what it saw.
     pub fn take_observer(&mut self) -> Option<Observer> {
-        self.observer.take()
-    }
-
-    /// The storage point of `class` at the current layer and part.
-    fn key(&self, class: Class) -> SiteKey {
-        SiteKey::new(self.current, class, self.part)
+        self.probes.take_observer()
     }
 
     /// This step's rounding counts of layer `layer` and class `class` (all parts).
     #[must_use]
     pub fn counts(&self, layer: usize, class: Class) -> RoundCounts {
-        self.counts
-            .range(SiteKey::new(layer, class, "")..)
-            .take_while(|(k, _)| (k.layer, k.class) == (layer, class))
-            .fold(RoundCounts::default(), |sum, (_, &c)| sum + c)
+        self.ledger.counts(layer, class)
     }
 
     /// This step's rounding counts of one storage point.
     #[must_use]
     pub fn part_counts(&self, key: SiteKey) -> RoundCounts {
-        self.counts.get(&key).copied().unwrap_or_default()
+        self.ledger.part_counts(key)
     }
 
     /// The first storage point this step where a stored value was inf or NaN.
     #[must_use]
     pub fn first_nonfinite(&self) -> Option<Site> {
-        self.first_nonfinite.map(|(layer, tensor)| Site {
-            layer: self.layers.get(layer).cloned().unwrap_or_default(),
+        self.ledger.first_nonfinite().map(|(layer, tensor)| Site {
+            layer: self.layers().get(layer).cloned().unwrap_or_default(),
             tensor,
             op: None,
         })
@@ -364,14 +271,13 @@ impl Precision {
     /// Whether a value stored this step as class `class` of layer `layer` was inf or NaN.
     #[must_use]
     pub fn stored_nonfinite(&self, layer: usize, class: Class) -> bool {
-        self.nonfinite.contains(&(layer, class))
+        self.ledger.stored_nonfinite(layer, class)
     }
 
     /// Whether class `class` is rounded (its format is not fp32, or is a block format).
     #[must_use]
     pub fn rounds(&self, class: Class) -> bool {
-        let here = self.here();
-        here.rounders[class.index()].is_some() || here.blocks[class.index()].is_some()
+        self.here().rounds(class)
     }
 
     /// Stores `xs` as class `class` of the current layer: observes it (capture steps), rounds it
@@ -385,16 +291,13 @@ impl Precision {
     /// [`Precision::store`] of a row-major matrix of `cols` columns (which only a block cast
     /// reads: its blocks run along the rows).
     fn store_shaped<T: Real>(&mut self, class: Class, xs: &mut [T], cols: usize) {
+        let key = self.cursor.key(class);
         // Unrounded master weights are exactly what the weight copy sees before rounding (the
         // copy is taken from them), so observing them too would capture the same tensor twice.
         let duplicate = class == Class::Master && !self.rounds(Class::Master);
-        let mut seen = None;
-        if self.recording
-            && !duplicate
-            && let Some(observer) = &mut self.observer
-        {
-            seen = Some(observer.observe(SiteKey::new(self.current, class, self.part), xs));
-        }
+        let seen = (self.recording && !duplicate)
+            .then(|| self.probes.observe(key, xs))
+            .flatten();
         let gradient = matches!(class, Class::ActivationGrad | Class::WeightGrad);
         // Gradients get one pass before rounding for their largest finite magnitude; unrounded,
         // that pass is also their finiteness check. On capture steps the histogram just formed
@@ -408,29 +311,29 @@ impl Precision {
                 }) => (amax, nonfinite == 0),
                 _ => T::finite_amax(xs),
             };
-            self.grad_amax = self.grad_amax.max(amax);
-            self.grad_nonfinite |= !finite;
+            self.ledger.gradient(amax, finite);
             finite_before = Some(finite);
         }
         let here = self.here();
-        let (rounder, block) = (here.rounders[class.index()], here.blocks[class.index()]);
+        let (rounder, block) = (here.rounder(class), here.block(class));
         let fp8_scaling = here.recipe.fp8_scaling.is_some();
         let mut finite_after = None;
-        if self.recording {
-            self.tally[class.index()].stored += xs.len() as u64;
-        }
         if let Some(block) = block {
-            self.round_blocks(&block, class, xs, cols);
+            self.round_blocks(&block, key, xs, cols);
             return;
+        }
+        if self.recording {
+            self.ledger.stored(class, xs.len(), 0);
         }
         if let Some(rounder) = rounder {
             let fp8 = fp8_scaling && rounder.format().total_bits() <= 8;
+            let start = self.stream.take(xs.len());
             let counts = if fp8 {
-                self.round_scaled(&rounder, class, xs)
+                let tensor = self.cursor.tensor();
+                (self.scales).round(&rounder, key, tensor, xs, start, self.recording)
             } else {
-                T::round_slice_at(&rounder, xs, self.stream)
+                T::round_slice_at(&rounder, xs, start)
             };
-            self.stream = self.stream.wrapping_add(xs.len() as u64);
             // Plain rounding turns a finite input into a non-finite result only by overflowing,
             // so without non-finite inputs or overflow the rounding's counts prove the result
             // finite and the pass below is skipped. (Scaled fp8 rounding multiplies after
@@ -439,12 +342,8 @@ impl Precision {
                 finite_after = Some(true);
             }
             if self.recording {
-                let tally = &mut self.tally[class.index()];
-                tally.underflow += counts.underflow;
-                tally.subnormal += counts.subnormal;
-                tally.overflow += counts.overflow;
-                tally.nonfinite += counts.nan + counts.infinite;
-                *self.counts.entry(self.key(class)).or_default() += counts;
+                self.ledger
+                    .rounded(key, counts, counts.nan + counts.infinite);
             }
         }
         if !self.recording {
@@ -457,24 +356,23 @@ impl Precision {
         if !finite {
             if rounder.is_none() {
                 let bad = xs.iter().filter(|v| !v.is_finite()).count();
-                self.tally[class.index()].nonfinite += bad as u64;
+                self.ledger.stored(class, 0, bad as u64);
             }
-            self.mark_nonfinite(class);
+            self.ledger.mark_nonfinite(key.layer, class);
         }
-        if gradient && let Some(taps) = &mut self.taps {
-            taps.entry((self.current, class))
-                .or_default()
-                .extend(xs.iter().map(|&v| Real::to_f64(v) as f32));
+        if gradient {
+            self.probes.tap(key.layer, class, xs);
         }
     }
 
-    /// The rounding, counting and checks of [`Precision::store_shaped`] for a block cast: the
-    /// inf/NaN check comes before rounding, since a block holding one becomes NaN throughout
-    /// (and a block cast of finite values is finite: its elements saturate).
+    /// The rounding, counting and checks of [`Precision::store_shaped`] for a block cast at
+    /// storage point `key`: the inf/NaN check comes before rounding, since a block holding one
+    /// becomes NaN throughout (and a block cast of finite values is finite: its elements
+    /// saturate).
     fn round_blocks<T: Real>(
         &mut self,
         block: &BlockCast,
-        class: Class,
+        key: SiteKey,
         xs: &mut [T],
         cols: usize,
     ) {
@@ -484,27 +382,15 @@ impl Precision {
         } else {
             xs.iter().filter(|v| !v.is_finite()).count() as u64
         };
-        let counts = block.round(xs, cols, self.stream);
-        self.stream = self.stream.wrapping_add(xs.len() as u64);
+        let counts = block.round(xs, cols, self.stream.take(xs.len()));
         if !self.recording {
             return;
         }
-        let tally = &mut self.tally[class.index()];
-        tally.underflow += counts.underflow;
-        tally.subnormal += counts.subnormal;
-        tally.overflow += counts.overflow;
-        tally.nonfinite += bad;
-        *self.counts.entry(self.key(class)).or_default() += counts;
+        self.ledger.stored(key.class, xs.len(), 0);
+        self.ledger.rounded(key, counts, bad);
         if !finite {
-            self.mark_nonfinite(class);
+            self.ledger.mark_nonfinite(key.layer, key.class);
         }
-    }
-
-    /// Notes that a value stored as class `class` of the current layer was inf or NaN.
-    fn mark_nonfinite(&mut self, class: Class) {
-        let site = (self.current, class);
-        self.nonfinite.insert(site);
-        self.first_nonfinite.get_or_insert(site);
     }
 
     /// Whether storing a tensor of class `class` would only count it and check it for inf/NaN:
@@ -515,7 +401,7 @@ impl Precision {
     #[must_use]
     pub fn check_only(&self, class: Class) -> bool {
         !self.rounds(class)
-            && self.observer.is_none()
+            && !self.probes.capturing()
             && !matches!(class, Class::ActivationGrad | Class::WeightGrad)
     }
 
@@ -527,11 +413,9 @@ impl Precision {
         if !self.recording {
             return;
         }
-        let tally = &mut self.tally[class.index()];
-        tally.stored += len as u64;
-        tally.nonfinite += nonfinite;
+        self.ledger.stored(class, len, nonfinite);
         if nonfinite > 0 {
-            self.mark_nonfinite(class);
+            self.ledger.mark_nonfinite(self.cursor.layer(), class);
         }
     }
 
@@ -551,17 +435,15 @@ impl Precision {
     /// On capture steps, records the ratios `|w| / |u|` of the current layer's master weights
     /// `weights` (before the update) to the nonzero updates `updates`.
     pub fn observe_updates<T: Real>(&mut self, weights: &[T], updates: &[T]) {
-        if self.recording
-            && let Some(observer) = &mut self.observer
-        {
-            observer.observe_updates(self.current, weights, updates);
+        if self.recording {
+            (self.probes).observe_updates(self.cursor.layer(), weights, updates);
         }
     }
 
     /// Whether an observer is installed (a capture step).
     #[must_use]
     pub fn capturing(&self) -> bool {
-        self.observer.is_some()
+        self.probes.capturing()
     }
 
     /// One scalar stored as class `class` (Adam's epsilon, say); returns the stored value.
@@ -571,58 +453,24 @@ impl Precision {
         v[0]
     }
 
-    /// Rounds `xs` into an 8-bit format with the current tensor's delayed scale (see
-    /// [`Fp8Scaling`]): `round(x * scale) / scale`, the scale computed from earlier steps; this
-    /// store's amax (NaN ignored, as CUDA's `fmaxf` does) joins the step's amax.
-    fn round_scaled<T: Real>(
-        &mut self,
-        rounder: &Rounder,
-        class: Class,
-        xs: &mut [T],
-    ) -> RoundCounts {
-        let max = rounder.format().max() as f32;
-        let meta = self
-            .amax
-            .entry((self.key(class), self.tensor))
-            .or_insert_with(|| DelayedScale::new(max));
-        let amax_now = xs
-            .iter()
-            .fold(0.0f32, |m, v| m.max(v.abs().to_f64() as f32));
-        // Evaluation passes (not recorded) use the scales but leave the history to training.
-        if self.recording {
-            meta.observe(amax_now);
-        }
-        let scale = meta.scale();
-        let (s, inv) = (T::of(f64::from(scale)), T::of(f64::from(1.0 / scale)));
-        xs.iter_mut().for_each(|v| *v *= s);
-        let counts = T::round_slice_at(rounder, xs, self.stream);
-        xs.iter_mut().for_each(|v| *v *= inv);
-        counts
-    }
-
-    /// Ends a step for fp8 scaling: each tensor's [`DelayedScale::end_step`]. Called by
+    /// Ends a step for fp8 scaling: each tensor's [`DelayedScale::end_step`] (the scales, each
+    /// `round(x * scale) / scale` with a scale from earlier steps: [`Fp8Scaling`]). Called by
     /// [`Precision::begin_step`]; the first step's scale is 1, as Transformer Engine's.
     pub fn update_fp8_scales(&mut self) {
-        for ((key, _), meta) in &mut self.amax {
-            let formats = self.layer_formats.get(key.layer).copied().unwrap_or(0);
-            if let Some(scaling) = self.formats[formats].recipe.fp8_scaling {
-                meta.end_step(&scaling);
-            }
-        }
+        let rounders = &self.rounders;
+        (self.scales).end_step(|layer| rounders.of(layer).recipe.fp8_scaling);
     }
 
     /// The fp8 scale the next store of tensor `tensor` of class `class` at `key`'s layer and
     /// part will use (1 before its first step ends), and its amax history, oldest first.
     #[must_use]
     pub fn fp8_scale(&self, key: SiteKey, tensor: &'static str) -> Option<(f32, Vec<f32>)> {
-        self.amax
-            .get(&(key, tensor))
-            .map(|m| (m.scale(), m.history().collect()))
+        self.scales.get(key, tensor)
     }
 
     /// The tensors with fp8 scaling state: storage point and tensor name.
     pub fn fp8_tensors(&self) -> impl Iterator<Item = (SiteKey, &'static str)> + '_ {
-        self.amax.keys().copied()
+        self.scales.tensors()
     }
 
     /// A matrix product's operand `x` of class `class` ([`Class::GemmInput`],
@@ -644,7 +492,7 @@ impl Precision {
         if !self.rounds(class) {
             return None;
         }
-        let saved = std::mem::replace(&mut self.tensor, tensor);
+        let saved = self.cursor.set_tensor(tensor);
         let copy = if self.casts_per_product(class) {
             self.store_blocks(class, x, reduce)
         } else {
@@ -652,7 +500,7 @@ impl Precision {
             self.store_array(class, &mut copy);
             copy
         };
-        self.tensor = saved;
+        self.cursor.set_tensor(saved);
         Some(copy)
     }
 
@@ -669,12 +517,9 @@ impl Precision {
     ) -> Array2<T> {
         if self.recording {
             let flops = 2 * (a.nrows() * a.ncols() * b.ncols()) as u64;
-            *self.flops.entry(self.current).or_default() += flops;
+            self.ledger.product(self.cursor.layer(), flops);
         }
-        match (
-            self.recipe.accumulation,
-            self.here().rounders[class.index()],
-        ) {
+        match (self.recipe.accumulation, self.here().rounder(class)) {
             (Accumulation::Storage, Some(rounder)) => matmul_rounded(a, b, &rounder),
             _ => gemm(a, b),
         }
@@ -685,10 +530,7 @@ impl Precision {
     /// [`crate::recipe::Fp32Ops::reductions`] is off.
     #[must_use]
     pub fn sum_rows<T: Real>(&self, a: ArrayView2<T>, class: Class) -> Array2<T> {
-        match (
-            self.recipe.fp32_ops.reductions,
-            self.here().rounders[class.index()],
-        ) {
+        match (self.recipe.fp32_ops.reductions, self.here().rounder(class)) {
             (false, Some(rounder)) => {
                 let ones = Array2::from_elem((1, a.nrows()), T::one());
                 matmul_rounded(ones.view(), a, &rounder)
@@ -701,7 +543,7 @@ impl Precision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{FP16, FloatFormat};
+    use crate::format::{FP16, FloatFormat, RoundOptions, Rounder};
 
     fn representable(format: FloatFormat, xs: &[f32]) -> bool {
         let r = Rounder::new(format, RoundOptions::default());

@@ -9,7 +9,7 @@ use super::optim::{Optimizer, OptimizerConfig, UpdateStats};
 use super::precision::Precision;
 use crate::recipe::Class;
 use crate::run::schema::StepRecord;
-use crate::scaling::scaler::LossScaler;
+use crate::scaling::scaler::{LossScaler, LossScaling};
 
 pub use gan::GanTrainer;
 
@@ -30,8 +30,9 @@ pub struct Trainer {
 
 impl Trainer {
     /// A trainer for `model`, whose sites are registered in `precision` after `input_site` (the
-    /// site that stores the network's input, registered first). Registers the `"loss"` site and
-    /// rounds the initial weights into the recipe's formats.
+    /// site that stores the network's input, registered first), with the loss-scaling policy
+    /// `loss_scaling` (the config's recipe's). Registers the `"loss"` site and rounds the initial
+    /// weights into the recipe's formats.
     #[must_use]
     pub fn new(
         mut model: Sequential<f32>,
@@ -39,17 +40,17 @@ impl Trainer {
         input_site: usize,
         optimizer: &OptimizerConfig,
         loss: Loss,
+        loss_scaling: LossScaling,
     ) -> Self {
         let loss_site = precision.register("loss");
         for param in model.params_mut() {
             param.sync(&mut precision);
         }
-        let scaler = LossScaler::new(precision.recipe().loss_scaling);
         Trainer {
             model,
             precision,
             optimizer: optimizer.build(),
-            scaler,
+            scaler: LossScaler::new(loss_scaling),
             loss,
             input_site,
             loss_site,

@@ -21,6 +21,7 @@ use crate::run::{
     CaptureBuilder, CaptureRecord, EvalMetric, RunWriter, ShadowRecord, ShadowSite, StepRecord,
     Summary, UpdateRatios,
 };
+use crate::scaling::scaler::LossScaling;
 
 /// What a run trains: a classifier, or the GAN.
 pub enum Job {
@@ -124,21 +125,24 @@ pub fn build(config: &TrainConfig) -> crate::Result<(Dataset, Job)> {
             data.features(),
             p,
             &config.optimizer,
+            config.recipe.loss_scaling,
             config.seed,
         )?;
         gan.precision.check_keep()?;
         return Ok((data, Job::Gan(gan)));
     }
-    let trainer = classifier(config, &data, p)?;
+    let trainer = classifier(config, &data, p, config.recipe.loss_scaling)?;
     trainer.precision.check_keep()?;
     Ok((data, Job::Classifier(trainer)))
 }
 
-/// The classifier `config` describes on `data`, with storage points `p`.
+/// The classifier `config` describes on `data`, with storage points `p` and the loss-scaling
+/// policy `loss_scaling` (of the recipe `p` runs).
 pub(crate) fn classifier(
     config: &TrainConfig,
     data: &Dataset,
     mut p: Precision,
+    loss_scaling: LossScaling,
 ) -> crate::Result<Trainer> {
     let input = p.register("input");
     let mut rng = Rng::derive(config.seed, 1);
@@ -156,7 +160,14 @@ pub(crate) fn classifier(
                 .build(data.features(), data.classes, &mut p, &mut rng)
         }
     };
-    let mut trainer = Trainer::new(model, p, input, &config.optimizer, Loss::CrossEntropy);
+    let mut trainer = Trainer::new(
+        model,
+        p,
+        input,
+        &config.optimizer,
+        Loss::CrossEntropy,
+        loss_scaling,
+    );
     trainer.set_loss_multiplier(config.loss_multiplier);
     Ok(trainer)
 }
@@ -240,11 +251,11 @@ pub fn train(
     // The FP32 twin of a classifier, for the shadow steps (its own storage points and weights:
     // nothing of the run's state or random streams is touched).
     let mut shadow = match &job {
-        Job::Classifier(_) if config.shadow_every > 0 => Some(classifier(
-            config,
-            &data,
-            Precision::new(&Recipe::fp32(), config.seed),
-        )?),
+        Job::Classifier(_) if config.shadow_every > 0 => {
+            let fp32 = Recipe::fp32();
+            let p = Precision::new(&fp32, config.seed);
+            Some(classifier(config, &data, p, fp32.loss_scaling)?)
+        }
         _ => None,
     };
     let mut out = RunWriter::create(dir, config, shadow.is_some())?;

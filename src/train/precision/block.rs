@@ -98,7 +98,7 @@ impl Precision {
     /// made once and kept.
     #[must_use]
     pub fn casts_per_product(&self, class: Class) -> bool {
-        self.here().blocks[class.index()].is_some()
+        self.here().block(class).is_some()
     }
 
     /// The cast of `x` for a product that sums over its axis `reduce` when operand class `class`
@@ -127,7 +127,7 @@ impl Precision {
     ) -> Array2<T> {
         #[cfg(test)]
         self.block_casts
-            .push((class, self.tensor, x.dim(), reduce.index()));
+            .push((class, self.cursor.tensor(), x.dim(), reduce.index()));
         if reduce == Axis(1) {
             let mut copy = x.as_standard_layout().into_owned();
             let cols = copy.ncols();

@@ -5,7 +5,7 @@
 use ndarray::{Array2, Axis};
 
 use super::*;
-use crate::format::{BlockFormat, BlockRounder, FloatFormat, MxRounder};
+use crate::format::{BlockFormat, BlockRounder, FloatFormat, MxRounder, RoundOptions, Rounder};
 use crate::recipe::Recipe;
 use crate::train::Rng;
 use crate::train::layer::{Conv2d, ImageShape, Layer, Linear, Lstm};

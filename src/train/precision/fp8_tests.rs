@@ -5,7 +5,7 @@ use crate::scaling::delayed::AmaxComputeAlgo;
 use ndarray::Array2;
 
 use super::*;
-use crate::format::{FP8_E4M3, FP8_E5M2};
+use crate::format::{FP8_E4M3, FP8_E5M2, RoundOptions, Rounder};
 use crate::recipe::Recipe;
 use crate::scaling::delayed::Fp8Scaling;
 use crate::train::Rng;

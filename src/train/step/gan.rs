@@ -7,7 +7,7 @@ use super::{Ended, on_worker, record};
 use crate::error::Error;
 use crate::recipe::Class;
 use crate::run::schema::StepRecord;
-use crate::scaling::scaler::LossScaler;
+use crate::scaling::scaler::{LossScaler, LossScaling};
 use crate::train::data::{RING_MODES, RING_RADIUS, RING_STD};
 use crate::train::layer::{Activation, grads_finite};
 use crate::train::loss::{Loss, Targets};
@@ -36,8 +36,8 @@ pub struct GanTrainer {
 }
 
 impl GanTrainer {
-    /// Both networks for points of `dims` coordinates, with weights from `rng` and noise from
-    /// `Rng::derive(seed, 3)`.
+    /// Both networks for points of `dims` coordinates, with weights from `Rng::derive(seed, 1)`
+    /// and noise from `Rng::derive(seed, 3)`, under the loss-scaling policy `loss_scaling`.
     ///
     /// # Errors
     /// [`Error::InvalidValue`] for a zero size.
@@ -46,6 +46,7 @@ impl GanTrainer {
         dims: usize,
         mut precision: Precision,
         optimizer: &OptimizerConfig,
+        loss_scaling: LossScaling,
         seed: u64,
     ) -> crate::Result<Self> {
         if config.noise == 0 || config.width == 0 || dims == 0 {
@@ -77,7 +78,7 @@ impl GanTrainer {
         Ok(GanTrainer {
             generator,
             discriminator,
-            scaler: LossScaler::new(precision.recipe().loss_scaling),
+            scaler: LossScaler::new(loss_scaling),
             precision,
             opt_g: optimizer.build(),
             opt_d: optimizer.build(),
@@ -225,8 +226,10 @@ mod tests {
             beta2: 0.999,
             eps: 1e-8,
         };
-        let p = Precision::new(&Recipe::preset("fp16-dynamic").unwrap(), 0);
-        let mut gan = GanTrainer::new(&GanConfig::default(), 2, p, &opt, 0).unwrap();
+        let recipe = Recipe::preset("fp16-dynamic").unwrap();
+        let p = Precision::new(&recipe, 0);
+        let config = GanConfig::default();
+        let mut gan = GanTrainer::new(&config, 2, p, &opt, recipe.loss_scaling, 0).unwrap();
         let g0 = gan.generator.params()[0].master.clone();
         let d0 = gan.discriminator.params()[0].master.clone();
         let real = data.train_x.slice(ndarray::s![..64, ..]).to_owned();
@@ -244,12 +247,13 @@ mod tests {
     }
 
     fn sgd_gan(recipe: &str) -> GanTrainer {
-        let p = Precision::new(&Recipe::preset(recipe).unwrap(), 0);
+        let recipe = Recipe::preset(recipe).unwrap();
+        let p = Precision::new(&recipe, 0);
         let opt = OptimizerConfig::Sgd {
             lr: 0.01,
             momentum: 0.0,
         };
-        GanTrainer::new(&GanConfig::default(), 2, p, &opt, 0).unwrap()
+        GanTrainer::new(&GanConfig::default(), 2, p, &opt, recipe.loss_scaling, 0).unwrap()
     }
 
     /// A generator whose last layer ignores its input puts every point at its bias: on one mode

@@ -28,7 +28,33 @@ fn trainer(
         &mut p,
         &mut Rng::derive(seed, 1),
     );
-    Trainer::new(model, p, input, &optimizer, Loss::CrossEntropy)
+    let loss_scaling = recipe.loss_scaling;
+    Trainer::new(
+        model,
+        p,
+        input,
+        &optimizer,
+        Loss::CrossEntropy,
+        loss_scaling,
+    )
+}
+
+/// The trainer scales the loss as the policy it is handed says, whatever the recipe its storage
+/// points round under: the config's recipe, not `Precision`, sets the loss scaling.
+#[test]
+fn the_loss_scaling_handed_over_sets_the_scale() {
+    let recipe = Recipe::preset("fp16-master").unwrap();
+    let mut p = Precision::new(&recipe, 0);
+    let input = p.register("input");
+    let model = MlpConfig::default().build(4, 2, &mut p, &mut Rng::new(0));
+    let sgd = OptimizerConfig::Sgd {
+        lr: 0.1,
+        momentum: 0.0,
+    };
+    let scaling = crate::scaling::scaler::LossScaling::Static { scale: 1024.0 };
+    let t = Trainer::new(model, p, input, &sgd, Loss::CrossEntropy, scaling);
+    assert_eq!(t.loss_scale(), 1024.0);
+    assert_eq!(t.precision.recipe().loss_scaling, recipe.loss_scaling);
 }
 
 /// Trains for `steps` and returns the test accuracy and the trainer.
