@@ -128,20 +128,27 @@ impl Exact {
     }
 }
 
-/// What a format's sums need of each cell: per slot (the `p + 1` windows, the normal range
-/// with flag `b` clear and set, `f^2`), the weights `a^2`, `max(a, 0)` and `max(-a, 0)` of the
-/// module docs, and per cell its flags and whether it has flag `b`.
+/// What a format's sums need of each cell. For the cells `T` of the values with `R > 0` (and
+/// with `R == 0` but neither special): per slot (the `p + 1` windows, the normal range, `f^2`)
+/// the weights `a^2`, `max(a, 0)` and `max(-a, 0)` of the module docs, `a` a function of `T`
+/// modulo `2^period` (the bits of `G` below the grid); the flags of each such cell. For the two
+/// special cells: their `T`, flags, and `a` per slot.
 struct Weights {
     /// `(p, t_b)`, the format they are for.
     of: (u32, u64),
-    slots: usize,
+    /// Window slots, `p + 1`: then the normal range and `f^2`.
+    w: usize,
     square: Vec<u32>,
     plus: Vec<u32>,
     minus: Vec<u32>,
+    /// Per slot: `a` depends on `T mod 2^period` alone.
+    period: Vec<u32>,
     class: Vec<u8>,
-    b: Vec<bool>,
-    /// `T` of flag `b`'s threshold.
-    xb: u32,
+    /// `T` of flag `b`'s threshold: cells from `xb` on have flag `b`.
+    xb: usize,
+    /// The cells [`ONE`] and [`AT_B`]: flags, whether flag `b` is set, and `a` per slot
+    /// (`gg` for `f^2`, none when `f == 1`).
+    special: [(u8, bool, Vec<i64>); 2],
 }
 
 impl Weights {
@@ -153,57 +160,53 @@ impl Weights {
         // rest, which for R > 0 holds (rest <= 1: t_b is a midpoint at p + 1 bits, plus one
         // when the tie rounds down).
         let (ta, xb, rest) = (t_a >> 41, t_b >> 41, t_b & ((1 << 41) - 1));
-        debug_assert!(t_a & ((1 << 41) - 1) == 0 && rest <= 1);
-        // Each cell's T (gg = G / 2^12 = 2^11 + T) and flags (z, a, b).
-        let cell = |t: usize| -> Option<(u64, bool, bool, bool)> {
-            match t {
-                ONE => Some((0, true, false, xb == 0 && rest == 0)),
-                AT_B => Some((xb, false, xb >= ta, rest == 0)),
-                t if t < ONE => Some((t as u64, false, t as u64 >= ta, t as u64 >= xb)),
-                _ => None,
-            }
-        };
+        debug_assert!(t_a & ((1 << 41) - 1) == 0 && rest <= 1 && xb < ONE as u64);
         let w = p as usize + 1;
-        let slots = w + 3;
-        let (mut square, mut plus, mut minus) = (vec![0; slots * CELLS], vec![0; slots * CELLS], vec![0; slots * CELLS]);
-        let mut class = vec![0; CELLS];
-        let mut b = vec![false; CELLS];
-        for t in 0..CELLS {
-            let Some((tt, z, a, bt)) = cell(t) else {
-                continue;
-            };
-            class[t] = u8::from(z) | u8::from(a) << 1 | u8::from(bt) << 2;
-            b[t] = bt;
-            let gg = (1 << TOP) + tt as i64;
-            // a for the grid 2^d: the part of gg below 2^(d - 12), less 2^(d - 12) when it
-            // rounds up.
-            let a_of = |d: u32| {
-                let low = gg & ((1 << (d - LOW)) - 1);
-                low - (i64::from(low >= 1 << (d - LOW - 1)) << (d - LOW))
-            };
-            let mut set = |k: usize, a: i64| {
-                square[k * CELLS + t] = (a * a) as u32;
-                plus[k * CELLS + t] = a.max(0) as u32;
-                minus[k * CELLS + t] = (-a).max(0) as u32;
-            };
-            for j in 0..w as u32 {
-                set(j as usize, a_of(24 - j));
-            }
-            set(w + usize::from(bt), a_of(23 - p));
-            if !z {
-                // f^2: G^2 = 2^24 gg^2 + 2^13 gg R + R^2.
-                set(w + 2, gg);
+        // The bits d below which G rounds, per slot: windows j = 0..=p, then the normal range;
+        // a's period is d - 12 bits of T (all 11 when d - 12 >= 11).
+        let ds: Vec<u32> = (0..w as u32).map(|j| 24 - j).chain([23 - p]).collect();
+        let mut period: Vec<u32> = ds.iter().map(|&d| (d - LOW).min(TOP)).collect();
+        period.push(TOP);
+        // a for the grid 2^d of gg = G / 2^12 = 2^11 + T: the part of gg below 2^(d - 12),
+        // less 2^(d - 12) when it rounds up; then gg itself for f^2 (G^2 = 2^24 gg^2 + 2^13 gg
+        // R + R^2).
+        let a_of = |t: u64| -> Vec<i64> {
+            let gg = (1 << TOP) + t as i64;
+            ds.iter()
+                .map(|&d| {
+                    let low = gg & ((1 << (d - LOW)) - 1);
+                    low - (i64::from(low >= 1 << (d - LOW - 1)) << (d - LOW))
+                })
+                .chain([gg])
+                .collect()
+        };
+        let slots = w + 2;
+        let (mut square, mut plus, mut minus) =
+            (vec![0; slots * ONE], vec![0; slots * ONE], vec![0; slots * ONE]);
+        let mut class = vec![0; ONE];
+        for t in 0..ONE {
+            class[t] = u8::from(t as u64 >= ta) << 1 | u8::from(t as u64 >= xb) << 2;
+            for (k, a) in a_of(t as u64).into_iter().enumerate() {
+                square[k * ONE + t] = (a * a) as u32;
+                plus[k * ONE + t] = a.max(0) as u32;
+                minus[k * ONE + t] = (-a).max(0) as u32;
             }
         }
+        let one_b = xb == 0 && rest == 0;
+        let at_b_class = u8::from(xb >= ta) << 1 | u8::from(rest == 0) << 2;
         Weights {
             of: (p, t_b),
-            slots,
+            w,
             square,
             plus,
             minus,
+            period,
             class,
-            b,
-            xb: xb as u32,
+            xb: xb as usize,
+            special: [
+                (1 | u8::from(one_b) << 2, one_b, a_of(0)),
+                (at_b_class, rest == 0, a_of(xb)),
+            ],
         }
     }
 }
@@ -279,9 +282,9 @@ fn pass_any(
     if scratch.packed.len() < need {
         scratch.packed.resize(need, 0);
     }
-    fill(xs, lo, rows as u32, weights.xb, &mut scratch.packed);
+    fill(xs, lo, rows as u32, weights.xb as u32, &mut scratch.packed);
     let mut sums = Exact::default();
-    sums.cover(lo, hi, weights.slots);
+    sums.cover(lo, hi, weights.w + 3);
     let hs = hist_s.unwrap_or(0);
     let mut bins = vec![0; if hist_s.is_some() { rows << hs } else { 0 }];
     for (r, packed) in scratch.packed.chunks_exact_mut(CELLS * 2).take(rows).enumerate() {
@@ -303,7 +306,8 @@ fn pass_any(
 }
 
 /// Forms row `r`'s sums from its cells (`packed`, cleared), and its histogram counts by the
-/// top `hs` bits of `T`.
+/// top `hs` bits of `T`. A slot whose `a` has a period of `m` bits takes its dot products over
+/// the `2^m` sums of the cells with equal `T mod 2^m`.
 #[inline(always)]
 fn reduce(
     packed: &mut [u64],
@@ -313,48 +317,84 @@ fn reduce(
     bins: Option<&mut [u64]>,
     hs: u32,
 ) {
-    let (mut n, mut s1) = ([0u32; CELLS], [0u32; CELLS]);
+    // Counts and sum R by T, then folded: level m at [2^m, 2^(m+1)) holds the sums over T
+    // modulo 2^m (level 11, the cells themselves).
+    let (mut n, mut s1) = ([0u32; 2 * ONE], [0u32; 2 * ONE]);
     let mut s2 = [0u64; 2];
-    let mut total = 0u64;
+    let mut special = [0u64; 2];
     for (t, c) in packed.chunks_exact_mut(2).enumerate() {
-        n[t] = (c[0] >> 32) as u32;
-        s1[t] = c[0] as u32;
-        s2[usize::from(w.b[t])] += c[1];
-        total += u64::from(n[t]);
+        if t < ONE {
+            n[ONE + t] = (c[0] >> 32) as u32;
+            s1[ONE + t] = c[0] as u32;
+            s2[usize::from(t >= w.xb)] += c[1];
+        } else if t - ONE < 2 {
+            special[t - ONE] = c[0] >> 32;
+        }
         c[0] = 0;
         c[1] = 0;
     }
-    if total == 0 {
+    let cells = &n[ONE..];
+    if cells.iter().all(|&k| k == 0) && special == [0, 0] {
         return;
     }
-    for (t, &k) in n.iter().enumerate() {
-        sums.counts[r][usize::from(w.class[t])] += u64::from(k);
+    let counts = &mut sums.counts[r];
+    for (&k, &c) in cells.iter().zip(&w.class) {
+        counts[usize::from(c)] += u64::from(k);
+    }
+    for (&k, (c, _, _)) in special.iter().zip(&w.special) {
+        counts[usize::from(*c)] += k;
     }
     if let Some(bins) = bins {
-        let t_of = |t: usize| match t {
-            ONE => 0,
-            AT_B => w.xb as usize,
-            t => t,
-        };
-        for (t, &k) in n.iter().enumerate().take(AT_B + 1) {
-            bins[t_of(t) >> (TOP - hs)] += u64::from(k);
+        for (t, &k) in cells.iter().enumerate() {
+            bins[t >> (TOP - hs)] += u64::from(k);
+        }
+        bins[0] += special[0];
+        bins[w.xb >> (TOP - hs)] += special[1];
+    }
+    for m in (0..TOP as usize).rev() {
+        for u in 0..1 << m {
+            n[(1 << m) + u] = n[(2 << m) + u] + n[(2 << m) + (1 << m) + u];
+            s1[(1 << m) + u] = s1[(2 << m) + u] + s1[(2 << m) + (1 << m) + u];
         }
     }
-    let slots = w.slots;
-    for k in 0..slots {
-        let at = k * CELLS..(k + 1) * CELLS;
-        let dot = |a: &[u32], x: &[u32; CELLS]| -> u64 {
-            a.iter().zip(x).map(|(&a, &x)| u64::from(a) * u64::from(x)).sum()
-        };
-        let square = dot(&w.square[at.clone()], &n);
-        let linear = i128::from(dot(&w.plus[at.clone()], &s1)) - i128::from(dot(&w.minus[at], &s1));
-        let s2 = match k {
-            k if k == slots - 3 => s2[0],
-            k if k == slots - 2 => s2[1],
-            _ => s2[0] + s2[1],
-        };
-        sums.sums[r * slots + k] += (i128::from(square) << 24) + (linear << 13) + i128::from(s2);
+    let dot = |a: &[u32], x: &[u32]| -> u64 {
+        a.iter().zip(x).map(|(&a, &x)| u64::from(a) * u64::from(x)).sum()
+    };
+    // sum e^2 over the cells in `range` (of the level's sums at `at`) for slot k.
+    let sum = |k: usize, range: std::ops::Range<usize>, at: usize| -> i128 {
+        let weights = k * ONE + range.start..k * ONE + range.end;
+        let (nn, ss) = (&n[at + range.start..at + range.end], &s1[at + range.start..at + range.end]);
+        let square = dot(&w.square[weights.clone()], nn);
+        let linear = i128::from(dot(&w.plus[weights.clone()], ss)) - i128::from(dot(&w.minus[weights], ss));
+        (i128::from(square) << 24) + (linear << 13)
+    };
+    let slots = w.w + 3;
+    let out = &mut sums.sums[r * slots..(r + 1) * slots];
+    let whole = i128::from(s2[0] + s2[1]);
+    for (k, &m) in w.period.iter().enumerate() {
+        let level = 1 << m;
+        let total = sum(k, 0..level, level);
+        if k < w.w {
+            out[k] += total + whole;
+        } else if k == w.w {
+            // The normal range by flag b: the cells from xb on, unfolded.
+            let b = sum(k, w.xb..ONE, ONE);
+            out[k] += total - b + i128::from(s2[0]);
+            out[k + 1] += b + i128::from(s2[1]);
+        } else {
+            out[k + 1] += total + whole;
+        }
     }
+    // The special cells (R == 0: only their a^2).
+    for (&k, (_, b, a)) in special.iter().zip(&w.special) {
+        let add = |a: i64| i128::from(k) * i128::from(a * a) << 24;
+        for (j, &a) in a[..w.w].iter().enumerate() {
+            out[j] += add(a);
+        }
+        out[w.w + usize::from(*b)] += add(a[w.w]);
+    }
+    // f^2 of the values at flag b's threshold with R == 0 (f == 1 is not in the sum).
+    out[w.w + 2] += i128::from(special[1]) * i128::from(w.special[1].2[w.w + 1].pow(2)) << 24;
 }
 
 /// Adds each value's `(1, R, R^2)` to its cell of the packed table (exponents from `lo`,
