@@ -26,18 +26,21 @@
 //!   since scaling by a power of two is exact in the normal range.
 //!
 //! The accumulator keeps, per exponent `E`, the counts per flags, `sum f^2`, the `p + 1` window
-//! errors and the normal-range error, each computed exactly per value (rounding to a grid
-//! `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 * 2^(52+g)` in f64, exact for f in `[1, 2)`; for f32
-//! inputs the same values come from `1.5 * 2^(23+g)` in f32, 16 lanes to a vector), and sums
-//! them in f64 in a fixed order: within a fixed-size chunk, value `i` into lane `i % LANES`
-//! of its exponent's sums, the lanes added in lane order; the chunks' sums combined by a fixed
-//! tree (a binary counter over the chunks in slice order). The order depends on the data alone,
-//! so a result is the same bits whatever the thread count and build (baseline, AVX2, AVX-512),
-//! and a sum of nonnegative terms is within `(SWEEP_CHUNK / LANES + LANES + levels) * 2^-53`
-//! relative of the exact sum, `levels` being the depth of the tree across chunks: below
-//! `1e-12` up to `2^30` chunks (tested against exact sums). Sums are kept in units of `4^E` and
-//! rescaled relative to the largest exponent, so they neither overflow nor underflow for f64
-//! inputs of any magnitude.
+//! errors and the normal-range error. For f32 values into formats of at most 10 mantissa bits
+//! (nearly every use) the sums are exact: integers per cell of exponent and top fraction bits,
+//! formed into per-exponent totals in i128 and rounded once to f64 (`exact`). Otherwise each
+//! term is computed exactly per value (rounding to a grid `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 *
+//! 2^(52+g)` in f64, exact for f in `[1, 2)`; for f32 inputs the same values come from `1.5 *
+//! 2^(23+g)` in f32, 16 lanes to a vector) and summed in f64 in a fixed order: within a
+//! fixed-size chunk, value `i` into lane `i % LANES` of its exponent's sums, the lanes added in
+//! lane order; the chunks' sums combined by a fixed tree (a binary counter over the chunks in
+//! slice order). Either way the order depends on the data alone, so a result is the same bits
+//! whatever the thread count and build (baseline, AVX2, AVX-512); the f64 sums of nonnegative
+//! terms are within `(SWEEP_CHUNK / LANES + LANES + levels) * 2^-53` relative of the exact
+//! sums, `levels` being the depth of the tree across chunks: below `1e-12` up to `2^30` chunks
+//! (both tested against exact sums). Sums are kept in units of `4^E` and rescaled relative to
+//! the largest exponent, so they neither overflow nor underflow for f64 inputs of any
+//! magnitude.
 //!
 //! `relative_error` is `||Q(x S)/S - x|| / ||x||` over the finite values. When any value
 //! overflows at a scale, the error there is infinite (the step would be skipped):
