@@ -26,18 +26,21 @@
 //!   since scaling by a power of two is exact in the normal range.
 //!
 //! The accumulator keeps, per exponent `E`, the counts per flags, `sum f^2`, the `p + 1` window
-//! errors and the normal-range error, each computed exactly per value (rounding to a grid
-//! `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 * 2^(52+g)` in f64, exact for f in `[1, 2)`; for f32
-//! inputs the same values come from `1.5 * 2^(23+g)` in f32, 16 lanes to a vector), and sums
-//! them in f64 in a fixed order: within a fixed-size chunk, value `i` into lane `i % LANES`
-//! of its exponent's sums, the lanes added in lane order; the chunks' sums combined by a fixed
-//! tree (a binary counter over the chunks in slice order). The order depends on the data alone,
-//! so a result is the same bits whatever the thread count and build (baseline, AVX2, AVX-512),
-//! and a sum of nonnegative terms is within `(SWEEP_CHUNK / LANES + LANES + levels) * 2^-53`
-//! relative of the exact sum, `levels` being the depth of the tree across chunks: below
-//! `1e-12` up to `2^30` chunks (tested against exact sums). Sums are kept in units of `4^E` and
-//! rescaled relative to the largest exponent, so they neither overflow nor underflow for f64
-//! inputs of any magnitude.
+//! errors and the normal-range error. For f32 values into formats of at most 10 mantissa bits
+//! (nearly every use) the sums are exact: integers per cell of exponent and top fraction bits,
+//! formed into per-exponent totals in i128 and rounded once to f64 (`exact`). Otherwise each
+//! term is computed exactly per value (rounding to a grid `2^g` is `(f + 1.5 * 2^(52+g)) - 1.5 *
+//! 2^(52+g)` in f64, exact for f in `[1, 2)`; for f32 inputs the same values come from `1.5 *
+//! 2^(23+g)` in f32, 16 lanes to a vector) and summed in f64 in a fixed order: within a
+//! fixed-size chunk, value `i` into lane `i % LANES` of its exponent's sums, the lanes added in
+//! lane order; the chunks' sums combined by a fixed tree (a binary counter over the chunks in
+//! slice order). Either way the order depends on the data alone, so a result is the same bits
+//! whatever the thread count and build (baseline, AVX2, AVX-512); the f64 sums of nonnegative
+//! terms are within `(SWEEP_CHUNK / LANES + LANES + levels) * 2^-53` relative of the exact
+//! sums, `levels` being the depth of the tree across chunks: below `1e-12` up to `2^30` chunks
+//! (both tested against exact sums). Sums are kept in units of `4^E` and rescaled relative to
+//! the largest exponent, so they neither overflow nor underflow for f64 inputs of any
+//! magnitude.
 //!
 //! `relative_error` is `||Q(x S)/S - x|| / ||x||` over the finite values. When any value
 //! overflows at a scale, the error there is infinite (the step would be skipped):
@@ -46,8 +49,11 @@
 //! still relative to the norm of the whole tensor. A tensor with no nonzero finite value has
 //! zero error and zero energy lost.
 
+mod exact;
 mod from_histogram;
 mod kernel;
+
+use std::sync::{Mutex, PoisonError};
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -55,6 +61,7 @@ use serde::{Deserialize, Serialize};
 use crate::format::{FloatFormat, pow2};
 use crate::stats::Histogram;
 use crate::stats::histogram::{ChunkStats, Isa};
+use exact::Exact;
 use kernel::{HIST_MAX_S, Sample, Terms};
 
 pub use from_histogram::sweep_from_histogram;
@@ -256,6 +263,9 @@ pub struct SweepAccumulator {
     /// The chunks' sums so far as a binary counter: `(level, sums of 2^level chunks)`, levels
     /// decreasing; two of one level are added into one of the next (see `absorb`).
     tree: Vec<(u32, Rows)>,
+    /// The exact cells of the f32 values of formats of at most [`exact::MAX_P`] mantissa bits
+    /// (the tree holds the rest).
+    exact: Exact,
 }
 
 impl SweepAccumulator {
@@ -282,6 +292,7 @@ impl SweepAccumulator {
             amax_bits: 0,
             width: p as usize + 1,
             tree: Vec::new(),
+            exact: Exact::default(),
         }
     }
 
@@ -298,6 +309,15 @@ impl SweepAccumulator {
 
     /// Adds `xs` chunk by chunk on this thread, through the loop built for `isa`.
     fn add<T: Sample>(&mut self, xs: &[T], isa: Isa, terms: Terms) {
+        if let Some(xs) = self.cells_for(xs, terms) {
+            let exact = Mutex::new(std::mem::take(&mut self.exact));
+            for piece in xs.chunks(exact::PASS) {
+                let part = exact::pass(isa, piece, self.flags(), None, &exact);
+                self.absorb_counts(&part);
+            }
+            self.exact = exact.into_inner().unwrap_or_else(PoisonError::into_inner);
+            return;
+        }
         for chunk in xs.chunks(SWEEP_CHUNK) {
             let part = kernel::chunk(self, chunk, isa, terms);
             self.absorb(part);
@@ -377,6 +397,10 @@ impl SweepAccumulator {
         hist_s: Option<u32>,
         mut then: impl FnMut(&Partial),
     ) {
+        if let Some(xs) = self.cells_for(xs, Terms::Auto) {
+            self.par_add_cells(xs, isa, hist_s, then);
+            return;
+        }
         for batch in xs.chunks(SWEEP_CHUNK * CHUNKS_PER_BATCH) {
             let parts: Vec<Partial> = batch
                 .par_chunks(SWEEP_CHUNK)
@@ -386,6 +410,42 @@ impl SweepAccumulator {
                 then(&p);
                 self.absorb(p);
             }
+        }
+    }
+
+    /// `xs` as f32 when their sums go into the exact cells: f32 values, formats of at most
+    /// [`exact::MAX_P`] mantissa bits, the default loop.
+    fn cells_for<'a, T: Sample>(&self, xs: &'a [T], terms: Terms) -> Option<&'a [f32]> {
+        (terms == Terms::Auto && self.format.man_bits() <= exact::MAX_P)
+            .then(|| T::as_f32(xs))
+            .flatten()
+    }
+
+    /// The mantissa bits and the thresholds of the flags `a` and `b`.
+    fn flags(&self) -> (u32, u64, u64) {
+        (self.format.man_bits(), self.t_a, self.t_b)
+    }
+
+    /// [`SweepAccumulator::par_add_parts`] into the exact cells: pieces of [`exact::PASS`]
+    /// values in parallel, each added to the cells as it ends (integers: in any order), and the
+    /// pieces' counts and histogram parts handed to `then` in slice order.
+    fn par_add_cells(
+        &mut self,
+        xs: &[f32],
+        isa: Isa,
+        hist_s: Option<u32>,
+        mut then: impl FnMut(&Partial),
+    ) {
+        let exact = Mutex::new(std::mem::take(&mut self.exact));
+        let flags = self.flags();
+        let parts: Vec<Partial> = xs
+            .par_chunks(exact::PASS)
+            .map(|piece| exact::pass(isa, piece, flags, hist_s, &exact))
+            .collect();
+        self.exact = exact.into_inner().unwrap_or_else(PoisonError::into_inner);
+        for p in &parts {
+            then(p);
+            self.absorb_counts(p);
         }
     }
 
@@ -402,8 +462,9 @@ impl SweepAccumulator {
         self.zeros += other.zeros;
         self.nonfinite += other.nonfinite;
         self.amax_bits = self.amax_bits.max(other.amax_bits);
-        let mut rows = self.rows();
-        rows.merge(&other.rows());
+        self.exact.merge(&other.exact);
+        let mut rows = self.tree_rows();
+        rows.merge(&other.tree_rows());
         // Whatever is added next goes beside the union, never into it.
         self.tree = vec![(u32::MAX, rows)];
     }
@@ -412,10 +473,7 @@ impl SweepAccumulator {
     /// into one of the next level (a binary counter, so the tree over the chunks is the same
     /// whatever the batches and threads that computed them).
     fn absorb(&mut self, p: Partial) {
-        self.count += p.count;
-        self.zeros += p.zeros;
-        self.nonfinite += p.nonfinite;
-        self.amax_bits = self.amax_bits.max(p.amax_bits);
+        self.absorb_counts(&p);
         self.tree.push((0, p.rows));
         while let [.., (a, _), (b, _)] = self.tree[..] {
             if a != b {
@@ -429,8 +487,25 @@ impl SweepAccumulator {
         }
     }
 
-    /// Every chunk's sums: the tree's partial sums added from the last (smallest) up.
+    /// A chunk's counts (its sums go elsewhere).
+    fn absorb_counts(&mut self, p: &Partial) {
+        self.count += p.count;
+        self.zeros += p.zeros;
+        self.nonfinite += p.nonfinite;
+        self.amax_bits = self.amax_bits.max(p.amax_bits);
+    }
+
+    /// Every value's sums: the tree's and the exact cells'.
     fn rows(&self) -> Rows {
+        let mut rows = self.tree_rows();
+        if !self.exact.is_empty() {
+            rows.merge(&self.exact.rows_f64(self.format.man_bits()));
+        }
+        rows
+    }
+
+    /// Every chunk's sums: the tree's partial sums added from the last (smallest) up.
+    fn tree_rows(&self) -> Rows {
         let mut parts = self.tree.iter().rev().map(|(_, r)| r);
         let mut sum = parts.next().cloned().unwrap_or_else(|| Rows {
             width: self.width,

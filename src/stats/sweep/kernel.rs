@@ -249,7 +249,7 @@ fn chunk_any<T: Sample>(
 /// [`Sample::survey`] of `len` values from their histogram chunks' scalars: the same counts,
 /// and the smallest and largest finite nonzero magnitudes as f64 bit patterns (exact: they are
 /// values of the input type, widened).
-fn survey_of(len: usize, chunks: &[ChunkStats]) -> (u64, u64, u64, u64, u64) {
+pub(super) fn survey_of(len: usize, chunks: &[ChunkStats]) -> (u64, u64, u64, u64, u64) {
     let (mut zeros, mut nonfinite, mut lo, mut hi) = (0, 0, u64::MAX, 0);
     for c in chunks {
         zeros += c.zeros;

@@ -1,0 +1,474 @@
+//! Exact sums for f32 values rounded into formats of at most [`MAX_P`] mantissa bits: the
+//! sweep's per-value work as one increment of a counter cell; the sums formed per pass from
+//! the cells, in integers.
+//!
+//! A finite nonzero f32 is `G * 2^(E - 23)` with `G = 2^23 + F` its 24-bit significand. Every
+//! error sum the sweep keeps for exponent `E` is a sum of `e^2`, `e` the error of rounding `G`
+//! to a multiple of `2^d` (nearest, ties to even) in units of `2^-23` of `f = G / 2^23`: `d =
+//! 24 - j` for the window grid `2^(1-j)`, `d = 23 - p` for the normal range; or a sum of `G^2`.
+//! Split `F` into its top [`TOP`] bits `T` and its low [`LOW`] bits `R`. For `d > LOW` (every
+//! `d` when `p <= MAX_P`) the part of `G` below `2^d` is `L + R`, `L` fixed by `T`, and
+//! `R < 2^LOW <= 2^(d-1)` moves it past the midpoint `2^(d-1)` only when `L` is at the
+//! midpoint, where rounding either way gives the same `e^2`. So within one cell `(E, T)`,
+//! `e = A + R` with `A` fixed by `T` and `d`, and `sum e^2 = 2^24 * sum a^2 + 2^13 * a * sum R +
+//! sum R^2` (with `A = 2^12 a`). The flags of the counts are thresholds on `T` too, except two
+//! that also ask whether `R` is zero (`f == 1`, and `T` at the threshold of flag `b` when that
+//! tie rounds down): those values have cells of their own.
+//!
+//! So per value a pass adds `(1, R, R^2)` to its cell in a packed table (two u64 a cell:
+//! `count << 32 | sum R` and `sum R^2`, which cannot overflow in a pass of [`PASS`] values),
+//! then forms each exponent's sums from the cells as dot products with weights that depend
+//! on the format alone (u64 products and sums, exact), into i128 totals: integers that add
+//! exactly in any order. [`Exact::rows`] rounds each total once to f64: the same bits whatever
+//! the order, thread count and build, within `2^-53` relative of the exact sums.
+
+use std::cell::RefCell;
+use std::sync::{Mutex, PoisonError};
+
+use super::{HistogramPart, Partial, Rows, split};
+use crate::stats::CHUNK;
+use crate::stats::histogram::{Isa, scalars};
+
+/// The widest format (mantissa bits) whose sums the cells hold: every `d` is then above
+/// [`LOW`].
+pub(super) const MAX_P: u32 = 10;
+/// The fraction bits of a cell's key.
+const TOP: u32 = 11;
+/// The fraction bits summed in a cell.
+const LOW: u32 = 23 - TOP;
+/// The cell of the values with `f == 1`.
+const ONE: usize = 1 << TOP;
+/// The cell of the values with `T` at flag `b`'s threshold and `R == 0`.
+const AT_B: usize = ONE + 1;
+/// Cells per exponent (the two above, padded to whole vectors).
+const CELLS: usize = ONE + 8;
+/// Values per pass (a whole number of the histogram's chunks): a count fits 32 bits, `sum R <
+/// 2^20 * 2^12` fits 32 bits and `sum R^2 < 2^20 * 2^24` fits 64.
+pub(super) const PASS: usize = 1 << 20;
+
+const _: () = assert!((PASS as u64) << LOW <= 1 << 32);
+const _: () = assert!(PASS.is_multiple_of(CHUNK));
+
+/// The exact sums per exponent `lo..`: counts per flags (`z | a << 1 | b << 2`) and, in units
+/// of `2^-46`, the `p + 1` window sums, the normal-range sums by `b`, and `sum f^2` over `f != 1`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Exact {
+    lo: i32,
+    counts: Vec<[u64; 8]>,
+    /// `p + 4` per exponent.
+    sums: Vec<i128>,
+}
+
+impl Exact {
+    fn rows(&self) -> usize {
+        self.counts.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Makes the rows cover exponents `lo..=hi`, of `slots` sums each.
+    fn cover(&mut self, lo: i32, hi: i32, slots: usize) {
+        if self.is_empty() {
+            self.lo = lo;
+            self.counts = vec![[0; 8]; (hi - lo + 1) as usize];
+            self.sums = vec![0; self.counts.len() * slots];
+            return;
+        }
+        let top = self.lo + self.rows() as i32 - 1;
+        if hi > top {
+            let more = (hi - top) as usize;
+            self.counts.resize(self.rows() + more, [0; 8]);
+            self.sums.resize(self.sums.len() + more * slots, 0);
+        }
+        if lo < self.lo {
+            let more = (self.lo - lo) as usize;
+            self.counts.splice(0..0, std::iter::repeat_n([0; 8], more));
+            self.sums.splice(0..0, std::iter::repeat_n(0, more * slots));
+            self.lo = lo;
+        }
+    }
+
+    /// Adds every sum of `other`.
+    pub(super) fn merge(&mut self, other: &Exact) {
+        if other.is_empty() {
+            return;
+        }
+        let slots = other.sums.len() / other.rows();
+        self.cover(other.lo, other.lo + other.rows() as i32 - 1, slots);
+        let at = (other.lo - self.lo) as usize;
+        for (c, o) in self.counts[at..].iter_mut().zip(&other.counts) {
+            for (c, o) in c.iter_mut().zip(o) {
+                *c += o;
+            }
+        }
+        for (s, o) in self.sums[at * slots..].iter_mut().zip(&other.sums) {
+            *s += o;
+        }
+    }
+
+    /// The sums as the sweep reads them, each rounded once to f64.
+    pub(super) fn rows_f64(&self, p: u32) -> Rows {
+        let w = p as usize + 1;
+        let n = self.rows();
+        let mut out = Rows::new(self.lo, self.lo + n as i32 - 1, w);
+        let f = |x: i128| x as f64 * 2f64.powi(-46);
+        for (r, (sums, counts)) in self.sums.chunks_exact(w + 3).zip(&self.counts).enumerate() {
+            for (o, &s) in out.window[r * w..(r + 1) * w].iter_mut().zip(sums) {
+                *o = f(s);
+            }
+            out.normal_err[r] = [f(sums[w]), f(sums[w + 1])];
+            // Values with f == 1 (flag z) have f^2 = 1.
+            let ones: u64 = (1..8).step_by(2).map(|c| counts[c]).sum();
+            out.sq[r] = [f(sums[w + 2]), ones as f64];
+            out.counts[r] = *counts;
+        }
+        out
+    }
+}
+
+/// What a format's sums need of each cell. For the cells `T` of the values with `R > 0` (and
+/// with `R == 0` but neither special): per slot (the `p + 1` windows, the normal range, `f^2`)
+/// the weights `a^2`, `max(a, 0)` and `max(-a, 0)` of the module docs, `a` a function of `T`
+/// modulo `2^period` (the bits of `G` below the grid); the flags of each such cell. For the two
+/// special cells: their `T`, flags, and `a` per slot.
+struct Weights {
+    /// `(p, t_b)`, the format they are for.
+    of: (u32, u64),
+    /// Window slots, `p + 1`: then the normal range and `f^2`.
+    w: usize,
+    square: Vec<u32>,
+    plus: Vec<u32>,
+    minus: Vec<u32>,
+    /// Per slot: `a` depends on `T mod 2^period` alone.
+    period: Vec<u32>,
+    class: Vec<u8>,
+    /// `T` of flag `b`'s threshold: cells from `xb` on have flag `b`.
+    xb: usize,
+    /// The cells [`ONE`] and [`AT_B`]: flags, whether flag `b` is set, and `a` per slot
+    /// (`gg` for `f^2`, none when `f == 1`).
+    special: [(u8, bool, Vec<i64>); 2],
+}
+
+impl Weights {
+    /// The weights for `p` mantissa bits and flags `frac >= t_a`, `frac >= t_b` (52-bit
+    /// fractions).
+    fn new(p: u32, t_a: u64, t_b: u64) -> Weights {
+        // On the cells: frac >= t_a iff T >= ta (t_a is a multiple of 2^(52 - p)); frac = T *
+        // 2^41 + R * 2^29 >= t_b = xb * 2^41 + rest iff T > xb, or T == xb and R * 2^29 >=
+        // rest, which for R > 0 holds (rest <= 1: t_b is a midpoint at p + 1 bits, plus one
+        // when the tie rounds down).
+        let (ta, xb, rest) = (t_a >> 41, t_b >> 41, t_b & ((1 << 41) - 1));
+        debug_assert!(t_a & ((1 << 41) - 1) == 0 && rest <= 1 && xb < ONE as u64);
+        let w = p as usize + 1;
+        // The bits d below which G rounds, per slot: windows j = 0..=p, then the normal range;
+        // a's period is d - 12 bits of T (all 11 when d - 12 >= 11).
+        let ds: Vec<u32> = (0..w as u32).map(|j| 24 - j).chain([23 - p]).collect();
+        let mut period: Vec<u32> = ds.iter().map(|&d| (d - LOW).min(TOP)).collect();
+        period.push(TOP);
+        // a for the grid 2^d of gg = G / 2^12 = 2^11 + T: the part of gg below 2^(d - 12),
+        // less 2^(d - 12) when it rounds up; then gg itself for f^2 (G^2 = 2^24 gg^2 + 2^13 gg
+        // R + R^2).
+        let a_of = |t: u64| -> Vec<i64> {
+            let gg = (1 << TOP) + t as i64;
+            ds.iter()
+                .map(|&d| {
+                    let low = gg & ((1 << (d - LOW)) - 1);
+                    low - (i64::from(low >= 1 << (d - LOW - 1)) << (d - LOW))
+                })
+                .chain([gg])
+                .collect()
+        };
+        let slots = w + 2;
+        let (mut square, mut plus, mut minus) =
+            (vec![0; slots * ONE], vec![0; slots * ONE], vec![0; slots * ONE]);
+        let mut class = vec![0; ONE];
+        for t in 0..ONE {
+            class[t] = u8::from(t as u64 >= ta) << 1 | u8::from(t as u64 >= xb) << 2;
+            for (k, a) in a_of(t as u64).into_iter().enumerate() {
+                square[k * ONE + t] = (a * a) as u32;
+                plus[k * ONE + t] = a.max(0) as u32;
+                minus[k * ONE + t] = (-a).max(0) as u32;
+            }
+        }
+        let one_b = xb == 0 && rest == 0;
+        let at_b_class = u8::from(xb >= ta) << 1 | u8::from(rest == 0) << 2;
+        Weights {
+            of: (p, t_b),
+            w,
+            square,
+            plus,
+            minus,
+            period,
+            class,
+            xb: xb as usize,
+            special: [
+                (1 | u8::from(one_b) << 2, one_b, a_of(0)),
+                (at_b_class, rest == 0, a_of(xb)),
+            ],
+        }
+    }
+}
+
+/// A thread's packed table (zero between passes) and weights, kept: a new table per pass
+/// would cost its page faults.
+struct Scratch {
+    packed: Vec<u64>,
+    weights: Option<Weights>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = const {
+        RefCell::new(Scratch { packed: Vec::new(), weights: None })
+    };
+}
+
+crate::isa::isa_dispatch! {
+    /// Adds `xs` (at most [`PASS`] values) to `exact` for `p` mantissa bits and the flags'
+    /// thresholds `t_a`, `t_b`, through the loop built for `isa` (the lock held only while the
+    /// pass's sums are added); returns the pass's counts, and with `hist_s = Some(s)` what a
+    /// histogram of `2^s` sub-bins per octave needs of it.
+    pub(super) fn pass<>(
+        xs: &[f32],
+        flags: (u32, u64, u64),
+        hist_s: Option<u32>,
+        exact: &Mutex<Exact>,
+    ) -> Partial = |isa| pass_any(xs, isa, flags, hist_s, exact)
+}
+
+#[inline(always)]
+fn pass_any(
+    xs: &[f32],
+    isa: Isa,
+    (p, t_a, t_b): (u32, u64, u64),
+    hist_s: Option<u32>,
+    exact: &Mutex<Exact>,
+) -> Partial {
+    debug_assert!(xs.len() <= PASS && p <= MAX_P);
+    let histogram = hist_s.map(|_| HistogramPart {
+        bins: Vec::new(),
+        chunks: xs.chunks(CHUNK).map(|c| scalars(c, isa)).collect(),
+    });
+    let (count, zeros, nonfinite, lo_bits, hi_bits) = match &histogram {
+        Some(h) => super::kernel::survey_of(xs.len(), &h.chunks),
+        None => <f32 as super::kernel::Sample>::survey(xs),
+    };
+    let mut part = Partial {
+        count,
+        zeros,
+        nonfinite,
+        amax_bits: hi_bits,
+        rows: Rows::default(),
+        histogram,
+    };
+    if hi_bits == 0 {
+        return part;
+    }
+    let (lo, hi) = (split(lo_bits).0, split(hi_bits).0);
+    let rows = (hi - lo + 1) as usize;
+    // Out of the thread-local for the loops, which must inline here (a closure would not
+    // take this function's target features).
+    let mut scratch = SCRATCH.replace(Scratch {
+        packed: Vec::new(),
+        weights: None,
+    });
+    let weights = match scratch.weights.take() {
+        Some(w) if w.of == (p, t_b) => w,
+        _ => Weights::new(p, t_a, t_b),
+    };
+    // A spare row after the last, for zeros and nonfinite values.
+    let need = (rows + 1) * CELLS * 2;
+    if scratch.packed.len() < need {
+        scratch.packed.resize(need, 0);
+    }
+    fill(xs, lo, rows as u32, weights.xb as u32, &mut scratch.packed);
+    let mut sums = Exact::default();
+    sums.cover(lo, hi, weights.w + 3);
+    let hs = hist_s.unwrap_or(0);
+    let mut bins = vec![0; if hist_s.is_some() { rows << hs } else { 0 }];
+    for (r, packed) in scratch.packed.chunks_exact_mut(CELLS * 2).take(rows).enumerate() {
+        let row_bins = bins.get_mut(r << hs..(r + 1) << hs);
+        reduce(packed, &weights, &mut sums, r, row_bins, hs);
+    }
+    scratch.packed[rows * CELLS * 2..need].fill(0);
+    scratch.weights = Some(weights);
+    SCRATCH.set(scratch);
+    exact
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .merge(&sums);
+    part.rows.lo = lo;
+    if let Some(h) = &mut part.histogram {
+        h.bins = bins;
+    }
+    part
+}
+
+/// Forms row `r`'s sums from its cells (`packed`, cleared), and its histogram counts by the
+/// top `hs` bits of `T`. A slot whose `a` has a period of `m` bits takes its dot products over
+/// the `2^m` sums of the cells with equal `T mod 2^m`.
+#[inline(always)]
+fn reduce(
+    packed: &mut [u64],
+    w: &Weights,
+    sums: &mut Exact,
+    r: usize,
+    bins: Option<&mut [u64]>,
+    hs: u32,
+) {
+    // Counts and sum R by T, then folded: level m at [2^m, 2^(m+1)) holds the sums over T
+    // modulo 2^m (level 11, the cells themselves).
+    let (mut n, mut s1) = ([0u32; 2 * ONE], [0u32; 2 * ONE]);
+    let mut s2 = [0u64; 2];
+    let mut special = [0u64; 2];
+    for (t, c) in packed.chunks_exact_mut(2).enumerate() {
+        if t < ONE {
+            n[ONE + t] = (c[0] >> 32) as u32;
+            s1[ONE + t] = c[0] as u32;
+            s2[usize::from(t >= w.xb)] += c[1];
+        } else if t - ONE < 2 {
+            special[t - ONE] = c[0] >> 32;
+        }
+        c[0] = 0;
+        c[1] = 0;
+    }
+    let cells = &n[ONE..];
+    if cells.iter().all(|&k| k == 0) && special == [0, 0] {
+        return;
+    }
+    let counts = &mut sums.counts[r];
+    for (&k, &c) in cells.iter().zip(&w.class) {
+        counts[usize::from(c)] += u64::from(k);
+    }
+    for (&k, (c, _, _)) in special.iter().zip(&w.special) {
+        counts[usize::from(*c)] += k;
+    }
+    if let Some(bins) = bins {
+        for (t, &k) in cells.iter().enumerate() {
+            bins[t >> (TOP - hs)] += u64::from(k);
+        }
+        bins[0] += special[0];
+        bins[w.xb >> (TOP - hs)] += special[1];
+    }
+    for m in (0..TOP as usize).rev() {
+        for u in 0..1 << m {
+            n[(1 << m) + u] = n[(2 << m) + u] + n[(2 << m) + (1 << m) + u];
+            s1[(1 << m) + u] = s1[(2 << m) + u] + s1[(2 << m) + (1 << m) + u];
+        }
+    }
+    let dot = |a: &[u32], x: &[u32]| -> u64 {
+        a.iter().zip(x).map(|(&a, &x)| u64::from(a) * u64::from(x)).sum()
+    };
+    // sum e^2 over the cells in `range` (of the level's sums at `at`) for slot k.
+    let sum = |k: usize, range: std::ops::Range<usize>, at: usize| -> i128 {
+        let weights = k * ONE + range.start..k * ONE + range.end;
+        let (nn, ss) = (&n[at + range.start..at + range.end], &s1[at + range.start..at + range.end]);
+        let square = dot(&w.square[weights.clone()], nn);
+        let linear = i128::from(dot(&w.plus[weights.clone()], ss)) - i128::from(dot(&w.minus[weights], ss));
+        (i128::from(square) << 24) + (linear << 13)
+    };
+    let slots = w.w + 3;
+    let out = &mut sums.sums[r * slots..(r + 1) * slots];
+    let whole = i128::from(s2[0] + s2[1]);
+    for (k, &m) in w.period.iter().enumerate() {
+        let level = 1 << m;
+        let total = sum(k, 0..level, level);
+        if k < w.w {
+            out[k] += total + whole;
+        } else if k == w.w {
+            // The normal range by flag b: the cells from xb on, unfolded.
+            let b = sum(k, w.xb..ONE, ONE);
+            out[k] += total - b + i128::from(s2[0]);
+            out[k + 1] += b + i128::from(s2[1]);
+        } else {
+            out[k + 1] += total + whole;
+        }
+    }
+    // The special cells (R == 0: only their a^2).
+    for (&k, (_, b, a)) in special.iter().zip(&w.special) {
+        let add = |a: i64| i128::from(k) * i128::from(a * a) << 24;
+        for (j, &a) in a[..w.w].iter().enumerate() {
+            out[j] += add(a);
+        }
+        out[w.w + usize::from(*b)] += add(a[w.w]);
+    }
+    // f^2 of the values at flag b's threshold with R == 0 (f == 1 is not in the sum).
+    out[w.w + 2] += i128::from(special[1]) * i128::from(w.special[1].2[w.w + 1].pow(2)) << 24;
+}
+
+/// Adds each value's `(1, R, R^2)` to its cell of the packed table (exponents from `lo`,
+/// zeros and nonfinite values into the spare row `spare`; `xb`, the `T` of flag `b`'s
+/// threshold). Values go by blocks of 16: one vectorised pass finds each value's cell and
+/// addends, then the adds; a block holding an f32 subnormal goes value by value.
+#[inline(always)]
+fn fill(xs: &[f32], lo: i32, spare: u32, xb: u32, packed: &mut [u64]) {
+    const BLOCK: usize = 16;
+    let base = lo + 127;
+    let mut blocks = xs.chunks_exact(BLOCK);
+    for block in &mut blocks {
+        let (mut at, mut w0, mut w1) = ([0u32; BLOCK], [0u64; BLOCK], [0u64; BLOCK]);
+        let mut subnormal = false;
+        for l in 0..BLOCK {
+            let a = block[l].to_bits() & 0x7fff_ffff;
+            let normal = a.wrapping_sub(0x0080_0000) < 0x7f00_0000;
+            subnormal |= a.wrapping_sub(1) < 0x007f_ffff;
+            let row = ((a >> 23) as i32).wrapping_sub(base) as u32;
+            let row = if normal { row } else { spare };
+            let frac = a & 0x007f_ffff;
+            at[l] = (row * CELLS as u32 + cell(frac, xb)) * 2;
+            let r = u64::from(frac & ((1 << LOW) - 1));
+            w0[l] = 1 << 32 | r;
+            w1[l] = r * r;
+        }
+        if subnormal {
+            for &x in block {
+                add_one(x, lo, spare, xb, packed);
+            }
+            continue;
+        }
+        for l in 0..BLOCK {
+            let i = at[l] as usize;
+            if let Some(c) = packed.get_mut(i..i + 2) {
+                c[0] += w0[l];
+                c[1] += w1[l];
+            }
+        }
+    }
+    for &x in blocks.remainder() {
+        add_one(x, lo, spare, xb, packed);
+    }
+}
+
+/// The cell of a 23-bit fraction.
+#[inline(always)]
+fn cell(frac: u32, xb: u32) -> u32 {
+    let (t, r) = (frac >> LOW, frac & ((1 << LOW) - 1));
+    if frac == 0 {
+        ONE as u32
+    } else if r == 0 && t == xb {
+        AT_B as u32
+    } else {
+        t
+    }
+}
+
+/// [`fill`]'s value by value path: any f32 (subnormal too).
+#[inline(always)]
+fn add_one(x: f32, lo: i32, spare: u32, xb: u32, packed: &mut [u64]) {
+    let a = x.to_bits() & 0x7fff_ffff;
+    let (row, frac) = if a.wrapping_sub(1) >= 0x7f7f_ffff {
+        // Zero and the nonfinite patterns wrap to the top.
+        (spare, 0)
+    } else {
+        let (e, frac) = split(f64::from(f32::from_bits(a)).to_bits());
+        // A normalised f32 subnormal has no fraction bits below bit 29 either.
+        ((e - lo) as u32, (frac >> 29) as u32)
+    };
+    let i = (row * CELLS as u32 + cell(frac, xb)) as usize * 2;
+    let r = u64::from(frac & ((1 << LOW) - 1));
+    if let Some(c) = packed.get_mut(i..i + 2) {
+        c[0] += 1 << 32 | r;
+        c[1] += r * r;
+    }
+}
