@@ -275,6 +275,8 @@ class Simulate:
             )
         self.scaler = None if self.grad_scaler is not None else _mixprec.LossScaler(self._recipe_json)
         self._streams = 0
+        #: The recipe's rounding mode and overflow rule, as every rounding passes them.
+        self._rounding = (self.recipe["rounding"], self.recipe["overflow"])
         #: Per layer, its cast operands' values since this Simulate was made: stored,
         #: underflowed, overflowed or not finite (what the sensitivity of a layer reports).
         self._operand_counts: Dict[str, List[int]] = {}
@@ -350,9 +352,14 @@ class Simulate:
         8-bit formats, with the delayed scale of the storage point's ``tensor`` (a parameter's
         or operand's name; ``round(x * scale) * (1 / scale)`` in float32, as the training core
         computes it)."""
-        precision = self._precision(cls, layer)
+        # The hot path of every storage point (a hundred calls a step on a small transformer):
+        # each lookup here is paid per tensor.
+        precision = self._base if cls in _GLOBAL else self._kept.get(layer, self._base)
         fmt = precision.formats[cls]
-        if fmt is None or not x.is_floating_point() or x.numel() == 0:
+        if fmt is None or not x.is_floating_point():
+            return x
+        n = x.numel()
+        if n == 0:
             return x
         src = x.detach()
         if src.dtype != torch.float32:
@@ -377,7 +384,7 @@ class Simulate:
             src = src * scale
         src = src.contiguous()
         seed = self._stream()
-        rounding, overflow = self.recipe["rounding"], self.recipe["overflow"]
+        rounding, overflow = self._rounding
         if src.device.type == "cpu":
             # The binding's kernel straight into a new tensor (the checks of quantize cost more
             # than rounding a small tensor; these arguments are the recipe's, checked once).
@@ -387,10 +394,10 @@ class Simulate:
             y, counts = quantize(src, fmt, rounding, overflow, True, seed, return_counts=True)
         if scale is not None:
             y.mul_(float(np.float32(1.0) / np.float32(scale)))  # 1 / scale in float32
-        self._count(cls, x.numel(), counts)
+        self._count(cls, n, counts)
         if cls in _OPERANDS:
             c = self._operand_counts.setdefault(layer, [0, 0, 0])
-            c[0] += x.numel()
+            c[0] += n
             c[1] += counts["underflow"]
             c[2] += counts["overflow"] + counts["infinite"]
         if self.capture is not None and training:
@@ -418,7 +425,9 @@ class Simulate:
         return (self.seed * 0x9E3779B97F4A7C15 + self._streams) % 2**64
 
     def _count(self, cls: str, stored: int, counts: Dict[str, int]) -> None:
-        c = self._counts.setdefault(cls, [0, 0, 0, 0, 0])
+        c = self._counts.get(cls)
+        if c is None:
+            c = self._counts[cls] = [0, 0, 0, 0, 0]
         c[0] += stored
         c[1] += counts["underflow"]
         c[2] += counts["subnormal"]

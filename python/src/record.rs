@@ -142,28 +142,17 @@ fn with_slice<T: Copy, R>(v: ArrayViewD<'_, T>, f: impl FnOnce(&[T]) -> R) -> R 
     }
 }
 
-/// The largest `key` of the elements of `xs`: a float's bit pattern with the sign bit masked
-/// off, which orders as its magnitude (infinity above every finite value, NaN above
-/// infinity). Lanes of 32, so that each step is a few vector instructions.
-fn max_key<E: Copy, K: Copy + Ord + Default>(xs: &[E], key: impl Fn(E) -> K) -> K {
-    let (whole, rest) = xs.as_chunks::<32>();
-    let mut lanes = [K::default(); 32];
-    for chunk in whole {
-        for (m, &x) in lanes.iter_mut().zip(chunk) {
-            *m = (*m).max(key(x));
-        }
-    }
-    let tail = rest.iter().fold(K::default(), |m, &x| m.max(key(x)));
-    lanes.into_iter().fold(tail, K::max)
-}
-
-/// The same over an array in any layout: its elements where they lie when they fill one
-/// block of memory (the transpose of a contiguous tensor included: order does not matter),
-/// else one by one.
-fn max_key_view<E: Copy, K: Copy + Ord + Default>(v: ArrayViewD<'_, E>, key: impl Fn(E) -> K) -> K {
+/// The largest `key` of the elements of `v`, an array in any layout: a float's bit pattern
+/// with the sign bit masked off, which orders as its magnitude (infinity above every finite
+/// value, NaN above infinity). Where the elements fill one block of memory (the transpose of
+/// a contiguous tensor included: order does not matter), one pass over it, which LLVM
+/// vectorises (a plain fold: 0.06 ns a 16-bit value on a Xeon, where 32 hand-kept lanes ran
+/// scalar at 0.55 ns); else element by element.
+fn max_key<E: Copy, K: Copy + Ord + Default>(v: ArrayViewD<'_, E>, key: impl Fn(E) -> K) -> K {
+    let fold = |m: K, &x: &E| m.max(key(x));
     match v.as_slice_memory_order() {
-        Some(xs) => max_key(xs, key),
-        None => v.iter().fold(K::default(), |m, &x| m.max(key(x))),
+        Some(xs) => xs.iter().fold(K::default(), fold),
+        None => v.iter().fold(K::default(), fold),
     }
 }
 
@@ -178,13 +167,13 @@ pub fn amax(py: Python<'_>, values: &Bound<'_, PyAny>, kind: &str) -> PyResult<f
         "float" => {
             let a = values.cast::<PyArrayDyn<f32>>()?.try_readonly()?;
             let view = a.as_array();
-            let m = py.detach(|| max_key_view(view, |x: f32| x.to_bits() & 0x7fff_ffff));
+            let m = py.detach(|| max_key(view, |x: f32| x.to_bits() & 0x7fff_ffff));
             Ok(f64::from(f32::from_bits(m)))
         }
         "f16" | "bf16" => {
             let a = values.cast::<PyArrayDyn<i16>>()?.try_readonly()?;
             let view = a.as_array();
-            let m = py.detach(|| max_key_view(view, |x: i16| x & 0x7fff)) as u16;
+            let m = py.detach(|| max_key(view, |x: i16| x & 0x7fff)) as u16;
             Ok(match kind {
                 "f16" => half::f16::from_bits(m).to_f64(),
                 _ => half::bf16::from_bits(m).to_f64(),
