@@ -553,14 +553,24 @@ class Simulate:
             coverage["kept"] = kept
         return coverage
 
+    def _stored(self, x: torch.Tensor, layer: str) -> torch.Tensor:
+        """The activation ``x`` as the recipe stores it at ``layer``: a tensor of its own (never
+        a view, so that the model may modify it in place: ``ReLU(inplace=True)``, ``out +=
+        identity``) holding ``x`` rounded, whose gradient passes to ``x`` unchanged. A clone
+        rounded in place under no_grad: autograd's own node passes the gradient on, where a
+        Python ``autograd.Function`` (as :class:`_Store`) costs a Python call in the forward and
+        another in the backward, per activation."""
+        y = x.clone()
+        with torch.no_grad():
+            self._round_(y, "activation", layer)
+        return y
+
     def _round_inputs(self, module, args, kwargs):
-        store = lambda a: self._round(a, "activation", "input")  # noqa: E731
-        return _map_tensors((args, kwargs), lambda a: _Store.apply(a, store, None))
+        return _map_tensors((args, kwargs), lambda a: self._stored(a, "input"))
 
     def _round_output(self, name: str):
         def hook(module, inputs, output):
-            store = lambda y: self._round(y, "activation", name)  # noqa: E731
-            return _map_tensors(output, lambda y: _Store.apply(y, store, None))
+            return _map_tensors(output, lambda y: self._stored(y, name))
 
         return hook
 
