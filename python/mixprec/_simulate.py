@@ -409,7 +409,7 @@ class Simulate:
     def _round_(
         self, x: torch.Tensor, cls: str, layer: str, part: Optional[str] = None, tensor: str = ""
     ) -> None:
-        """Rounds the float32 tensor ``x`` into ``cls``'s format in place (as :meth:`_round`)."""
+        """Rounds the tensor ``x`` into ``cls``'s format in place (as :meth:`_round`)."""
         if self._format(cls, layer) is not None and x.numel():
             x.copy_(self._round(x, cls, layer, part, tensor))
 
