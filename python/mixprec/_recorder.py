@@ -43,9 +43,9 @@ value inside its formula overflowed whatever the scale (gelu_new's 3x^2 past 655
 and the step names the node under ``intermediate_overflow`` and overflows at every scale (not
 bounded); the report says no scale avoids it. The hooks cost a Python call per node of the
 graph that passes on or sums a narrow gradient, and one largest magnitude read on the host per
-such gradient (on the CPU one pass of the binding over its bits; ``reports/perf/python.md``). A loop whose first step stores no narrow gradient (FP32
-throughout) runs without them from then on (unless autocast or a narrow weight shows before a
-forward pass), and ``grad_amax`` is the largest magnitude of the weights' gradients, one
+such gradient (on the CPU one pass of the binding over its bits; ``reports/perf/python.md``).
+A loop whose first step stores no narrow gradient (FP32 throughout) runs without them from then
+on (unless autocast or a narrow weight shows before a forward pass), and ``grad_amax`` is the largest magnitude of the weights' gradients, one
 reduction per step (an inf or NaN among them marks the step bounded): what overflows there is
 FP32, at 2^128, far above any of its gradients. To judge a narrow format's overflow, record the
 loop in it (autocast). The recorder warns, once each, where the loop stores no narrow gradient

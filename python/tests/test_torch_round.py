@@ -379,7 +379,8 @@ def test_amax_is_torchs_largest_magnitude_in_any_layout(dtype):
         every = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
         cases += [every, every[every.isfinite()], every[~every.isnan()]]
     for n in (1, 31, 32, 33, 1023):
-        x = (torch.randn(n, generator=g) * 2.0 ** torch.randint(-20, 10, (n,), generator=g)).to(dtype)
+        scale = 2.0 ** torch.randint(-20, 10, (n,), generator=g)
+        x = (torch.randn(n, generator=g) * scale).to(dtype)
         cases += [x, -x.abs(), x.flip(0)]
         y = x.clone()
         y[-1] = -1e4  # the largest, negative, in the tail
