@@ -42,10 +42,10 @@ from finite gradients, the hook calls it again on zero gradients: an inf or NaN 
 value inside its formula overflowed whatever the scale (gelu_new's 3x^2 past 65504 in fp16),
 and the step names the node under ``intermediate_overflow`` and overflows at every scale (not
 bounded); the report says no scale avoids it. The hooks cost a Python call per node of the
-graph that passes on or sums a narrow gradient, and one reduction (read on the host) per such
-gradient (``reports/perf/python.md``). A loop whose first step stores no narrow gradient (FP32
-throughout) runs without them from then on (unless autocast or a narrow weight shows before a
-forward pass), and ``grad_amax`` is the largest magnitude of the weights' gradients, one
+graph that passes on or sums a narrow gradient, and one largest magnitude read on the host per
+such gradient (on the CPU one pass of the binding over its bits; ``reports/perf/python.md``).
+A loop whose first step stores no narrow gradient (FP32 throughout) runs without them from then
+on (unless autocast or a narrow weight shows before a forward pass), and ``grad_amax`` is the largest magnitude of the weights' gradients, one
 reduction per step (an inf or NaN among them marks the step bounded): what overflows there is
 FP32, at 2^128, far above any of its gradients. To judge a narrow format's overflow, record the
 loop in it (autocast). The recorder warns, once each, where the loop stores no narrow gradient
@@ -98,6 +98,7 @@ from . import _mixprec, _ranks
 
 from ._simulate import _COMPILED as _COMPILED_TEMPLATE
 from ._simulate import _PARTS, Simulate, _check_model, _is_grad_scaler, _policy, _under_compile
+from ._torch_round import amax
 
 __all__ = ["Recorder"]
 
@@ -176,8 +177,8 @@ class _BackwardAmax:
     tensor used more than once: what a leaf's ``.grad`` accumulates, or the input of a node
     that several nodes feed). Nodes that only move the values they receive (views, transposes,
     slices: ``_SAME_VALUES``) add nothing to the largest magnitude and are not hooked for what
-    they pass on. Each hook keeps, with the backward pass's id, the least and largest value
-    (NaN when one is NaN) of each such gradient. The values a node's formula forms inside it
+    they pass on. Each hook keeps, with the backward pass's id, the largest magnitude (inf or
+    NaN when one is) of each such gradient. The values a node's formula forms inside it
     are not gradients and are not counted; nor is the seed of a backward pass (the ones it
     starts from, not scaled). But when a node passes on an inf or NaN though every gradient it
     received is finite, the hook calls the node again on zero gradients: when an inf or NaN
@@ -187,7 +188,7 @@ class _BackwardAmax:
     on the host (on CUDA a synchronization per hooked node)."""
 
     def __init__(self) -> None:
-        self.seen: List[Tuple[int, float, float]] = []
+        self.seen: List[Tuple[int, float]] = []
         self.intermediate: List[Tuple[int, str]] = []
         self.ours: set = set()
         #: Per hooked node: the edges whose gradients count, the inputs that receive sums, and
@@ -270,17 +271,13 @@ class _BackwardAmax:
             self.intermediate.append((task, type(node).__name__))
 
     def _amax(self, task: int, t: torch.Tensor) -> bool:
-        """Keeps ``t``'s least and largest value; whether both are finite."""
+        """Keeps ``t``'s largest magnitude (inf or NaN where it holds one); whether it is
+        finite."""
         if not t.numel():
             return True
-        if t.element_size() == 1:
-            t = t.float()  # fp8 has no reductions of its own; widening it is exact
-        # One pass (a few times faster than abs().amax() on the CPU): the largest magnitude is
-        # the larger of |min| and |max|, formed in take.
-        lo, hi = torch.aminmax(t.detach())
-        lo, hi = float(lo), float(hi)
-        self.seen.append((task, lo, hi))
-        return math.isfinite(lo) and math.isfinite(hi)
+        m = amax(t)
+        self.seen.append((task, m))
+        return math.isfinite(m)
 
     def start(self) -> None:
         """Looks at every node created from now on (the start of a forward pass of the recorded
@@ -319,20 +316,18 @@ class _BackwardAmax:
         that overflowed inside (in the order seen, once each), how many backward passes there
         were, and where the first of them formed an inf or NaN (node type, module), if one
         did; then forgets them."""
-        seen = [(lo, hi) for task, lo, hi in self.seen if task in self.ours]
+        seen = [m for task, m in self.seen if task in self.ours]
         inside = list(dict.fromkeys(n for task, n in self.intermediate if task in self.ours))
         passes = len(self.ours)
         formed = next((self.formed[t] for t in sorted(self.formed) if t in self.ours), None)
         self.seen, self.intermediate, self.ours, self.formed = [], [], set(), {}
         if not seen:
             return None, False, False, inside, passes, formed
-        # A tensor's magnitudes are known where both its least and largest values are finite.
-        nonfinite = not all(math.isfinite(lo) and math.isfinite(hi) for lo, hi in seen)
-        amax = max(
-            (max(-lo, hi) for lo, hi in seen if math.isfinite(lo) and math.isfinite(hi)),
-            default=0.0,
-        )
-        return (amax if amax > 0 else None), nonfinite, True, inside, passes, formed
+        # A tensor's magnitudes are known where its largest is finite (no inf, no NaN).
+        finite = [m for m in seen if math.isfinite(m)]
+        largest = max(finite, default=0.0)
+        nonfinite = len(finite) < len(seen)
+        return (largest if largest > 0 else None), nonfinite, True, inside, passes, formed
 
 
 class _Callback:
@@ -409,6 +404,21 @@ def _narrow_input(node, k: int) -> Optional[torch.dtype]:
     if k < len(meta) and meta[k].dtype in _NARROW:
         return meta[k].dtype
     return None
+
+
+def _tensors(output: Any) -> List[torch.Tensor]:
+    """The tensors in a module's output (a tensor, or tuples, lists, dicts and Hugging Face
+    ``ModelOutput``s of them)."""
+    return [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+
+
+def _all_finite(t: torch.Tensor) -> Any:
+    """Whether every value of the non-empty float tensor ``t`` is finite: a bool on the CPU
+    (the binding's pass over its bits, mostly), else a 0-dim tensor on its device, read (a
+    synchronization) only when needed."""
+    if t.device.type == "cpu":
+        return math.isfinite(amax(t))
+    return torch.isfinite(t).all()
 
 
 def _first_formed(forward, backward, loss_finite: bool) -> Optional[Dict[str, Any]]:
@@ -1023,10 +1033,10 @@ class Recorder:
                 raise RuntimeError(_COMPILED)
             if not torch.is_grad_enabled():
                 return
-            roots = [t.grad_fn for t in tree_leaves(output)
-                     if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-            self._reaches(roots, self._narrow(output))
-            check("model", module, output)
+            leaves = _tensors(output)
+            roots = [t.grad_fn for t in leaves if t.grad_fn is not None]
+            self._reaches(roots, self._narrow(leaves))
+            check("model", module, leaves)
             if backward.compiled or any(type(n).__name__ == "CompiledFunctionBackward"
                                         for n in roots):
                 raise RuntimeError(_COMPILED)
@@ -1037,19 +1047,18 @@ class Recorder:
 
             return hook
 
-        def check(name, module, output):
-            # Whether each output is finite: a reduction each, read only when a step overflowed.
+        def check(name, module, leaves):
+            # Whether each output is finite: on the CPU the binding's one pass over its bits;
+            # elsewhere a reduction each, read only when a step overflowed.
             if torch.is_grad_enabled():
-                ts = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)
-                      and t.is_floating_point() and t.numel()]
-                if ts:
-                    finite = [torch.isfinite(t).all() for t in ts]
+                finite = [_all_finite(t) for t in leaves if t.is_floating_point() and t.numel()]
+                if finite:
                     self._forward_checks.append((name, type(module).__name__, finite))
 
         def leave(name):
             def hook(module, args, output):
                 backward.module = None
-                check(name, module, output)
+                check(name, module, _tensors(output))
 
             return hook
 
@@ -1110,11 +1119,10 @@ class Recorder:
         return p is not None and (torch.is_autocast_enabled(p.device.type)
                                   or any(q.dtype in _NARROW for q in self._param_layer))
 
-    def _narrow(self, output) -> bool:
-        """Whether the forward pass that gave ``output`` ran in a loop that stores tensors
-        narrower than FP32: autocast on for a device of its outputs, or an output or a weight
-        in a narrow dtype."""
-        leaves = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+    def _narrow(self, leaves: List[torch.Tensor]) -> bool:
+        """Whether the forward pass whose output tensors are ``leaves`` ran in a loop that
+        stores tensors narrower than FP32: autocast on for a device of its outputs, or an
+        output or a weight in a narrow dtype."""
         return (
             any(t.dtype in _NARROW for t in leaves)
             or any(torch.is_autocast_enabled(d) for d in {t.device.type for t in leaves})

@@ -43,6 +43,7 @@ import torch
 from . import _mixprec, _names
 from ._checks import check_module
 from ._products import Products, _layer_of
+from ._torch_round import amax as _amax
 from ._torch_round import quantize
 
 #: The classes a recipe stores, as the run directory's counts name them, and the recipe key of
@@ -274,6 +275,8 @@ class Simulate:
             )
         self.scaler = None if self.grad_scaler is not None else _mixprec.LossScaler(self._recipe_json)
         self._streams = 0
+        #: The recipe's rounding mode and overflow rule, as every rounding passes them.
+        self._rounding = (self.recipe["rounding"], self.recipe["overflow"])
         #: Per layer, its cast operands' values since this Simulate was made: stored,
         #: underflowed, overflowed or not finite (what the sensitivity of a layer reports).
         self._operand_counts: Dict[str, List[int]] = {}
@@ -349,9 +352,14 @@ class Simulate:
         8-bit formats, with the delayed scale of the storage point's ``tensor`` (a parameter's
         or operand's name; ``round(x * scale) * (1 / scale)`` in float32, as the training core
         computes it)."""
-        precision = self._precision(cls, layer)
+        # The hot path of every storage point (a hundred calls a step on a small transformer):
+        # each lookup here is paid per tensor.
+        precision = self._base if cls in _GLOBAL else self._kept.get(layer, self._base)
         fmt = precision.formats[cls]
-        if fmt is None or not x.is_floating_point() or x.numel() == 0:
+        if fmt is None or not x.is_floating_point():
+            return x
+        n = x.numel()
+        if n == 0:
             return x
         src = x.detach()
         if src.dtype != torch.float32:
@@ -376,7 +384,7 @@ class Simulate:
             src = src * scale
         src = src.contiguous()
         seed = self._stream()
-        rounding, overflow = self.recipe["rounding"], self.recipe["overflow"]
+        rounding, overflow = self._rounding
         if src.device.type == "cpu":
             # The binding's kernel straight into a new tensor (the checks of quantize cost more
             # than rounding a small tensor; these arguments are the recipe's, checked once).
@@ -386,10 +394,10 @@ class Simulate:
             y, counts = quantize(src, fmt, rounding, overflow, True, seed, return_counts=True)
         if scale is not None:
             y.mul_(float(np.float32(1.0) / np.float32(scale)))  # 1 / scale in float32
-        self._count(cls, x.numel(), counts)
+        self._count(cls, n, counts)
         if cls in _OPERANDS:
             c = self._operand_counts.setdefault(layer, [0, 0, 0])
-            c[0] += x.numel()
+            c[0] += n
             c[1] += counts["underflow"]
             c[2] += counts["overflow"] + counts["infinite"]
         if self.capture is not None and training:
@@ -401,7 +409,7 @@ class Simulate:
     def _round_(
         self, x: torch.Tensor, cls: str, layer: str, part: Optional[str] = None, tensor: str = ""
     ) -> None:
-        """Rounds the float32 tensor ``x`` into ``cls``'s format in place (as :meth:`_round`)."""
+        """Rounds the tensor ``x`` into ``cls``'s format in place (as :meth:`_round`)."""
         if self._format(cls, layer) is not None and x.numel():
             x.copy_(self._round(x, cls, layer, part, tensor))
 
@@ -417,7 +425,9 @@ class Simulate:
         return (self.seed * 0x9E3779B97F4A7C15 + self._streams) % 2**64
 
     def _count(self, cls: str, stored: int, counts: Dict[str, int]) -> None:
-        c = self._counts.setdefault(cls, [0, 0, 0, 0, 0])
+        c = self._counts.get(cls)
+        if c is None:
+            c = self._counts[cls] = [0, 0, 0, 0, 0]
         c[0] += stored
         c[1] += counts["underflow"]
         c[2] += counts["subnormal"]
@@ -543,14 +553,24 @@ class Simulate:
             coverage["kept"] = kept
         return coverage
 
+    def _stored(self, x: torch.Tensor, layer: str) -> torch.Tensor:
+        """The activation ``x`` as the recipe stores it at ``layer``: a tensor of its own (never
+        a view, so that the model may modify it in place: ``ReLU(inplace=True)``, ``out +=
+        identity``) holding ``x`` rounded, whose gradient passes to ``x`` unchanged. A clone
+        rounded in place under no_grad: autograd's own node passes the gradient on, where a
+        Python ``autograd.Function`` (as :class:`_Store`) costs a Python call in the forward and
+        another in the backward, per activation."""
+        y = x.clone()
+        with torch.no_grad():
+            self._round_(y, "activation", layer)
+        return y
+
     def _round_inputs(self, module, args, kwargs):
-        store = lambda a: self._round(a, "activation", "input")  # noqa: E731
-        return _map_tensors((args, kwargs), lambda a: _Store.apply(a, store, None))
+        return _map_tensors((args, kwargs), lambda a: self._stored(a, "input"))
 
     def _round_output(self, name: str):
         def hook(module, inputs, output):
-            store = lambda y: self._round(y, "activation", name)  # noqa: E731
-            return _map_tensors(output, lambda y: _Store.apply(y, store, None))
+            return _map_tensors(output, lambda y: self._stored(y, name))
 
         return hook
 
@@ -819,12 +839,6 @@ def _unscale(params: List[torch.Tensor], scale: float) -> bool:
         torch._amp_foreach_non_finite_check_and_unscale_(grads, flag, inv)
         found.append(flag)
     return bool(found) and bool(torch.cat([f.cpu() for f in found]).any())
-
-
-def _amax(x: torch.Tensor) -> float:
-    """The largest magnitude in ``x`` (NaN when it holds one). (``abs().amax()``: on the CPU
-    about 14x faster than ``linalg.vector_norm(x, inf)``.)"""
-    return float(x.abs().amax())
 
 
 def _format_info(name: str) -> Dict[str, Any]:

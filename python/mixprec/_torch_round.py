@@ -75,6 +75,29 @@ _ROUNDING = {
 }
 
 
+#: The binding's name for the bits of each dtype whose largest magnitude it reads.
+_AMAX_KINDS = {torch.float32: "float", torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+def amax(x: torch.Tensor) -> float:
+    """The largest magnitude in the non-empty tensor ``x``: infinity where one value is
+    infinite and none NaN, NaN where one is NaN. On the CPU, for float32, float16 and
+    bfloat16, one pass of the binding over the bits where they lie (``_mixprec.amax``: on 64K
+    float16 values a quarter of the time of torch's ``aminmax`` and its two reads, on float32
+    half that of ``abs().amax()``); elsewhere torch's ``abs().amax()`` (fp8 widened first,
+    exactly)."""
+    x = x.detach()
+    kind = _AMAX_KINDS.get(x.dtype)
+    # A plain dense CPU tensor only: a subclass (DTensor), a sparse or a nested tensor has no
+    # numpy view of its values.
+    if kind is None or x.device.type != "cpu" or type(x) is not torch.Tensor or x.is_sparse \
+            or x.is_nested:
+        if x.element_size() == 1:
+            x = x.float()  # fp8 has no reductions of its own
+        return float(x.abs().amax())
+    return _mixprec.amax((x if kind == "float" else x.view(torch.int16)).numpy(), kind)
+
+
 def _bits(x: float) -> int:
     """The float64 bit pattern of ``x``."""
     return struct.unpack("<q", struct.pack("<d", x))[0]

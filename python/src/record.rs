@@ -142,6 +142,50 @@ fn with_slice<T: Copy, R>(v: ArrayViewD<'_, T>, f: impl FnOnce(&[T]) -> R) -> R 
     }
 }
 
+/// The largest `key` of the elements of `v`, an array in any layout: a float's bit pattern
+/// with the sign bit masked off, which orders as its magnitude (infinity above every finite
+/// value, NaN above infinity). Where the elements fill one block of memory (the transpose of
+/// a contiguous tensor included: order does not matter), one pass over it, which LLVM
+/// vectorises (a plain fold: 0.06 ns a 16-bit value on a Xeon, where 32 hand-kept lanes ran
+/// scalar at 0.55 ns); else element by element.
+fn max_key<E: Copy, K: Copy + Ord + Default>(v: ArrayViewD<'_, E>, key: impl Fn(E) -> K) -> K {
+    let fold = |m: K, &x: &E| m.max(key(x));
+    match v.as_slice_memory_order() {
+        Some(xs) => xs.iter().fold(K::default(), fold),
+        None => v.iter().fold(K::default(), fold),
+    }
+}
+
+/// The largest magnitude among `values`, exact in f64: infinity where one is infinite and
+/// none NaN, NaN where one is NaN, 0 for none. `kind`: `"float"` for a float32 array, `"f16"`
+/// or `"bf16"` for an int16 array of such bit patterns (as `Capture.add` takes them). One pass
+/// over the bits, several times faster than torch's `aminmax` of a half-precision tensor on
+/// the CPU: the recorder's largest gradient (`grad_amax`) and `Simulate`'s.
+#[pyfunction]
+pub fn amax(py: Python<'_>, values: &Bound<'_, PyAny>, kind: &str) -> PyResult<f64> {
+    match kind {
+        "float" => {
+            let a = values.cast::<PyArrayDyn<f32>>()?.try_readonly()?;
+            let view = a.as_array();
+            let m = py.detach(|| max_key(view, |x: f32| x.to_bits() & 0x7fff_ffff));
+            Ok(f64::from(f32::from_bits(m)))
+        }
+        "f16" | "bf16" => {
+            let a = values.cast::<PyArrayDyn<i16>>()?.try_readonly()?;
+            let view = a.as_array();
+            let m = py.detach(|| max_key(view, |x: i16| x & 0x7fff)) as u16;
+            Ok(match kind {
+                "f16" => half::f16::from_bits(m).to_f64(),
+                _ => half::bf16::from_bits(m).to_f64(),
+            })
+        }
+        _ => Err(PyTypeError::new_err(format!(
+            "kind: expected 'float' (a float32 array), 'f16' or 'bf16' (an int16 array), got \
+             '{kind}'"
+        ))),
+    }
+}
+
 /// The sites of one capture step: log2 histograms (`CAPTURE_SUB_BINS_LOG2`, as `mixprec
 /// train`'s captures) of the values before rounding, and the counts of rounding them into the
 /// format, per (layer, tensor class, part), merged over the tensors added to each: the run

@@ -359,3 +359,46 @@ def test_cuda_rounds_the_bits_and_counts_of_the_cpu(fmt):
         want, wc = quantize(x, fmt, rounding, seed=9, return_counts=True)
         got, gc = quantize(x.cuda(), fmt, rounding, seed=9, return_counts=True)
         assert torch.equal(got.cpu().view(torch.int32), want.view(torch.int32)) and gc == wc
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_amax_is_torchs_largest_magnitude_in_any_layout(dtype):
+    """``amax`` (the binding's pass over the bits, which the Recorder's and Simulate's
+    grad_amax read) against torch's ``abs().amax()`` of the same tensor in float64: every
+    16-bit pattern, awkward lengths (a tail past the 32 lanes, the largest value last or
+    first), a transpose, a stride-0 broadcast and a strided slice, negative values, infinity
+    and NaN."""
+    from mixprec._torch_round import amax
+
+    def want(x):
+        return float(x.double().abs().amax())
+
+    g = torch.Generator().manual_seed(3)
+    cases = []
+    if dtype != torch.float32:
+        every = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
+        cases += [every, every[every.isfinite()], every[~every.isnan()]]
+    for n in (1, 31, 32, 33, 1023):
+        scale = 2.0 ** torch.randint(-20, 10, (n,), generator=g)
+        x = (torch.randn(n, generator=g) * scale).to(dtype)
+        cases += [x, -x.abs(), x.flip(0)]
+        y = x.clone()
+        y[-1] = -1e4  # the largest, negative, in the tail
+        cases.append(y)
+    m = (torch.randn(65, 70, generator=g) * 100).to(dtype)
+    cases += [m.t(), m[:, ::3], m[:1].expand(40, 70), torch.zeros(3, dtype=dtype),
+              torch.full((5,), -0.0, dtype=dtype)]
+    for c in cases:
+        got = amax(c)
+        finite = c.isfinite()
+        if finite.all():
+            assert got == want(c), (c.shape, got, want(c))
+        else:
+            assert not np.isfinite(got) and np.isnan(got) == bool(c.isnan().any())
+    for special, nan in ((float("inf"), False), (float("-inf"), False), (float("nan"), True)):
+        x = torch.ones(100, dtype=dtype)
+        x[40] = special
+        got = amax(x)
+        assert np.isnan(got) == nan and not np.isfinite(got)
+        x[41] = float("nan")
+        assert np.isnan(amax(x))
