@@ -160,31 +160,72 @@ fn widen<'a>(kind: Kind, bits: &[u16], out: &'a mut Vec<f32>) -> Values<'a> {
 }
 
 /// Visits a tensor of `info.len()` elements read from `reader` chunk by chunk, with `bytes` as the
-/// reusable read buffer.
+/// reusable read buffer. A tensor of more than one chunk is read on a thread of its own, a chunk
+/// ahead of the visits, so that reading (a copy out of the page cache, at least) and the visits'
+/// work overlap; the chunks are visited in order either way.
 ///
 /// # Errors
 /// What `reader` returns; `UnexpectedEof` if it ends before the last element.
 pub(crate) fn visit_stream(
-    reader: &mut dyn Read,
+    reader: &mut (dyn Read + Send),
     info: &TensorInfo,
     elem: Elem,
     decoder: &mut Decoder,
     bytes: &mut Vec<u8>,
     visit: &mut dyn FnMut(&TensorInfo, Values<'_>),
 ) -> std::io::Result<()> {
-    let mut left = info.len();
-    if left == 0 {
+    let len = info.len();
+    if len == 0 {
         visit(info, elem.empty());
         return Ok(());
     }
-    while left > 0 {
-        let n = left.min(CHUNK);
-        bytes.resize(n * elem.size(), 0);
+    let size = elem.size();
+    if len <= CHUNK {
+        bytes.resize(len * size, 0);
         reader.read_exact(bytes)?;
         visit(info, decoder.decode(elem, bytes));
-        left -= n;
+        return Ok(());
     }
-    Ok(())
+    // Two buffers go round: the reader fills one while the other is visited.
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<std::io::Result<Vec<u8>>>(1);
+    let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    for buffer in [std::mem::take(bytes), Vec::new()] {
+        // The receiver is alive: it is ours until the scope below.
+        let _ = empty_tx.send(buffer);
+    }
+    // Moved in, so that a visit that panics drops both channels' ends and the reader ends too.
+    std::thread::scope(move |s| {
+        s.spawn(move || {
+            let mut left = len;
+            // Ends when the visits stop taking buffers (an error, or every chunk read).
+            while let (true, Ok(mut buffer)) = (left > 0, empty_rx.recv()) {
+                let n = left.min(CHUNK);
+                buffer.resize(n * size, 0);
+                let read = reader.read_exact(&mut buffer).map(|()| buffer);
+                let failed = read.is_err();
+                if full_tx.send(read).is_err() || failed {
+                    return;
+                }
+                left -= n;
+            }
+        });
+        let mut left = len;
+        while left > 0 {
+            let buffer = full_rx
+                .recv()
+                .map_err(|_| std::io::Error::other("the reading thread stopped"))??;
+            visit(info, decoder.decode(elem, &buffer));
+            left -= buffer.len() / size;
+            if left == 0 {
+                *bytes = buffer;
+            } else {
+                let _ = empty_tx.send(buffer);
+            }
+        }
+        // Lets the reader's last recv end.
+        drop(empty_tx);
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -272,6 +313,43 @@ mod tests {
             let expect = f32::from_bits(u32::from(b) << 16);
             assert!(x.to_bits() == expect.to_bits() || (x.is_nan() && expect.is_nan()));
         }
+    }
+
+    /// A tensor of several chunks (read a chunk ahead on a thread): every value visited once,
+    /// in order; a reader that ends early gives `UnexpectedEof` after the whole chunks it had.
+    #[test]
+    fn stream_of_several_chunks_visits_in_order_and_reports_a_short_reader() {
+        let n = 2 * CHUNK + 5;
+        let info = TensorInfo {
+            name: "t".into(),
+            dtype: super::super::Dtype::F32,
+            shape: vec![n],
+            path: "t.npy".into(),
+        };
+        let data: Vec<u8> = (0..n as u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        // How many values a read visits, checking they come in order.
+        let read = |data: &[u8]| {
+            let mut next = 0f32;
+            let mut visit = |_: &TensorInfo, v: Values<'_>| {
+                let Values::F32(xs) = v else {
+                    panic!("f32 values")
+                };
+                for &x in xs {
+                    assert_eq!(x, next);
+                    next += 1.0;
+                }
+            };
+            let (mut decoder, mut bytes) = (Decoder::default(), Vec::new());
+            let elem = Elem::le(Kind::F32);
+            let done = visit_stream(&mut &data[..], &info, elem, &mut decoder, &mut bytes, &mut visit);
+            (done, next as usize)
+        };
+        let (done, seen) = read(&data);
+        assert!(done.is_ok());
+        assert_eq!(seen, n);
+        let (done, seen) = read(&data[..(CHUNK + 10) * 4]);
+        assert_eq!(done.unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+        assert_eq!(seen, CHUNK);
     }
 
     #[test]

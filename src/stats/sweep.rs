@@ -426,8 +426,8 @@ impl SweepAccumulator {
         (self.format.man_bits(), self.t_a, self.t_b)
     }
 
-    /// [`SweepAccumulator::par_add_parts`] into the exact cells: pieces of [`exact::PASS`]
-    /// values in parallel, each added to the cells as it ends (integers: in any order), and the
+    /// [`SweepAccumulator::par_add_parts`] into the exact cells: pieces of up to
+    /// [`exact::PASS`] values in parallel, each added to the cells as it ends (integers: in any order), and the
     /// pieces' counts and histogram parts handed to `then` in slice order.
     fn par_add_cells(
         &mut self,
@@ -438,8 +438,15 @@ impl SweepAccumulator {
     ) {
         let exact = Mutex::new(std::mem::take(&mut self.exact));
         let flags = self.flags();
+        // A piece per thread at least (whole histogram chunks, at most a pass): the sums are
+        // integers, the same however the values are cut.
+        let piece = xs
+            .len()
+            .div_ceil(rayon::current_num_threads())
+            .next_multiple_of(crate::stats::CHUNK)
+            .min(exact::PASS);
         let parts: Vec<Partial> = xs
-            .par_chunks(exact::PASS)
+            .par_chunks(piece)
             .map(|piece| exact::pass(isa, piece, flags, hist_s, &exact))
             .collect();
         self.exact = exact.into_inner().unwrap_or_else(PoisonError::into_inner);
