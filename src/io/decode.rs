@@ -326,7 +326,9 @@ mod tests {
             shape: vec![n],
             path: "t.npy".into(),
         };
-        let data: Vec<u8> = (0..n as u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let data: Vec<u8> = (0..n as u32)
+            .flat_map(|i| (i as f32).to_le_bytes())
+            .collect();
         // How many values a read visits, checking they come in order.
         let read = |data: &[u8]| {
             let mut next = 0f32;
@@ -341,7 +343,14 @@ mod tests {
             };
             let (mut decoder, mut bytes) = (Decoder::default(), Vec::new());
             let elem = Elem::le(Kind::F32);
-            let done = visit_stream(&mut &data[..], &info, elem, &mut decoder, &mut bytes, &mut visit);
+            let done = visit_stream(
+                &mut &data[..],
+                &info,
+                elem,
+                &mut decoder,
+                &mut bytes,
+                &mut visit,
+            );
             (done, next as usize)
         };
         let (done, seen) = read(&data);

@@ -181,8 +181,11 @@ impl Weights {
                 .collect()
         };
         let slots = w + 2;
-        let (mut square, mut plus, mut minus) =
-            (vec![0; slots * ONE], vec![0; slots * ONE], vec![0; slots * ONE]);
+        let (mut square, mut plus, mut minus) = (
+            vec![0; slots * ONE],
+            vec![0; slots * ONE],
+            vec![0; slots * ONE],
+        );
         let mut class = vec![0; ONE];
         for t in 0..ONE {
             class[t] = u8::from(t as u64 >= ta) << 1 | u8::from(t as u64 >= xb) << 2;
@@ -287,7 +290,12 @@ fn pass_any(
     sums.cover(lo, hi, weights.w + 3);
     let hs = hist_s.unwrap_or(0);
     let mut bins = vec![0; if hist_s.is_some() { rows << hs } else { 0 }];
-    for (r, packed) in scratch.packed.chunks_exact_mut(CELLS * 2).take(rows).enumerate() {
+    for (r, packed) in scratch
+        .packed
+        .chunks_exact_mut(CELLS * 2)
+        .take(rows)
+        .enumerate()
+    {
         let row_bins = bins.get_mut(r << hs..(r + 1) << hs);
         reduce(packed, &weights, &mut sums, r, row_bins, hs);
     }
@@ -358,14 +366,21 @@ fn reduce(
         }
     }
     let dot = |a: &[u32], x: &[u32]| -> u64 {
-        a.iter().zip(x).map(|(&a, &x)| u64::from(a) * u64::from(x)).sum()
+        a.iter()
+            .zip(x)
+            .map(|(&a, &x)| u64::from(a) * u64::from(x))
+            .sum()
     };
     // sum e^2 over the cells in `range` (of the level's sums at `at`) for slot k.
     let sum = |k: usize, range: std::ops::Range<usize>, at: usize| -> i128 {
         let weights = k * ONE + range.start..k * ONE + range.end;
-        let (nn, ss) = (&n[at + range.start..at + range.end], &s1[at + range.start..at + range.end]);
+        let (nn, ss) = (
+            &n[at + range.start..at + range.end],
+            &s1[at + range.start..at + range.end],
+        );
         let square = dot(&w.square[weights.clone()], nn);
-        let linear = i128::from(dot(&w.plus[weights.clone()], ss)) - i128::from(dot(&w.minus[weights], ss));
+        let linear =
+            i128::from(dot(&w.plus[weights.clone()], ss)) - i128::from(dot(&w.minus[weights], ss));
         (i128::from(square) << 24) + (linear << 13)
     };
     let slots = w.w + 3;
@@ -387,14 +402,14 @@ fn reduce(
     }
     // The special cells (R == 0: only their a^2).
     for (&k, (_, b, a)) in special.iter().zip(&w.special) {
-        let add = |a: i64| i128::from(k) * i128::from(a * a) << 24;
+        let add = |a: i64| (i128::from(k) * i128::from(a * a)) << 24;
         for (j, &a) in a[..w.w].iter().enumerate() {
             out[j] += add(a);
         }
         out[w.w + usize::from(*b)] += add(a[w.w]);
     }
     // f^2 of the values at flag b's threshold with R == 0 (f == 1 is not in the sum).
-    out[w.w + 2] += i128::from(special[1]) * i128::from(w.special[1].2[w.w + 1].pow(2)) << 24;
+    out[w.w + 2] += (i128::from(special[1]) * i128::from(w.special[1].2[w.w + 1].pow(2))) << 24;
 }
 
 /// Adds each value's `(1, R, R^2)` to its cell of the packed table (exponents from `lo`,

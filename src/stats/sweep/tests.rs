@@ -685,7 +685,11 @@ fn sums_are_the_same_bits_on_any_thread_count_and_within_1e_12_of_exact_sums() {
         let close = |got: f64, exact: u128, what: &str| {
             let exact = exact as f64 * 2f64.powi(-46);
             if terms == Terms::Auto {
-                assert_eq!(got.to_bits(), exact.to_bits(), "{format} {what}: {got:e} vs {exact:e}");
+                assert_eq!(
+                    got.to_bits(),
+                    exact.to_bits(),
+                    "{format} {what}: {got:e} vs {exact:e}"
+                );
             }
             assert!(
                 (got - exact).abs() <= 1e-12 * exact,
