@@ -438,13 +438,13 @@ impl SweepAccumulator {
     ) {
         let exact = Mutex::new(std::mem::take(&mut self.exact));
         let flags = self.flags();
-        // A piece per thread at least (whole histogram chunks, at most a pass): the sums are
+        // A piece per thread at least (whole histogram chunks, one at least, at most a pass): the sums are
         // integers, the same however the values are cut.
         let piece = xs
             .len()
             .div_ceil(rayon::current_num_threads())
             .next_multiple_of(crate::stats::CHUNK)
-            .min(exact::PASS);
+            .clamp(crate::stats::CHUNK, exact::PASS);
         let parts: Vec<Partial> = xs
             .par_chunks(piece)
             .map(|piece| exact::pass(isa, piece, flags, hist_s, &exact))
