@@ -10,16 +10,17 @@
 //! `d` when `p <= MAX_P`) the part of `G` below `2^d` is `L + R`, `L` fixed by `T`, and
 //! `R < 2^LOW <= 2^(d-1)` moves it past the midpoint `2^(d-1)` only when `L` is at the
 //! midpoint, where rounding either way gives the same `e^2`. So within one cell `(E, T)`,
-//! `e = A + R` with `A` fixed by `T` and `d`, and `sum e^2 = 2^24 * sum a^2 + 2^13 * a * sum R +
-//! sum R^2` (with `A = 2^12 a`). The flags of the counts are thresholds on `T` too, except two
+//! `e = A + R` with `A = 2^12 a` fixed by `T` and `d`, and over the cell's `n` values
+//! `sum e^2 = 2^24 n a^2 + 2^13 a sum R + sum R^2`. The flags of the counts are thresholds on `T` too, except two
 //! that also ask whether `R` is zero (`f == 1`, and `T` at the threshold of flag `b` when that
 //! tie rounds down): those values have cells of their own.
 //!
 //! So per value a pass adds `(1, R, R^2)` to its cell in a packed table (two u64 a cell:
 //! `count << 32 | sum R` and `sum R^2`, which cannot overflow in a pass of [`PASS`] values),
 //! then forms each exponent's sums from the cells as dot products with weights that depend
-//! on the format alone (u64 products and sums, exact), into i128 totals: integers that add
-//! exactly in any order. [`Exact::rows`] rounds each total once to f64: the same bits whatever
+//! on the format alone (u64 products and sums, exact; a slot whose `a` depends on `T mod 2^m`
+//! alone over the `2^m` sums of the cells folded to that period), into i128 totals: integers
+//! that add exactly in any order. [`Exact::rows_f64`] rounds each total once to f64: the same bits whatever
 //! the order, thread count and build, within `2^-53` relative of the exact sums.
 
 use std::cell::RefCell;
