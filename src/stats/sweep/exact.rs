@@ -43,6 +43,13 @@ const ONE: usize = 1 << TOP;
 const AT_B: usize = ONE + 1;
 /// Cells per exponent (the two above, padded to whole vectors).
 const CELLS: usize = ONE + 8;
+/// Below this many values per exponent a pass adds each value's errors to its exponent's sums
+/// directly ([`direct`]) rather than through the cells, whose reduction costs a pass over
+/// every exponent's 2,048 cells: the same integers either way.
+pub(super) const DIRECT_PER_ROW: usize = 128;
+/// The most occupied cells of a row that [`reduce`] sums one by one (fewer products than
+/// folding all 2,048).
+const SPARSE: usize = 256;
 /// Values per pass (a whole number of the histogram's chunks): a count fits 32 bits, `sum R <
 /// 2^20 * 2^12` fits 32 bits and `sum R^2 < 2^20 * 2^24` fits 64.
 pub(super) const PASS: usize = 1 << 20;
@@ -150,6 +157,9 @@ struct Weights {
     /// The cells [`ONE`] and [`AT_B`]: flags, whether flag `b` is set, and `a` per slot
     /// (`gg` for `f^2`, none when `f == 1`).
     special: [(u8, bool, Vec<i64>); 2],
+    /// Every cell's `a` per slot, cell by cell (the special cells' after the others'), for
+    /// [`direct`].
+    by_cell: Vec<i32>,
 }
 
 impl Weights {
@@ -207,6 +217,11 @@ impl Weights {
             period,
             class,
             xb: xb as usize,
+            by_cell: (0..ONE as u64)
+                .chain([0, xb])
+                .flat_map(a_of)
+                .map(|a| a as i32)
+                .collect(),
             special: [
                 (1 | u8::from(one_b) << 2, one_b, a_of(0)),
                 (at_b_class, rest == 0, a_of(xb)),
@@ -281,26 +296,37 @@ fn pass_any(
         Some(w) if w.of == (p, t_b) => w,
         _ => Weights::new(p, t_a, t_b),
     };
-    // A spare row after the last, for zeros and nonfinite values.
-    let need = (rows + 1) * CELLS * 2;
-    if scratch.packed.len() < need {
-        scratch.packed.resize(need, 0);
-    }
-    fill(xs, lo, rows as u32, weights.xb as u32, &mut scratch.packed);
     let mut sums = Exact::default();
     sums.cover(lo, hi, weights.w + 3);
     let hs = hist_s.unwrap_or(0);
     let mut bins = vec![0; if hist_s.is_some() { rows << hs } else { 0 }];
-    for (r, packed) in scratch
-        .packed
-        .chunks_exact_mut(CELLS * 2)
-        .take(rows)
-        .enumerate()
-    {
-        let row_bins = bins.get_mut(r << hs..(r + 1) << hs);
-        reduce(packed, &weights, &mut sums, r, row_bins, hs);
+    if xs.len() < DIRECT_PER_ROW * rows {
+        direct(
+            xs,
+            lo,
+            &weights,
+            &mut sums,
+            hist_s.map(|_| &mut bins[..]),
+            hs,
+        );
+    } else {
+        // A spare row after the last, for zeros and nonfinite values.
+        let need = (rows + 1) * CELLS * 2;
+        if scratch.packed.len() < need {
+            scratch.packed.resize(need, 0);
+        }
+        fill(xs, lo, rows as u32, weights.xb as u32, &mut scratch.packed);
+        for (r, packed) in scratch
+            .packed
+            .chunks_exact_mut(CELLS * 2)
+            .take(rows)
+            .enumerate()
+        {
+            let row_bins = bins.get_mut(r << hs..(r + 1) << hs);
+            reduce(packed, &weights, &mut sums, r, row_bins, hs);
+        }
+        scratch.packed[rows * CELLS * 2..need].fill(0);
     }
-    scratch.packed[rows * CELLS * 2..need].fill(0);
     scratch.weights = Some(weights);
     SCRATCH.set(scratch);
     exact
@@ -331,8 +357,10 @@ fn reduce(
     let (mut n, mut s1) = ([0u32; 2 * ONE], [0u32; 2 * ONE]);
     let mut s2 = [0u64; 2];
     let mut special = [0u64; 2];
+    let mut occupied = 0;
     for (t, c) in packed.chunks_exact_mut(2).enumerate() {
         if t < ONE {
+            occupied += usize::from(c[0] != 0);
             n[ONE + t] = (c[0] >> 32) as u32;
             s1[ONE + t] = c[0] as u32;
             s2[usize::from(t >= w.xb)] += c[1];
@@ -360,10 +388,15 @@ fn reduce(
         bins[0] += special[0];
         bins[w.xb >> (TOP - hs)] += special[1];
     }
-    for m in (0..TOP as usize).rev() {
-        for u in 0..1 << m {
-            n[(1 << m) + u] = n[(2 << m) + u] + n[(2 << m) + (1 << m) + u];
-            s1[(1 << m) + u] = s1[(2 << m) + u] + s1[(2 << m) + (1 << m) + u];
+    // A row with few occupied cells sums them one by one; a fuller one folds first.
+    let sparse: Option<Vec<usize>> =
+        (occupied <= SPARSE).then(|| (0..ONE).filter(|&t| cells[t] != 0).collect());
+    if sparse.is_none() {
+        for m in (0..TOP as usize).rev() {
+            for u in 0..1 << m {
+                n[(1 << m) + u] = n[(2 << m) + u] + n[(2 << m) + (1 << m) + u];
+                s1[(1 << m) + u] = s1[(2 << m) + u] + s1[(2 << m) + (1 << m) + u];
+            }
         }
     }
     let dot = |a: &[u32], x: &[u32]| -> u64 {
@@ -372,29 +405,48 @@ fn reduce(
             .map(|(&a, &x)| u64::from(a) * u64::from(x))
             .sum()
     };
-    // sum e^2 over the cells in `range` (of the level's sums at `at`) for slot k.
-    let sum = |k: usize, range: std::ops::Range<usize>, at: usize| -> i128 {
-        let weights = k * ONE + range.start..k * ONE + range.end;
-        let (nn, ss) = (
-            &n[at + range.start..at + range.end],
-            &s1[at + range.start..at + range.end],
-        );
-        let square = dot(&w.square[weights.clone()], nn);
-        let linear =
-            i128::from(dot(&w.plus[weights.clone()], ss)) - i128::from(dot(&w.minus[weights], ss));
+    // sum e^2 over the cells T >= from for slot k, but sum R^2 (of the module docs).
+    let sum = |k: usize, from: usize| -> i128 {
+        let (square, linear) = match &sparse {
+            Some(ts) => ts
+                .iter()
+                .filter(|&&t| t >= from)
+                .fold((0, 0), |(sq, li), &t| {
+                    let (i, x) = (k * ONE + t, ONE + t);
+                    let square = u64::from(w.square[i]) * u64::from(n[x]);
+                    let linear =
+                        (i128::from(w.plus[i]) - i128::from(w.minus[i])) * i128::from(s1[x]);
+                    (sq + square, li + linear)
+                }),
+            None => {
+                // From 0, over the sums folded to the slot's period; else over the cells.
+                let (at, range) = match from {
+                    0 => (1 << w.period[k], 0..1 << w.period[k]),
+                    _ => (ONE, from..ONE),
+                };
+                let weights = k * ONE + range.start..k * ONE + range.end;
+                let (nn, ss) = (
+                    &n[at + range.start..at + range.end],
+                    &s1[at + range.start..at + range.end],
+                );
+                let square = dot(&w.square[weights.clone()], nn);
+                let linear = i128::from(dot(&w.plus[weights.clone()], ss))
+                    - i128::from(dot(&w.minus[weights], ss));
+                (square, linear)
+            }
+        };
         (i128::from(square) << 24) + (linear << 13)
     };
     let slots = w.w + 3;
     let out = &mut sums.sums[r * slots..(r + 1) * slots];
     let whole = i128::from(s2[0] + s2[1]);
-    for (k, &m) in w.period.iter().enumerate() {
-        let level = 1 << m;
-        let total = sum(k, 0..level, level);
+    for k in 0..w.period.len() {
+        let total = sum(k, 0);
         if k < w.w {
             out[k] += total + whole;
         } else if k == w.w {
-            // The normal range by flag b: the cells from xb on, unfolded.
-            let b = sum(k, w.xb..ONE, ONE);
+            // The normal range by flag b: the cells from xb on.
+            let b = sum(k, w.xb);
             out[k] += total - b + i128::from(s2[0]);
             out[k + 1] += b + i128::from(s2[1]);
         } else {
@@ -411,6 +463,59 @@ fn reduce(
     }
     // f^2 of the values at flag b's threshold with R == 0 (f == 1 is not in the sum).
     out[w.w + 2] += (i128::from(special[1]) * i128::from(w.special[1].2[w.w + 1].pow(2))) << 24;
+}
+
+/// [`fill`] and [`reduce`] value by value, for a pass with few values per exponent: each
+/// value's cell, then its `e^2` per slot (`e = 2^12 a + R`, `a` the cell's weight) and its
+/// `G^2` added to its exponent's sums, its counts and histogram bin.
+#[inline(always)]
+fn direct(
+    xs: &[f32],
+    lo: i32,
+    w: &Weights,
+    sums: &mut Exact,
+    mut bins: Option<&mut [u64]>,
+    hs: u32,
+) {
+    let slots = w.w + 3;
+    for &x in xs {
+        let a = x.to_bits() & 0x7fff_ffff;
+        // Zero and the nonfinite patterns wrap to the top.
+        if a.wrapping_sub(1) >= 0x7f7f_ffff {
+            continue;
+        }
+        let (e, frac) = split(f64::from(f32::from_bits(a)).to_bits());
+        // A normalised f32 subnormal has no fraction bits below bit 29 either.
+        let frac = (frac >> 29) as u32;
+        let r = (e - lo) as usize;
+        let low = i64::from(frac & ((1 << LOW) - 1));
+        let t = cell(frac, w.xb as u32) as usize;
+        // The cell's flags, whether it has flag b, its T, and its weight a per slot.
+        let (class, b, tt) = match t {
+            ONE | AT_B => {
+                let (class, b, _) = &w.special[t - ONE];
+                (*class, *b, if t == ONE { 0 } else { w.xb })
+            }
+            _ => (w.class[t], t >= w.xb, t),
+        };
+        let a = &w.by_cell[t * (slots - 1)..(t + 1) * (slots - 1)];
+        sums.counts[r][usize::from(class)] += 1;
+        if let Some(bins) = bins.as_deref_mut() {
+            bins[r << hs | tt >> (TOP - hs)] += 1;
+        }
+        let out = &mut sums.sums[r * slots..(r + 1) * slots];
+        let square = |a: i32| {
+            let e = (i64::from(a) << LOW) + low;
+            i128::from(e * e)
+        };
+        for (o, &a) in out[..w.w].iter_mut().zip(a) {
+            *o += square(a);
+        }
+        out[w.w + usize::from(b)] += square(a[w.w]);
+        if t != ONE {
+            out[w.w + 2] += square(a[w.w + 1]);
+        }
+    }
 }
 
 /// Adds each value's `(1, R, R^2)` to its cell of the packed table (exponents from `lo`,

@@ -639,6 +639,38 @@ fn exact_rows(acc: &SweepAccumulator, xs: &[f32]) -> std::collections::BTreeMap<
     rows
 }
 
+/// A pass with few values per exponent adds each value's errors directly, not through the
+/// cells: the same integers, so the same bits as the exact sums rounded once, and the counts.
+#[test]
+fn few_values_per_exponent_give_the_exact_sums_too() {
+    let mut rng = Rng(46);
+    let mut xs = awkward_f32(47, 3000);
+    xs.extend((0..500).map(|_| 2f64.powf(rng.uniform() * 60.0 - 40.0) as f32));
+    for format in [FP16, BF16, FP8_E4M3, FP8_E5M2] {
+        let mut acc = SweepAccumulator::new(format);
+        acc.add(&xs, Isa::Baseline, Terms::Auto);
+        let rows = acc.rows();
+        let p = format.man_bits() as usize;
+        let exact = exact_rows(&acc, &xs);
+        assert!(exact.len() * exact::DIRECT_PER_ROW > xs.len(), "{format}: the direct path");
+        let bits = |x: u128| (x as f64 * 2f64.powi(-46)).to_bits();
+        for (&e, sums) in &exact {
+            let r = (e - rows.lo) as usize;
+            let got: Vec<u64> = rows.window[r * (p + 1)..(r + 1) * (p + 1)]
+                .iter()
+                .chain(&rows.normal_err[r])
+                .chain(&rows.sq[r][..1])
+                .map(|x| x.to_bits())
+                .collect();
+            let want: Vec<u64> = sums.iter().map(|&x| bits(x)).collect();
+            assert_eq!(got, want, "{format} E={e}");
+        }
+        let mut slow = SweepAccumulator::new(format);
+        slow.add(&xs, Isa::Baseline, Terms::Generic);
+        assert_eq!(acc.rows().counts, slow.rows().counts, "{format}");
+    }
+}
+
 /// The sums' order (issue 44): the same bits on 1, 2 and 3 threads and from every build, and
 /// every per-row sum the exact sums rounded once (the f32 cells of formats of up to 10
 /// mantissa bits) or within `1e-12` relative of them (the f64 terms in their fixed order: lanes,
