@@ -652,7 +652,10 @@ fn few_values_per_exponent_give_the_exact_sums_too() {
         let rows = acc.rows();
         let p = format.man_bits() as usize;
         let exact = exact_rows(&acc, &xs);
-        assert!(exact.len() * exact::DIRECT_PER_ROW > xs.len(), "{format}: the direct path");
+        assert!(
+            exact.len() * exact::DIRECT_PER_ROW > xs.len(),
+            "{format}: the direct path"
+        );
         let bits = |x: u128| (x as f64 * 2f64.powi(-46)).to_bits();
         for (&e, sums) in &exact {
             let r = (e - rows.lo) as usize;
