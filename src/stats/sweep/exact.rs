@@ -154,15 +154,20 @@ struct Weights {
     class: Vec<u8>,
     /// `T` of flag `b`'s threshold: cells from `xb` on have flag `b`.
     xb: usize,
-    /// The cells [`ONE`] and [`AT_B`]: flags, whether flag `b` is set, and `a` per slot
-    /// (`gg` for `f^2`, none when `f == 1`).
-    special: [(u8, bool, Vec<i64>); 2],
-    /// Every cell's `a` per slot, cell by cell (the special cells' after the others'), for
-    /// [`direct`].
+    /// The cells [`ONE`] and [`AT_B`]: flags, and whether flag `b` is set.
+    special: [(u8, bool); 2],
+    /// Every cell's `a` per slot (`gg` for `f^2`), cell by cell, the special cells' after the
+    /// others': for [`direct`] and the special cells.
     by_cell: Vec<i32>,
 }
 
 impl Weights {
+    /// Cell `t`'s `a` per slot (the windows, the normal range, `gg`).
+    fn cell_weights(&self, t: usize) -> &[i32] {
+        let n = self.w + 2;
+        &self.by_cell[t * n..(t + 1) * n]
+    }
+
     /// The weights for `p` mantissa bits and flags `frac >= t_a`, `frac >= t_b` (52-bit
     /// fractions).
     fn new(p: u32, t_a: u64, t_b: u64) -> Weights {
@@ -222,10 +227,7 @@ impl Weights {
                 .flat_map(a_of)
                 .map(|a| a as i32)
                 .collect(),
-            special: [
-                (1 | u8::from(one_b) << 2, one_b, a_of(0)),
-                (at_b_class, rest == 0, a_of(xb)),
-            ],
+            special: [(1 | u8::from(one_b) << 2, one_b), (at_b_class, rest == 0)],
         }
     }
 }
@@ -378,7 +380,7 @@ fn reduce(
     for (&k, &c) in cells.iter().zip(&w.class) {
         counts[usize::from(c)] += u64::from(k);
     }
-    for (&k, (c, _, _)) in special.iter().zip(&w.special) {
+    for (&k, (c, _)) in special.iter().zip(&w.special) {
         counts[usize::from(*c)] += k;
     }
     if let Some(bins) = bins {
@@ -454,15 +456,18 @@ fn reduce(
         }
     }
     // The special cells (R == 0: only their a^2).
-    for (&k, (_, b, a)) in special.iter().zip(&w.special) {
-        let add = |a: i64| (i128::from(k) * i128::from(a * a)) << 24;
-        for (j, &a) in a[..w.w].iter().enumerate() {
-            out[j] += add(a);
+    for (i, (&k, (_, b))) in special.iter().zip(&w.special).enumerate() {
+        let a = w.cell_weights(ONE + i);
+        let add = |a: i32| (i128::from(k) * i128::from(i64::from(a).pow(2))) << 24;
+        for (o, &a) in out[..w.w].iter_mut().zip(a) {
+            *o += add(a);
         }
         out[w.w + usize::from(*b)] += add(a[w.w]);
+        // f^2 (f == 1, cell ONE, is not in the sum).
+        if ONE + i == AT_B {
+            out[w.w + 2] += add(a[w.w + 1]);
+        }
     }
-    // f^2 of the values at flag b's threshold with R == 0 (f == 1 is not in the sum).
-    out[w.w + 2] += (i128::from(special[1]) * i128::from(w.special[1].2[w.w + 1].pow(2))) << 24;
 }
 
 /// [`fill`] and [`reduce`] value by value, for a pass with few values per exponent: each
@@ -493,12 +498,12 @@ fn direct(
         // The cell's flags, whether it has flag b, its T, and its weight a per slot.
         let (class, b, tt) = match t {
             ONE | AT_B => {
-                let (class, b, _) = &w.special[t - ONE];
+                let (class, b) = &w.special[t - ONE];
                 (*class, *b, if t == ONE { 0 } else { w.xb })
             }
             _ => (w.class[t], t >= w.xb, t),
         };
-        let a = &w.by_cell[t * (slots - 1)..(t + 1) * (slots - 1)];
+        let a = w.cell_weights(t);
         sums.counts[r][usize::from(class)] += 1;
         if let Some(bins) = bins.as_deref_mut() {
             bins[r << hs | tt >> (TOP - hs)] += 1;
