@@ -85,34 +85,62 @@ pub trait Real:
     fn finite_amax(xs: &[Self]) -> (f64, bool);
 }
 
-/// [`Real::finite_amax`] over bit patterns: `abs(x)` is `bits(x) & magnitude`, finite when below
-/// `inf` (the pattern of infinity).
-#[inline(always)]
-fn finite_amax_bits<T: Copy + Sync, U: Copy + Sync + Send + Ord + Default + BitAnd<Output = U>>(
+/// [`Real::finite_amax`] from each block's largest finite magnitude and whether the block is
+/// all finite (`block`): on rayon's threads for long slices, the blocks' maxima combined by
+/// `max` (the result does not depend on how the slice is cut).
+fn finite_amax_by<T: Sync, U: Copy + Send + Default>(
     xs: &[T],
-    bits: impl Fn(T) -> U + Copy + Sync,
+    block: impl Fn(&[T]) -> (U, bool) + Sync,
+    max: impl Fn(U, U) -> U + Sync + Send,
+) -> (U, bool) {
+    if xs.len() < 2 * PAR_CHUNK || rayon::current_num_threads() == 1 {
+        return block(xs);
+    }
+    use rayon::prelude::*;
+    xs.par_chunks(PAR_CHUNK)
+        .map(&block)
+        .reduce(|| (U::default(), true), |a, b| (max(a.0, b.0), a.1 && b.1))
+}
+
+/// The largest finite magnitude of `xs` and the largest magnitude, as bit patterns: `abs(x)` is
+/// `bits(x) & magnitude`, finite when below `inf` (the pattern of infinity; NaN's are above).
+fn amax_bits<T: Copy, U: Copy + Ord + Default + BitAnd<Output = U>>(
+    xs: &[T],
+    bits: impl Fn(T) -> U,
     magnitude: U,
     inf: U,
-) -> (U, bool) {
-    let block = |block: &[T]| {
-        block
-            .iter()
-            .fold((U::default(), U::default()), |(m, worst), &x| {
-                let a = bits(x) & magnitude;
-                let finite = if a < inf { a } else { U::default() };
-                (m.max(finite), worst.max(a))
-            })
-    };
-    let (m, worst) = if xs.len() < 2 * PAR_CHUNK || rayon::current_num_threads() == 1 {
-        block(xs)
-    } else {
-        use rayon::prelude::*;
-        xs.par_chunks(PAR_CHUNK).map(block).reduce(
-            || (U::default(), U::default()),
-            |a, b| (a.0.max(b.0), a.1.max(b.1)),
-        )
-    };
-    (m, worst < inf)
+) -> (U, U) {
+    xs.iter().fold((U::default(), U::default()), |(m, worst), &x| {
+        let a = bits(x) & magnitude;
+        let finite = if a < inf { a } else { U::default() };
+        (m.max(finite), worst.max(a))
+    })
+}
+
+crate::isa::isa_dispatch! {
+    /// The largest finite magnitude of f32 values `xs` and whether every one is finite, through
+    /// the `isa` build: float compares and selects in 16 lanes (NaN fails both tests).
+    fn amax_f32_with<>(xs: &[f32]) -> (f32, bool) = |_isa| {
+        const LANES: usize = 16;
+        let (mut m, mut bad) = ([0f32; LANES], [false; LANES]);
+        let chunks = xs.chunks_exact(LANES);
+        let tail = chunks.remainder();
+        for c in chunks {
+            for i in 0..LANES {
+                let a = c[i].abs();
+                let finite = a < f32::INFINITY;
+                m[i] = if finite && a > m[i] { a } else { m[i] };
+                bad[i] |= !finite;
+            }
+        }
+        for (i, &x) in tail.iter().enumerate() {
+            let a = x.abs();
+            let finite = a < f32::INFINITY;
+            m[i] = if finite && a > m[i] { a } else { m[i] };
+            bad[i] |= !finite;
+        }
+        (m.into_iter().fold(0f32, f32::max), !bad.contains(&true))
+    }
 }
 
 /// Whether no value of `xs` has all the bits of `exponent` set in its pattern `bits(x)` (inf or
@@ -206,35 +234,8 @@ impl_real! {
     }
 
     fn finite_amax(xs: &[Self]) -> (f64, bool) {
-        // Eight lanes of float compares and selects (which vectorise); NaN fails both tests.
-        let block = |block: &[f32]| {
-            let (mut m, mut bad) = ([0f32; 8], [false; 8]);
-            let chunks = block.chunks_exact(8);
-            let tail = chunks.remainder();
-            for c in chunks {
-                for i in 0..8 {
-                    let a = c[i].abs();
-                    let finite = a < f32::INFINITY;
-                    m[i] = if finite && a > m[i] { a } else { m[i] };
-                    bad[i] |= !finite;
-                }
-            }
-            for (i, &x) in tail.iter().enumerate() {
-                let a = x.abs();
-                let finite = a < f32::INFINITY;
-                m[i] = if finite && a > m[i] { a } else { m[i] };
-                bad[i] |= !finite;
-            }
-            (m.into_iter().fold(0f32, f32::max), !bad.contains(&true))
-        };
-        let (m, finite) = if xs.len() < 2 * PAR_CHUNK || rayon::current_num_threads() == 1 {
-            block(xs)
-        } else {
-            use rayon::prelude::*;
-            xs.par_chunks(PAR_CHUNK)
-                .map(block)
-                .reduce(|| (0.0, true), |a, b| (a.0.max(b.0), a.1 && b.1))
-        };
+        let isa = crate::isa::Isa::best();
+        let (m, finite) = finite_amax_by(xs, |block| amax_f32_with(isa, block), f32::max);
         (f64::from(m), finite)
     }
 }
@@ -261,12 +262,12 @@ impl_real! {
     }
 
     fn finite_amax(xs: &[Self]) -> (f64, bool) {
-        let (m, finite) = finite_amax_bits(
-            xs,
-            f64::to_bits,
-            0x7fff_ffff_ffff_ffff,
-            0x7ff0_0000_0000_0000,
-        );
+        const INF: u64 = 0x7ff0_0000_0000_0000;
+        let block = |block: &[f64]| {
+            let (m, worst) = amax_bits(block, f64::to_bits, 0x7fff_ffff_ffff_ffff, INF);
+            (m, worst < INF)
+        };
+        let (m, finite) = finite_amax_by(xs, block, u64::max);
         (f64::from_bits(m), finite)
     }
 }
@@ -372,6 +373,46 @@ mod tests {
                 assert_eq!(f64::finite_amax(&[-0.0, f64::NAN, -2.0]), (2.0, false));
                 assert_eq!(f64::finite_amax(&[]), (0.0, true));
             });
+        }
+    }
+
+    /// Every build of the f32 amax kernel against a plain loop: signs, subnormals, the largest
+    /// finite value, infinities and NaN in every lane position and in the tail.
+    #[test]
+    fn amax_builds_match_a_plain_loop() {
+        let specials = [
+            -0.0,
+            1e-45,
+            -3e-39,
+            f32::MAX,
+            -f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        let mut rng = crate::train::rng::Rng::new(3);
+        for n in [0usize, 1, 15, 16, 17, 33, 1000] {
+            for special in specials {
+                for at in [0, n / 2, n.saturating_sub(1)] {
+                    let mut xs: Vec<f32> = (0..n).map(|_| (rng.normal() * 8.0) as f32).collect();
+                    if n > 0 {
+                        xs[at] = special;
+                    }
+                    let finite = xs.iter().all(|x| x.is_finite());
+                    let amax = xs
+                        .iter()
+                        .filter(|x| x.is_finite())
+                        .fold(0f32, |m, x| m.max(x.abs()));
+                    for isa in crate::isa::Isa::available() {
+                        let got = amax_f32_with(isa, &xs);
+                        assert_eq!(
+                            (got.0.to_bits(), got.1),
+                            (amax.to_bits(), finite),
+                            "{isa:?}, n = {n}, {special} at {at}"
+                        );
+                    }
+                }
+            }
         }
     }
 }
