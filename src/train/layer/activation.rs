@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::Layer;
 use crate::recipe::Class;
 use crate::train::precision::Precision;
-use crate::train::real::Real;
+use crate::train::real::{Real, zip_chunks};
 
 /// An elementwise nonlinearity.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,17 +132,22 @@ impl<T: Real> ActivationLayer<T> {
         let relu = |v: T| if v > T::zero() { v } else { T::zero() };
         let y = match x.as_slice() {
             Some(xs) if p.check_only(Class::Activation) => {
-                let mut bad = 0u64;
-                let ys: Vec<T> = xs
-                    .iter()
-                    .map(|&v| {
-                        let y = relu(v);
-                        bad += u64::from(!y.is_finite());
-                        y
-                    })
-                    .collect();
-                p.note_store(Class::Activation, ys.len(), bad);
-                Array2::from_shape_vec(x.raw_dim(), ys).unwrap_or_else(|_| x.mapv(relu))
+                let mut y = Array2::zeros(x.raw_dim());
+                let bad = zip_chunks(
+                    y.as_slice_mut().unwrap_or_default(),
+                    xs,
+                    |ys, xs| {
+                        let mut bad = 0u64;
+                        for (y, &v) in ys.iter_mut().zip(xs) {
+                            *y = relu(v);
+                            bad += u64::from(!y.is_finite());
+                        }
+                        bad
+                    },
+                    |a, b| a + b,
+                );
+                p.note_store(Class::Activation, xs.len(), bad);
+                y
             }
             _ => {
                 let mut y = x.mapv(relu);
@@ -155,8 +160,14 @@ impl<T: Real> ActivationLayer<T> {
     }
 }
 
-/// `d = f(d, k)` elementwise over `dx` and `kept`.
-fn combine<T: Real>(dx: &mut Array2<T>, kept: &Array2<T>, f: impl Fn(T, T) -> T) {
+/// `d = f(d, k)` elementwise over `dx` and `kept` (on rayon's threads when they are long).
+fn combine<T: Real>(dx: &mut Array2<T>, kept: &Array2<T>, f: impl Fn(T, T) -> T + Sync) {
+    if dx.dim() == kept.dim()
+        && let (Some(d), Some(k)) = (dx.as_slice_mut(), kept.as_slice())
+    {
+        let each = |d: &mut [T], k: &[T]| d.iter_mut().zip(k).for_each(|(d, &k)| *d = f(*d, k));
+        return zip_chunks(d, k, each, |(), ()| ());
+    }
     Zip::from(dx).and(kept).for_each(|d, &k| *d = f(*d, k));
 }
 

@@ -70,14 +70,6 @@ pub fn gemm<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>) -> Array2<T> {
         return gemm_reference(a, b);
     }
     let mut c = Array2::<T>::uninit((m, n));
-    let threads = rayon::current_num_threads();
-    let parallelism = if threads > 1 && m * n * k >= PARALLEL_GEMM {
-        ::gemm::Parallelism::Rayon(threads)
-    } else {
-        ::gemm::Parallelism::None
-    };
-    let (c_rs, c_cs) = (c.strides()[0], c.strides()[1]);
-    let c_ptr = c.as_mut_ptr().cast::<T>();
     // A last block of one or two terms would take the crate's vector-vector kernel: the
     // reference adds it below (k > 2, so it is never the first).
     let tail = if k > K_BLOCK && k % K_BLOCK <= 2 {
@@ -85,18 +77,87 @@ pub fn gemm<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>) -> Array2<T> {
     } else {
         0
     };
-    for start in (0..k - tail).step_by(K_BLOCK) {
-        let depth = K_BLOCK.min(k - tail - start);
+    let threads = rayon::current_num_threads();
+    let parts = if m * n * k >= PARALLEL_GEMM {
+        threads
+    } else {
+        1
+    };
+    let body = s![.., ..k - tail];
+    gemm_parts(a.slice(body), b.slice(s![..k - tail, ..]), c.view_mut(), parts);
+    // SAFETY: the parts cover every element of `c`, and each part's first block (at least 3
+    // terms, since k > 2) wrote every element of it.
+    let mut c = unsafe { c.assume_init() };
+    if tail > 0 {
+        add_block_reference(
+            a.slice(s![.., k - tail..]),
+            b.slice(s![k - tail.., ..]),
+            c.view_mut(),
+        );
+    }
+    c
+}
+
+/// Output tiles of the crate's AVX-512 kernels (64 rows by 6 columns; its AVX2 ones are 16 or
+/// 32 by 6): the parts of a split output are whole tiles but for the last.
+const TILE: (usize, usize) = (64, 6);
+
+/// `c = a b` on `parts` of rayon's threads: `c` is cut into `parts` pieces along its longer side,
+/// each computed by one thread with the crate's single-threaded kernels over every k-block (its
+/// own packing, no hand-offs between the blocks). Threads split the output, never `k`, so each
+/// element is the same chain whatever the cut. A piece is cut only where both halves keep two
+/// rows and columns and more outputs than the horizontal kernels take (the tile kernels' shapes).
+fn gemm_parts<T: Real>(
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    c: ArrayViewMut2<'_, std::mem::MaybeUninit<T>>,
+    parts: usize,
+) {
+    let (m, n) = c.dim();
+    let (axis, long, short, tile) = if m >= n {
+        (Axis(0), m, n, TILE.0)
+    } else {
+        (Axis(1), n, m, TILE.1)
+    };
+    let first = parts / 2;
+    let cut = (long * first / parts.max(1)).div_ceil(tile) * tile;
+    let smaller = cut.min(long - cut.min(long));
+    if parts < 2 || smaller < 2 || smaller * short <= HORIZONTAL_OUTPUTS {
+        return gemm_one(a, b, c);
+    }
+    let (c1, c2) = c.split_at(axis, cut);
+    let (p1, p2) = (first, parts - first);
+    if axis == Axis(0) {
+        let (a1, a2) = a.split_at(Axis(0), cut);
+        rayon::join(|| gemm_parts(a1, b, c1, p1), || gemm_parts(a2, b, c2, p2));
+    } else {
+        let (b1, b2) = b.split_at(Axis(1), cut);
+        rayon::join(|| gemm_parts(a, b1, c1, p1), || gemm_parts(a, b2, c2, p2));
+    }
+}
+
+/// `c = a b` on this thread, one call of the crate per [`K_BLOCK`], the first writing `c` and
+/// each later one adding its sum to it.
+fn gemm_one<T: Real>(
+    a: ArrayView2<T>,
+    b: ArrayView2<T>,
+    mut c: ArrayViewMut2<'_, std::mem::MaybeUninit<T>>,
+) {
+    let ((m, k), n) = (a.dim(), b.ncols());
+    let (c_rs, c_cs) = (c.strides()[0], c.strides()[1]);
+    let c_ptr = c.as_mut_ptr().cast::<T>();
+    for start in (0..k).step_by(K_BLOCK) {
+        let depth = K_BLOCK.min(k - start);
         let (a_block, b_block) = (
             a.slice(s![.., start..start + depth]),
             b.slice(s![start..start + depth, ..]),
         );
-        // SAFETY: `c` is an owned m x n array with strides (c_rs, c_cs) that does not alias the
-        // views; `a_block` (m x depth) and `b_block` (depth x n) are live views whose pointers
-        // and element strides describe exactly their elements. The first block has `read_dst`
-        // false: `c` is only written, every element of it (dst = 0 dst + 1 a b); each later
-        // block reads what the earlier ones wrote and adds its sum with one rounding (the
-        // crate's kernels form dst + 1 s with a fused multiply-add).
+        // SAFETY: `c` is an m x n view with strides (c_rs, c_cs) of memory no other thread
+        // touches, not aliasing the operands; `a_block` (m x depth) and `b_block` (depth x n)
+        // are live views whose pointers and element strides describe exactly their elements.
+        // The first block has `read_dst` false: `c` is only written, every element of it
+        // (dst = 0 dst + 1 a b); each later block reads what the earlier ones wrote and adds its
+        // sum with one rounding (the crate's kernels form dst + 1 s with a fused multiply-add).
         unsafe {
             ::gemm::gemm(
                 m,
@@ -117,20 +178,10 @@ pub fn gemm<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>) -> Array2<T> {
                 false,
                 false,
                 false,
-                parallelism,
+                ::gemm::Parallelism::None,
             );
         }
     }
-    // SAFETY: the first block (at least 3 terms, since k > 2) wrote every element.
-    let mut c = unsafe { c.assume_init() };
-    if tail > 0 {
-        add_block_reference(
-            a.slice(s![.., k - tail..]),
-            b.slice(s![k - tail.., ..]),
-            c.view_mut(),
-        );
-    }
-    c
 }
 
 /// Whether the `gemm` crate's kernels on this CPU use fused multiply-adds: on x86-64 it picks
