@@ -547,20 +547,19 @@ fn reduce(
     if cells.iter().all(|&k| k == 0) && special == [0, 0] {
         return;
     }
-    let total = |cells: &[u32]| cells.iter().map(|&k| u64::from(k)).sum::<u64>();
     // A cell's flags are thresholds on T, so they are the same between two thresholds: whole
     // ranges of cells are summed (not each cell added to its flags' count, one after the other).
     let counts = &mut sums.counts[r];
     let edges = [0, w.ta.min(w.xb), w.ta.max(w.xb), ONE];
     for range in edges.windows(2).filter(|e| e[0] < e[1]) {
-        counts[usize::from(w.class[range[0]])] += total(&cells[range[0]..range[1]]);
+        counts[usize::from(w.class[range[0]])] += count(&cells[range[0]..range[1]]);
     }
     for (&k, (c, _)) in special.iter().zip(&w.special) {
         counts[usize::from(*c)] += k;
     }
     if let Some(bins) = bins {
         for (bin, cells) in bins.iter_mut().zip(cells.chunks(1 << (TOP - hs))) {
-            *bin += total(cells);
+            *bin += count(cells);
         }
         bins[0] += special[0];
         bins[w.xb >> (TOP - hs)] += special[1];
@@ -576,44 +575,6 @@ fn reduce(
             }
         }
     }
-    let dot = |a: &[u32], x: &[u32]| -> u64 {
-        a.iter()
-            .zip(x)
-            .map(|(&a, &x)| u64::from(a) * u64::from(x))
-            .sum()
-    };
-    // sum e^2 over the cells T >= from for slot k, but sum R^2 (of the module docs).
-    let sum = |k: usize, from: usize| -> i128 {
-        let (square, linear) = match &sparse {
-            Some(ts) => ts
-                .iter()
-                .filter(|&&t| t >= from)
-                .fold((0, 0), |(sq, li), &t| {
-                    let (i, x) = (k * ONE + t, ONE + t);
-                    let square = u64::from(w.square[i]) * u64::from(n[x]);
-                    let linear =
-                        (i128::from(w.plus[i]) - i128::from(w.minus[i])) * i128::from(s1[x]);
-                    (sq + square, li + linear)
-                }),
-            None => {
-                // From 0, over the sums folded to the slot's period; else over the cells.
-                let (at, range) = match from {
-                    0 => (1 << w.period[k], 0..1 << w.period[k]),
-                    _ => (ONE, from..ONE),
-                };
-                let weights = k * ONE + range.start..k * ONE + range.end;
-                let (nn, ss) = (
-                    &n[at + range.start..at + range.end],
-                    &s1[at + range.start..at + range.end],
-                );
-                let square = dot(&w.square[weights.clone()], nn);
-                let linear = i128::from(dot(&w.plus[weights.clone()], ss))
-                    - i128::from(dot(&w.minus[weights], ss));
-                (square, linear)
-            }
-        };
-        (i128::from(square) << 24) + (linear << 13)
-    };
     let slots = w.slots();
     let out = &mut sums.sums[r * slots..(r + 1) * slots];
     // sum G = 2^12 sum gg + sum R, over the cells and the special cells (R == 0).
@@ -629,12 +590,12 @@ fn reduce(
         + i128::from(special[1] * ((ONE + w.xb) << LOW) as u64);
     let whole = i128::from(s2[0] + s2[1]);
     for k in 0..w.period.len() {
-        let total = sum(k, 0);
+        let total = slot_sum(w, &n, &s1, sparse.as_deref(), k, 0);
         if k < w.w {
             out[k] += total + whole;
         } else if k == w.w {
             // The normal range by flag b: the cells from xb on.
-            let b = sum(k, w.xb);
+            let b = slot_sum(w, &n, &s1, sparse.as_deref(), k, w.xb);
             out[k] += total - b + i128::from(s2[0]);
             out[k + 1] += b + i128::from(s2[1]);
         } else {
@@ -654,6 +615,64 @@ fn reduce(
             out[w.w + 2] += add(a[w.w + 1]);
         }
     }
+}
+
+/// The values in `cells`.
+#[inline(always)]
+fn count(cells: &[u32]) -> u64 {
+    cells.iter().map(|&k| u64::from(k)).sum()
+}
+
+/// `sum a x` over a row's cells (u32 weights and sums: the products and the sum fit u64).
+#[inline(always)]
+fn dot(a: &[u32], x: &[u32]) -> u64 {
+    a.iter()
+        .zip(x)
+        .map(|(&a, &x)| u64::from(a) * u64::from(x))
+        .sum()
+}
+
+/// A row's `sum e^2` for slot `k` over the cells `T >= from`, but `sum R^2` (of the module docs),
+/// from the counts `n` and sums of `R` `s1` by cell and folded (see [`reduce`]): over the
+/// occupied cells `sparse` one by one, or by dot products. Functions, not closures, so that they
+/// inline into the build of their caller (a closure left out of line is a baseline build).
+#[inline(always)]
+fn slot_sum(
+    w: &Weights,
+    n: &[u32],
+    s1: &[u32],
+    sparse: Option<&[usize]>,
+    k: usize,
+    from: usize,
+) -> i128 {
+    let (square, linear) = match sparse {
+        Some(ts) => ts
+            .iter()
+            .filter(|&&t| t >= from)
+            .fold((0, 0), |(sq, li), &t| {
+                let (i, x) = (k * ONE + t, ONE + t);
+                let square = u64::from(w.square[i]) * u64::from(n[x]);
+                let linear = (i128::from(w.plus[i]) - i128::from(w.minus[i])) * i128::from(s1[x]);
+                (sq + square, li + linear)
+            }),
+        None => {
+            // From 0, over the sums folded to the slot's period; else over the cells.
+            let (at, range) = match from {
+                0 => (1 << w.period[k], 0..1 << w.period[k]),
+                _ => (ONE, from..ONE),
+            };
+            let weights = k * ONE + range.start..k * ONE + range.end;
+            let (nn, ss) = (
+                &n[at + range.start..at + range.end],
+                &s1[at + range.start..at + range.end],
+            );
+            let square = dot(&w.square[weights.clone()], nn);
+            let linear = i128::from(dot(&w.plus[weights.clone()], ss))
+                - i128::from(dot(&w.minus[weights], ss));
+            (square, linear)
+        }
+    };
+    (i128::from(square) << 24) + (linear << 13)
 }
 
 /// [`fill`] and [`reduce`] value by value, for a pass with few values per exponent: each
