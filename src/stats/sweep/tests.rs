@@ -851,10 +851,15 @@ fn histogram_sums_from_the_exact_cells_are_the_exact_sums_rounded_per_exponent()
         .collect();
     // f == 1, and R == 0 in cells of every T (fp8's flag b's threshold among them).
     let r_zero = (0..2048).map(|t| -(1.0 + t as f32 / 2048.0) * 2f32.powi(t % 9));
+    // No finite magnitude above 2^10, so that every value shows in the last bits of the sums.
+    let awkward = |seed, n| {
+        let xs = awkward_f32(seed, n).into_iter();
+        xs.filter(|x| x.is_infinite() || !(x.abs() > 1024.0))
+    };
     let mut few: Vec<f32> = xs[..2000].to_vec();
-    few.extend(awkward_f32(50, 500));
+    few.extend(awkward(50, 500));
     few.extend(r_zero.clone().step_by(5));
-    xs.extend(awkward_f32(49, 5000));
+    xs.extend(awkward(49, 5000));
     xs.extend(r_zero);
     let reference = |xs: &[f32]| {
         let mut rows = std::collections::BTreeMap::<i32, (u128, u128)>::new();
