@@ -422,6 +422,8 @@ fn pass_any(
 
 /// f32 `+inf`.
 const INF: u32 = 0x7f80_0000;
+/// Values a vector pass takes at once (lanes of [`Tally`]).
+const BLOCK: usize = 16;
 
 /// What a pass learns of its values besides their cells, in `L` lanes (value `i` of a block in
 /// lane `i`): the range of the finite nonzero magnitudes as f32 patterns without the sign (the
@@ -500,8 +502,8 @@ impl Survey {
 /// The [`Survey`] of `xs` alone.
 #[inline(always)]
 fn survey(xs: &[f32]) -> Survey {
-    let mut tally = Tally::<16>::EMPTY;
-    let mut blocks = xs.chunks_exact(16);
+    let mut tally = Tally::<BLOCK>::EMPTY;
+    let mut blocks = xs.chunks_exact(BLOCK);
     for block in &mut blocks {
         for (l, &x) in block.iter().enumerate() {
             tally.add(l, x.to_bits());
@@ -736,7 +738,6 @@ fn direct(
 /// block holding an f32 subnormal goes value by value.
 #[inline(always)]
 fn fill(xs: &[f32], xb: u32, packed: &mut [u64]) -> Survey {
-    const BLOCK: usize = 16;
     let mut tally = Tally::<BLOCK>::EMPTY;
     // Each block's increments wait for the next block while their cells are fetched: two sets
     // of cells and addends, the block `k`'s in set `k % 2`.
@@ -791,8 +792,8 @@ fn fill(xs: &[f32], xb: u32, packed: &mut [u64]) -> Survey {
 
 /// Adds a block's addends `w0`, `w1` to their cells (at `at` in `packed`).
 #[inline(always)]
-fn add_block(at: &[u32; 16], w0: &[u64; 16], w1: &[u64; 16], packed: &mut [u64]) {
-    for l in 0..16 {
+fn add_block(at: &[u32; BLOCK], w0: &[u64; BLOCK], w1: &[u64; BLOCK], packed: &mut [u64]) {
+    for l in 0..BLOCK {
         let i = at[l] as usize;
         if let Some(c) = packed.get_mut(i..i + 2) {
             c[0] += w0[l];
