@@ -184,13 +184,13 @@ impl Histogram {
     /// Adds the values of `xs` (one thread).
     pub fn add_f32(&mut self, xs: &[f32]) {
         let sums = self.add_counts(xs);
-        self.add_sums(&sums);
+        self.add_chunk_sums(&sums);
     }
 
     /// Adds the values of `xs` (one thread).
     pub fn add_f64(&mut self, xs: &[f64]) {
         let sums = self.add_counts(xs);
-        self.add_sums(&sums);
+        self.add_chunk_sums(&sums);
     }
 
     /// Adds the values of `xs` with rayon; bit-identical to [`Histogram::add_f32`].
@@ -211,7 +211,7 @@ impl Histogram {
     /// overflows.
     pub fn add_ratios_f32(&mut self, num: &[f32], den: &[f32]) {
         let sums = self.add_ratio_counts(num, den);
-        self.add_sums(&sums);
+        self.add_chunk_sums(&sums);
     }
 
     /// [`Histogram::add_ratios_f32`] with rayon; bit-identical to it.
@@ -232,7 +232,7 @@ impl Histogram {
         let task = CHUNK * CHUNKS_PER_TASK;
         if len <= task || rayon::current_num_threads() == 1 {
             let sums = counts(self, 0..len);
-            self.add_sums(&sums);
+            self.add_chunk_sums(&sums);
             return;
         }
         let parts: Vec<(Histogram, Vec<ChunkStats>)> = (0..len.div_ceil(task))
@@ -245,7 +245,7 @@ impl Histogram {
             .collect();
         for (h, sums) in parts {
             self.merge_counts(&h);
-            self.add_sums(&sums);
+            self.add_chunk_sums(&sums);
         }
     }
 
@@ -286,11 +286,17 @@ impl Histogram {
         };
     }
 
-    fn add_sums(&mut self, chunks: &[ChunkStats]) {
+    fn add_chunk_sums(&mut self, chunks: &[ChunkStats]) {
         for c in chunks {
-            self.sum_abs += c.sum_abs;
-            self.sum_sq += c.sum_sq;
+            self.add_sums(c.sum_abs, c.sum_sq);
         }
+    }
+
+    /// Adds to the sum of the magnitudes and to the sum of the squares (what another pass
+    /// summed, with [`Histogram::add_counted`]'s counts).
+    pub(crate) fn add_sums(&mut self, sum_abs: f64, sum_sq: f64) {
+        self.sum_abs += sum_abs;
+        self.sum_sq += sum_sq;
     }
 
     /// Makes `bins` cover indices `lo..=hi`.
@@ -339,7 +345,7 @@ impl Histogram {
         for c in chunks {
             self.add_scalars(c);
         }
-        self.add_sums(chunks);
+        self.add_chunk_sums(chunks);
     }
 
     /// Adds one value's bin, by its f64 bit pattern (the rare paths: subnormal inputs).

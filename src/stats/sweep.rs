@@ -352,10 +352,12 @@ impl SweepAccumulator {
 
     /// [`SweepAccumulator::par_add_f32`] and [`Histogram::par_add_f32`] on the same values, in
     /// one pass: the loop that decodes each value's exponent and flags for the sweep also
-    /// counts its histogram bin, and the histogram's scalar loop runs on each chunk while it
-    /// is in cache. Both results are bit-identical to the two calls made separately, whatever
-    /// the thread count. A histogram of more than `2^2` sub-bins per octave is built by its own
-    /// pass.
+    /// counts its histogram bin. Both results are the same bits whatever the thread count, and
+    /// the same as the two calls made separately, but for the histogram's sums of magnitudes
+    /// and squares where the sweep's sums are exact (formats of at most 10 mantissa bits): they
+    /// are then formed from the exact cells, each exponent's rounded once, not in the
+    /// histogram's f64 order (both within `1e-12` relative of the exact sums). A histogram of
+    /// more than `2^2` sub-bins per octave is built by its own pass.
     pub fn par_add_f32_with_histogram(&mut self, xs: &[f32], hist: &mut Histogram) {
         self.par_add_with(xs, hist, Isa::best());
     }
@@ -380,12 +382,22 @@ impl SweepAccumulator {
             T::par_add_to(hist, xs);
             return;
         }
+        // The exact cells' sums of magnitudes and squares, added in integers over the whole
+        // call, so that how the values were cut into pieces does not show in the rounding.
+        let mut exact = Exact::default();
         self.par_add_parts(xs, isa, Some(s), |p| {
             if let Some(h) = &p.histogram {
                 let lo = p.rows.lo;
                 hist.add_counted(lo, &h.bins, &h.chunks);
+                if let Some(e) = &h.exact {
+                    exact.merge(e);
+                }
             }
         });
+        if !exact.is_empty() {
+            let (sum_abs, sum_sq) = exact.magnitudes();
+            hist.add_sums(sum_abs, sum_sq);
+        }
     }
 
     /// Runs the chunk loop on every [`SWEEP_CHUNK`] of `xs` with rayon and absorbs the chunks in
@@ -621,13 +633,15 @@ struct Partial {
 
 /// A histogram's share of one chunk's pass: the bins, by exponent from the chunk's lowest
 /// (`rows.lo`) and sub-bin, and the histogram's scalars of each of its chunks ([`CHUNK`]
-/// values: a sweep chunk is a whole number of them).
+/// values: a sweep chunk is a whole number of them). The exact cells' pass gives its counts
+/// as one chunk's, with no sums: its sums of magnitudes and squares are integers, in `exact`.
 ///
 /// [`CHUNK`]: crate::stats::CHUNK
 #[derive(Debug, PartialEq)]
 struct HistogramPart {
     bins: Vec<u64>,
     chunks: Vec<ChunkStats>,
+    exact: Option<Exact>,
 }
 
 // The histogram's chunks must tile the sweep's, so that its sums are formed over the same values.

@@ -22,13 +22,20 @@
 //! alone over the `2^m` sums of the cells folded to that period), into i128 totals: integers
 //! that add exactly in any order. [`Exact::rows_f64`] rounds each total once to f64: the same bits whatever
 //! the order, thread count and build, within `2^-53` relative of the exact sums.
+//!
+//! The table has a row for every exponent an f32 can have, so the pass needs no survey first:
+//! the loop that finds each value's cell also keeps what a histogram needs besides its bins
+//! (the range of the magnitudes, zeros, NaN and infinities, negatives: [`Tally`]), and the sums
+//! of the magnitudes and of their squares come from the cells as well, exactly
+//! ([`Exact::magnitudes`]). One read of the values, whatever is asked of them.
 
 use std::cell::RefCell;
 use std::sync::{Mutex, PoisonError};
 
 use super::{HistogramPart, Partial, Rows, split};
+use crate::format::pow2;
 use crate::stats::CHUNK;
-use crate::stats::histogram::{Isa, scalars};
+use crate::stats::histogram::ChunkStats;
 
 /// The widest format (mantissa bits) whose sums the cells hold: every `d` is then above
 /// [`LOW`].
@@ -43,6 +50,14 @@ const ONE: usize = 1 << TOP;
 const AT_B: usize = ONE + 1;
 /// Cells per exponent (the two above, padded to whole vectors).
 const CELLS: usize = ONE + 8;
+/// The exponent of the smallest f32 subnormal: the table's row 0.
+const FIRST_E: i32 = -149;
+/// Exponents of finite nonzero f32 values, `FIRST_E..=127`: the table's rows, then one spare
+/// row for zeros and nonfinite values.
+const EXPONENTS: usize = 277;
+const SPARE: u32 = EXPONENTS as u32;
+/// The row of a normal f32 is its biased exponent plus this.
+const NORMAL_ROW: u32 = (-FIRST_E - 127) as u32;
 /// Below this many values per exponent a pass adds each value's errors to its exponent's sums
 /// directly ([`direct`]) rather than through the cells, whose reduction costs a pass over
 /// every exponent's 2,048 cells: the same integers either way.
@@ -58,12 +73,13 @@ const _: () = assert!((PASS as u64) << LOW <= 1 << 32);
 const _: () = assert!(PASS.is_multiple_of(CHUNK));
 
 /// The exact sums per exponent `lo..`: counts per flags (`z | a << 1 | b << 2`) and, in units
-/// of `2^-46`, the `p + 1` window sums, the normal-range sums by `b`, and `sum f^2` over `f != 1`.
+/// of `2^-46`, the `p + 1` window sums, the normal-range sums by `b`, and `sum f^2` over `f != 1`;
+/// then `sum f` over every value in units of `2^-23` (for the histogram's sum of magnitudes).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Exact {
     lo: i32,
     counts: Vec<[u64; 8]>,
-    /// `p + 4` per exponent.
+    /// `p + 5` per exponent.
     sums: Vec<i128>,
 }
 
@@ -122,18 +138,39 @@ impl Exact {
         let n = self.rows();
         let mut out = Rows::new(self.lo, self.lo + n as i32 - 1, w);
         let f = |x: i128| x as f64 * 2f64.powi(-46);
-        for (r, (sums, counts)) in self.sums.chunks_exact(w + 3).zip(&self.counts).enumerate() {
+        for (r, (sums, counts)) in self.sums.chunks_exact(w + 4).zip(&self.counts).enumerate() {
             for (o, &s) in out.window[r * w..(r + 1) * w].iter_mut().zip(sums) {
                 *o = f(s);
             }
             out.normal_err[r] = [f(sums[w]), f(sums[w + 1])];
-            // Values with f == 1 (flag z) have f^2 = 1.
-            let ones: u64 = (1..8).step_by(2).map(|c| counts[c]).sum();
-            out.sq[r] = [f(sums[w + 2]), ones as f64];
+            out.sq[r] = [f(sums[w + 2]), ones(counts) as f64];
             out.counts[r] = *counts;
         }
         out
     }
+
+    /// The sum of the magnitudes and the sum of their squares: each exponent's exact sums
+    /// rounded once to f64, added from the lowest exponent up (within `(rows + 1) * 2^-53`
+    /// relative of the exact sums).
+    pub(super) fn magnitudes(&self) -> (f64, f64) {
+        let (mut abs, mut sq) = (0.0, 0.0);
+        if self.is_empty() {
+            return (abs, sq);
+        }
+        let slots = self.sums.len() / self.rows();
+        for (r, (sums, counts)) in self.sums.chunks_exact(slots).zip(&self.counts).enumerate() {
+            let e = self.lo + r as i32;
+            abs += sums[slots - 1] as f64 * pow2(e - 23);
+            let squares = sums[slots - 2] + (i128::from(ones(counts)) << 46);
+            sq += squares as f64 * pow2(2 * e - 46);
+        }
+        (abs, sq)
+    }
+}
+
+/// Values with `f == 1` (flag z), whose `f^2 = 1` the `f^2` sums leave out.
+fn ones(counts: &[u64; 8]) -> u64 {
+    (1..8).step_by(2).map(|c| counts[c]).sum()
 }
 
 /// What a format's sums need of each cell. For the cells `T` of the values with `R > 0` (and
@@ -152,6 +189,8 @@ struct Weights {
     /// Per slot: `a` depends on `T mod 2^period` alone.
     period: Vec<u32>,
     class: Vec<u8>,
+    /// `T` of flag `a`'s threshold: cells from `ta` on have flag `a`.
+    ta: usize,
     /// `T` of flag `b`'s threshold: cells from `xb` on have flag `b`.
     xb: usize,
     /// The cells [`ONE`] and [`AT_B`]: flags, and whether flag `b` is set.
@@ -162,6 +201,11 @@ struct Weights {
 }
 
 impl Weights {
+    /// Sums per exponent in [`Exact`].
+    fn slots(&self) -> usize {
+        self.w + 4
+    }
+
     /// Cell `t`'s `a` per slot (the windows, the normal range, `gg`).
     fn cell_weights(&self, t: usize) -> &[i32] {
         let n = self.w + 2;
@@ -221,6 +265,7 @@ impl Weights {
             minus,
             period,
             class,
+            ta: ta as usize,
             xb: xb as usize,
             by_cell: (0..ONE as u64)
                 .chain([0, xb])
@@ -255,39 +300,17 @@ crate::isa::isa_dispatch! {
         flags: (u32, u64, u64),
         hist_s: Option<u32>,
         exact: &Mutex<Exact>,
-    ) -> Partial = |isa| pass_any(xs, isa, flags, hist_s, exact)
+    ) -> Partial = |_isa| pass_any(xs, flags, hist_s, exact)
 }
 
 #[inline(always)]
 fn pass_any(
     xs: &[f32],
-    isa: Isa,
     (p, t_a, t_b): (u32, u64, u64),
     hist_s: Option<u32>,
     exact: &Mutex<Exact>,
 ) -> Partial {
     debug_assert!(xs.len() <= PASS && p <= MAX_P);
-    let histogram = hist_s.map(|_| HistogramPart {
-        bins: Vec::new(),
-        chunks: xs.chunks(CHUNK).map(|c| scalars(c, isa)).collect(),
-    });
-    let (count, zeros, nonfinite, lo_bits, hi_bits) = match &histogram {
-        Some(h) => super::kernel::survey_of(xs.len(), &h.chunks),
-        None => <f32 as super::kernel::Sample>::survey(xs),
-    };
-    let mut part = Partial {
-        count,
-        zeros,
-        nonfinite,
-        amax_bits: hi_bits,
-        rows: Rows::default(),
-        histogram,
-    };
-    if hi_bits == 0 {
-        return part;
-    }
-    let (lo, hi) = (split(lo_bits).0, split(hi_bits).0);
-    let rows = (hi - lo + 1) as usize;
     // Out of the thread-local for the loops, which must inline here (a closure would not
     // take this function's target features).
     let mut scratch = SCRATCH.replace(Scratch {
@@ -298,48 +321,198 @@ fn pass_any(
         Some(w) if w.of == (p, t_b) => w,
         _ => Weights::new(p, t_a, t_b),
     };
-    let mut sums = Exact::default();
-    sums.cover(lo, hi, weights.w + 3);
     let hs = hist_s.unwrap_or(0);
-    let mut bins = vec![0; if hist_s.is_some() { rows << hs } else { 0 }];
-    if xs.len() < DIRECT_PER_ROW * rows {
-        direct(
-            xs,
-            lo,
-            &weights,
-            &mut sums,
-            hist_s.map(|_| &mut bins[..]),
-            hs,
-        );
-    } else {
-        // A spare row after the last, for zeros and nonfinite values.
-        let need = (rows + 1) * CELLS * 2;
-        if scratch.packed.len() < need {
-            scratch.packed.resize(need, 0);
+    let mut sums = Exact::default();
+    let mut bins = Vec::new();
+    // Few values per exponent (which a pass this short may have): value by value, after a
+    // survey for the exponents; else through the cells, the survey taken on the way.
+    let surveyed = (xs.len() < DIRECT_PER_ROW * EXPONENTS).then(|| survey(xs));
+    let tally = match surveyed {
+        Some(t) if xs.len() < DIRECT_PER_ROW * t.exponents() => {
+            let (lo, hi) = t.exponents_range();
+            sums.cover(lo, hi, weights.slots());
+            if hist_s.is_some() {
+                bins = vec![0; t.exponents() << hs];
+            }
+            direct(
+                xs,
+                lo,
+                &weights,
+                &mut sums,
+                hist_s.map(|_| &mut bins[..]),
+                hs,
+            );
+            t
         }
-        fill(xs, lo, rows as u32, weights.xb as u32, &mut scratch.packed);
-        for (r, packed) in scratch
-            .packed
-            .chunks_exact_mut(CELLS * 2)
-            .take(rows)
-            .enumerate()
-        {
-            let row_bins = bins.get_mut(r << hs..(r + 1) << hs);
-            reduce(packed, &weights, &mut sums, r, row_bins, hs);
+        _ => {
+            if scratch.packed.is_empty() {
+                // Zero pages until touched: a pass touches the rows of its exponents alone.
+                scratch.packed = vec![0; (EXPONENTS + 1) * CELLS * 2];
+            }
+            let t = fill(xs, weights.xb as u32, &mut scratch.packed);
+            if t.hi != 0 {
+                let (lo, hi) = t.exponents_range();
+                sums.cover(lo, hi, weights.slots());
+                if hist_s.is_some() {
+                    bins = vec![0; t.exponents() << hs];
+                }
+                let rows = scratch
+                    .packed
+                    .chunks_exact_mut(CELLS * 2)
+                    .skip((lo - FIRST_E) as usize)
+                    .take(t.exponents());
+                for (r, packed) in rows.enumerate() {
+                    let row_bins = bins.get_mut(r << hs..(r + 1) << hs);
+                    reduce(packed, &weights, &mut sums, r, row_bins, hs);
+                }
+            }
+            scratch.packed[SPARE as usize * CELLS * 2..].fill(0);
+            t
         }
-        scratch.packed[rows * CELLS * 2..need].fill(0);
-    }
+    };
     scratch.weights = Some(weights);
     SCRATCH.set(scratch);
     exact
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .merge(&sums);
-    part.rows.lo = lo;
-    if let Some(h) = &mut part.histogram {
-        h.bins = bins;
+    let wide = |a: u32| f64::from(f32::from_bits(a));
+    let has_values = tally.hi != 0;
+    Partial {
+        count: xs.len() as u64,
+        zeros: tally.zeros,
+        nonfinite: tally.nonfinite,
+        amax_bits: wide(tally.hi).to_bits(),
+        rows: Rows {
+            lo: if has_values {
+                tally.exponents_range().0
+            } else {
+                0
+            },
+            ..Rows::default()
+        },
+        histogram: hist_s.map(|_| {
+            let mut stats = ChunkStats {
+                amax: wide(tally.hi),
+                min_nonzero: if has_values {
+                    wide(tally.lo)
+                } else {
+                    f64::INFINITY
+                },
+                zeros: tally.zeros,
+                negatives: tally.negatives,
+                ..ChunkStats::default()
+            };
+            if tally.nonfinite > 0 {
+                for &x in xs {
+                    let (bits, a) = (x.to_bits(), x.to_bits() & 0x7fff_ffff);
+                    stats.nan += u64::from(a > INF);
+                    stats.pos_inf += u64::from(bits == INF);
+                    stats.neg_inf += u64::from(a == INF && bits != INF);
+                }
+            }
+            HistogramPart {
+                bins,
+                chunks: vec![stats],
+                exact: Some(sums),
+            }
+        }),
     }
-    part
+}
+
+/// f32 `+inf`.
+const INF: u32 = 0x7f80_0000;
+/// Values a vector pass takes at once (lanes of [`Tally`]).
+const BLOCK: usize = 16;
+
+/// What a pass learns of its values besides their cells, in `L` lanes (value `i` of a block in
+/// lane `i`): the range of the finite nonzero magnitudes as f32 patterns without the sign (the
+/// order of the patterns is that of the magnitudes), zeros, NaN and infinities, finite nonzero
+/// negatives. Lanes of u32: a pass has at most [`PASS`] values.
+#[derive(Clone, Copy)]
+struct Tally<const L: usize> {
+    lo: [u32; L],
+    hi: [u32; L],
+    zeros: [u32; L],
+    nonfinite: [u32; L],
+    negatives: [u32; L],
+}
+
+/// A [`Tally`]'s lanes added up.
+#[derive(Clone, Copy, Debug)]
+struct Survey {
+    /// The smallest and largest finite nonzero magnitudes' patterns; `hi == 0` when none.
+    lo: u32,
+    hi: u32,
+    zeros: u64,
+    nonfinite: u64,
+    negatives: u64,
+}
+
+impl<const L: usize> Tally<L> {
+    const EMPTY: Self = Tally {
+        lo: [u32::MAX; L],
+        hi: [0; L],
+        zeros: [0; L],
+        nonfinite: [0; L],
+        negatives: [0; L],
+    };
+
+    #[inline(always)]
+    fn add(&mut self, l: usize, bits: u32) {
+        let a = bits & 0x7fff_ffff;
+        // Zero and the nonfinite patterns wrap to the top.
+        let inside = a.wrapping_sub(1) < INF - 1;
+        self.lo[l] = self.lo[l].min(if inside { a } else { u32::MAX });
+        self.hi[l] = self.hi[l].max(if inside { a } else { 0 });
+        self.zeros[l] += u32::from(a == 0);
+        self.nonfinite[l] += u32::from(a >= INF);
+        self.negatives[l] += u32::from(inside && a != bits);
+    }
+
+    fn total(&self) -> Survey {
+        let sum = |c: &[u32; L]| c.iter().map(|&k| u64::from(k)).sum();
+        Survey {
+            lo: self.lo.iter().copied().min().unwrap_or(u32::MAX),
+            hi: self.hi.iter().copied().max().unwrap_or(0),
+            zeros: sum(&self.zeros),
+            nonfinite: sum(&self.nonfinite),
+            negatives: sum(&self.negatives),
+        }
+    }
+}
+
+impl Survey {
+    /// The exponents of the smallest and largest finite nonzero magnitudes (`hi != 0`).
+    fn exponents_range(&self) -> (i32, i32) {
+        let e = |a: u32| split(f64::from(f32::from_bits(a)).to_bits()).0;
+        (e(self.lo), e(self.hi))
+    }
+
+    /// Exponents from the lowest to the highest (0 without finite nonzero values).
+    fn exponents(&self) -> usize {
+        if self.hi == 0 {
+            return 0;
+        }
+        let (lo, hi) = self.exponents_range();
+        (hi - lo + 1) as usize
+    }
+}
+
+/// The [`Survey`] of `xs` alone.
+#[inline(always)]
+fn survey(xs: &[f32]) -> Survey {
+    let mut tally = Tally::<BLOCK>::EMPTY;
+    let mut blocks = xs.chunks_exact(BLOCK);
+    for block in &mut blocks {
+        for (l, &x) in block.iter().enumerate() {
+            tally.add(l, x.to_bits());
+        }
+    }
+    for (l, &x) in blocks.remainder().iter().enumerate() {
+        tally.add(l, x.to_bits());
+    }
+    tally.total()
 }
 
 /// Forms row `r`'s sums from its cells (`packed`, cleared), and its histogram counts by the
@@ -376,16 +549,19 @@ fn reduce(
     if cells.iter().all(|&k| k == 0) && special == [0, 0] {
         return;
     }
+    // A cell's flags are thresholds on T, so they are the same between two thresholds: whole
+    // ranges of cells are summed (not each cell added to its flags' count, one after the other).
     let counts = &mut sums.counts[r];
-    for (&k, &c) in cells.iter().zip(&w.class) {
-        counts[usize::from(c)] += u64::from(k);
+    let edges = [0, w.ta.min(w.xb), w.ta.max(w.xb), ONE];
+    for range in edges.windows(2).filter(|e| e[0] < e[1]) {
+        counts[usize::from(w.class[range[0]])] += count(&cells[range[0]..range[1]]);
     }
     for (&k, (c, _)) in special.iter().zip(&w.special) {
         counts[usize::from(*c)] += k;
     }
     if let Some(bins) = bins {
-        for (t, &k) in cells.iter().enumerate() {
-            bins[t >> (TOP - hs)] += u64::from(k);
+        for (bin, cells) in bins.iter_mut().zip(cells.chunks(1 << (TOP - hs))) {
+            *bin += count(cells);
         }
         bins[0] += special[0];
         bins[w.xb >> (TOP - hs)] += special[1];
@@ -401,54 +577,27 @@ fn reduce(
             }
         }
     }
-    let dot = |a: &[u32], x: &[u32]| -> u64 {
-        a.iter()
-            .zip(x)
-            .map(|(&a, &x)| u64::from(a) * u64::from(x))
-            .sum()
-    };
-    // sum e^2 over the cells T >= from for slot k, but sum R^2 (of the module docs).
-    let sum = |k: usize, from: usize| -> i128 {
-        let (square, linear) = match &sparse {
-            Some(ts) => ts
-                .iter()
-                .filter(|&&t| t >= from)
-                .fold((0, 0), |(sq, li), &t| {
-                    let (i, x) = (k * ONE + t, ONE + t);
-                    let square = u64::from(w.square[i]) * u64::from(n[x]);
-                    let linear =
-                        (i128::from(w.plus[i]) - i128::from(w.minus[i])) * i128::from(s1[x]);
-                    (sq + square, li + linear)
-                }),
-            None => {
-                // From 0, over the sums folded to the slot's period; else over the cells.
-                let (at, range) = match from {
-                    0 => (1 << w.period[k], 0..1 << w.period[k]),
-                    _ => (ONE, from..ONE),
-                };
-                let weights = k * ONE + range.start..k * ONE + range.end;
-                let (nn, ss) = (
-                    &n[at + range.start..at + range.end],
-                    &s1[at + range.start..at + range.end],
-                );
-                let square = dot(&w.square[weights.clone()], nn);
-                let linear = i128::from(dot(&w.plus[weights.clone()], ss))
-                    - i128::from(dot(&w.minus[weights], ss));
-                (square, linear)
-            }
-        };
-        (i128::from(square) << 24) + (linear << 13)
-    };
-    let slots = w.w + 3;
+    let slots = w.slots();
     let out = &mut sums.sums[r * slots..(r + 1) * slots];
+    // sum G = 2^12 sum gg + sum R, over the cells and the special cells (R == 0).
+    let gg: u64 = n[ONE..]
+        .iter()
+        .enumerate()
+        .map(|(t, &k)| (ONE + t) as u64 * u64::from(k))
+        .sum();
+    let r_sum: u64 = s1[ONE..].iter().map(|&x| u64::from(x)).sum();
+    out[slots - 1] += i128::from(gg << LOW)
+        + i128::from(r_sum)
+        + i128::from(special[0] << 23)
+        + i128::from(special[1] * ((ONE + w.xb) << LOW) as u64);
     let whole = i128::from(s2[0] + s2[1]);
     for k in 0..w.period.len() {
-        let total = sum(k, 0);
+        let total = slot_sum(w, &n, &s1, sparse.as_deref(), k, 0);
         if k < w.w {
             out[k] += total + whole;
         } else if k == w.w {
             // The normal range by flag b: the cells from xb on.
-            let b = sum(k, w.xb);
+            let b = slot_sum(w, &n, &s1, sparse.as_deref(), k, w.xb);
             out[k] += total - b + i128::from(s2[0]);
             out[k + 1] += b + i128::from(s2[1]);
         } else {
@@ -470,6 +619,64 @@ fn reduce(
     }
 }
 
+/// The values in `cells`.
+#[inline(always)]
+fn count(cells: &[u32]) -> u64 {
+    cells.iter().map(|&k| u64::from(k)).sum()
+}
+
+/// `sum a x` over a row's cells (u32 weights and sums: the products and the sum fit u64).
+#[inline(always)]
+fn dot(a: &[u32], x: &[u32]) -> u64 {
+    a.iter()
+        .zip(x)
+        .map(|(&a, &x)| u64::from(a) * u64::from(x))
+        .sum()
+}
+
+/// A row's `sum e^2` for slot `k` over the cells `T >= from`, but `sum R^2` (of the module docs),
+/// from the counts `n` and sums of `R` `s1` by cell and folded (see [`reduce`]): over the
+/// occupied cells `sparse` one by one, or by dot products. Functions, not closures, so that they
+/// inline into the build of their caller (a closure left out of line is a baseline build).
+#[inline(always)]
+fn slot_sum(
+    w: &Weights,
+    n: &[u32],
+    s1: &[u32],
+    sparse: Option<&[usize]>,
+    k: usize,
+    from: usize,
+) -> i128 {
+    let (square, linear) = match sparse {
+        Some(ts) => ts
+            .iter()
+            .filter(|&&t| t >= from)
+            .fold((0, 0), |(sq, li), &t| {
+                let (i, x) = (k * ONE + t, ONE + t);
+                let square = u64::from(w.square[i]) * u64::from(n[x]);
+                let linear = (i128::from(w.plus[i]) - i128::from(w.minus[i])) * i128::from(s1[x]);
+                (sq + square, li + linear)
+            }),
+        None => {
+            // From 0, over the sums folded to the slot's period; else over the cells.
+            let (at, range) = match from {
+                0 => (1 << w.period[k], 0..1 << w.period[k]),
+                _ => (ONE, from..ONE),
+            };
+            let weights = k * ONE + range.start..k * ONE + range.end;
+            let (nn, ss) = (
+                &n[at + range.start..at + range.end],
+                &s1[at + range.start..at + range.end],
+            );
+            let square = dot(&w.square[weights.clone()], nn);
+            let linear = i128::from(dot(&w.plus[weights.clone()], ss))
+                - i128::from(dot(&w.minus[weights], ss));
+            (square, linear)
+        }
+    };
+    (i128::from(square) << 24) + (linear << 13)
+}
+
 /// [`fill`] and [`reduce`] value by value, for a pass with few values per exponent: each
 /// value's cell, then its `e^2` per slot (`e = 2^12 a + R`, `a` the cell's weight) and its
 /// `G^2` added to its exponent's sums, its counts and histogram bin.
@@ -482,7 +689,7 @@ fn direct(
     mut bins: Option<&mut [u64]>,
     hs: u32,
 ) {
-    let slots = w.w + 3;
+    let slots = w.slots();
     for &x in xs {
         let a = x.to_bits() & 0x7fff_ffff;
         // Zero and the nonfinite patterns wrap to the top.
@@ -520,49 +727,91 @@ fn direct(
         if t != ONE {
             out[w.w + 2] += square(a[w.w + 1]);
         }
+        out[slots - 1] += i128::from(frac | 1 << 23);
     }
 }
 
-/// Adds each value's `(1, R, R^2)` to its cell of the packed table (exponents from `lo`,
-/// zeros and nonfinite values into the spare row `spare`; `xb`, the `T` of flag `b`'s
-/// threshold). Values go by blocks of 16: one vectorised pass finds each value's cell and
-/// addends, then the adds; a block holding an f32 subnormal goes value by value.
+/// Adds each value's `(1, R, R^2)` to its cell of the packed table (row `E - FIRST_E` for
+/// exponent `E`, zeros and nonfinite values into the spare row; `xb`, the `T` of flag `b`'s
+/// threshold), and returns what else the pass needs of the values. Values go by blocks of 16:
+/// one vectorised pass finds each value's cell and addends and tallies it, then the adds; a
+/// block holding an f32 subnormal goes value by value.
 #[inline(always)]
-fn fill(xs: &[f32], lo: i32, spare: u32, xb: u32, packed: &mut [u64]) {
-    const BLOCK: usize = 16;
-    let base = lo + 127;
+fn fill(xs: &[f32], xb: u32, packed: &mut [u64]) -> Survey {
+    let mut tally = Tally::<BLOCK>::EMPTY;
+    // Each block's increments wait for the next block while their cells are fetched: two sets
+    // of cells and addends, the block `k`'s in set `k % 2`.
+    let (mut at, mut w0, mut w1) = ([[0u32; BLOCK]; 2], [[0u64; BLOCK]; 2], [[0u64; BLOCK]; 2]);
+    let mut k = 0;
     let mut blocks = xs.chunks_exact(BLOCK);
     for block in &mut blocks {
-        let (mut at, mut w0, mut w1) = ([0u32; BLOCK], [0u64; BLOCK], [0u64; BLOCK]);
+        let (at, w0, w1) = (&mut at, &mut w0, &mut w1);
+        let now = k & 1;
         let mut subnormal = false;
         for l in 0..BLOCK {
-            let a = block[l].to_bits() & 0x7fff_ffff;
+            let bits = block[l].to_bits();
+            tally.add(l, bits);
+            let a = bits & 0x7fff_ffff;
             let normal = a.wrapping_sub(0x0080_0000) < 0x7f00_0000;
             subnormal |= a.wrapping_sub(1) < 0x007f_ffff;
-            let row = ((a >> 23) as i32).wrapping_sub(base) as u32;
-            let row = if normal { row } else { spare };
+            let row = if normal {
+                (a >> 23) + NORMAL_ROW
+            } else {
+                SPARE
+            };
             let frac = a & 0x007f_ffff;
-            at[l] = (row * CELLS as u32 + cell(frac, xb)) * 2;
+            at[now][l] = (row * CELLS as u32 + cell(frac, xb)) * 2;
             let r = u64::from(frac & ((1 << LOW) - 1));
-            w0[l] = 1 << 32 | r;
-            w1[l] = r * r;
+            w0[now][l] = 1 << 32 | r;
+            w1[now][l] = r * r;
         }
         if subnormal {
             for &x in block {
-                add_one(x, lo, spare, xb, packed);
+                add_one(x, xb, packed);
             }
             continue;
         }
-        for l in 0..BLOCK {
-            let i = at[l] as usize;
-            if let Some(c) = packed.get_mut(i..i + 2) {
-                c[0] += w0[l];
-                c[1] += w1[l];
-            }
+        for &i in &at[now] {
+            prefetch(packed, i as usize);
+        }
+        if k > 0 {
+            add_block(&at[now ^ 1], &w0[now ^ 1], &w1[now ^ 1], packed);
+        }
+        k += 1;
+    }
+    if k > 0 {
+        let last = (k - 1) & 1;
+        add_block(&at[last], &w0[last], &w1[last], packed);
+    }
+    for (l, &x) in blocks.remainder().iter().enumerate() {
+        tally.add(l, x.to_bits());
+        add_one(x, xb, packed);
+    }
+    tally.total()
+}
+
+/// Adds a block's addends `w0`, `w1` to their cells (at `at` in `packed`).
+#[inline(always)]
+fn add_block(at: &[u32; BLOCK], w0: &[u64; BLOCK], w1: &[u64; BLOCK], packed: &mut [u64]) {
+    for l in 0..BLOCK {
+        let i = at[l] as usize;
+        if let Some(c) = packed.get_mut(i..i + 2) {
+            c[0] += w0[l];
+            c[1] += w1[l];
         }
     }
-    for &x in blocks.remainder() {
-        add_one(x, lo, spare, xb, packed);
+}
+
+/// Asks for the cache line of `packed[i]` ahead of its increment (a hint: nothing changes but
+/// the time).
+#[inline(always)]
+fn prefetch(packed: &[u64], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: SSE is in x86_64's baseline; a prefetch reads nothing and never faults,
+        // whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(packed.as_ptr().wrapping_add(i).cast()) };
     }
 }
 
@@ -581,15 +830,15 @@ fn cell(frac: u32, xb: u32) -> u32 {
 
 /// [`fill`]'s value by value path: any f32 (subnormal too).
 #[inline(always)]
-fn add_one(x: f32, lo: i32, spare: u32, xb: u32, packed: &mut [u64]) {
+fn add_one(x: f32, xb: u32, packed: &mut [u64]) {
     let a = x.to_bits() & 0x7fff_ffff;
     let (row, frac) = if a.wrapping_sub(1) >= 0x7f7f_ffff {
         // Zero and the nonfinite patterns wrap to the top.
-        (spare, 0)
+        (SPARE, 0)
     } else {
         let (e, frac) = split(f64::from(f32::from_bits(a)).to_bits());
         // A normalised f32 subnormal has no fraction bits below bit 29 either.
-        ((e - lo) as u32, (frac >> 29) as u32)
+        ((e - FIRST_E) as u32, (frac >> 29) as u32)
     };
     let i = (row * CELLS as u32 + cell(frac, xb)) as usize * 2;
     let r = u64::from(frac & ((1 << LOW) - 1));

@@ -184,6 +184,7 @@ fn chunk_any<T: Sample>(
     let histogram = hist_s.map(|_| HistogramPart {
         bins: Vec::new(),
         chunks: xs.chunks(CHUNK).map(|c| scalars(c, isa)).collect(),
+        exact: None,
     });
     // The survey is in the histogram's scalars when they are computed: one pass fewer.
     let (count, zeros, nonfinite, lo_bits, hi_bits) = match &histogram {
