@@ -130,6 +130,9 @@ _RECORDER_SEES = (
     "capture hooks"
 )
 _COMPILED = _COMPILED_TEMPLATE.format(who="Recorder", what=_RECORDER_SEES)
+#: The node hooks' reader of gradients (the binding's, ``amax`` for what it cannot view).
+_GRADS = _mixprec.GradAmax(torch.Tensor, torch.float32, torch.float16, torch.bfloat16,
+                           torch.int16, amax)
 
 
 def _finite(x: float) -> Optional[float]:
@@ -188,7 +191,9 @@ class _BackwardAmax:
     on the host (on CUDA a synchronization per hooked node)."""
 
     def __init__(self) -> None:
-        self.seen: List[Tuple[int, float]] = []
+        #: Per backward pass (its id) and hooked node: the largest finite magnitude of the
+        #: gradients read, and whether one held an inf or NaN.
+        self.seen: List[Tuple[int, float, bool]] = []
         self.intermediate: List[Tuple[int, str]] = []
         self.ours: set = set()
         #: Per hooked node: the edges whose gradients count, the inputs that receive sums, and
@@ -267,20 +272,21 @@ class _BackwardAmax:
     def _seen(self, node, plan, grad_inputs, grad_outputs) -> None:
         passed, sums, cast = plan
         task = torch._C._current_graph_task_id()
-        finite = True
-        for i in passed:
-            g = grad_inputs[i]
-            if g is None:
-                continue
-            if cast:
+        if cast:
+            finite = True
+            for i in passed:
+                g = grad_inputs[i]
+                if g is None:
+                    continue
                 src = grad_outputs[0]
                 if src is not None and src.shape == g.shape:
                     self._amax(task, src)  # the values before rounding, and as stored
-            finite &= self._amax(task, g)
-        for k in sums:
-            g = grad_outputs[k]
-            if g is not None:
-                self._amax(task, g)
+                finite &= self._amax(task, g)
+        else:
+            largest, read, passed_bad, bad = _GRADS.node(grad_inputs, passed, grad_outputs, sums)
+            if read:
+                self.seen.append((task, largest, bad))
+            finite = not passed_bad
         if finite or not all(g is None or bool(torch.isfinite(g).all()) for g in grad_outputs):
             return
         # An inf or NaN formed here: the first of the pass is where its overflow began.
@@ -289,13 +295,14 @@ class _BackwardAmax:
             self.intermediate.append((task, type(node).__name__))
 
     def _amax(self, task: int, t: torch.Tensor) -> bool:
-        """Keeps ``t``'s largest magnitude (inf or NaN where it holds one); whether it is
-        finite."""
+        """Keeps ``t``'s largest magnitude (where finite; else that it held an inf or NaN);
+        whether it is finite."""
         if not t.numel():
             return True
         m = amax(t)
-        self.seen.append((task, m))
-        return math.isfinite(m)
+        finite = math.isfinite(m)
+        self.seen.append((task, m if finite else 0.0, not finite))
+        return finite
 
     def start(self, forward: bool = False) -> None:
         """Looks at every node created from now on (from the start of a forward pass of the
@@ -356,7 +363,7 @@ class _BackwardAmax:
         that overflowed inside (in the order seen, once each), how many backward passes there
         were, and where the first of them formed an inf or NaN (node type, module), if one
         did; then forgets them."""
-        seen = [m for task, m in self.seen if task in self.ours]
+        seen = [(m, bad) for task, m, bad in self.seen if task in self.ours]
         inside = list(dict.fromkeys(n for task, n in self.intermediate if task in self.ours))
         passes = len(self.ours)
         formed = next((self.formed[t] for t in sorted(self.formed) if t in self.ours), None)
@@ -364,9 +371,8 @@ class _BackwardAmax:
         if not seen:
             return None, False, False, inside, passes, formed
         # A tensor's magnitudes are known where its largest is finite (no inf, no NaN).
-        finite = [m for m in seen if math.isfinite(m)]
-        largest = max(finite, default=0.0)
-        nonfinite = len(finite) < len(seen)
+        largest = max(m for m, _ in seen)
+        nonfinite = any(bad for _, bad in seen)
         return (largest if largest > 0 else None), nonfinite, True, inside, passes, formed
 
 

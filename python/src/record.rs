@@ -16,6 +16,7 @@ use mixprec::train::TrainConfig;
 use numpy::ndarray::ArrayViewD;
 use numpy::{Element, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use serde::de::DeserializeOwned;
 
@@ -183,6 +184,116 @@ pub fn amax(py: Python<'_>, values: &Bound<'_, PyAny>, kind: &str) -> PyResult<f
             "kind: expected 'float' (a float32 array), 'f16' or 'bf16' (an int16 array), got \
              '{kind}'"
         ))),
+    }
+}
+
+/// The largest magnitudes of the gradients a backward pass's hooked nodes pass on and receive
+/// (the recorder's `grad_amax`), one call per node: a Python call per gradient, inside the
+/// backward pass, cost more than reading it. Torch tensors on the CPU in float32, float16 and
+/// bfloat16 are read as [`amax`] reads them, through numpy views of their bits (what
+/// `mixprec._torch_round.amax` does in Python); any other (another device, dtype or layout, a
+/// subclass, one that requires grad) goes to `fallback`, that function itself.
+#[pyclass(module = "mixprec._mixprec", frozen)]
+pub struct GradAmax {
+    tensor: Py<PyAny>,
+    float32: Py<PyAny>,
+    float16: Py<PyAny>,
+    bfloat16: Py<PyAny>,
+    int16: Py<PyAny>,
+    fallback: Py<PyAny>,
+}
+
+impl GradAmax {
+    /// The largest magnitude of tensor `t`, as [`amax`] gives it; None for an empty one.
+    fn magnitude(&self, py: Python<'_>, t: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+        let dtype = t.getattr(intern!(py, "dtype"))?;
+        let kind = if dtype.is(&self.float32) {
+            Some("float")
+        } else if dtype.is(&self.float16) {
+            Some("f16")
+        } else if dtype.is(&self.bfloat16) {
+            Some("bf16")
+        } else {
+            None
+        };
+        if let Some(kind) = kind
+            && t.get_type().is(&self.tensor)
+            && t.getattr(intern!(py, "is_cpu"))?.is_truthy()?
+        {
+            let bits = if kind == "float" {
+                t.call_method0(intern!(py, "numpy"))
+            } else {
+                t.call_method1(intern!(py, "view"), (&self.int16,))
+                    .and_then(|v| v.call_method0(intern!(py, "numpy")))
+            };
+            // Torch refuses a numpy view of a sparse tensor, or of one that requires grad: the
+            // fallback reads those.
+            if let Ok(bits) = bits {
+                let empty = bits.len()? == 0;
+                return Ok(if empty {
+                    None
+                } else {
+                    Some(amax(py, &bits, kind)?)
+                });
+            }
+        }
+        if t.call_method0(intern!(py, "numel"))?.extract::<usize>()? == 0 {
+            return Ok(None);
+        }
+        Ok(Some(self.fallback.bind(py).call1((t,))?.extract()?))
+    }
+}
+
+#[pymethods]
+impl GradAmax {
+    #[new]
+    fn new(
+        tensor: Py<PyAny>,
+        float32: Py<PyAny>,
+        float16: Py<PyAny>,
+        bfloat16: Py<PyAny>,
+        int16: Py<PyAny>,
+        fallback: Py<PyAny>,
+    ) -> Self {
+        GradAmax {
+            tensor,
+            float32,
+            float16,
+            bfloat16,
+            int16,
+            fallback,
+        }
+    }
+
+    /// Of the gradients `grad_inputs[i]` for `i` in `passed` and `grad_outputs[k]` for `k` in
+    /// `sums` (None and empty tensors skipped): the largest finite magnitude (0 for none), how
+    /// many were read, whether one of `passed`'s held an inf or NaN, and whether one of any.
+    fn node(
+        &self,
+        py: Python<'_>,
+        grad_inputs: &Bound<'_, PyAny>,
+        passed: Vec<usize>,
+        grad_outputs: &Bound<'_, PyAny>,
+        sums: Vec<usize>,
+    ) -> PyResult<(f64, usize, bool, bool)> {
+        let (mut largest, mut read, mut passed_bad, mut bad) = (0.0f64, 0, false, false);
+        let edges = passed.iter().map(|&i| (grad_inputs, i, true));
+        for (grads, i, is_passed) in edges.chain(sums.iter().map(|&k| (grad_outputs, k, false))) {
+            let g = grads.get_item(i)?;
+            if g.is_none() {
+                continue;
+            }
+            if let Some(m) = self.magnitude(py, &g)? {
+                read += 1;
+                if m.is_finite() {
+                    largest = largest.max(m);
+                } else {
+                    bad = true;
+                    passed_bad |= is_passed;
+                }
+            }
+        }
+        Ok((largest, read, passed_bad, bad))
     }
 }
 
