@@ -131,8 +131,8 @@ _RECORDER_SEES = (
 )
 _COMPILED = _COMPILED_TEMPLATE.format(who="Recorder", what=_RECORDER_SEES)
 #: The node hooks' reader of gradients (the binding's, ``amax`` for what it cannot view).
-_GRADS = _mixprec.GradAmax(torch.Tensor, torch.float32, torch.float16, torch.bfloat16,
-                           torch.int16, amax)
+_GRADS = _mixprec.GradAmax(torch.Tensor, torch.strided, torch.float32, torch.float16,
+                           torch.bfloat16, amax)
 
 
 def _finite(x: float) -> Optional[float]:
@@ -199,7 +199,6 @@ class _BackwardAmax:
         #: Per hooked node: the edges whose gradients count, the inputs that receive sums, and
         #: whether it is a cast; per (node, input), the number of nodes that feed it.
         self.plans: Dict[Any, Tuple[List[int], List[int], bool]] = {}
-        self.looked: set = set()
         self.fed: Dict[Tuple[Any, int], int] = {}
         self.handles: List[Any] = []
         #: The node-creation hook pushed: None, ``"collect"`` (a forward pass of the model runs:
@@ -225,42 +224,47 @@ class _BackwardAmax:
 
     @property
     def on(self) -> bool:
-        return bool(self.plans) or self.creating
+        return bool(self.plans) or self.creating is not None
 
     def hook(self, node) -> None:
-        """Looks at ``node`` (once): counts the edges it feeds, and hooks it, or the nodes it
-        feeds, where a narrow gradient passes."""
-        if node in self.looked:
-            return
-        self.looked.add(node)
-        if self.module is not None:
-            self.module_of[node] = self.module
-        name = type(node).__name__
-        if name == "CompiledFunctionBackward":
-            self.compiled = True
-        moves = name in _SAME_VALUES
-        fed = self.fed
-        passed = None
-        for i, edge in enumerate(node.next_functions):
-            f, k = edge
-            if f is None:
-                continue
-            n = fed[edge] = fed.get(edge, 0) + 1
-            # The dtype of the gradient f receives at k: the engine casts what flows into it
-            # to the dtype its input metadata names.
-            meta = f._input_metadata
-            if k >= len(meta):
-                continue
-            dtype = meta[k].dtype
-            if dtype not in _NARROW:
-                continue
-            self.dtypes.add(dtype)
-            if n == 2:
-                self._plan(f)[1].append(k)  # f's input k receives a sum
-            if not moves:
-                if passed is None:
-                    passed = self._plan(node)[0]
-                passed.append(i)
+        """The node-creation hook: looks at ``node`` as it is created."""
+        self.look((node,))
+
+    def look(self, nodes) -> None:
+        """Looks at each of ``nodes`` (each once: nodes created, or a walk's): counts the edges
+        it feeds, and hooks it, or the nodes it feeds, where a narrow gradient passes."""
+        fed, dtypes, plan, module = self.fed, self.dtypes, self._plan, self.module
+        for node in nodes:
+            if module is not None:
+                self.module_of[node] = module
+            name = type(node).__name__
+            if name == "CompiledFunctionBackward":
+                self.compiled = True
+            moves = name in _SAME_VALUES
+            passed = None
+            i = -1
+            for edge in node.next_functions:
+                i += 1
+                f = edge[0]
+                if f is None:
+                    continue
+                n = fed[edge] = fed.get(edge, 0) + 1
+                # The dtype of the gradient f receives at k: the engine casts what flows into
+                # it to the dtype its input metadata names.
+                k = edge[1]
+                meta = f._input_metadata
+                if k >= len(meta):
+                    continue
+                dtype = meta[k].dtype
+                if dtype not in _NARROW:
+                    continue
+                dtypes.add(dtype)
+                if n == 2:
+                    plan(f)[1].append(k)  # f's input k receives a sum
+                if not moves:
+                    if passed is None:
+                        passed = plan(node)[0]
+                    passed.append(i)
 
     def _plan(self, node) -> Tuple[List[int], List[int], bool]:
         plan = self.plans.get(node)
@@ -329,17 +333,18 @@ class _BackwardAmax:
 
     def _look_collected(self) -> None:
         created, self.created = self.created, []
-        for node in created:
-            self.hook(node)
+        self.look(created)
 
     def walk(self, roots) -> None:
         """Looks at the graph behind ``roots`` (a forward pass that ran with the hook off)."""
-        stack = list(roots)
+        stack, nodes, walked = list(roots), [], set()
         while stack:
             node = stack.pop()
-            if node is not None and node not in self.looked:
-                self.hook(node)
+            if node is not None and node not in walked:
+                walked.add(node)
+                nodes.append(node)
                 stack.extend(f for f, _ in node.next_functions)
+        self.look(nodes)
 
     def stop(self) -> None:
         """Removes every hook (the optimizer's step, :meth:`Recorder.step`)."""
@@ -349,7 +354,7 @@ class _BackwardAmax:
         self.created = []
         for h in self.handles:
             h.remove()
-        self.handles, self.plans, self.looked, self.fed = [], {}, set(), {}
+        self.handles, self.plans, self.fed = [], {}, {}
         self.module_of = {}
 
     def mark(self, _grad_outputs) -> None:
