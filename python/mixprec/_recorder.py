@@ -130,9 +130,6 @@ _RECORDER_SEES = (
     "capture hooks"
 )
 _COMPILED = _COMPILED_TEMPLATE.format(who="Recorder", what=_RECORDER_SEES)
-#: The node hooks' reader of gradients (the binding's, ``amax`` for what it cannot view).
-_GRADS = _mixprec.GradAmax(torch.Tensor, torch.strided, torch.float32, torch.float16,
-                           torch.bfloat16, amax)
 
 
 def _finite(x: float) -> Optional[float]:
@@ -192,7 +189,11 @@ class _BackwardAmax:
 
     def __init__(self) -> None:
         #: Per backward pass (its id) and hooked node: the largest finite magnitude of the
-        #: gradients read, and whether one held an inf or NaN.
+        #: gradients read, and whether one held an inf or NaN; kept by the binding's hooks
+        #: (``reader``), and here by the casts' hooks.
+        self.reader = _mixprec.GradAmax(torch.Tensor, torch.strided, torch.float32,
+                                        torch.float16, torch.bfloat16, amax,
+                                        torch._C._current_graph_task_id)
         self.seen: List[Tuple[int, float, bool]] = []
         self.intermediate: List[Tuple[int, str]] = []
         self.ours: set = set()
@@ -269,33 +270,45 @@ class _BackwardAmax:
     def _plan(self, node) -> Tuple[List[int], List[int], bool]:
         plan = self.plans.get(node)
         if plan is None:
-            plan = self.plans[node] = ([], [], type(node).__name__ in _CAST_NODES)
-            self.handles.append(node.register_hook(functools.partial(self._seen, node, plan)))
+            cast = type(node).__name__ in _CAST_NODES
+            plan = self.plans[node] = ([], [], cast)
+            if cast:
+                hook = functools.partial(self._cast_seen, node, plan)
+            else:
+                hook = _mixprec.NodeHook(self.reader, node, plan[0], plan[1], self._nonfinite)
+            self.handles.append(node.register_hook(hook))
         return plan
 
-    def _seen(self, node, plan, grad_inputs, grad_outputs) -> None:
-        passed, sums, cast = plan
+    def _cast_seen(self, node, plan, grad_inputs, grad_outputs) -> None:
+        """The hook of a cast: reads the values it casts into a narrow dtype (before rounding)
+        and the values cast, along each edge of the plan's, and the sums it receives."""
+        passed, sums, _ = plan
         task = torch._C._current_graph_task_id()
-        if cast:
-            finite = True
-            for i in passed:
-                g = grad_inputs[i]
-                if g is None:
-                    continue
-                src = grad_outputs[0]
-                if src is not None and src.shape == g.shape:
-                    self._amax(task, src)  # the values before rounding, and as stored
-                finite &= self._amax(task, g)
-        else:
-            largest, read, passed_bad, bad = _GRADS.node(grad_inputs, passed, grad_outputs, sums)
-            if read:
-                self.seen.append((task, largest, bad))
-            finite = not passed_bad
-        if finite or not all(g is None or bool(torch.isfinite(g).all()) for g in grad_outputs):
+        finite = True
+        for i in passed:
+            g = grad_inputs[i]
+            if g is None:
+                continue
+            src = grad_outputs[0]
+            if src is not None and src.shape == g.shape:
+                self._amax(task, src)  # the values before rounding, and as stored
+            finite &= self._amax(task, g)
+        for k in sums:
+            g = grad_outputs[k]
+            if g is not None:
+                self._amax(task, g)
+        if not finite and _all_received_finite(grad_outputs):
+            self.formed.setdefault(task, (type(node).__name__, self.module_of.get(node)))
+
+    def _nonfinite(self, node, grad_outputs, passed) -> None:
+        """A hooked node passed on an inf or NaN along an edge of ``passed``: where every
+        gradient it received is finite, it formed there (the first of the pass is where its
+        overflow began), and maybe inside its formula whatever the scale."""
+        if not _all_received_finite(grad_outputs):
             return
-        # An inf or NaN formed here: the first of the pass is where its overflow began.
+        task = torch._C._current_graph_task_id()
         self.formed.setdefault(task, (type(node).__name__, self.module_of.get(node)))
-        if not cast and _overflows_inside(node, grad_outputs, passed):
+        if _overflows_inside(node, grad_outputs, passed):
             self.intermediate.append((task, type(node).__name__))
 
     def _amax(self, task: int, t: torch.Tensor) -> bool:
@@ -368,7 +381,7 @@ class _BackwardAmax:
         that overflowed inside (in the order seen, once each), how many backward passes there
         were, and where the first of them formed an inf or NaN (node type, module), if one
         did; then forgets them."""
-        seen = [(m, bad) for task, m, bad in self.seen if task in self.ours]
+        seen = [(m, bad) for task, m, bad in self.seen + self.reader.take() if task in self.ours]
         inside = list(dict.fromkeys(n for task, n in self.intermediate if task in self.ours))
         passes = len(self.ours)
         formed = next((self.formed[t] for t in sorted(self.formed) if t in self.ours), None)
@@ -460,6 +473,11 @@ def _all_finite(t: torch.Tensor) -> Any:
     if t.device.type == "cpu":
         return math.isfinite(amax(t))
     return torch.isfinite(t).all()
+
+
+def _all_received_finite(grad_outputs) -> bool:
+    """Whether every gradient a node received (its hook's ``grad_outputs``) is finite."""
+    return all(g is None or bool(torch.isfinite(g).all()) for g in grad_outputs)
 
 
 def _first_formed(forward, backward, loss_finite: bool) -> Optional[Dict[str, Any]]:
