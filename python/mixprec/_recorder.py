@@ -41,9 +41,11 @@ nothing of its others), a lower bound, and the step is marked ``grad_amax_bounde
 from finite gradients, the hook calls it again on zero gradients: an inf or NaN again means a
 value inside its formula overflowed whatever the scale (gelu_new's 3x^2 past 65504 in fp16),
 and the step names the node under ``intermediate_overflow`` and overflows at every scale (not
-bounded); the report says no scale avoids it. The hooks cost a Python call per node of the
-graph that passes on or sums a narrow gradient, and one largest magnitude read on the host per
-such gradient (on the CPU one pass of the binding over its bits; ``reports/perf/python.md``).
+bounded); the report says no scale avoids it. The hooks cost, per forward pass, a look at
+each node created (in one Python loop once the model's forward pass returns), and per node that
+passes on or sums a narrow gradient a hook of the binding's, which reads each such gradient's
+largest magnitude on the host (on the CPU one pass over its bits where they lie;
+``reports/perf/python.md``).
 A loop whose first step stores no narrow gradient (FP32 throughout) runs without them from then
 on (unless autocast or a narrow weight shows before a forward pass), and ``grad_amax`` is the largest magnitude of the weights' gradients, one
 reduction per step (an inf or NaN among them marks the step bounded): what overflows there is

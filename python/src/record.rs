@@ -238,7 +238,7 @@ impl GradAmax {
                 return Ok(None);
             }
             let ptr: usize = t.call_method0(intern!(py, "data_ptr"))?.extract()?;
-            if ptr != 0 && ptr % size == 0 {
+            if ptr != 0 && ptr.is_multiple_of(size) {
                 // SAFETY: `t` is a dense contiguous CPU tensor of `n` elements of `size` bytes
                 // from `ptr` (torch's `data_ptr`, its storage offset included), aligned; `t`,
                 // held here with the GIL, keeps its storage alive and unchanged by Python code
