@@ -1,6 +1,6 @@
 """Type stubs of the native module (use the functions of ``mixprec``, which check arguments)."""
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -127,3 +127,22 @@ def train_start(
 
 def welch_json(a: List[float], b: List[float]) -> Optional[str]:
     """Welch's t-test of ``mean(a) - mean(b)`` (95% interval) as JSON, or None."""
+
+class GradAmax:
+    """The Recorder's reader of gradients: dense contiguous CPU float32/float16/bfloat16
+    tensors read where they lie, any other through ``fallback`` (``_torch_round.amax``)."""
+
+    def __init__(self, tensor: Any, strided: Any, float32: Any, float16: Any, bfloat16: Any,
+                 fallback: Any, task: Any) -> None: ...
+    def take(self) -> List[Tuple[int, float, bool]]:
+        """Per hook called since the last call: (backward pass's id, largest finite magnitude,
+        whether one held an inf or NaN)."""
+
+class NodeHook:
+    """A post hook on an autograd node: reads ``grad_inputs[i]`` for ``i`` in ``passed`` and
+    ``grad_outputs[k]`` for ``k`` in ``sums`` into ``reader``; calls ``nonfinite(node,
+    grad_outputs, passed)`` where one passed on held an inf or NaN."""
+
+    def __init__(self, reader: GradAmax, node: Any, passed: List[int], sums: List[int],
+                 nonfinite: Any) -> None: ...
+    def __call__(self, grad_inputs: Any, grad_outputs: Any) -> None: ...

@@ -41,9 +41,11 @@ nothing of its others), a lower bound, and the step is marked ``grad_amax_bounde
 from finite gradients, the hook calls it again on zero gradients: an inf or NaN again means a
 value inside its formula overflowed whatever the scale (gelu_new's 3x^2 past 65504 in fp16),
 and the step names the node under ``intermediate_overflow`` and overflows at every scale (not
-bounded); the report says no scale avoids it. The hooks cost a Python call per node of the
-graph that passes on or sums a narrow gradient, and one largest magnitude read on the host per
-such gradient (on the CPU one pass of the binding over its bits; ``reports/perf/python.md``).
+bounded); the report says no scale avoids it. The hooks cost, per forward pass, a look at
+each node created (in one Python loop once the model's forward pass returns), and per node that
+passes on or sums a narrow gradient a hook of the binding's, which reads each such gradient's
+largest magnitude on the host (on the CPU one pass over its bits where they lie;
+``reports/perf/python.md``).
 A loop whose first step stores no narrow gradient (FP32 throughout) runs without them from then
 on (unless autocast or a narrow weight shows before a forward pass), and ``grad_amax`` is the largest magnitude of the weights' gradients, one
 reduction per step (an inf or NaN among them marks the step bounded): what overflows there is
@@ -104,7 +106,7 @@ __all__ = ["Recorder"]
 
 #: Floating dtypes narrower than FP32: the values a mixed-precision loop stores in them decide
 #: its overflow.
-_NARROW = tuple(
+_NARROW = frozenset(
     getattr(torch, name)
     for name in ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
                  "float8_e5m2fnuz")
@@ -188,16 +190,29 @@ class _BackwardAmax:
     on the host (on CUDA a synchronization per hooked node)."""
 
     def __init__(self) -> None:
-        self.seen: List[Tuple[int, float]] = []
+        #: Per backward pass (its id) and hooked node: the largest finite magnitude of the
+        #: gradients read, and whether one held an inf or NaN; kept by the binding's hooks
+        #: (``reader``), and here by the casts' hooks.
+        self.reader = _mixprec.GradAmax(torch.Tensor, torch.strided, torch.float32,
+                                        torch.float16, torch.bfloat16, amax,
+                                        torch._C._current_graph_task_id)
+        self.seen: List[Tuple[int, float, bool]] = []
         self.intermediate: List[Tuple[int, str]] = []
         self.ours: set = set()
         #: Per hooked node: the edges whose gradients count, the inputs that receive sums, and
         #: whether it is a cast; per (node, input), the number of nodes that feed it.
         self.plans: Dict[Any, Tuple[List[int], List[int], bool]] = {}
-        self.looked: set = set()
         self.fed: Dict[Tuple[Any, int], int] = {}
         self.handles: List[Any] = []
-        self.creating = False
+        #: The node-creation hook pushed: None, ``"collect"`` (a forward pass of the model runs:
+        #: the nodes it creates are kept, a C call each, and looked at once it returns, in one
+        #: loop: a Python call per node inside the forward pass cost GPT-2's 0.9 ms a step more)
+        #: or ``"look"`` (each node looked at as it is created).
+        self.creating: Optional[str] = None
+        self.created: List[Any] = []
+        #: Whether the module each node is created in is wanted (while steps overflow): nodes
+        #: are then looked at as they are created.
+        self.per_module = False
         #: Whether a node of a torch.compile'd graph was seen.
         self.compiled = False
         #: The narrow dtypes of the gradients the graphs looked at pass (what the loop stores,
@@ -212,97 +227,149 @@ class _BackwardAmax:
 
     @property
     def on(self) -> bool:
-        return bool(self.plans) or self.creating
+        return bool(self.plans) or self.creating is not None
 
     def hook(self, node) -> None:
-        """Looks at ``node`` (once): counts the edges it feeds, and hooks it, or the nodes it
-        feeds, where a narrow gradient passes."""
-        if node in self.looked:
-            return
-        self.looked.add(node)
-        self.module_of[node] = self.module
-        name = type(node).__name__
-        self.compiled |= name == "CompiledFunctionBackward"
-        passed = []
-        for i, (f, k) in enumerate(node.next_functions):
-            if f is None:
-                continue
-            fed = self.fed[f, k] = self.fed.get((f, k), 0) + 1
-            dtype = _narrow_input(f, k)
-            if dtype is None:
-                continue
-            self.dtypes.add(dtype)
-            if fed == 2:
-                self._plan(f)[1].append(k)  # f's input k receives a sum
-            if name not in _SAME_VALUES:
-                passed.append(i)
-        if passed:
-            self._plan(node)[0].extend(passed)
+        """The node-creation hook: looks at ``node`` as it is created."""
+        self.look((node,))
+
+    def look(self, nodes) -> None:
+        """Looks at each of ``nodes`` (each once: nodes created, or a walk's): counts the edges
+        it feeds, and hooks it, or the nodes it feeds, where a narrow gradient passes."""
+        fed, dtypes, plan, module = self.fed, self.dtypes, self._plan, self.module
+        for node in nodes:
+            if module is not None:
+                self.module_of[node] = module
+            name = type(node).__name__
+            if name == "CompiledFunctionBackward":
+                self.compiled = True
+            moves = name in _SAME_VALUES
+            passed = None
+            i = -1
+            for edge in node.next_functions:
+                i += 1
+                f = edge[0]
+                if f is None:
+                    continue
+                n = fed[edge] = fed.get(edge, 0) + 1
+                # The dtype of the gradient f receives at k: the engine casts what flows into
+                # it to the dtype its input metadata names.
+                k = edge[1]
+                meta = f._input_metadata
+                if k >= len(meta):
+                    continue
+                dtype = meta[k].dtype
+                if dtype not in _NARROW:
+                    continue
+                dtypes.add(dtype)
+                if n == 2:
+                    plan(f)[1].append(k)  # f's input k receives a sum
+                if not moves:
+                    if passed is None:
+                        passed = plan(node)[0]
+                    passed.append(i)
 
     def _plan(self, node) -> Tuple[List[int], List[int], bool]:
         plan = self.plans.get(node)
         if plan is None:
-            plan = self.plans[node] = ([], [], type(node).__name__ in _CAST_NODES)
-            self.handles.append(node.register_hook(functools.partial(self._seen, node, plan)))
+            cast = type(node).__name__ in _CAST_NODES
+            plan = self.plans[node] = ([], [], cast)
+            if cast:
+                hook = functools.partial(self._cast_seen, node, plan)
+            else:
+                hook = _mixprec.NodeHook(self.reader, node, plan[0], plan[1], self._nonfinite)
+            self.handles.append(node.register_hook(hook))
         return plan
 
-    def _seen(self, node, plan, grad_inputs, grad_outputs) -> None:
-        passed, sums, cast = plan
+    def _cast_seen(self, node, plan, grad_inputs, grad_outputs) -> None:
+        """The hook of a cast: reads the values it casts into a narrow dtype (before rounding)
+        and the values cast, along each edge of the plan's, and the sums it receives."""
+        passed, sums, _ = plan
         task = torch._C._current_graph_task_id()
         finite = True
         for i in passed:
             g = grad_inputs[i]
             if g is None:
                 continue
-            if cast:
-                src = grad_outputs[0]
-                if src is not None and src.shape == g.shape:
-                    self._amax(task, src)  # the values before rounding, and as stored
+            src = grad_outputs[0]
+            if src is not None and src.shape == g.shape:
+                self._amax(task, src)  # the values before rounding, and as stored
             finite &= self._amax(task, g)
         for k in sums:
             g = grad_outputs[k]
             if g is not None:
                 self._amax(task, g)
-        if finite or not all(g is None or bool(torch.isfinite(g).all()) for g in grad_outputs):
+        if not finite and _all_received_finite(grad_outputs):
+            self.formed.setdefault(task, (type(node).__name__, self.module_of.get(node)))
+
+    def _nonfinite(self, node, grad_outputs, passed) -> None:
+        """A hooked node passed on an inf or NaN along an edge of ``passed``: where every
+        gradient it received is finite, it formed there (the first of the pass is where its
+        overflow began), and maybe inside its formula whatever the scale."""
+        if not _all_received_finite(grad_outputs):
             return
-        # An inf or NaN formed here: the first of the pass is where its overflow began.
+        task = torch._C._current_graph_task_id()
         self.formed.setdefault(task, (type(node).__name__, self.module_of.get(node)))
-        if not cast and _overflows_inside(node, grad_outputs, passed):
+        if _overflows_inside(node, grad_outputs, passed):
             self.intermediate.append((task, type(node).__name__))
 
     def _amax(self, task: int, t: torch.Tensor) -> bool:
-        """Keeps ``t``'s largest magnitude (inf or NaN where it holds one); whether it is
-        finite."""
+        """Keeps ``t``'s largest magnitude (where finite; else that it held an inf or NaN);
+        whether it is finite."""
         if not t.numel():
             return True
         m = amax(t)
-        self.seen.append((task, m))
-        return math.isfinite(m)
+        finite = math.isfinite(m)
+        self.seen.append((task, m if finite else 0.0, not finite))
+        return finite
 
-    def start(self) -> None:
-        """Looks at every node created from now on (the start of a forward pass of the recorded
-        model with gradients on, in a loop that stores narrow tensors)."""
-        if not self.creating and torch.is_grad_enabled():
-            self.creating = True
-            torch._C._autograd._push_node_creation_hook(self.hook)
+    def start(self, forward: bool = False) -> None:
+        """Looks at every node created from now on (from the start of a forward pass of the
+        recorded model with gradients on, in a loop that stores narrow tensors): ``forward``,
+        those the forward pass creates once it returns (:meth:`look_created`), unless each
+        node's module is wanted; the others as they are created."""
+        if not torch.is_grad_enabled():
+            return
+        mode = "collect" if forward and not self.per_module else "look"
+        if self.creating == mode:
+            return
+        if self.creating:
+            torch._C._autograd._pop_node_creation_hook()
+            self._look_collected()
+        torch._C._autograd._push_node_creation_hook(
+            self.created.append if mode == "collect" else self.hook)
+        self.creating = mode
+
+    def look_created(self) -> None:
+        """A forward pass of the model returned: looks at the nodes it created, and at each
+        node created from now on as it is created."""
+        if self.creating == "collect":
+            self.start()
+
+    def _look_collected(self) -> None:
+        created, self.created = self.created, []
+        self.look(created)
 
     def walk(self, roots) -> None:
         """Looks at the graph behind ``roots`` (a forward pass that ran with the hook off)."""
-        stack = list(roots)
+        stack, nodes, walked = list(roots), [], set()
         while stack:
             node = stack.pop()
-            if node is not None and node not in self.looked:
-                self.hook(node)
+            if node is not None and node not in walked:
+                walked.add(node)
+                nodes.append(node)
                 stack.extend(f for f, _ in node.next_functions)
+        self.look(nodes)
 
     def stop(self) -> None:
         """Removes every hook (the optimizer's step, :meth:`Recorder.step`)."""
         if self.creating:
-            self.creating = False
+            self.creating = None
             torch._C._autograd._pop_node_creation_hook()
+        self.created = []
         for h in self.handles:
             h.remove()
-        self.handles, self.plans, self.looked, self.fed = [], {}, set(), {}
+        self.handles, self.plans, self.fed = [], {}, {}
         self.module_of = {}
 
     def mark(self, _grad_outputs) -> None:
@@ -316,7 +383,7 @@ class _BackwardAmax:
         that overflowed inside (in the order seen, once each), how many backward passes there
         were, and where the first of them formed an inf or NaN (node type, module), if one
         did; then forgets them."""
-        seen = [m for task, m in self.seen if task in self.ours]
+        seen = [(m, bad) for task, m, bad in self.seen + self.reader.take() if task in self.ours]
         inside = list(dict.fromkeys(n for task, n in self.intermediate if task in self.ours))
         passes = len(self.ours)
         formed = next((self.formed[t] for t in sorted(self.formed) if t in self.ours), None)
@@ -324,9 +391,8 @@ class _BackwardAmax:
         if not seen:
             return None, False, False, inside, passes, formed
         # A tensor's magnitudes are known where its largest is finite (no inf, no NaN).
-        finite = [m for m in seen if math.isfinite(m)]
-        largest = max(finite, default=0.0)
-        nonfinite = len(finite) < len(seen)
+        largest = max(m for m, _ in seen)
+        nonfinite = any(bad for _, bad in seen)
         return (largest if largest > 0 else None), nonfinite, True, inside, passes, formed
 
 
@@ -396,16 +462,6 @@ def _scaler_now(scaler: Any) -> Optional[Tuple[float, bool]]:
     return float(scaler.get_scale()), any(float(v) > 0 for v in found)
 
 
-def _narrow_input(node, k: int) -> Optional[torch.dtype]:
-    """The dtype of input ``k`` of autograd node ``node`` (the gradient it receives there) where
-    it is narrow, else None: the engine casts what flows into it to the dtype its metadata
-    names."""
-    meta = node._input_metadata
-    if k < len(meta) and meta[k].dtype in _NARROW:
-        return meta[k].dtype
-    return None
-
-
 def _tensors(output: Any) -> List[torch.Tensor]:
     """The tensors in a module's output (a tensor, or tuples, lists, dicts and Hugging Face
     ``ModelOutput``s of them)."""
@@ -419,6 +475,11 @@ def _all_finite(t: torch.Tensor) -> Any:
     if t.device.type == "cpu":
         return math.isfinite(amax(t))
     return torch.isfinite(t).all()
+
+
+def _all_received_finite(grad_outputs) -> bool:
+    """Whether every gradient a node received (its hook's ``grad_outputs``) is finite."""
+    return all(g is None or bool(torch.isfinite(g).all()) for g in grad_outputs)
 
 
 def _first_formed(forward, backward, loss_finite: bool) -> Optional[Dict[str, Any]]:
@@ -868,6 +929,7 @@ class Recorder:
             for h in self._localizing:
                 h.remove()
             self._localizing = []
+        self._backward.per_module = on
 
     def _take(self) -> None:
         """Takes what the backward passes since the last forward pass left (the node hooks'
@@ -1080,7 +1142,7 @@ class Recorder:
             return
         self._fresh = True
         if self._loop_narrow is not False or self._narrow_before():
-            self._backward.start()
+            self._backward.start(forward=True)
 
     def _reaches(self, roots, narrow: bool) -> None:
         """The graph behind ``roots`` (a forward pass's outputs, or a loss) belongs to the model:
@@ -1088,6 +1150,7 @@ class Recorder:
         ``narrow`` says the loop stores narrow tensors, the graph is walked."""
         backward = self._backward
         self._fresh = True
+        backward.look_created()
         if narrow and not backward.creating:
             backward.walk(roots)
             backward.start()

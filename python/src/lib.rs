@@ -410,6 +410,8 @@ fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze_json, m)?)?;
     m.add("ARRAY_PATH", ARRAY_PATH)?;
     m.add_function(wrap_pyfunction!(record::amax, m)?)?;
+    m.add_class::<record::GradAmax>()?;
+    m.add_class::<record::NodeHook>()?;
     m.add_class::<record::Capture>()?;
     m.add_class::<record::RunWriter>()?;
     m.add_function(wrap_pyfunction!(simulate::recipe_json, m)?)?;

@@ -402,3 +402,43 @@ def test_amax_is_torchs_largest_magnitude_in_any_layout(dtype):
         assert np.isnan(got) == nan and not np.isfinite(got)
         x[41] = float("nan")
         assert np.isnan(amax(x))
+
+
+def test_the_node_hooks_read_each_gradient_as_amax():
+    """The Recorder's node hooks (``_mixprec.NodeHook``, read in Rust where a tensor lies) keep,
+    per hook called, the largest finite magnitude of the gradients of its edges and sums and
+    whether one held an inf or NaN, as ``amax`` reads each: every dtype, a slice with a storage
+    offset, a transpose, an odd tail, a 0-dim and an empty tensor, one that requires grad,
+    float64 (read by ``amax`` itself); only an inf or NaN passed on, not one summed, calls
+    back."""
+    from mixprec import _mixprec
+    from mixprec._torch_round import amax
+
+    reader = _mixprec.GradAmax(torch.Tensor, torch.strided, torch.float32, torch.float16,
+                               torch.bfloat16, amax, torch._C._current_graph_task_id)
+    called = []
+    g = torch.Generator().manual_seed(5)
+    cases = []
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        x = (torch.randn(67, 33, generator=g) * 2.0 ** torch.randint(-9, 9, (67, 33), generator=g))
+        x = x.to(dtype)
+        x[0, 0] = -5e4  # the largest, negative, before the offset below
+        x[66, 32] = -7e3  # the largest past it, in the tail
+        cases += [x, x[1:], x.t(), x[3, 5], x[:0], x.clone().requires_grad_()]
+        bad = x.clone()
+        bad[9, 9] = float("nan") if dtype == torch.float32 else float("inf")
+        cases.append(bad)
+    for c in cases:
+        for passed, sums in (([0], []), ([], [0])):
+            hook = _mixprec.NodeHook(reader, "node", passed, sums,
+                                     lambda *args: called.append(args))
+            hook((c,) if passed else (None,), (c,) if sums else ())
+            taken = reader.take()
+            if not c.numel():
+                assert taken == [] and not called
+                continue
+            m = amax(c.detach())
+            finite = bool(np.isfinite(m))
+            assert taken == [(-1, m if finite else 0.0, not finite)], (c.dtype, c.shape)
+            assert len(called) == (0 if finite or sums else 1)
+            called.clear()
