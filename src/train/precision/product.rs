@@ -69,7 +69,6 @@ pub fn gemm<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>) -> Array2<T> {
     if m < 2 || n < 2 || m * n <= HORIZONTAL_OUTPUTS || k <= 2 || !fused_kernels() {
         return gemm_reference(a, b);
     }
-    let mut c = Array2::<T>::uninit((m, n));
     // A last block of one or two terms would take the crate's vector-vector kernel: the
     // reference adds it below (k > 2, so it is never the first).
     let tail = if k > K_BLOCK && k % K_BLOCK <= 2 {
@@ -83,6 +82,7 @@ pub fn gemm<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>) -> Array2<T> {
     } else {
         1
     };
+    let mut c = Array2::<T>::uninit((m, n));
     let body = s![.., ..k - tail];
     gemm_parts(a.slice(body), b.slice(s![..k - tail, ..]), c.view_mut(), parts);
     // SAFETY: the parts cover every element of `c`, and each part's first block (at least 3
@@ -300,8 +300,8 @@ mod tests {
     fn gemm_matches_the_fixed_order() {
         let mut rng = crate::train::Rng::new(3);
         // The crate's tile kernels with one, two and three k-blocks (last blocks of 1, 2, 3 and
-        // 272 terms), edge tiles, the small-product and parallel paths; the reference for
-        // matrix-vector shapes, at most 256 outputs and k <= 2.
+        // 272 terms), edge tiles, the small-product and parallel paths (outputs cut in two and
+        // three pieces); the reference for matrix-vector shapes, at most 256 outputs and k <= 2.
         for (m, k, n) in [
             (1, 1, 1),
             (3, 0, 2),
@@ -317,6 +317,7 @@ mod tests {
             (20, 515, 30),
             (256, 784, 130),
             (70, 1100, 9),
+            (100, 600, 700),
         ] {
             let a = Array2::from_shape_simple_fn((m, k), || rng.normal() as f32);
             let b = Array2::from_shape_simple_fn((n, k), || rng.normal() as f32);
