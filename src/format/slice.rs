@@ -101,8 +101,9 @@ impl KernelPath {
 
 /// Values per kernel call (each splits its work further; see [`Kernel::run_mode`]).
 const CHUNK: usize = 1 << 14;
-/// Values per rayon task.
-const PAR_CHUNK: usize = 1 << 18;
+/// Values per rayon task (a storage point of the training core's, 256 x 1,024 activations, is
+/// four tasks).
+const PAR_CHUNK: usize = 1 << 16;
 
 /// Where a kernel reads and writes: one slice (in place), or a source and a destination of
 /// the same length that share no memory. Every value is read before its own result is
@@ -177,6 +178,9 @@ fn par_chunks<T: Send>(
     start: u64,
     round: impl Fn(&mut [T], u64) -> RoundCounts + Sync,
 ) -> RoundCounts {
+    if xs.len() <= PAR_CHUNK || rayon::current_num_threads() == 1 {
+        return round(xs, start);
+    }
     xs.par_chunks_mut(PAR_CHUNK)
         .enumerate()
         .map(|(i, chunk)| round(chunk, start + (i * PAR_CHUNK) as u64))

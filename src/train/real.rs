@@ -53,7 +53,8 @@ pub trait Real:
     #[must_use]
     fn libm_tanh(self) -> Self;
 
-    /// Rounds `xs` in place with `rounder` as positions `start..` of its stochastic stream.
+    /// Rounds `xs` in place with `rounder` as positions `start..` of its stochastic stream (on
+    /// rayon's threads for long slices; the same bits on any thread count).
     fn round_slice_at(rounder: &Rounder, xs: &mut [Self], start: u64) -> RoundCounts;
 
     /// Rounds the row-major matrix `xs` of `cols` columns in place with the block rounder
@@ -223,7 +224,7 @@ impl_real! {
         exp: expf,
         ln: logf,
         tanh: tanhf,
-        round_slice_at: round_f32_slice_at,
+        round_slice_at: par_round_f32_slice_at,
         round_blocks_at: round_matrix_at,
         add_to_histogram: par_add_f32,
         exponent: 0x7f80_0000,
@@ -245,7 +246,7 @@ impl_real! {
         exp: exp,
         ln: log,
         tanh: tanh,
-        round_slice_at: round_f64_slice_at,
+        round_slice_at: par_round_f64_slice_at,
         round_blocks_at: round_matrix_f64_at,
         add_to_histogram: par_add_f64,
         exponent: 0x7ff0_0000_0000_0000,
