@@ -111,11 +111,12 @@ fn amax_bits<T: Copy, U: Copy + Ord + Default + BitAnd<Output = U>>(
     magnitude: U,
     inf: U,
 ) -> (U, U) {
-    xs.iter().fold((U::default(), U::default()), |(m, worst), &x| {
-        let a = bits(x) & magnitude;
-        let finite = if a < inf { a } else { U::default() };
-        (m.max(finite), worst.max(a))
-    })
+    xs.iter()
+        .fold((U::default(), U::default()), |(m, worst), &x| {
+            let a = bits(x) & magnitude;
+            let finite = if a < inf { a } else { U::default() };
+            (m.max(finite), worst.max(a))
+        })
 }
 
 crate::isa::isa_dispatch! {

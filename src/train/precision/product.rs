@@ -39,7 +39,9 @@
 //! - the other kernels, taken before the tile kernels and routed to [`gemm_reference`] here:
 //!   horizontal kernels (AVX2 2x2, AVX-512 4x4) for `m n <= 256` with contiguous `lhs` rows and
 //!   `rhs` columns, `gevv` for `k <= 2`, `gemv` for `m <= 1` or `n <= 1`;
-//! - threads split the output (rows and columns of tiles), never `k`.
+//! - the crate's own threads split the output (rows and columns of tiles), never `k`; [`gemm()`]
+//!   does not use them: it cuts the output into one piece per rayon thread itself
+//!   (`gemm_parts`), each piece computed by the crate's single-threaded kernels.
 
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis, Zip, s};
 
@@ -84,7 +86,12 @@ pub fn gemm<T: Real>(a: ArrayView2<T>, b: ArrayView2<T>) -> Array2<T> {
     };
     let mut c = Array2::<T>::uninit((m, n));
     let body = s![.., ..k - tail];
-    gemm_parts(a.slice(body), b.slice(s![..k - tail, ..]), c.view_mut(), parts);
+    gemm_parts(
+        a.slice(body),
+        b.slice(s![..k - tail, ..]),
+        c.view_mut(),
+        parts,
+    );
     // SAFETY: the parts cover every element of `c`, and each part's first block (at least 3
     // terms, since k > 2) wrote every element of it.
     let mut c = unsafe { c.assume_init() };
