@@ -103,22 +103,6 @@ fn finite_amax_by<T: Sync, U: Copy + Send + Default>(
         .reduce(|| (U::default(), true), |a, b| (max(a.0, b.0), a.1 && b.1))
 }
 
-/// The largest finite magnitude of `xs` and the largest magnitude, as bit patterns: `abs(x)` is
-/// `bits(x) & magnitude`, finite when below `inf` (the pattern of infinity; NaN's are above).
-fn amax_bits<T: Copy, U: Copy + Ord + Default + BitAnd<Output = U>>(
-    xs: &[T],
-    bits: impl Fn(T) -> U,
-    magnitude: U,
-    inf: U,
-) -> (U, U) {
-    xs.iter()
-        .fold((U::default(), U::default()), |(m, worst), &x| {
-            let a = bits(x) & magnitude;
-            let finite = if a < inf { a } else { U::default() };
-            (m.max(finite), worst.max(a))
-        })
-}
-
 crate::isa::isa_dispatch! {
     /// The largest finite magnitude of f32 values `xs` and whether every one is finite, through
     /// the `isa` build: float compares and selects in 16 lanes (NaN fails both tests).
@@ -264,9 +248,13 @@ impl_real! {
     }
 
     fn finite_amax(xs: &[Self]) -> (f64, bool) {
+        // Over bit patterns: |x| is bits & magnitude, finite below inf's pattern (NaN's above).
         const INF: u64 = 0x7ff0_0000_0000_0000;
         let block = |block: &[f64]| {
-            let (m, worst) = amax_bits(block, f64::to_bits, 0x7fff_ffff_ffff_ffff, INF);
+            let (m, worst) = block.iter().fold((0, 0), |(m, worst): (u64, u64), &x| {
+                let a = x.to_bits() & !(1 << 63);
+                (m.max(if a < INF { a } else { 0 }), worst.max(a))
+            });
             (m, worst < INF)
         };
         let (m, finite) = finite_amax_by(xs, block, u64::max);
