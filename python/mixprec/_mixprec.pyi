@@ -129,8 +129,9 @@ def welch_json(a: List[float], b: List[float]) -> Optional[str]:
     """Welch's t-test of ``mean(a) - mean(b)`` (95% interval) as JSON, or None."""
 
 class GradAmax:
-    """The Recorder's reader of gradients: dense contiguous CPU float32/float16/bfloat16
-    tensors read where they lie, any other through ``fallback`` (``_torch_round.amax``)."""
+    """The Recorder's reader of gradients: CPU float32/float16/bfloat16 tensors whose values
+    fill a block of memory (contiguous, permuted, broadcast) read where they lie, any other
+    through ``fallback`` (``_torch_round.amax``)."""
 
     def __init__(self, tensor: Any, strided: Any, float32: Any, float16: Any, bfloat16: Any,
                  fallback: Any, task: Any) -> None: ...
@@ -141,8 +142,9 @@ class GradAmax:
 class NodeHook:
     """A post hook on an autograd node: reads ``grad_inputs[i]`` for ``i`` in ``passed`` and
     ``grad_outputs[k]`` for ``k`` in ``sums`` into ``reader``; calls ``nonfinite(node,
-    grad_outputs, passed)`` where one passed on held an inf or NaN."""
+    grad_outputs, passed)`` where one passed on held an inf or NaN; a ``cast`` node also
+    reads, beside each gradient passed on, ``grad_outputs[0]`` where their shapes agree."""
 
     def __init__(self, reader: GradAmax, node: Any, passed: List[int], sums: List[int],
-                 nonfinite: Any) -> None: ...
+                 nonfinite: Any, cast: bool = False) -> None: ...
     def __call__(self, grad_inputs: Any, grad_outputs: Any) -> None: ...

@@ -84,7 +84,6 @@ recorder made are removed, and a directory that existed (empty) stays, empty.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -191,12 +190,10 @@ class _BackwardAmax:
 
     def __init__(self) -> None:
         #: Per backward pass (its id) and hooked node: the largest finite magnitude of the
-        #: gradients read, and whether one held an inf or NaN; kept by the binding's hooks
-        #: (``reader``), and here by the casts' hooks.
+        #: gradients read, and whether one held an inf or NaN; kept by the binding's hooks.
         self.reader = _mixprec.GradAmax(torch.Tensor, torch.strided, torch.float32,
                                         torch.float16, torch.bfloat16, amax,
                                         torch._C._current_graph_task_id)
-        self.seen: List[Tuple[int, float, bool]] = []
         self.intermediate: List[Tuple[int, str]] = []
         self.ours: set = set()
         #: Per hooked node: the edges whose gradients count, the inputs that receive sums, and
@@ -274,54 +271,28 @@ class _BackwardAmax:
         if plan is None:
             cast = type(node).__name__ in _CAST_NODES
             plan = self.plans[node] = ([], [], cast)
-            if cast:
-                hook = functools.partial(self._cast_seen, node, plan)
-            else:
-                hook = _mixprec.NodeHook(self.reader, node, plan[0], plan[1], self._nonfinite)
+            hook = _mixprec.NodeHook(self.reader, node, plan[0], plan[1],
+                                     self._cast_nonfinite if cast else self._nonfinite, cast)
             self.handles.append(node.register_hook(hook))
         return plan
-
-    def _cast_seen(self, node, plan, grad_inputs, grad_outputs) -> None:
-        """The hook of a cast: reads the values it casts into a narrow dtype (before rounding)
-        and the values cast, along each edge of the plan's, and the sums it receives."""
-        passed, sums, _ = plan
-        task = torch._C._current_graph_task_id()
-        finite = True
-        for i in passed:
-            g = grad_inputs[i]
-            if g is None:
-                continue
-            src = grad_outputs[0]
-            if src is not None and src.shape == g.shape:
-                self._amax(task, src)  # the values before rounding, and as stored
-            finite &= self._amax(task, g)
-        for k in sums:
-            g = grad_outputs[k]
-            if g is not None:
-                self._amax(task, g)
-        if not finite and _all_received_finite(grad_outputs):
-            self.formed.setdefault(task, (type(node).__name__, self.module_of.get(node)))
 
     def _nonfinite(self, node, grad_outputs, passed) -> None:
         """A hooked node passed on an inf or NaN along an edge of ``passed``: where every
         gradient it received is finite, it formed there (the first of the pass is where its
         overflow began), and maybe inside its formula whatever the scale."""
+        if self._cast_nonfinite(node, grad_outputs, passed) and \
+                _overflows_inside(node, grad_outputs, passed):
+            self.intermediate.append((torch._C._current_graph_task_id(), type(node).__name__))
+
+    def _cast_nonfinite(self, node, grad_outputs, _passed) -> bool:
+        """A hooked cast (or any node) passed on an inf or NaN: where every gradient it received
+        is finite, it formed there (a cast: rounding into a narrow dtype overflowed), kept as
+        the pass's first where none came before; whether it formed there."""
         if not _all_received_finite(grad_outputs):
-            return
+            return False
         task = torch._C._current_graph_task_id()
         self.formed.setdefault(task, (type(node).__name__, self.module_of.get(node)))
-        if _overflows_inside(node, grad_outputs, passed):
-            self.intermediate.append((task, type(node).__name__))
-
-    def _amax(self, task: int, t: torch.Tensor) -> bool:
-        """Keeps ``t``'s largest magnitude (where finite; else that it held an inf or NaN);
-        whether it is finite."""
-        if not t.numel():
-            return True
-        m = amax(t)
-        finite = math.isfinite(m)
-        self.seen.append((task, m if finite else 0.0, not finite))
-        return finite
+        return True
 
     def start(self, forward: bool = False) -> None:
         """Looks at every node created from now on (from the start of a forward pass of the
@@ -383,11 +354,11 @@ class _BackwardAmax:
         that overflowed inside (in the order seen, once each), how many backward passes there
         were, and where the first of them formed an inf or NaN (node type, module), if one
         did; then forgets them."""
-        seen = [(m, bad) for task, m, bad in self.seen + self.reader.take() if task in self.ours]
+        seen = [(m, bad) for task, m, bad in self.reader.take() if task in self.ours]
         inside = list(dict.fromkeys(n for task, n in self.intermediate if task in self.ours))
         passes = len(self.ours)
         formed = next((self.formed[t] for t in sorted(self.formed) if t in self.ours), None)
-        self.seen, self.intermediate, self.ours, self.formed = [], [], set(), {}
+        self.intermediate, self.ours, self.formed = [], set(), {}
         if not seen:
             return None, False, False, inside, passes, formed
         # A tensor's magnitudes are known where its largest is finite (no inf, no NaN).

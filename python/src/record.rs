@@ -231,18 +231,19 @@ impl GradAmax {
             && t.get_type().is(&self.tensor)
             && t.getattr(intern!(py, "is_cpu"))?.is_truthy()?
             && t.getattr(intern!(py, "layout"))?.is(&self.strided)
-            && t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?
         {
-            let n: usize = t.call_method0(intern!(py, "numel"))?.extract()?;
-            if n == 0 {
+            let shape: Vec<usize> = t.getattr(intern!(py, "shape"))?.extract()?;
+            if shape.contains(&0) {
                 return Ok(None);
             }
+            let strides: Vec<usize> = t.call_method0(intern!(py, "stride"))?.extract()?;
+            let n = dense_span(&shape, &strides);
             let ptr: usize = t.call_method0(intern!(py, "data_ptr"))?.extract()?;
-            if ptr != 0 && ptr.is_multiple_of(size) {
-                // SAFETY: `t` is a dense contiguous CPU tensor of `n` elements of `size` bytes
-                // from `ptr` (torch's `data_ptr`, its storage offset included), aligned; `t`,
-                // held here with the GIL, keeps its storage alive and unchanged by Python code
-                // for the call (as a numpy view of it would be).
+            if let Some(n) = n.filter(|_| ptr != 0 && ptr.is_multiple_of(size)) {
+                // SAFETY: `t` is a CPU tensor whose distinct elements fill `n` elements of `size`
+                // bytes from `ptr` (torch's `data_ptr`, its storage offset included; see
+                // `dense_span`), aligned; `t`, held here with the GIL, keeps its storage alive
+                // and unchanged by Python code for the call (as a numpy view of it would be).
                 return Ok(Some(unsafe {
                     if size == 4 {
                         let xs = std::slice::from_raw_parts(ptr as *const u32, n);
@@ -266,10 +267,37 @@ impl GradAmax {
     }
 }
 
+/// The number of elements from a tensor's first (its `data_ptr`) that its distinct elements
+/// fill, where they fill a block of memory with nothing else in it, in any order: a contiguous
+/// tensor, a transpose or permutation of one (a linear layer's weight gradient, attention's
+/// per-head gradients), one broadcast along some dimensions (stride 0: its values repeat).
+/// None where the tensor skips elements (a strided slice) or overlaps itself otherwise. The
+/// largest magnitude does not depend on the order, so one pass over the block reads it.
+fn dense_span(shape: &[usize], strides: &[usize]) -> Option<usize> {
+    let mut dims: Vec<(usize, usize)> = shape
+        .iter()
+        .zip(strides)
+        .filter(|&(&size, &stride)| size > 1 && stride > 0)
+        .map(|(&size, &stride)| (stride, size))
+        .collect();
+    dims.sort_unstable();
+    let mut span = 1;
+    for (stride, size) in dims {
+        if stride != span {
+            return None;
+        }
+        span *= size;
+    }
+    Some(span)
+}
+
 impl GradAmax {
     /// Of the gradients `grad_inputs[i]` for `i` in `passed` and `grad_outputs[k]` for `k` in
     /// `sums` (None and empty tensors skipped): the largest finite magnitude (0 for none), how
     /// many were read, whether one of `passed`'s held an inf or NaN, and whether one of any.
+    /// With `cast` (the node casts what it receives into its input's dtype), each gradient
+    /// passed on is read with the gradient received (`grad_outputs[0]`, the values before
+    /// rounding) where their shapes agree; only the one passed on counts as passed.
     fn read(
         &self,
         py: Python<'_>,
@@ -277,15 +305,11 @@ impl GradAmax {
         passed: &Bound<'_, PyList>,
         grad_outputs: &Bound<'_, PyAny>,
         sums: &Bound<'_, PyList>,
+        cast: bool,
     ) -> PyResult<(f64, usize, bool, bool)> {
         let (mut largest, mut read, mut passed_bad, mut bad) = (0.0f64, 0, false, false);
-        let edges = passed.iter().map(|i| (grad_inputs, i, true));
-        for (grads, i, is_passed) in edges.chain(sums.iter().map(|k| (grad_outputs, k, false))) {
-            let g = grads.get_item(i)?;
-            if g.is_none() {
-                continue;
-            }
-            if let Some(m) = self.magnitude(py, &g)? {
+        let mut take = |g: &Bound<'_, PyAny>, is_passed: bool| -> PyResult<()> {
+            if let Some(m) = self.magnitude(py, g)? {
                 read += 1;
                 if m.is_finite() {
                     largest = largest.max(m);
@@ -293,6 +317,27 @@ impl GradAmax {
                     bad = true;
                     passed_bad |= is_passed;
                 }
+            }
+            Ok(())
+        };
+        let shape = intern!(py, "shape");
+        for i in passed.iter() {
+            let g = grad_inputs.get_item(i)?;
+            if g.is_none() {
+                continue;
+            }
+            if cast {
+                let src = grad_outputs.get_item(0)?;
+                if !src.is_none() && src.getattr(shape)?.eq(g.getattr(shape)?)? {
+                    take(&src, false)?;
+                }
+            }
+            take(&g, true)?;
+        }
+        for k in sums.iter() {
+            let g = grad_outputs.get_item(k)?;
+            if !g.is_none() {
+                take(&g, false)?;
             }
         }
         Ok((largest, read, passed_bad, bad))
@@ -339,9 +384,10 @@ impl GradAmax {
 /// A post hook on an autograd node (`node.register_hook(NodeHook(...))`): reads the gradients
 /// it passes on along the edges `passed` and receives at the inputs `sums` (lists, which grow
 /// while the graph is looked at) into its [`GradAmax`], and where one it passed on held an inf
-/// or NaN calls `nonfinite(node, grad_outputs, passed)`. In Rust, so that the backward pass
-/// calls no Python per node hooked (a `functools.partial` of a method cost GPT-2 ~0.3 ms a
-/// step).
+/// or NaN calls `nonfinite(node, grad_outputs, passed)`. A `cast` node (the backward of
+/// `.to(dtype)`) also reads, beside each gradient it passes on, the gradient it received: the
+/// values before rounding. In Rust, so that the backward pass calls no Python per node hooked
+/// (a `functools.partial` of a method cost GPT-2 ~0.3 ms a step).
 #[pyclass(module = "mixprec._mixprec", frozen)]
 pub struct NodeHook {
     reader: Py<GradAmax>,
@@ -349,17 +395,20 @@ pub struct NodeHook {
     passed: Py<PyList>,
     sums: Py<PyList>,
     nonfinite: Py<PyAny>,
+    cast: bool,
 }
 
 #[pymethods]
 impl NodeHook {
     #[new]
+    #[pyo3(signature = (reader, node, passed, sums, nonfinite, cast = false))]
     fn new(
         reader: Py<GradAmax>,
         node: Py<PyAny>,
         passed: Py<PyList>,
         sums: Py<PyList>,
         nonfinite: Py<PyAny>,
+        cast: bool,
     ) -> Self {
         NodeHook {
             reader,
@@ -367,6 +416,7 @@ impl NodeHook {
             passed,
             sums,
             nonfinite,
+            cast,
         }
     }
 
@@ -379,8 +429,14 @@ impl NodeHook {
         let reader = self.reader.get();
         let task: i64 = reader.task.bind(py).call0()?.extract()?;
         let passed = self.passed.bind(py);
-        let (largest, read, passed_bad, bad) =
-            reader.read(py, grad_inputs, passed, grad_outputs, self.sums.bind(py))?;
+        let (largest, read, passed_bad, bad) = reader.read(
+            py,
+            grad_inputs,
+            passed,
+            grad_outputs,
+            self.sums.bind(py),
+            self.cast,
+        )?;
         if read > 0 {
             reader.seen()?.push((task, largest, bad));
         }

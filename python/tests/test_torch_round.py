@@ -408,9 +408,10 @@ def test_the_node_hooks_read_each_gradient_as_amax():
     """The Recorder's node hooks (``_mixprec.NodeHook``, read in Rust where a tensor lies) keep,
     per hook called, the largest finite magnitude of the gradients of its edges and sums and
     whether one held an inf or NaN, as ``amax`` reads each: every dtype, a slice with a storage
-    offset, a transpose, an odd tail, a 0-dim and an empty tensor, one that requires grad,
-    float64 (read by ``amax`` itself); only an inf or NaN passed on, not one summed, calls
-    back."""
+    offset, a transpose, a permutation, a broadcast (stride 0), a strided slice (read by
+    ``amax``: its block holds values it skips), an odd tail, a 0-dim and an empty tensor, one
+    that requires grad, float64 (read by ``amax`` itself); only an inf or NaN passed on, not one
+    summed, calls back. A cast's hook also reads the gradient it received, where shapes agree."""
     from mixprec import _mixprec
     from mixprec._torch_round import amax
 
@@ -424,7 +425,11 @@ def test_the_node_hooks_read_each_gradient_as_amax():
         x = x.to(dtype)
         x[0, 0] = -5e4  # the largest, negative, before the offset below
         x[66, 32] = -7e3  # the largest past it, in the tail
-        cases += [x, x[1:], x.t(), x[3, 5], x[:0], x.clone().requires_grad_()]
+        skipped = x.clone()
+        skipped[0, 1] = 6e4  # the largest of the block, not of the slice
+        cases += [x, x[1:], x.t(), x[3, 5], x[:0], x.clone().requires_grad_(),
+                  x[:64].reshape(4, 16, 3, 11).permute(2, 0, 3, 1), x[5:7].expand(3, 2, 33),
+                  x[:, 2:3].expand(67, 5), skipped[:, ::2]]
         bad = x.clone()
         bad[9, 9] = float("nan") if dtype == torch.float32 else float("inf")
         cases.append(bad)
@@ -442,3 +447,18 @@ def test_the_node_hooks_read_each_gradient_as_amax():
             assert taken == [(-1, m if finite else 0.0, not finite)], (c.dtype, c.shape)
             assert len(called) == (0 if finite or sums else 1)
             called.clear()
+    # A cast into float16: the values before rounding (float32) read beside those passed on.
+    src = torch.randn(40, 8, generator=g)
+    src[7, 3] = 1e5  # inf in float16
+    for received, passed_on, want in (
+        (src, src.half(), (1e5, True)),
+        (src / 1e3, (src / 1e3).half(), (100.0, False)),
+        (src[:20], src.half(), (0.0, True)),  # shapes differ: only the inf passed on
+    ):
+        hook = _mixprec.NodeHook(reader, "node", [0], [], lambda *args: called.append(args),
+                                 True)
+        hook((passed_on,), (received,))
+        task, m, bad = reader.take()[0]
+        assert (m, bad) == (pytest.approx(want[0], rel=1e-6), want[1])
+        assert len(called) == want[1]
+        called.clear()
