@@ -196,11 +196,11 @@ class _BackwardAmax:
                                         torch._C._current_graph_task_id)
         self.intermediate: List[Tuple[int, str]] = []
         self.ours: set = set()
-        #: Per hooked node: the edges whose gradients count, the inputs that receive sums, and
-        #: whether it is a cast; per (node, input), the number of nodes that feed it.
-        self.plans: Dict[Any, Tuple[List[int], List[int], bool]] = {}
-        self.fed: Dict[Tuple[Any, int], int] = {}
-        self.handles: List[Any] = []
+        #: The look at each node (the binding's): per (node, input), the number of nodes that
+        #: feed it; per hooked node, the edges whose gradients count and the inputs that
+        #: receive sums; the hooks' handles.
+        self.graph = _mixprec.GraphLook(self.reader, list(_NARROW), sorted(_SAME_VALUES),
+                                        sorted(_CAST_NODES))
         #: The node-creation hook pushed: None, ``"collect"`` (a forward pass of the model runs:
         #: the nodes it creates are kept, a C call each, and looked at once it returns, in one
         #: loop: a Python call per node inside the forward pass cost GPT-2's 0.9 ms a step more)
@@ -224,7 +224,8 @@ class _BackwardAmax:
 
     @property
     def on(self) -> bool:
-        return bool(self.plans) or self.creating is not None
+        """Whether a node is hooked, or the node-creation hook is on."""
+        return self.graph.hooked > 0 or self.creating is not None
 
     def hook(self, node) -> None:
         """The node-creation hook: looks at ``node`` as it is created."""
@@ -232,49 +233,11 @@ class _BackwardAmax:
 
     def look(self, nodes) -> None:
         """Looks at each of ``nodes`` (each once: nodes created, or a walk's): counts the edges
-        it feeds, and hooks it, or the nodes it feeds, where a narrow gradient passes."""
-        fed, dtypes, plan, module = self.fed, self.dtypes, self._plan, self.module
-        for node in nodes:
-            if module is not None:
-                self.module_of[node] = module
-            name = type(node).__name__
-            if name == "CompiledFunctionBackward":
-                self.compiled = True
-            moves = name in _SAME_VALUES
-            passed = None
-            i = -1
-            for edge in node.next_functions:
-                i += 1
-                f = edge[0]
-                if f is None:
-                    continue
-                n = fed[edge] = fed.get(edge, 0) + 1
-                # The dtype of the gradient f receives at k: the engine casts what flows into
-                # it to the dtype its input metadata names.
-                k = edge[1]
-                meta = f._input_metadata
-                if k >= len(meta):
-                    continue
-                dtype = meta[k].dtype
-                if dtype not in _NARROW:
-                    continue
-                dtypes.add(dtype)
-                if n == 2:
-                    plan(f)[1].append(k)  # f's input k receives a sum
-                if not moves:
-                    if passed is None:
-                        passed = plan(node)[0]
-                    passed.append(i)
-
-    def _plan(self, node) -> Tuple[List[int], List[int], bool]:
-        plan = self.plans.get(node)
-        if plan is None:
-            cast = type(node).__name__ in _CAST_NODES
-            plan = self.plans[node] = ([], [], cast)
-            hook = _mixprec.NodeHook(self.reader, node, plan[0], plan[1],
-                                     self._cast_nonfinite if cast else self._nonfinite, cast)
-            self.handles.append(node.register_hook(hook))
-        return plan
+        it feeds, and hooks it, or the nodes it feeds, where a narrow gradient passes
+        (``_mixprec.GraphLook.look``)."""
+        if self.graph.look(nodes, self.module, self.module_of, self.dtypes, self._nonfinite,
+                           self._cast_nonfinite):
+            self.compiled = True
 
     def _nonfinite(self, node, grad_outputs, passed) -> None:
         """A hooked node passed on an inf or NaN along an edge of ``passed``: where every
@@ -338,9 +301,7 @@ class _BackwardAmax:
             self.creating = None
             torch._C._autograd._pop_node_creation_hook()
         self.created = []
-        for h in self.handles:
-            h.remove()
-        self.handles, self.plans, self.fed = [], {}, {}
+        self.graph.stop()
         self.module_of = {}
 
     def mark(self, _grad_outputs) -> None:

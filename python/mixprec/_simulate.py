@@ -80,11 +80,19 @@ def _compiled(model: torch.nn.Module) -> bool:
     """Whether ``model`` or a module in it is compiled by torch.compile (wrapped in an
     ``OptimizedModule``, or compiled in place by ``module.compile()``)."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not loaded: nothing compiled
-    return any(
-        getattr(m, "_compiled_call_impl", None) is not None
-        or (eval_frame is not None and isinstance(m, eval_frame.OptimizedModule))
-        for m in model.modules()
-    )
+    compiled = () if eval_frame is None else eval_frame.OptimizedModule
+    # The module tree walked through ``_modules`` (``model.modules()`` builds each module's
+    # qualified name: 4x the time, and this runs before every forward pass).
+    stack, seen = [model], set()
+    while stack:
+        m = stack.pop()
+        if m is None or id(m) in seen:
+            continue
+        seen.add(id(m))
+        if getattr(m, "_compiled_call_impl", None) is not None or isinstance(m, compiled):
+            return True
+        stack.extend(m._modules.values())
+    return False
 
 
 def _under_compile(model: torch.nn.Module) -> bool:

@@ -4,6 +4,7 @@
 //! parses names with the library's own parsers (so messages are the command line's), takes
 //! zero-copy views of numpy arrays, and runs the library's parallel paths with the GIL released.
 
+mod graph;
 mod record;
 mod simulate;
 
@@ -412,6 +413,7 @@ fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(record::amax, m)?)?;
     m.add_class::<record::GradAmax>()?;
     m.add_class::<record::NodeHook>()?;
+    m.add_class::<graph::GraphLook>()?;
     m.add_class::<record::Capture>()?;
     m.add_class::<record::RunWriter>()?;
     m.add_function(wrap_pyfunction!(simulate::recipe_json, m)?)?;

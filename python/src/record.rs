@@ -402,7 +402,7 @@ pub struct NodeHook {
 impl NodeHook {
     #[new]
     #[pyo3(signature = (reader, node, passed, sums, nonfinite, cast = false))]
-    fn new(
+    pub(crate) fn new(
         reader: Py<GradAmax>,
         node: Py<PyAny>,
         passed: Py<PyList>,
