@@ -148,3 +148,31 @@ class NodeHook:
     def __init__(self, reader: GradAmax, node: Any, passed: List[int], sums: List[int],
                  nonfinite: Any, cast: bool = False) -> None: ...
     def __call__(self, grad_inputs: Any, grad_outputs: Any) -> None: ...
+
+class GraphLook:
+    """The Recorder's look at the nodes a forward pass created: counts the edges feeding each
+    node's inputs and hooks (with a ``NodeHook`` into ``reader``) each node that passes on a
+    gradient of a ``narrow`` dtype (unless its type is in ``same_values``: it only moves the
+    values) or whose input receives a sum of several; ``casts`` name the casting node types."""
+
+    def __init__(self, reader: GradAmax, narrow: List[Any], same_values: List[str],
+                 casts: List[str]) -> None: ...
+    def look(self, nodes: Any, module: Any, module_of: Dict[Any, Any], dtypes: Any,
+             nonfinite: Any, cast_nonfinite: Any) -> bool:
+        """Looks at each of ``nodes`` once; returns whether one was a compiled graph's."""
+    @property
+    def hooked(self) -> int:
+        """How many nodes are hooked."""
+    def stop(self) -> None:
+        """Removes every hook, and forgets the graph."""
+
+class TensorRounder:
+    """One format's rounding (with a recipe's rounding mode, overflow rule and subnormals,
+    parsed once) of contiguous float32 CPU tensors, read and written where they lie:
+    ``Simulate``'s hot path. ``float32`` is ``torch.float32``."""
+
+    def __init__(self, format: str, rounding: str, overflow: str, subnormals: bool,
+                 float32: Any) -> None: ...
+    def round_into(self, src: Any, dst: Any, seed: int) -> Tuple[int, int, int, int, int]:
+        """Rounds ``src`` into ``dst`` (``src`` itself, or a tensor of its shape sharing no
+        memory with it); returns (underflow, subnormal, overflow, nan, infinite)."""

@@ -285,6 +285,8 @@ class Simulate:
         self._streams = 0
         #: The recipe's rounding mode and overflow rule, as every rounding passes them.
         self._rounding = (self.recipe["rounding"], self.recipe["overflow"])
+        #: Per format rounded into on the CPU: the binding's rounder (parsed once).
+        self._rounders: Dict[str, Any] = {}
         #: Per layer, its cast operands' values since this Simulate was made: stored,
         #: underflowed, overflowed or not finite (what the sensitivity of a layer reports).
         self._operand_counts: Dict[str, List[int]] = {}
@@ -394,24 +396,29 @@ class Simulate:
         seed = self._stream()
         rounding, overflow = self._rounding
         if src.device.type == "cpu":
-            # The binding's kernel straight into a new tensor (the checks of quantize cost more
-            # than rounding a small tensor; these arguments are the recipe's, checked once).
+            # The binding's kernel straight into a new tensor, the format and options parsed
+            # once per format (quantize's checks, parsing and numpy views cost more than
+            # rounding a small tensor).
             y = torch.empty_like(src)
-            counts = _mixprec.quantize_into(src.numpy(), y.numpy(), fmt, rounding, overflow, True, seed)
+            rounder = self._rounders.get(fmt)
+            if rounder is None:
+                rounder = self._rounders[fmt] = _mixprec.TensorRounder(
+                    fmt, rounding, overflow, True, torch.float32)
+            counts = rounder.round_into(src, y, seed)
         else:
-            y, counts = quantize(src, fmt, rounding, overflow, True, seed, return_counts=True)
+            y, c = quantize(src, fmt, rounding, overflow, True, seed, return_counts=True)
+            counts = tuple(c[k] for k in _COUNT_KEYS)
         if scale is not None:
             y.mul_(float(np.float32(1.0) / np.float32(scale)))  # 1 / scale in float32
         self._count(cls, n, counts)
         if cls in _OPERANDS:
             c = self._operand_counts.setdefault(layer, [0, 0, 0])
             c[0] += n
-            c[1] += counts["underflow"]
-            c[2] += counts["overflow"] + counts["infinite"]
+            c[1] += counts[0]
+            c[2] += counts[2] + counts[4]
         if self.capture is not None and training:
             values = unscaled.contiguous().cpu().numpy()
-            key = tuple(counts[k] for k in ("underflow", "subnormal", "overflow", "nan", "infinite"))
-            self.capture.add_stored(layer, cls, part, values, key)
+            self.capture.add_stored(layer, cls, part, values, counts)
         return y if y.dtype == x.dtype else y.to(x.dtype)
 
     def _round_(
@@ -432,15 +439,16 @@ class Simulate:
         self._streams += 1
         return (self.seed * 0x9E3779B97F4A7C15 + self._streams) % 2**64
 
-    def _count(self, cls: str, stored: int, counts: Dict[str, int]) -> None:
+    def _count(self, cls: str, stored: int, counts: Tuple[int, int, int, int, int]) -> None:
+        """Adds a rounding's ``counts`` (in ``_COUNT_KEYS``' order) of ``stored`` values."""
         c = self._counts.get(cls)
         if c is None:
             c = self._counts[cls] = [0, 0, 0, 0, 0]
         c[0] += stored
-        c[1] += counts["underflow"]
-        c[2] += counts["subnormal"]
-        c[3] += counts["overflow"]
-        c[4] += counts["nan"] + counts["infinite"]
+        c[1] += counts[0]
+        c[2] += counts[1]
+        c[3] += counts[2]
+        c[4] += counts[3] + counts[4]
 
     # -- hooks ----------------------------------------------------------------------------------
 
@@ -747,6 +755,8 @@ class Simulate:
 
 #: The classes the recipe stores once for the whole model (its ``keep`` cannot change them).
 _GLOBAL = ("master", "optimizer_state")
+#: What a rounding counts, in the order `TensorRounder.round_into` returns them.
+_COUNT_KEYS = ("underflow", "subnormal", "overflow", "nan", "infinite")
 
 
 class _Precision:

@@ -19,9 +19,10 @@ use mixprec::format::{
     Target, split_targets,
 };
 use mixprec::io::{Dtype, TensorInfo, Values};
-use numpy::ndarray::{ArrayViewD, ArrayViewMutD};
+use numpy::ndarray::{ArrayViewD, ArrayViewMutD, ShapeError};
 use numpy::{Element, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -192,6 +193,101 @@ fn quantize_into<'py>(
         ));
     };
     counts_dict(py, counts)
+}
+
+/// One storage point's rounding (a format and a recipe's options, parsed once) of float32
+/// torch tensors on the CPU, read and written where they lie: `Simulate`'s hot path, a hundred
+/// calls a step on a small transformer, where `quantize_into`'s parsing, numpy views and
+/// counts dict cost as much as rounding a 16K-value tensor.
+#[pyclass(module = "mixprec._mixprec", frozen)]
+pub struct TensorRounder {
+    target: Target,
+    options: RoundOptions,
+    float32: Py<PyAny>,
+}
+
+impl TensorRounder {
+    /// The shape and first element of `t`, a dense C-contiguous float32 CPU tensor.
+    fn raw(&self, t: &Bound<'_, PyAny>, what: &str) -> PyResult<(Vec<usize>, usize)> {
+        let py = t.py();
+        if !(t.getattr(intern!(py, "dtype"))?.is(&self.float32)
+            && t.getattr(intern!(py, "is_cpu"))?.is_truthy()?
+            && t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?)
+        {
+            return Err(PyTypeError::new_err(format!(
+                "{what}: expected a contiguous float32 CPU tensor"
+            )));
+        }
+        let shape: Vec<usize> = t.getattr(intern!(py, "shape"))?.extract()?;
+        let ptr: usize = t.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        Ok((shape, ptr))
+    }
+}
+
+#[pymethods]
+impl TensorRounder {
+    #[new]
+    fn new(
+        format: &str,
+        rounding: &str,
+        overflow: &str,
+        subnormals: bool,
+        float32: Py<PyAny>,
+    ) -> PyResult<Self> {
+        Ok(TensorRounder {
+            target: format.parse().map_err(py_err)?,
+            options: round_options(rounding, overflow, subnormals, 0)?,
+            float32,
+        })
+    }
+
+    /// Rounds `src` into `dst` (the same tensor, or one of its shape that shares no memory
+    /// with it; contiguous float32 on the CPU, `float32` the constructor's torch.float32) with
+    /// the stochastic stream `seed`, as `quantize_into` does; returns the counts: (underflow,
+    /// subnormal, overflow, nan, infinite).
+    fn round_into(
+        &self,
+        src: &Bound<'_, PyAny>,
+        dst: &Bound<'_, PyAny>,
+        seed: u64,
+    ) -> PyResult<(u64, u64, u64, u64, u64)> {
+        let (shape, from) = self.raw(src, "src")?;
+        let (dst_shape, to) = self.raw(dst, "dst")?;
+        if shape != dst_shape {
+            return Err(PyValueError::new_err(format!(
+                "dst: shape {dst_shape:?}, expected the source's {shape:?}"
+            )));
+        }
+        let n: usize = shape.iter().product();
+        let options = RoundOptions {
+            seed,
+            ..self.options
+        };
+        if n == 0 {
+            return Ok((0, 0, 0, 0, 0));
+        }
+        let bytes = n * std::mem::size_of::<f32>();
+        if from != to && from < to + bytes && to < from + bytes {
+            return Err(PyValueError::new_err(
+                "dst: overlaps src without being it (round in place, or into a tensor of its own)",
+            ));
+        }
+        // SAFETY: `src` and `dst` are dense C-contiguous float32 CPU tensors of `n` elements
+        // from `from` and `to` (torch's `data_ptr`, offsets included), held here with the GIL
+        // for the call; `dst` is `src` itself or shares no memory with it (checked above).
+        let counts = unsafe {
+            let d = std::slice::from_raw_parts_mut(to as *mut f32, n);
+            let shape_err = |e: ShapeError| PyValueError::new_err(e.to_string());
+            let d = ArrayViewMutD::from_shape(shape.as_slice(), d).map_err(shape_err)?;
+            let s = (from != to).then(|| std::slice::from_raw_parts(from as *const f32, n));
+            let s = s
+                .map(|s| ArrayViewD::from_shape(shape.as_slice(), s))
+                .transpose();
+            round_target_views(self.target, options, s.map_err(shape_err)?, d)
+        };
+        let c = counts;
+        Ok((c.underflow, c.subnormal, c.overflow, c.nan, c.infinite))
+    }
 }
 
 /// The rounding options named as the command line's flags name them.
@@ -414,6 +510,7 @@ fn _mixprec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<record::GradAmax>()?;
     m.add_class::<record::NodeHook>()?;
     m.add_class::<graph::GraphLook>()?;
+    m.add_class::<TensorRounder>()?;
     m.add_class::<record::Capture>()?;
     m.add_class::<record::RunWriter>()?;
     m.add_function(wrap_pyfunction!(simulate::recipe_json, m)?)?;

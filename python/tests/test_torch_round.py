@@ -296,6 +296,50 @@ def test_passes_of_a_large_tensor(monkeypatch):
     same(with_specials(x), "nvfp4", "stochastic", "ieee", True, 3)
 
 
+def test_tensor_rounder_equals_quantize_into():
+    """Simulate's rounder of CPU float32 tensors (``_mixprec.TensorRounder``) gives the bits and
+    counts of ``quantize_into`` into a new tensor and in place, at any storage offset, for
+    element and block formats; a tensor it cannot read where it lies, or a ``dst`` that
+    overlaps ``src``, is refused."""
+    from mixprec import _mixprec
+
+    keys = ("underflow", "subnormal", "overflow", "nan", "infinite")
+    for fmt in ("fp16", "bf16", "fp8-e4m3", "e3m4", "mxfp8-e4m3", "nvfp4", "fp8-e4m3@128x128"):
+        for rounding, overflow, subnormals, seed in [("nearest-even", "ieee", True, 0),
+                                                     ("stochastic", "saturate", False, 9)]:
+            r = _mixprec.TensorRounder(fmt, rounding, overflow, subnormals, torch.float32)
+            for i, shape in enumerate([(37, 45), (3, 130, 70), (1,), (0, 3)]):
+                x = with_specials(block_values(shape, np.float32, i)) if i < 2 else \
+                    block_values(shape, np.float32, i)
+                want = np.empty_like(x)
+                c = _mixprec.quantize_into(x, want, fmt, rounding, overflow, subnormals, seed)
+                want_counts = tuple(c[k] for k in keys)
+                # Into a new tensor, and in place in a slice of a larger one (an offset).
+                src = torch.from_numpy(x.copy())
+                dst = torch.full_like(src, 7.0)
+                big = torch.zeros(5 + x.size)
+                inplace = big[5:].view(x.shape)
+                inplace.copy_(src)
+                for s, d in [(src, dst), (inplace, inplace)]:
+                    assert r.round_into(s, d, seed) == want_counts, (fmt, rounding, shape)
+                    assert np.array_equal(d.numpy().view(np.uint32), want.view(np.uint32))
+                assert np.array_equal(src.numpy().view(np.uint32), x.view(np.uint32))
+                assert big[:5].eq(0).all()
+    r = _mixprec.TensorRounder("fp16", "nearest-even", "ieee", True, torch.float32)
+    z = torch.tensor(0.1)
+    assert r.round_into(z, z, 0) == (0, 0, 0, 0, 0) and z.item() == np.float32(0.0999755859375)
+    t = torch.ones(4, 6)
+    for bad in (t.double(), t.t(), t[:, ::2], t.half(), np.ones(3, np.float32)):
+        with pytest.raises(TypeError, match="expected a contiguous float32 CPU tensor"):
+            r.round_into(bad, bad, 0)
+    with pytest.raises(ValueError, match="shape"):
+        r.round_into(t, torch.ones(6, 4), 0)
+    with pytest.raises(ValueError, match="overlaps"):
+        r.round_into(t.view(-1)[1:], t.view(-1)[:-1], 0)
+    with pytest.raises(ValueError):
+        _mixprec.TensorRounder("fp17", "nearest-even", "ieee", True, torch.float32)
+
+
 def test_no_value_reaches_the_host():
     """On the meta device (shapes without data, where reading a value raises) every format but
     NVFP4 rounds: nothing is read back; NVFP4 reads one number, the tensor's amax."""
