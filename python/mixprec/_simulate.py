@@ -39,6 +39,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
+from torch.autograd.graph import increment_version
 
 from . import _mixprec, _names
 from ._checks import check_module
@@ -356,12 +357,13 @@ class Simulate:
         layer: str,
         part: Optional[str] = None,
         tensor: str = "",
+        out: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """``x`` rounded into ``cls``'s format (a new tensor) at storage point (``layer``,
-        ``cls``, ``part``), counted and, on a capture step, captured: where the recipe scales
-        8-bit formats, with the delayed scale of the storage point's ``tensor`` (a parameter's
-        or operand's name; ``round(x * scale) * (1 / scale)`` in float32, as the training core
-        computes it)."""
+        """``x`` rounded into ``cls``'s format (a new tensor, or ``out``: ``x`` itself or a
+        tensor of its shape) at storage point (``layer``, ``cls``, ``part``), counted and, on
+        a capture step, captured: where the recipe scales 8-bit formats, with the delayed scale
+        of the storage point's ``tensor`` (a parameter's or operand's name; ``round(x * scale)
+        * (1 / scale)`` in float32, as the training core computes it)."""
         # The hot path of every storage point (a hundred calls a step on a small transformer):
         # each lookup here is paid per tensor.
         precision = self._base if cls in _GLOBAL else self._kept.get(layer, self._base)
@@ -375,39 +377,46 @@ class Simulate:
         if src.dtype != torch.float32:
             src = src.float()
         training = self.model.training
-        if cls in _GRADIENTS and training:
-            amax = _amax(src)
-            if not math.isfinite(amax):
-                # Formed upstream (a store that overflowed): the values it reached are unknown
-                # at other scales, and this step's grad_amax only a lower bound.
-                self._grad_nonfinite = True
-                amax = _amax(src.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0))
-            self._grad_amax = max(self._grad_amax, amax / self._scale_used)
+        cpu = src.device.type == "cpu"
+        # A gradient's largest magnitude: read by the rounding itself where it rounds ``src``
+        # as it is on the CPU, else here (before a rounding in place overwrites it).
+        fused = cls in _GRADIENTS and training and cpu and cls not in precision.fp8_max
+        if cls in _GRADIENTS and training and not fused:
+            finite = lambda: _amax(src.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0))  # noqa: E731
+            self._grad_seen(_amax(src), finite)
         unscaled, scale = src, None
         if cls in precision.fp8_max:
             amax = _amax(src)
-            if math.isnan(amax):
-                amax = _amax(src.nan_to_num(nan=0.0))
             name = f"{layer}/{cls}/{part or ''}/{tensor}"
-            scale = precision.delayed.cast(name, precision.fp8_max[cls], amax if training else 0.0)
+            seen = _amax(src.nan_to_num(nan=0.0)) if math.isnan(amax) else amax
+            scale = precision.delayed.cast(name, precision.fp8_max[cls], seen if training else 0.0)
             # A float32 scale (the library's), exact as torch's float32 scalar.
             src = src * scale
         src = src.contiguous()
+        capture = self.capture is not None and training
         seed = self._stream()
         rounding, overflow = self._rounding
-        if src.device.type == "cpu":
-            # The binding's kernel straight into a new tensor, the format and options parsed
-            # once per format (quantize's checks, parsing and numpy views cost more than
-            # rounding a small tensor).
-            y = torch.empty_like(src)
+        if cpu:
+            # The binding's kernel, the format and options parsed once per format (quantize's
+            # checks, parsing and numpy views cost more than rounding a small tensor): in
+            # place into ``out`` where it can take the result and no capture reads the values
+            # before rounding, else into a new tensor; a gradient's largest magnitude read in
+            # the same call where it is ``src``'s.
             rounder = self._rounders.get(fmt)
             if rounder is None:
                 rounder = self._rounders[fmt] = _mixprec.TensorRounder(
                     fmt, rounding, overflow, True, torch.float32)
-            counts = rounder.round_into(src, y, seed)
+            direct = (out is not None and not capture and out.dtype == torch.float32
+                      and out.is_contiguous())
+            y = out if direct else torch.empty_like(src)
+            *counts, top = rounder.round_into(src, y, seed, fused)
+            if direct:
+                increment_version(y)
+            if fused:
+                self._grad_seen(math.inf if counts[3] + counts[4] else top, lambda: top)
         else:
             y, c = quantize(src, fmt, rounding, overflow, True, seed, return_counts=True)
-            counts = tuple(c[k] for k in _COUNT_KEYS)
+            counts = [c[k] for k in _COUNT_KEYS]
         if scale is not None:
             y.mul_(float(np.float32(1.0) / np.float32(scale)))  # 1 / scale in float32
         self._count(cls, n, counts)
@@ -416,17 +425,30 @@ class Simulate:
             c[0] += n
             c[1] += counts[0]
             c[2] += counts[2] + counts[4]
-        if self.capture is not None and training:
+        if capture:
             values = unscaled.contiguous().cpu().numpy()
-            self.capture.add_stored(layer, cls, part, values, counts)
+            self.capture.add_stored(layer, cls, part, values, tuple(counts))
+        if out is not None and y is not out:
+            out.copy_(y)
+            return out
         return y if y.dtype == x.dtype else y.to(x.dtype)
+
+    def _grad_seen(self, amax: float, finite: Callable[[], float]) -> None:
+        """Adds a gradient's largest magnitude ``amax`` to the step's ``grad_amax`` (divided
+        by the loss scale): where it is not finite, the largest finite one (``finite()``)."""
+        if not math.isfinite(amax):
+            # Formed upstream (a store that overflowed): the values it reached are unknown at
+            # other scales, and this step's grad_amax only a lower bound.
+            self._grad_nonfinite = True
+            amax = finite()
+        self._grad_amax = max(self._grad_amax, amax / self._scale_used)
 
     def _round_(
         self, x: torch.Tensor, cls: str, layer: str, part: Optional[str] = None, tensor: str = ""
     ) -> None:
         """Rounds the tensor ``x`` into ``cls``'s format in place (as :meth:`_round`)."""
         if self._format(cls, layer) is not None and x.numel():
-            x.copy_(self._round(x, cls, layer, part, tensor))
+            self._round(x, cls, layer, part, tensor, out=x)
 
     def _operand(self, cls: str, layer: str, tensor: str, x: torch.Tensor) -> torch.Tensor:
         """An operand of a product cast for it: per block along the last axis, or per tensor

@@ -243,14 +243,18 @@ impl TensorRounder {
 
     /// Rounds `src` into `dst` (the same tensor, or one of its shape that shares no memory
     /// with it; contiguous float32 on the CPU, `float32` the constructor's torch.float32) with
-    /// the stochastic stream `seed`, as `quantize_into` does; returns the counts: (underflow,
-    /// subnormal, overflow, nan, infinite).
+    /// the stochastic stream `seed`, as `quantize_into` does; returns the counts (underflow,
+    /// subnormal, overflow, nan, infinite) and, with `amax`, the largest finite magnitude of
+    /// `src` before rounding (0 for none; the counts' nan and infinite say whether it held
+    /// others): a gradient's `grad_amax` read in the same call.
+    #[pyo3(signature = (src, dst, seed, amax = false))]
     fn round_into(
         &self,
         src: &Bound<'_, PyAny>,
         dst: &Bound<'_, PyAny>,
         seed: u64,
-    ) -> PyResult<(u64, u64, u64, u64, u64)> {
+        amax: bool,
+    ) -> PyResult<(u64, u64, u64, u64, u64, Option<f64>)> {
         let (shape, from) = self.raw(src, "src")?;
         let (dst_shape, to) = self.raw(dst, "dst")?;
         if shape != dst_shape {
@@ -263,8 +267,9 @@ impl TensorRounder {
             seed,
             ..self.options
         };
+        let top = amax.then_some(0.0);
         if n == 0 {
-            return Ok((0, 0, 0, 0, 0));
+            return Ok((0, 0, 0, 0, 0, top));
         }
         let bytes = n * std::mem::size_of::<f32>();
         if from != to && from < to + bytes && to < from + bytes {
@@ -275,7 +280,20 @@ impl TensorRounder {
         // SAFETY: `src` and `dst` are dense C-contiguous float32 CPU tensors of `n` elements
         // from `from` and `to` (torch's `data_ptr`, offsets included), held here with the GIL
         // for the call; `dst` is `src` itself or shares no memory with it (checked above).
-        let counts = unsafe {
+        let (counts, top) = unsafe {
+            // Read before rounding, which may overwrite `src`: the bits of magnitudes order as
+            // the magnitudes do (one pass, vectorized); where the largest is an infinity or a
+            // NaN, a second pass counts those as 0.
+            let top = top.map(|_| {
+                let xs = std::slice::from_raw_parts(from as *const f32, n);
+                let magnitude = |x: f32| x.to_bits() & 0x7fff_ffff;
+                let mut bits = record::max_key_of(xs, magnitude);
+                if bits >= 0x7f80_0000 {
+                    let finite = |x: f32| Some(magnitude(x)).filter(|&b| b < 0x7f80_0000);
+                    bits = record::max_key_of(xs, |x| finite(x).unwrap_or(0));
+                }
+                f64::from(f32::from_bits(bits))
+            });
             let d = std::slice::from_raw_parts_mut(to as *mut f32, n);
             let shape_err = |e: ShapeError| PyValueError::new_err(e.to_string());
             let d = ArrayViewMutD::from_shape(shape.as_slice(), d).map_err(shape_err)?;
@@ -283,10 +301,13 @@ impl TensorRounder {
             let s = s
                 .map(|s| ArrayViewD::from_shape(shape.as_slice(), s))
                 .transpose();
-            round_target_views(self.target, options, s.map_err(shape_err)?, d)
+            (
+                round_target_views(self.target, options, s.map_err(shape_err)?, d),
+                top,
+            )
         };
         let c = counts;
-        Ok((c.underflow, c.subnormal, c.overflow, c.nan, c.infinite))
+        Ok((c.underflow, c.subnormal, c.overflow, c.nan, c.infinite, top))
     }
 }
 

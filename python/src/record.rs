@@ -159,7 +159,7 @@ fn max_key<E: Copy, K: Copy + Ord + Default>(v: ArrayViewD<'_, E>, key: impl Fn(
 }
 
 /// [`max_key`] of a slice.
-fn max_key_of<E: Copy, K: Copy + Ord + Default>(xs: &[E], key: impl Fn(E) -> K) -> K {
+pub(crate) fn max_key_of<E: Copy, K: Copy + Ord + Default>(xs: &[E], key: impl Fn(E) -> K) -> K {
     xs.iter().fold(K::default(), |m, &x| m.max(key(x)))
 }
 

@@ -120,6 +120,65 @@ def test_fp16_pure_stores_only_fp16_gradients_and_loses_the_small_ones():
     assert scaled_sim.last["counts"]["activation_grad"]["underflow"] == 0
 
 
+class Stored:
+    """Stands for a capture: keeps what each storage point gave it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def add_stored(self, layer, cls, part, values, counts):
+        self.calls.append((cls, values.copy(), counts))
+
+
+def test_grad_amax_is_the_largest_gradient_stored_and_bounded_past_an_overflow():
+    """A simulated step's ``grad_amax`` is the largest magnitude among the gradients its
+    storage points rounded (as captured, before rounding) over the loss scale; where an
+    overflow upstream left infinities or NaNs, the largest finite one, flagged as a bound."""
+    # Gradients in e5m2 with fp8-hybrid's delayed scales: their amax read before scaling.
+    e5m2 = dict(json.loads(_mixprec.recipe_json("fp8-hybrid")), name="grads-e5m2",
+                activation_grads="fp8-e5m2", weight_grads="fp8-e5m2")
+    for recipe, scale, bounded in (("fp16-master", 16, False), ("fp16-master", 24, True),
+                                   (e5m2, 8, False)):
+        model = small_mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = data()
+        with Simulate(model, recipe, optimizer=opt, scaler=f"static:2^{scale}") as sim:
+            sim.capture = Stored()
+            opt.zero_grad()
+            sim.backward(torch.nn.functional.cross_entropy(model(x), y))
+            sim.step()
+        grads = [v for cls, v, _ in sim.capture.calls if cls.endswith("_grad")]
+        kinds = [cls for cls, _, _ in sim.capture.calls if cls.endswith("_grad")]
+        assert kinds.count("weight_grad") == 4 and kinds.count("activation_grad") >= 2
+        finite = np.concatenate([np.abs(v[np.isfinite(v)]) for v in grads])
+        assert (not np.isfinite(np.concatenate([g.ravel() for g in grads])).all()) == bounded
+        assert sim.last["grad_amax_bounded"] == bounded
+        assert sim.last["grad_amax"] == float(finite.max()) / 2.0**scale
+
+
+def test_a_capture_holds_the_values_before_rounding():
+    """What a capture step records of each storage point is the values it rounded as they were
+    before rounding (so that rounding them again loses what the step's counts say), never the
+    rounded ones, even where Simulate otherwise rounds in place."""
+
+    model = small_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = data()
+    with Simulate(model, "fp16-master", optimizer=opt) as sim:
+        sim.capture = Stored()
+        opt.zero_grad()
+        sim.backward(torch.nn.functional.cross_entropy(model(x), y) * 2.0**-16)
+        sim.step()
+    classes = {cls for cls, _, _ in sim.capture.calls}
+    assert {"activation", "activation_grad", "weight_grad", "weight"} <= classes
+    lost = 0
+    for cls, values, counts in sim.capture.calls:
+        _, again = mixprec.quantize(values, "fp16", return_counts=True)
+        assert again["underflow"] == counts[0], cls
+        lost += counts[0]
+    assert lost > 0
+
+
 def test_the_weight_gradients_are_the_fp32_ones_rounded():
     # Only the weight gradients in fp16: what is stored is exactly the FP32 gradient rounded,
     # and what is lost exactly the nonzero ones at or below half fp16's smallest subnormal.
@@ -148,6 +207,23 @@ def test_stochastic_rounding_draws_from_the_seed():
     # stream had been reused would agree where their values do; here the streams differ.
     w = small_mlp()[0]._parameters["weight"].detach()
     assert not torch.equal(quantize(w, "fp16", "stochastic", seed=1), quantize(w, "fp16", "stochastic", seed=2))
+
+
+def test_a_rounding_in_place_tells_autograd():
+    """A tensor Simulate rounds in place (the binding writes its memory, behind torch's back)
+    gets a new version, as torch's own in-place operations give it: autograd then refuses a
+    backward pass through a saved value that changed, rather than use the rounded one."""
+    model = small_mlp()
+    with Simulate(model, "fp16-master", optimizer=torch.optim.SGD(model.parameters(), lr=0.1)) as sim:
+        x = torch.full((3,), 0.1, requires_grad=True)
+        y = x.exp()  # saves its result for the backward pass
+        version = y._version
+        with torch.no_grad():
+            sim._round_(y, "activation", "0")
+        assert y._version > version
+        assert torch.equal(y.detach(), quantize(x.detach().exp(), "fp16"))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
 
 
 def test_hooks_leave_the_model_as_it_was():

@@ -299,7 +299,8 @@ def test_passes_of_a_large_tensor(monkeypatch):
 def test_tensor_rounder_equals_quantize_into():
     """Simulate's rounder of CPU float32 tensors (``_mixprec.TensorRounder``) gives the bits and
     counts of ``quantize_into`` into a new tensor and in place, at any storage offset, for
-    element and block formats; a tensor it cannot read where it lies, or a ``dst`` that
+    element and block formats, and with ``amax`` the source's largest finite magnitude before
+    rounding (in place too); a tensor it cannot read where it lies, or a ``dst`` that
     overlaps ``src``, is refused."""
     from mixprec import _mixprec
 
@@ -320,14 +321,24 @@ def test_tensor_rounder_equals_quantize_into():
                 big = torch.zeros(5 + x.size)
                 inplace = big[5:].view(x.shape)
                 inplace.copy_(src)
+                finite = np.abs(x[np.isfinite(x)])
+                top = float(finite.max()) if finite.size else 0.0
                 for s, d in [(src, dst), (inplace, inplace)]:
-                    assert r.round_into(s, d, seed) == want_counts, (fmt, rounding, shape)
-                    assert np.array_equal(d.numpy().view(np.uint32), want.view(np.uint32))
+                    for amax in (False, True):
+                        if d is inplace:
+                            d.copy_(src)
+                        got = r.round_into(s, d, seed, amax)
+                        assert got == (*want_counts, top if amax else None), (fmt, rounding, shape)
+                        assert np.array_equal(d.numpy().view(np.uint32), want.view(np.uint32))
                 assert np.array_equal(src.numpy().view(np.uint32), x.view(np.uint32))
                 assert big[:5].eq(0).all()
     r = _mixprec.TensorRounder("fp16", "nearest-even", "ieee", True, torch.float32)
     z = torch.tensor(0.1)
-    assert r.round_into(z, z, 0) == (0, 0, 0, 0, 0) and z.item() == np.float32(0.0999755859375)
+    assert r.round_into(z, z, 0, True) == (0, 0, 0, 0, 0, np.float32(0.1))
+    assert z.item() == np.float32(0.0999755859375)
+    for values, top in [([1.0, np.inf, -3.0], 3.0), ([np.nan, 2.0], 2.0), ([-np.inf, np.nan], 0.0)]:
+        v = torch.tensor(values)
+        assert r.round_into(v, torch.empty_like(v), 0, True)[5] == top, values
     t = torch.ones(4, 6)
     for bad in (t.double(), t.t(), t[:, ::2], t.half(), np.ones(3, np.float32)):
         with pytest.raises(TypeError, match="expected a contiguous float32 CPU tensor"):
