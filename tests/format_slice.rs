@@ -305,6 +305,18 @@ fn parallel_equals_serial() {
         let mut into = vec![0f32; xs.len()];
         assert_eq!(r.par_round_f32_into(&xs, &mut into, 0), ca);
         assert!(a.iter().zip(&into).all(|(x, y)| x.to_bits() == y.to_bits()));
+        // From a position of the stream, in one task (run on the calling thread) or in many.
+        for len in [1_000, xs.len()] {
+            let mut at = xs[..len].to_vec();
+            let c_at = r.round_f32_slice_at(&mut at, 12_345);
+            let mut into = vec![0f32; len];
+            assert_eq!(r.par_round_f32_into(&xs[..len], &mut into, 12_345), c_at);
+            assert!(
+                at.iter()
+                    .zip(&into)
+                    .all(|(x, y)| x.to_bits() == y.to_bits())
+            );
+        }
         assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
         let mut c: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
         let mut d = c.clone();

@@ -273,6 +273,11 @@ impl Rounder {
             dst.len(),
             "source and destination lengths differ"
         );
+        // As `par_chunks`: one task runs here (handing it to a sleeping pool costs more than
+        // rounding it).
+        if src.len() <= PAR_CHUNK || rayon::current_num_threads() == 1 {
+            return self.round_f32_into(src, dst, start);
+        }
         src.par_chunks(PAR_CHUNK)
             .zip(dst.par_chunks_mut(PAR_CHUNK))
             .enumerate()
