@@ -36,7 +36,7 @@ use crate::error::Error;
 
 pub use block::{
     BLOCK_PRESETS, BlockFormat, BlockRounder, E8m0, MAX_TILE_SIDE, MX_BLOCK, MX_PRESETS, MxFormat,
-    MxRounder, NVFP4_BLOCK, Nvfp4TensorScale, TileFormat,
+    MxRounder, NVFP4_BLOCK, Nvfp4TensorScale, TileFormat, amax_bits,
 };
 pub use random::stochastic_bits;
 pub use round::{Event, Overflow, RoundOptions, Rounder, Rounding};

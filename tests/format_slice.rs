@@ -3,7 +3,8 @@
 
 use mixprec::format::{
     BF16, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3, FP8_E5M2, FP16, FP32, FloatFormat, KernelPath,
-    Overflow, PRESETS, RoundCounts, RoundOptions, Rounder, Rounding, TF32, stochastic_bits,
+    Overflow, PRESETS, RoundCounts, RoundOptions, Rounder, Rounding, TF32, amax_bits,
+    stochastic_bits,
 };
 use mixprec::train::Rng;
 
@@ -440,4 +441,33 @@ fn all_f32_inputs_agree_with_half() {
         })
         .sum();
     assert_eq!(mismatches, 0);
+}
+
+#[test]
+fn amax_bits_is_the_largest_magnitudes_bits() {
+    // Every length up to a few vectors of every width (their tails), the largest magnitude at
+    // every position, and the special values that order above it (infinity, then NaN) or
+    // below (signed zeros, subnormals).
+    let scalar = |xs: &[f32]| xs.iter().fold(0, |m, x| m.max(x.to_bits() & 0x7fff_ffff));
+    assert_eq!(amax_bits(&[]), 0);
+    for len in 1..70 {
+        let base: Vec<f32> = (0..len).map(|i| (i as f32 - 30.0) * 1e-40).collect();
+        for at in 0..len {
+            for top in [
+                -3.5f32,
+                0.25,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::NAN,
+                -0.0,
+            ] {
+                let mut xs = base.clone();
+                xs[at] = top;
+                assert_eq!(amax_bits(&xs), scalar(&xs), "len {len}, {top} at {at}");
+            }
+        }
+    }
+    let mut xs = vec![1.0f32; 100];
+    xs[99] = -f32::NAN;
+    assert_eq!(amax_bits(&xs), 0x7fc0_0000);
 }

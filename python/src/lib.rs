@@ -16,7 +16,7 @@ use mixprec::analysis::{AnalysisOptions, TensorInput, analyze, parse_log2_scales
 use mixprec::format::explain::explain_value;
 use mixprec::format::{
     BlockFormat, BlockRounder, FloatFormat, Overflow, RoundCounts, RoundOptions, Rounder, Rounding,
-    Target, split_targets,
+    Target, amax_bits, split_targets,
 };
 use mixprec::io::{Dtype, TensorInfo, Values};
 use numpy::ndarray::{ArrayViewD, ArrayViewMutD, ShapeError};
@@ -282,12 +282,12 @@ impl TensorRounder {
         // for the call; `dst` is `src` itself or shares no memory with it (checked above).
         let (counts, top) = unsafe {
             // Read before rounding, which may overwrite `src`: the bits of magnitudes order as
-            // the magnitudes do (one pass, vectorized); where the largest is an infinity or a
+            // the magnitudes do (one vectorised pass); where the largest is an infinity or a
             // NaN, a second pass counts those as 0.
             let top = top.map(|_| {
                 let xs = std::slice::from_raw_parts(from as *const f32, n);
                 let magnitude = |x: f32| x.to_bits() & 0x7fff_ffff;
-                let mut bits = record::max_key_of(xs, magnitude);
+                let mut bits = amax_bits(xs);
                 if bits >= 0x7f80_0000 {
                     let finite = |x: f32| Some(magnitude(x)).filter(|&b| b < 0x7f80_0000);
                     bits = record::max_key_of(xs, |x| finite(x).unwrap_or(0));

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder};
+use mixprec::format::{FloatFormat, RoundCounts, RoundOptions, Rounder, amax_bits};
 use mixprec::recipe::Class;
 use mixprec::run::{
     self, CaptureBuilder, CaptureRecord, Coverage, EvalMetric, RecordedConfig, SiteCapture,
@@ -174,7 +174,10 @@ pub fn amax(py: Python<'_>, values: &Bound<'_, PyAny>, kind: &str) -> PyResult<f
         "float" => {
             let a = values.cast::<PyArrayDyn<f32>>()?.try_readonly()?;
             let view = a.as_array();
-            let m = py.detach(|| max_key(view, |x: f32| x.to_bits() & 0x7fff_ffff));
+            let m = py.detach(|| match view.as_slice_memory_order() {
+                Some(xs) => amax_bits(xs),
+                None => max_key(view, |x: f32| x.to_bits() & 0x7fff_ffff),
+            });
             Ok(f64::from(f32::from_bits(m)))
         }
         "f16" | "bf16" => {
@@ -246,8 +249,8 @@ impl GradAmax {
                 // and unchanged by Python code for the call (as a numpy view of it would be).
                 return Ok(Some(unsafe {
                     if size == 4 {
-                        let xs = std::slice::from_raw_parts(ptr as *const u32, n);
-                        f64::from(f32::from_bits(max_key_of(xs, |x| x & 0x7fff_ffff)))
+                        let xs = std::slice::from_raw_parts(ptr as *const f32, n);
+                        f64::from(f32::from_bits(amax_bits(xs)))
                     } else {
                         let xs = std::slice::from_raw_parts(ptr as *const u16, n);
                         let m = max_key_of(xs, |x| x & 0x7fff);
