@@ -96,6 +96,23 @@ def _compiled(model: torch.nn.Module) -> bool:
     return False
 
 
+def _check_unsharded(model: torch.nn.Module) -> None:
+    """A TypeError naming the first parameter of ``model`` whose values are not its own to
+    round (a wrapper subclass: FSDP2's DTensor shards, whose ``data_ptr`` is 0): Simulate
+    rounds and reads plain tensors."""
+    for name, p in model.named_parameters():
+        try:
+            ptr = p.data_ptr()
+        except RuntimeError:  # a subclass without storage that says so
+            ptr = 0
+        if p.numel() and not ptr:
+            raise TypeError(
+                f"model: parameter '{name}' is a {type(p).__name__} without values of its own "
+                "(fully_shard makes FSDP2's parameters such shards): Simulate rounds plain "
+                "tensors; simulate the model before sharding it (Recorder records sharded runs)"
+            )
+
+
 def _under_compile(model: torch.nn.Module) -> bool:
     """Whether a forward pass of ``model`` beginning now runs under torch.compile: traced, or
     called by a compiled module (``torch.compile(model)`` runs the root's hooks eagerly, from
@@ -224,6 +241,7 @@ class Simulate:
         keep: Optional[Mapping[str, Any]] = None,
     ) -> None:
         _check_model(model, "Simulate", _SIMULATE_SEES)
+        _check_unsharded(model)
         if not isinstance(recipe, (str, Mapping)):
             raise TypeError(
                 "recipe: expected a preset name, a recipe as a dict or JSON text, got "

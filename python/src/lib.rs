@@ -220,6 +220,14 @@ impl TensorRounder {
         }
         let shape: Vec<usize> = t.getattr(intern!(py, "shape"))?.extract()?;
         let ptr: usize = t.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        // A wrapper subclass (FSDP2's DTensor) or a meta tensor says 0: no values to read.
+        let empty = shape.contains(&0);
+        if !empty && (ptr == 0 || !ptr.is_multiple_of(std::mem::align_of::<f32>())) {
+            return Err(PyTypeError::new_err(format!(
+                "{what}: a tensor without values of its own where it says they lie (data_ptr \
+                 {ptr:#x}: a DTensor or another wrapper subclass)"
+            )));
+        }
         Ok((shape, ptr))
     }
 }

@@ -23,7 +23,8 @@ Checked, at every capture step:
   FP32), overflow and skipped equal the one-process run's, and so do the per-class counts but
   for the activation gradients.
 
-The same loop with ranks="each" writes rank0 and rank1.
+The same loop with ranks="each" writes rank0 and rank1. And Simulate refuses the FSDP2-sharded
+model (its parameters are DTensors without values of their own) in one line.
 """
 
 import json
@@ -37,7 +38,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from mixprec.torch import Recorder  # noqa: E402
+from mixprec.torch import Recorder, Simulate  # noqa: E402
 
 WORLD = 2
 #: Per rank; the one-process run trains on WORLD * BATCH rows.
@@ -99,6 +100,16 @@ def _worker(rank, init, out):
         model = make_model()
         fully_shard(model)
         train(model, list(model.parameters()), os.path.join(out, "fsdp"), "merge", rank)
+        # Simulate refuses FSDP2's shards (DTensors, whose data_ptr is 0: rounding one through
+        # it crashed the process), in one line naming the parameter.
+        try:
+            Simulate(model, "fp16-master")
+            refusal = "none"
+        except TypeError as e:
+            refusal = str(e)
+        if rank == 0:
+            with open(os.path.join(out, "simulate-refusal.txt"), "w") as f:
+                f.write(refusal)
         model = make_model()
         train(torch.nn.parallel.DistributedDataParallel(model), list(model.parameters()),
               os.path.join(out, "each"), "each", rank)
@@ -199,3 +210,9 @@ def test_each_rank_writes_its_own_run(runs, cli):
         assert (each / f"rank{r}" / "summary.json").exists()
     result = cli("report", str(runs / "fsdp"), "--out", str(runs / "page"))
     assert result.returncode == 0, result.stderr
+
+
+def test_simulate_refuses_fsdp2_shards(runs):
+    refusal = (runs / "simulate-refusal.txt").read_text()
+    assert refusal.startswith("model: parameter '0.weight' is a DTensor without values of its own")
+    assert "simulate the model before sharding it" in refusal

@@ -345,6 +345,19 @@ def test_tensor_rounder_equals_quantize_into():
             r.round_into(bad, bad, 0)
     with pytest.raises(ValueError, match="shape"):
         r.round_into(t, torch.ones(6, 4), 0)
+
+    class Wrapper(torch.Tensor):  # a CPU tensor without values of its own, as a DTensor
+        @staticmethod
+        def __new__(cls, shape):
+            return torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32)
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise NotImplementedError(func)
+
+    for src, dst in [(Wrapper((4, 6)), t), (t, Wrapper((4, 6)))]:
+        with pytest.raises(TypeError, match="without values of its own"):
+            r.round_into(src, dst, 0)
     with pytest.raises(ValueError, match="overlaps"):
         r.round_into(t.view(-1)[1:], t.view(-1)[:-1], 0)
     with pytest.raises(ValueError):
