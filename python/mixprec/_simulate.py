@@ -98,14 +98,15 @@ def _compiled(model: torch.nn.Module) -> bool:
 
 def _check_unsharded(model: torch.nn.Module) -> None:
     """A TypeError naming the first parameter of ``model`` whose values are not its own to
-    round (a wrapper subclass: FSDP2's DTensor shards, whose ``data_ptr`` is 0): Simulate
-    rounds and reads plain tensors."""
+    round (a wrapper subclass: FSDP2's DTensor shards, whose ``data_ptr`` is 0 plus their
+    storage offset): Simulate rounds and reads plain tensors."""
     for name, p in model.named_parameters():
         try:
-            ptr = p.data_ptr()
+            # A wrapper subclass's data_ptr is 0 plus its storage offset.
+            base = p.data_ptr() - p.storage_offset() * p.element_size()
         except RuntimeError:  # a subclass without storage that says so
-            ptr = 0
-        if p.numel() and not ptr:
+            base = 0
+        if p.numel() and not base:
             raise TypeError(
                 f"model: parameter '{name}' is a {type(p).__name__} without values of its own "
                 "(fully_shard makes FSDP2's parameters such shards): Simulate rounds plain "

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PySet, PyStringMethods, PyTuple};
+use pyo3::types::{PyDict, PyList, PySet, PyStringMethods, PyTuple, PyType};
 
 use crate::record::{GradAmax, NodeHook};
 
@@ -38,7 +38,10 @@ pub struct GraphLook {
     narrow: Vec<Py<PyAny>>,
     same_values: Vec<String>,
     casts: Vec<String>,
-    kinds: HashMap<usize, Kind>,
+    /// Per node type (by address) seen since the last [`GraphLook::stop`], the type held so
+    /// that its address is not reused while it is kept (a Python Function's node type can be
+    /// made at run time and freed), and forgotten at each stop (so none is held for long).
+    kinds: HashMap<usize, (Py<PyType>, Kind)>,
     /// Per (node, input): how many edges feed it; the nodes are kept alive by `nodes`.
     fed: HashMap<(usize, usize), u32>,
     plans: HashMap<usize, Plan>,
@@ -50,7 +53,7 @@ impl GraphLook {
     fn kind(&mut self, node: &Bound<'_, PyAny>) -> PyResult<Kind> {
         let ty = node.get_type();
         let key = ty.as_ptr() as usize;
-        if let Some(k) = self.kinds.get(&key) {
+        if let Some((_, k)) = self.kinds.get(&key) {
             return Ok(*k);
         }
         let name = ty.name()?;
@@ -61,7 +64,7 @@ impl GraphLook {
             cast: self.casts.iter().any(|n| n == name),
             compiled: name == "CompiledFunctionBackward",
         };
-        self.kinds.insert(key, kind);
+        self.kinds.insert(key, (ty.clone().unbind(), kind));
         Ok(kind)
     }
 
@@ -198,6 +201,7 @@ impl GraphLook {
         }
         self.fed.clear();
         self.plans.clear();
+        self.kinds.clear();
         self.nodes.clear();
         Ok(())
     }

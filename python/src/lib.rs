@@ -207,25 +207,30 @@ pub struct TensorRounder {
 }
 
 impl TensorRounder {
-    /// The shape and first element of `t`, a dense C-contiguous float32 CPU tensor.
+    /// The shape and first element of `t`, a dense C-contiguous float32 CPU tensor whose
+    /// memory holds its values as they read (no negative view).
     fn raw(&self, t: &Bound<'_, PyAny>, what: &str) -> PyResult<(Vec<usize>, usize)> {
         let py = t.py();
         if !(t.getattr(intern!(py, "dtype"))?.is(&self.float32)
             && t.getattr(intern!(py, "is_cpu"))?.is_truthy()?
-            && t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?)
+            && t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?
+            && !t.call_method0(intern!(py, "is_neg"))?.is_truthy()?)
         {
             return Err(PyTypeError::new_err(format!(
-                "{what}: expected a contiguous float32 CPU tensor"
+                "{what}: expected a contiguous float32 CPU tensor (not a negative view)"
             )));
         }
         let shape: Vec<usize> = t.getattr(intern!(py, "shape"))?.extract()?;
         let ptr: usize = t.call_method0(intern!(py, "data_ptr"))?.extract()?;
-        // A wrapper subclass (FSDP2's DTensor) or a meta tensor says 0: no values to read.
+        let offset: usize = t.call_method0(intern!(py, "storage_offset"))?.extract()?;
+        // A wrapper subclass (FSDP2's DTensor) has no storage: its data_ptr is 0 plus its
+        // storage offset, an address that holds nothing of it.
+        let size = std::mem::size_of::<f32>();
         let empty = shape.contains(&0);
-        if !empty && (ptr == 0 || !ptr.is_multiple_of(std::mem::align_of::<f32>())) {
+        if !empty && (ptr == offset * size || !ptr.is_multiple_of(std::mem::align_of::<f32>())) {
             return Err(PyTypeError::new_err(format!(
-                "{what}: a tensor without values of its own where it says they lie (data_ptr \
-                 {ptr:#x}: a DTensor or another wrapper subclass)"
+                "{what}: a tensor without storage of its own (data_ptr {ptr:#x} at storage \
+                 offset {offset}: a DTensor or another wrapper subclass)"
             )));
         }
         Ok((shape, ptr))

@@ -226,6 +226,19 @@ def test_a_rounding_in_place_tells_autograd():
             y.sum().backward()
 
 
+def test_parameters_without_storage_of_their_own_are_refused():
+    """A parameter that is a wrapper subclass (as FSDP2's DTensor shards; test_distributed
+    tries the real one) is refused in one line naming it, whatever its storage offset (its
+    data_ptr is then that offset's address, which holds nothing of it)."""
+    from test_torch_round import Wrapper
+
+    for offset in (0, 4):
+        model = small_mlp()
+        model[2].weight = torch.nn.Parameter(Wrapper((4, 32), offset))
+        with pytest.raises(TypeError, match=r"^model: parameter '2.weight' is a Wrapper without values"):
+            Simulate(model, "fp16-master")
+
+
 def test_hooks_leave_the_model_as_it_was():
     model = small_mlp()
     keys = list(model.state_dict())

@@ -296,6 +296,26 @@ def test_passes_of_a_large_tensor(monkeypatch):
     same(with_specials(x), "nvfp4", "stochastic", "ieee", True, 3)
 
 
+class Wrapper(torch.Tensor):
+    """A CPU float32 tensor without storage of its own, as FSDP2's DTensor: ``data_ptr`` is 0
+    plus its storage offset; it can become a parameter (detach) and does nothing else."""
+
+    @staticmethod
+    def __new__(cls, shape, offset=0):
+        strides = torch.empty(shape).stride()
+        return torch.Tensor._make_wrapper_subclass(
+            cls, shape, strides=strides, storage_offset=offset, dtype=torch.float32)
+
+    def __init__(self, shape, offset=0):
+        self.offset = offset
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.detach.default:
+            return Wrapper(tuple(args[0].shape), args[0].offset)
+        raise NotImplementedError(func)
+
+
 def test_tensor_rounder_equals_quantize_into():
     """Simulate's rounder of CPU float32 tensors (``_mixprec.TensorRounder``) gives the bits and
     counts of ``quantize_into`` into a new tensor and in place, at any storage offset, for
@@ -346,18 +366,17 @@ def test_tensor_rounder_equals_quantize_into():
     with pytest.raises(ValueError, match="shape"):
         r.round_into(t, torch.ones(6, 4), 0)
 
-    class Wrapper(torch.Tensor):  # a CPU tensor without values of its own, as a DTensor
-        @staticmethod
-        def __new__(cls, shape):
-            return torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32)
-
-        @classmethod
-        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-            raise NotImplementedError(func)
-
-    for src, dst in [(Wrapper((4, 6)), t), (t, Wrapper((4, 6)))]:
-        with pytest.raises(TypeError, match="without values of its own"):
-            r.round_into(src, dst, 0)
+    # CPU tensors without storage of their own, as a DTensor: data_ptr is 0 plus the storage
+    # offset (as torch's TwoTensor of slices says 8).
+    for offset in (0, 4):
+        for src, dst in [(Wrapper((4, 6), offset), t), (t, Wrapper((4, 6), offset))]:
+            with pytest.raises(TypeError, match="without storage of its own"):
+                r.round_into(src, dst, 0)
+    # A negative view: its memory holds the values negated.
+    neg = torch._neg_view(torch.ones(3))
+    assert neg.is_neg() and neg.is_contiguous()
+    with pytest.raises(TypeError, match="not a negative view"):
+        r.round_into(neg, torch.empty(3), 0)
     with pytest.raises(ValueError, match="overlaps"):
         r.round_into(t.view(-1)[1:], t.view(-1)[:-1], 0)
     with pytest.raises(ValueError):
