@@ -331,17 +331,34 @@ fn nvfp4_tensors() -> Vec<(Vec<f32>, usize)> {
 #[test]
 fn nvfp4_amax_beyond_f32_over_448_overflows_the_dequantiser() {
     let r = BlockRounder::new(BlockFormat::Nvfp4, RoundOptions::default());
+    // Every value of the block leaves as an infinity or a NaN: each counts as overflow (the
+    // element 1.0 rounded to zero, yet nothing underflowed to zero).
+    let overflowed = |n| RoundCounts {
+        overflow: n,
+        ..RoundCounts::default()
+    };
     let mut xs = vec![1e36f32, -1e36, 1.0, 0.0];
-    r.round_matrix_at(&mut xs, 4, 0);
+    assert_eq!(r.round_matrix_at(&mut xs, 4, 0), overflowed(4));
     assert_eq!(xs[..2], [f32::INFINITY, f32::NEG_INFINITY]);
     // The library's NaN (0x7fc00000), not the CPU's default NaN: the same bits everywhere.
     assert_eq!(xs[2].to_bits(), f32::NAN.to_bits(), "{xs:?}");
     assert_eq!(xs[3].to_bits(), f32::NAN.to_bits(), "{xs:?}");
     let mut wide = vec![1e36f64, -1e36, 1.0, 0.0];
-    r.round_matrix_f64_at(&mut wide, 4, 0);
+    assert_eq!(r.round_matrix_f64_at(&mut wide, 4, 0), overflowed(4));
     assert_eq!(wide[..2], [f64::INFINITY, f64::NEG_INFINITY]);
     assert_eq!(wide[2].to_bits(), f64::NAN.to_bits(), "{wide:?}");
     assert_eq!(wide[3].to_bits(), f64::NAN.to_bits(), "{wide:?}");
+    // Only the blocks whose scale overflows: a second block of smaller values (its own scale,
+    // whose dequantiser stays finite) counts as rounding counts it, 1e30 underflowing.
+    let mut xs = vec![1e36f32; 16];
+    xs.extend([1e35f32, 1e30, 0.0, 5e34]);
+    let counts = r.round_matrix_at(&mut xs, 20, 0);
+    assert_eq!((counts.overflow, counts.underflow), (16, 1), "{xs:?}");
+    assert!(xs[..16].iter().all(|x| x.is_infinite()), "{xs:?}");
+    assert!(
+        xs[16].is_finite() && xs[16] > 0.0 && xs[17] == 0.0 && xs[19] > 0.0,
+        "{xs:?}"
+    );
     // Below the edge the same block stays finite.
     let mut xs = vec![1e35f32, 1.0];
     r.round_matrix_at(&mut xs, 2, 0);

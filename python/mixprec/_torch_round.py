@@ -289,9 +289,11 @@ def _round(
     o: _Options,
     u: Optional[torch.Tensor],
     counts: Optional[List[torch.Tensor]],
+    counted: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """The float64 patterns ``x`` (int64) rounded into ``f``: ``Rounder::round_at`` value by
-    value, ``u`` the stochastic bits of each; appends the events' counts to ``counts``."""
+    value, ``u`` the stochastic bits of each; appends the events' counts to ``counts`` (of
+    the values where ``counted`` is true, when given)."""
     sign = x & _SIGN
     negative = x < 0
     a = x & _ABS
@@ -360,7 +362,10 @@ def _round(
     if counts is not None:
         underflow = zero & (a != 0)
         subnormal = finite & ~over & ~zero & small
-        counts.append(torch.stack([c.sum() for c in (underflow, subnormal, over, nan, inf)]))
+        events = (underflow, subnormal, over, nan, inf)
+        if counted is not None:
+            events = tuple(e & counted for e in events)
+        counts.append(torch.stack([e.sum() for e in events]))
     return out
 
 
@@ -532,13 +537,17 @@ def _round_blocks(
         scaled = torch.where(vanished, (scaled & _SIGN) | _F32_MIN_SUBNORMAL, scaled)
     scaled = torch.where(zero_block, x & _SIGN, scaled)
     scaled = torch.where(nan_block, _NAN, scaled)
-    element = _round(scaled, block.element, replace(o, saturate=True), u, counts)
+    # A block whose scale back overflows (NVFP4's dequantiser beyond f32's max) leaves as
+    # infinities and NaNs: each of its values counts as overflow, not as its element rounded.
+    lost = ((up & _ABS) == _INF) & ~zero_block & ~nan_block
+    element = _round(scaled, block.element, replace(o, saturate=True), u, counts, ~lost)
     underflow = (zero_block & ((x & _ABS) != 0)).sum()
-    counts.append(torch.stack([underflow] + [torch.zeros_like(underflow)] * 4))
+    zero = torch.zeros_like(underflow)
+    counts.append(torch.stack([underflow, zero, lost.sum(), zero, zero]))
 
     value = _f32_mul(element, up) if single else _i64(_f64(element) * _f64(up))
     # 0 x inf (NVFP4's dequantisation overflowed): the library's NaN, on every machine.
-    value = torch.where(((element & _ABS) == 0) & ((up & _ABS) == _INF), _NAN, value)
+    value = torch.where(((element & _ABS) == 0) & lost, _NAN, value)
     value = torch.where(zero_block, element, value)
     return torch.where(nan_block, element if single else torch.full_like(x, _NAN), value)
 

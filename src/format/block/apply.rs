@@ -224,7 +224,7 @@ fn fused(
     c: usize,
     pos: u64,
 ) -> RoundCounts {
-    let other = |block: &mut [f32], s: Scale, at: u64| apply(element, block, &[s], c, at);
+    let other = |block: &mut [f32], s: Scale, at: u64| apply(element, block, s, at);
     if c.is_multiple_of(32) {
         element.round_f32_scaled_blocks_at::<32>(path, chunk, c, scales, pos, other)
     } else {
@@ -232,28 +232,31 @@ fn fused(
     }
 }
 
-/// Scales the blocks of `chunk` (`c` wide, from its start; the last may be shorter) down,
-/// rounds them with the element kernel as positions `pos..`, and scales them back.
-pub(super) fn apply(
-    element: &Rounder,
-    chunk: &mut [f32],
-    scales: &[Scale],
-    c: usize,
-    pos: u64,
-) -> RoundCounts {
-    let mut zeroed = 0;
-    for (block, s) in chunk.chunks_mut(c).zip(scales) {
-        zeroed += s.down(block);
-    }
-    let mut counts = element.round_f32_slice_at(chunk, pos);
-    for (block, s) in chunk.chunks_mut(c).zip(scales) {
-        s.up(block);
+/// Scales one block down by `scale`, rounds it with the element kernel as positions `pos..`,
+/// and scales it back. A block whose scale back overflows f32 (NVFP4's dequantiser) leaves as
+/// infinities and NaNs: every value of it counts as overflowing, whatever its element did.
+pub(super) fn apply(element: &Rounder, block: &mut [f32], scale: Scale, pos: u64) -> RoundCounts {
+    let zeroed = scale.down(block);
+    let mut counts = element.round_f32_slice_at(block, pos);
+    scale.up(block);
+    if scale.overflows() {
+        return RoundCounts {
+            overflow: block.len() as u64,
+            ..RoundCounts::default()
+        };
     }
     counts.underflow += zeroed;
     counts
 }
 
 impl Scale {
+    /// Whether scaling back overflows f32 (NVFP4's `s_b * amax_t` beyond f32's max): every
+    /// value of the block leaves as an infinity, or a NaN where its element is zero.
+    #[inline(always)]
+    fn overflows(&self) -> bool {
+        matches!(*self, Scale::Mul { up, .. } if up.is_infinite())
+    }
+
     /// Scales a block down to the element format's range; returns how many nonzero values a
     /// [`Scale::Zero`] made zero.
     #[inline(always)]
@@ -308,7 +311,11 @@ impl Scale {
             }
         };
         let (p, event) = element.round_at(q, pos);
-        counts.record(event);
+        if self.overflows() {
+            counts.overflow += 1; // as `apply` counts it
+        } else {
+            counts.record(event);
+        }
         // As in `up`: zero times an infinite scale is the library's NaN on every machine.
         *x = if p == 0.0 && up.is_infinite() {
             f64::NAN

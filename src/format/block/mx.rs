@@ -247,7 +247,7 @@ pub(super) fn chunk(
         |amax| format.scale_of_amax(amax).exponent(),
         |block, at| {
             let scale = format.scale(apply::amax_bits(block));
-            apply::apply(element, block, &[scale], MX_BLOCK, at)
+            apply::apply(element, block, scale, at)
         },
     )
 }

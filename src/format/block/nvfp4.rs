@@ -32,7 +32,9 @@
 //!   value of such a tensor becomes NaN and counts as NaN, as an MX block with a NaN scale does;
 //! - a finite amax_t above f32's max over 448 (about 7.6e35): `s_b * amax_t` overflows f32 in
 //!   the dequantiser, so a block with scale 448 dequantises the elements that do not round to
-//!   zero to infinity and the rest to NaN (`1e36` and `1` in one block give `inf` and `NaN`).
+//!   zero to infinity and the rest to NaN (`1e36` and `1` in one block give `inf` and `NaN`);
+//!   every value of such a block counts as overflow (none as underflow, though some elements
+//!   rounded to zero: what leaves the block is not finite).
 //!
 //! The element rounding follows the [`RoundOptions`](crate::format::RoundOptions) given
 //! (Transformer Engine rounds gradients stochastically), always saturating; the block scale is
