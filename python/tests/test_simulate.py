@@ -156,6 +156,24 @@ def test_grad_amax_is_the_largest_gradient_stored_and_bounded_past_an_overflow()
         assert sim.last["grad_amax"] == float(finite.max()) / 2.0**scale
 
 
+def test_a_gradient_that_overflows_as_it_is_stored_is_no_bound():
+    """Weight gradients alone in fp16, the loss scaled past fp16's range: they overflow as they
+    are stored (the step overflows), but the values rounded were finite, so ``grad_amax`` is
+    their largest and not a bound."""
+    recipe = dict(json.loads(_mixprec.recipe_json("fp32")), name="wgrad-fp16", weight_grads="fp16")
+    model = small_mlp()
+    x, y = data()
+    with Simulate(model, recipe, optimizer=torch.optim.SGD(model.parameters(), lr=0.1)) as sim:
+        sim.capture = Stored()
+        sim.backward(torch.nn.functional.cross_entropy(model(x), y) * 2.0**20)
+        sim.step()
+    stored = [v for cls, v, _ in sim.capture.calls if cls == "weight_grad"]
+    top = max(float(np.abs(v).max()) for v in stored)
+    assert np.isfinite(top) and top > 65504
+    assert sim.last["counts"]["weight_grad"]["overflow"] > 0 and sim.last["overflow"]
+    assert sim.last["grad_amax"] == top and not sim.last["grad_amax_bounded"]
+
+
 def test_a_capture_holds_the_values_before_rounding():
     """What a capture step records of each storage point is the values it rounded as they were
     before rounding (so that rounding them again loses what the step's counts say), never the

@@ -377,8 +377,14 @@ def test_tensor_rounder_equals_quantize_into():
     assert neg.is_neg() and neg.is_contiguous()
     with pytest.raises(TypeError, match="not a negative view"):
         r.round_into(neg, torch.empty(3), 0)
-    with pytest.raises(ValueError, match="overlaps"):
-        r.round_into(t.view(-1)[1:], t.view(-1)[:-1], 0)
+    flat = t.view(-1)
+    for src, dst in [(flat[1:], flat[:-1]), (flat[:-1], flat[1:])]:
+        with pytest.raises(ValueError, match="overlaps"):
+            r.round_into(src, dst, 0)
+    # The two halves of one buffer, side by side, share no memory.
+    halves = torch.full((2, 12), 0.1)
+    assert r.round_into(halves[0], halves[1], 0) == (0, 0, 0, 0, 0, None)
+    assert halves[1].eq(np.float32(0.0999755859375)).all() and halves[0].eq(np.float32(0.1)).all()
     with pytest.raises(ValueError):
         _mixprec.TensorRounder("fp17", "nearest-even", "ieee", True, torch.float32)
 
