@@ -173,6 +173,8 @@ class TensorRounder:
 
     def __init__(self, format: str, rounding: str, overflow: str, subnormals: bool,
                  float32: Any) -> None: ...
-    def round_into(self, src: Any, dst: Any, seed: int) -> Tuple[int, int, int, int, int]:
+    def round_into(self, src: Any, dst: Any, seed: int, amax: bool = False
+                   ) -> Tuple[int, int, int, int, int, Optional[float]]:
         """Rounds ``src`` into ``dst`` (``src`` itself, or a tensor of its shape sharing no
-        memory with it); returns (underflow, subnormal, overflow, nan, infinite)."""
+        memory with it); returns (underflow, subnormal, overflow, nan, infinite) and, with
+        ``amax``, the largest finite magnitude of ``src`` before rounding (else None)."""

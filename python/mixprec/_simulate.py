@@ -397,15 +397,18 @@ class Simulate:
             src = src.float()
         training = self.model.training
         cpu = src.device.type == "cpu"
+        grad = cls in _GRADIENTS and training
+        fp8 = cls in precision.fp8_max
         # A gradient's largest magnitude: read by the rounding itself where it rounds ``src``
-        # as it is on the CPU, else here (before a rounding in place overwrites it).
-        fused = cls in _GRADIENTS and training and cpu and cls not in precision.fp8_max
-        if cls in _GRADIENTS and training and not fused:
+        # as it is on the CPU, else here (before a rounding in place overwrites it), once for
+        # the gradient and the fp8 scale.
+        fused = grad and cpu and not fp8
+        amax = _amax(src) if fp8 or (grad and not fused) else None
+        if grad and not fused:
             finite = lambda: _amax(src.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0))  # noqa: E731
-            self._grad_seen(_amax(src), finite)
+            self._grad_seen(amax, finite)
         unscaled, scale = src, None
-        if cls in precision.fp8_max:
-            amax = _amax(src)
+        if fp8:
             name = f"{layer}/{cls}/{part or ''}/{tensor}"
             seen = _amax(src.nan_to_num(nan=0.0)) if math.isnan(amax) else amax
             scale = precision.delayed.cast(name, precision.fp8_max[cls], seen if training else 0.0)

@@ -319,8 +319,14 @@ impl TensorRounder {
                 top,
             )
         };
-        let c = counts;
-        Ok((c.underflow, c.subnormal, c.overflow, c.nan, c.infinite, top))
+        let RoundCounts {
+            underflow,
+            subnormal,
+            overflow,
+            nan,
+            infinite,
+        } = counts;
+        Ok((underflow, subnormal, overflow, nan, infinite, top))
     }
 }
 
