@@ -273,8 +273,7 @@ impl Rounder {
             dst.len(),
             "source and destination lengths differ"
         );
-        // As `par_chunks`: one task runs here (handing it to a sleeping pool costs more than
-        // rounding it).
+        // As `par_chunks`: one task runs here, without rayon's iterator (1.1x on 5K values).
         if src.len() <= PAR_CHUNK || rayon::current_num_threads() == 1 {
             return self.round_f32_into(src, dst, start);
         }
